@@ -1,0 +1,180 @@
+// The job model shared by every store, the HTTP API and the CLI (SPEC section 2).
+//
+// Times are milliseconds since the Unix epoch on the store's clock ("due_at_ms"), or
+// durations in milliseconds ("delay_ms"). A producer's clock never decides a due time:
+// the store turns a delay into due_at with its own clock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace delayq {
+
+using Headers = std::map<std::string, std::string>;
+
+enum class JobState { kScheduled, kReady, kReserved, kDead };
+// "scheduled" | "ready" | "reserved" | "dead".
+const char* JobStateName(JobState state);
+
+// Limits that hold for every queue (per-queue limits live in QueueConfig).
+struct Limits {
+  static constexpr size_t kMaxQueueName = 128;      // [A-Za-z0-9._:-]{1,128}
+  static constexpr size_t kMaxKey = 512;            // idempotency key bytes
+  static constexpr size_t kMaxHeaders = 64;         // header entries per job
+  static constexpr size_t kMaxHeaderBytes = 16384;  // sum of header names and values
+  static constexpr size_t kMaxErrorText = 4096;     // last_error is truncated to this
+  static constexpr size_t kMaxBatch = 1000;         // jobs per enqueue batch
+  static constexpr int32_t kMaxReserve = 1000;      // jobs per reserve call
+  static constexpr int64_t kMaxWaitMs = 60'000;     // longest reserve long-poll
+  static constexpr int64_t kMinLeaseMs = 1'000;
+  static constexpr int64_t kMaxLeaseMs = 43'200'000;  // 12 h
+  static constexpr int32_t kMaxAttempts = 1'000;
+  static constexpr int64_t kMaxPayloadCeiling = 64 << 20;  // max_payload may not exceed 64 MiB
+};
+
+// Exponential back-off for a nack without an explicit retry delay:
+// delay(attempt) = min(max_ms, base_ms * factor^(attempt-1)), then multiplied by a uniform
+// random factor in [1 - jitter, 1 + jitter] and clamped to max_ms again.
+struct BackoffPolicy {
+  int64_t base_ms = 1'000;      // default 1 s
+  double factor = 2.0;          // default 2.0 (1 <= factor <= 100)
+  int64_t max_ms = 3'600'000;   // default 1 h
+  double jitter = 0.1;          // default 0.1 (0 <= jitter <= 1)
+  bool operator==(const BackoffPolicy&) const = default;
+};
+
+struct QueueConfig {
+  int32_t max_attempts = 5;                     // deliveries before a job goes dead; default 5
+  BackoffPolicy backoff;                        // see BackoffPolicy
+  int64_t lease_ms = 30'000;                    // default lease of a reservation; 30 s
+  int64_t max_payload = 1 << 20;                // payload bytes; default 1 MiB
+  int64_t dead_retention_ms = 7LL * 86'400'000;  // dead jobs are purged after this; 7 days
+  int64_t max_delay_ms = 365LL * 86'400'000;    // longest delay accepted; 365 days
+  bool operator==(const QueueConfig&) const = default;
+};
+
+// A job as returned by Get and by the dead-letter listing.
+struct Job {
+  std::string id;     // ULID, 26 characters, sortable by creation time
+  std::string queue;
+  JobState state = JobState::kScheduled;
+  int64_t due_at_ms = 0;
+  int32_t attempt = 0;  // deliveries so far
+  int32_t max_attempts = 0;
+  std::string key;      // idempotency key, empty when none
+  std::string payload;  // opaque bytes
+  Headers headers;
+  int64_t created_at_ms = 0;
+  std::string last_error;
+  int64_t lease_deadline_ms = 0;  // when state is kReserved
+  int64_t dead_at_ms = 0;         // when state is kDead
+};
+
+// When a job becomes due. Give at most one of delay_ms and deliver_at_ms; neither means now.
+// A deliver_at_ms in the past means "due now".
+struct When {
+  std::optional<int64_t> delay_ms;
+  std::optional<int64_t> deliver_at_ms;
+};
+
+struct EnqueueRequest {
+  std::string payload;  // 1..max_payload bytes
+  Headers headers;
+  When when;
+  std::string key;       // optional idempotency key
+  bool replace = false;  // with a key naming a live job: replace its payload, headers, due time
+  std::optional<int32_t> max_attempts;  // default: the queue's max_attempts
+};
+
+struct EnqueueResult {
+  std::string id;
+  int64_t due_at_ms = 0;
+  bool duplicate = false;  // the key named a live job; that job's id is returned
+  bool replaced = false;   // ... and it was replaced (EnqueueRequest::replace)
+};
+
+// Addresses a job by id or by idempotency key (exactly one is set).
+struct JobRef {
+  std::string id;
+  std::string key;
+  static JobRef ById(std::string id) { return {std::move(id), {}}; }
+  static JobRef ByKey(std::string key) { return {{}, std::move(key)}; }
+};
+
+struct ReserveRequest {
+  int32_t max = 1;                  // 1..1000 jobs
+  int64_t wait_ms = 0;              // 0..60000: how long to wait for a first ready job
+  std::optional<int64_t> lease_ms;  // 1000..43200000; default: the queue's lease_ms
+};
+
+// One delivery of a job to a consumer. The receipt names this delivery only.
+struct Delivery {
+  std::string id;
+  std::string receipt;
+  std::string payload;
+  Headers headers;
+  int32_t attempt = 0;  // 1 for the first delivery
+  int32_t max_attempts = 0;
+  int64_t due_at_ms = 0;
+  std::string key;
+  int64_t lease_deadline_ms = 0;
+};
+
+struct NackRequest {
+  std::string receipt;
+  std::optional<int64_t> retry_in_ms;  // default: the queue's back-off for this attempt
+  std::string error;                   // stored as last_error
+  bool dead = false;                   // send to the dead-letter queue now
+};
+
+struct NackResult {
+  JobState state = JobState::kScheduled;  // kScheduled (retry) or kDead
+  int64_t due_at_ms = 0;                  // the retry's due time when scheduled
+};
+
+struct TouchResult {
+  int64_t lease_deadline_ms = 0;
+};
+
+// Delivery lateness (delivered_at - due_at) of first deliveries after a job came due.
+struct LatenessSummary {
+  uint64_t count = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0, sum_ms = 0;
+  // Cumulative counts for the Prometheus buckets in kLatenessBucketsMs (then +Inf = count).
+  static constexpr double kLatenessBucketsMs[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000,
+                                                  2500, 5000, 10000, 30000, 60000};
+  std::vector<uint64_t> cumulative;
+};
+
+struct QueueCounters {
+  uint64_t enqueued = 0, delivered = 0, acked = 0, nacked = 0, redelivered = 0, dead = 0;
+};
+
+struct QueueStats {
+  std::string name;
+  int64_t scheduled = 0, ready = 0, reserved = 0, dead = 0;
+  int64_t due_next_60s = 0;
+  std::optional<int64_t> earliest_due_at_ms;  // of scheduled jobs
+  int64_t oldest_ready_ms = 0;                // age of the longest-waiting ready job
+  bool paused = false;
+  QueueCounters counters;  // since the store was opened
+  LatenessSummary lateness;
+};
+
+// Scheduled jobs counted by due time: buckets[i] holds jobs due in
+// [start_ms + i*bucket_ms, start_ms + (i+1)*bucket_ms).
+struct ScheduleHistogram {
+  int64_t start_ms = 0;
+  int64_t bucket_ms = 0;
+  std::vector<int64_t> buckets;
+  int64_t later = 0;  // due after the last bucket
+};
+
+struct DeadPage {
+  std::vector<Job> jobs;
+};
+
+}  // namespace delayq

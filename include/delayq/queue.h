@@ -1,0 +1,114 @@
+// The Queue interface: the whole job lifecycle of SPEC sections 2 and 4.
+//
+// Implemented by the embedded engine (delayq::Engine), the Redis store and the HTTP client
+// (delayq::Client); the server, the CLI and the Worker are written against this interface
+// only, and one conformance suite (tests/conformance) runs against every implementation.
+//
+// All methods are thread-safe. A queue is created on first use by Enqueue, Reserve or
+// SetConfig; read-only calls on a queue that was never used answer kNotFound.
+//
+// Common errors of every method: kInvalidArgument (a bad queue name or field; the message
+// names it), kUnavailable (the store is closed or unreachable), kIoError (the store failed;
+// nothing was applied).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/job.h"
+#include "delayq/status.h"
+
+namespace delayq {
+
+// Called once with the jobs of an asynchronous reserve (possibly none, when the wait ran out or
+// the store is closing) or an error. Runs on a store thread: it must not block.
+using ReserveCallback = std::function<void(Result<std::vector<Delivery>>)>;
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+
+  // Adds one job. A key naming a live job (scheduled, ready or reserved) returns that job with
+  // duplicate=true; with replace=true its payload, headers and due time are replaced first
+  // (kConflict while it is reserved). Errors: kInvalidArgument (empty payload, negative delay,
+  // delay past the queue's max_delay_ms, bad key or headers), kTooLarge (payload over
+  // max_payload). When this returns ok the job is durable as the store's durability promises.
+  virtual Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) = 0;
+
+  // Adds up to Limits::kMaxBatch jobs, all or none: one invalid request fails the batch and
+  // nothing is stored. Results are in request order.
+  virtual Result<std::vector<EnqueueResult>> EnqueueBatch(
+      std::string_view queue, std::span<const EnqueueRequest> requests) = 0;
+
+  // The job's current state. kNotFound when it does not exist (acked, cancelled, purged).
+  virtual Result<Job> Get(std::string_view queue, const JobRef& ref) = 0;
+
+  // Deletes a scheduled, ready or dead job. kConflict while it is reserved; kNotFound when gone.
+  virtual Status Cancel(std::string_view queue, const JobRef& ref) = 0;
+
+  // Gives a scheduled or ready job a new due time; returns the job as it now is.
+  // kConflict when it is reserved or dead.
+  virtual Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) = 0;
+
+  // Reserves up to request.max ready jobs for request.lease_ms, waiting up to request.wait_ms
+  // for the first one. An empty vector means nothing became ready in time (or the queue is
+  // paused). Each job's attempt counts this delivery; each Delivery carries a fresh receipt.
+  virtual Result<std::vector<Delivery>> Reserve(std::string_view queue,
+                                                const ReserveRequest& request) = 0;
+
+  // The same as Reserve without holding the calling thread while it waits: `done` is called
+  // exactly once, possibly before this returns. Returns a handle for CancelReserve.
+  virtual uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
+                                ReserveCallback done) = 0;
+  // Ends a waiting ReserveAsync early: its callback gets an empty vector (unless it already ran).
+  virtual void CancelReserve(uint64_t handle) = 0;
+
+  // Acknowledges a delivery: the job is deleted. A receipt stays valid until its job is acked,
+  // delivered again or gone, so an ack after the lease ran out still succeeds if no one else
+  // received the job meanwhile. kLeaseExpired when the job was delivered again or went dead;
+  // kNotFound when the job no longer exists; kInvalidArgument for an unparseable receipt.
+  virtual Status Ack(std::string_view queue, std::string_view receipt) = 0;
+  // Acks each receipt independently (one store write); one Status per receipt, in order.
+  virtual std::vector<Status> AckBatch(std::string_view queue,
+                                       std::span<const std::string> receipts) = 0;
+
+  // Ends a delivery without success: the job is scheduled again after retry_in_ms (or the
+  // queue's back-off), or goes dead when this was its last attempt or request.dead is set.
+  // Receipt errors as for Ack.
+  virtual Result<NackResult> Nack(std::string_view queue, const NackRequest& request) = 0;
+
+  // Extends the lease of a current delivery to now + lease_ms (default: the queue's lease_ms).
+  // Receipt errors as for Ack.
+  virtual Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
+                                    std::optional<int64_t> lease_ms) = 0;
+
+  // Dead jobs, oldest death first, at most `limit` (1..1000).
+  virtual Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) = 0;
+  // Makes dead jobs ready again with attempt 0; no ids means all. Unknown ids are skipped.
+  // Returns how many were replayed.
+  virtual Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) = 0;
+  // Deletes every dead job of the queue; returns how many.
+  virtual Result<int64_t> PurgeDead(std::string_view queue) = 0;
+
+  virtual Result<QueueStats> Stats(std::string_view queue) = 0;
+  // Every known queue, by name.
+  virtual Result<std::vector<QueueStats>> ListQueues() = 0;
+  // Scheduled jobs of the queue counted by due time, `buckets` buckets of bucket_ms from now.
+  virtual Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
+                                             int32_t buckets) = 0;
+
+  virtual Result<QueueConfig> GetConfig(std::string_view queue) = 0;
+  // Replaces the queue's configuration (validated as a whole). Applies to later operations;
+  // jobs already stored keep their max_attempts.
+  virtual Status SetConfig(std::string_view queue, const QueueConfig& config) = 0;
+
+  // While paused, jobs still come due but none is handed out. Persisted across restarts.
+  virtual Status Pause(std::string_view queue) = 0;
+  virtual Status Resume(std::string_view queue) = 0;
+};
+
+}  // namespace delayq

@@ -1,0 +1,104 @@
+#include "core/record.h"
+
+#include <fmt/format.h>
+
+#include "core/bytes.h"
+
+namespace delayq {
+namespace {
+
+Status VersionError(const char* what, uint8_t version) {
+  if (version > kRecordVersion) {
+    return Status::Corruption(fmt::format(
+        "{} record has format version {}, newer than this delayq understands ({}); "
+        "run the delayq version that wrote it",
+        what, version, kRecordVersion));
+  }
+  return Status::Corruption(fmt::format("{} record has unknown format version {}", what, version));
+}
+
+Status Truncated(const char* what) {
+  return Status::Corruption(fmt::format("{} record is truncated or malformed", what));
+}
+
+}  // namespace
+
+std::string EncodeJobRecord(const JobRecord& r) {
+  std::string out;
+  out.reserve(64 + r.queue.size() + r.key.size() + r.payload.size() + r.last_error.size());
+  ByteWriter w(&out);
+  w.U8(kRecordVersion);
+  w.U8(r.dead ? 1 : 0);
+  w.U8(r.key_indexed ? 1 : 0);
+  w.Varint(static_cast<uint64_t>(r.due_at_ms));
+  w.Varint(static_cast<uint64_t>(r.created_at_ms));
+  w.Varint(static_cast<uint64_t>(r.max_attempts));
+  w.Varint(static_cast<uint64_t>(r.attempt));
+  w.Varint(static_cast<uint64_t>(r.dead_at_ms));
+  w.Bytes(r.queue);
+  w.Bytes(r.key);
+  w.Bytes(r.last_error);
+  w.Varint(r.headers.size());
+  for (const auto& [name, value] : r.headers) {
+    w.Bytes(name);
+    w.Bytes(value);
+  }
+  w.Bytes(r.payload);
+  return out;
+}
+
+Status DecodeJobRecord(std::string_view data, JobRecord* r) {
+  ByteReader in(data);
+  uint8_t version, state, flags;
+  if (!in.U8(&version)) return Truncated("job");
+  if (version != 1) return VersionError("job", version);
+  uint64_t due, created, max_attempts, attempt, dead_at, header_count;
+  if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) ||
+      !in.Varint(&max_attempts) || !in.Varint(&attempt) || !in.Varint(&dead_at) ||
+      !in.Bytes(&r->queue) || !in.Bytes(&r->key) || !in.Bytes(&r->last_error) ||
+      !in.Varint(&header_count) || header_count > Limits::kMaxHeaders) {
+    return Truncated("job");
+  }
+  r->dead = state == 1;
+  r->key_indexed = (flags & 1) != 0;
+  r->due_at_ms = static_cast<int64_t>(due);
+  r->created_at_ms = static_cast<int64_t>(created);
+  r->max_attempts = static_cast<int32_t>(max_attempts);
+  r->attempt = static_cast<int32_t>(attempt);
+  r->dead_at_ms = static_cast<int64_t>(dead_at);
+  r->headers.clear();
+  for (uint64_t i = 0; i < header_count; ++i) {
+    std::string name, value;
+    if (!in.Bytes(&name) || !in.Bytes(&value)) return Truncated("job");
+    r->headers.emplace(std::move(name), std::move(value));
+  }
+  if (!in.Bytes(&r->payload) || !in.empty()) return Truncated("job");
+  return Status::Ok();
+}
+
+std::string EncodeDueRecord(const DueRecord& r) {
+  std::string out;
+  out.reserve(24);
+  ByteWriter w(&out);
+  w.U8(kRecordVersion);
+  w.Varint(static_cast<uint64_t>(r.attempt));
+  w.Fixed64(r.delivery);
+  w.Varint(static_cast<uint64_t>(r.lease_deadline_ms));
+  return out;
+}
+
+Status DecodeDueRecord(std::string_view data, DueRecord* r) {
+  ByteReader in(data);
+  uint8_t version;
+  if (!in.U8(&version)) return Truncated("due");
+  if (version != 1) return VersionError("due", version);
+  uint64_t attempt, lease;
+  if (!in.Varint(&attempt) || !in.Fixed64(&r->delivery) || !in.Varint(&lease) || !in.empty()) {
+    return Truncated("due");
+  }
+  r->attempt = static_cast<int32_t>(attempt);
+  r->lease_deadline_ms = static_cast<int64_t>(lease);
+  return Status::Ok();
+}
+
+}  // namespace delayq

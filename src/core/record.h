@@ -1,0 +1,60 @@
+// The stored form of a job, shared by every store that keeps jobs as byte strings.
+//
+// Record format, version 1 (byte 0 is the version):
+//   JobRecord: u8 version=1, u8 state, u8 flags (bit 0: key_indexed),
+//              varint due_at_ms, varint created_at_ms, varint max_attempts, varint attempt,
+//              varint dead_at_ms, bytes queue, bytes key, bytes last_error,
+//              varint header_count, (bytes name, bytes value)*, bytes payload
+//   DueRecord: u8 version=1, varint attempt, fixed64 delivery, varint lease_deadline_ms
+//   (bytes = varint length + raw bytes; varints are LEB128.)
+//
+// How to change the format safely:
+//   1. Never change the meaning of an existing version. Add kRecordVersion + 1 and write it.
+//   2. Keep decoding every older version (a branch per version in Decode*), filling new fields
+//      with defaults, so data written by an older delayq opens without a migration.
+//   3. A decoder refuses versions newer than it knows with kCorruption naming both versions,
+//      so an older delayq never misreads newer data; downgrades are not supported.
+//   4. Add a test in tests/core/record_test.cc that decodes a byte string written by each
+//      older version (the bytes, not the encoder, so the test pins the old format).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "delayq/job.h"
+#include "delayq/status.h"
+
+namespace delayq {
+
+inline constexpr uint8_t kRecordVersion = 1;
+
+struct JobRecord {
+  std::string queue;
+  std::string key;
+  bool key_indexed = false;  // the key index points at this job (it owns its key)
+  bool dead = false;         // false: waiting (scheduled/ready/reserved: see DueRecord)
+  int64_t due_at_ms = 0;
+  int64_t created_at_ms = 0;
+  int32_t max_attempts = 0;
+  int32_t attempt = 0;  // for dead jobs; a live job's attempt is in its DueRecord
+  int64_t dead_at_ms = 0;
+  std::string last_error;
+  Headers headers;
+  std::string payload;
+};
+
+// The per-delivery state of a live job, kept beside its due-index entry so that a reserve
+// rewrites a few bytes, not the whole record.
+struct DueRecord {
+  int32_t attempt = 0;
+  uint64_t delivery = 0;          // token of the current delivery; 0 = never delivered
+  int64_t lease_deadline_ms = 0;  // 0 = not reserved
+};
+
+std::string EncodeJobRecord(const JobRecord& record);
+Status DecodeJobRecord(std::string_view data, JobRecord* record);
+std::string EncodeDueRecord(const DueRecord& record);
+Status DecodeDueRecord(std::string_view data, DueRecord* record);
+
+}  // namespace delayq

@@ -1,0 +1,59 @@
+#include <array>
+
+#include "delayq/engine.h"
+#include "delayq/job.h"
+#include "delayq/status.h"
+
+namespace delayq {
+namespace {
+
+constexpr std::array<std::string_view, 11> kCodeNames = {
+    "ok",           "invalid_argument", "not_found",   "conflict", "lease_expired", "too_large",
+    "resource_exhausted", "unavailable",      "io_error",    "corruption", "internal"};
+
+}  // namespace
+
+std::string_view CodeName(Code code) { return kCodeNames[static_cast<size_t>(code)]; }
+
+Code CodeFromName(std::string_view name) {
+  for (size_t i = 0; i < kCodeNames.size(); ++i) {
+    if (kCodeNames[i] == name) return static_cast<Code>(i);
+  }
+  return Code::kInternal;
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return std::string(CodeName(code_)) + ": " + message_;
+}
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kScheduled: return "scheduled";
+    case JobState::kReady: return "ready";
+    case JobState::kReserved: return "reserved";
+    case JobState::kDead: return "dead";
+  }
+  return "unknown";
+}
+
+const char* DurabilityName(Durability d) {
+  switch (d) {
+    case Durability::kSync: return "sync";
+    case Durability::kInterval: return "interval";
+    case Durability::kNone: return "none";
+  }
+  return "unknown";
+}
+
+bool ParseDurability(std::string_view text, Durability* out) {
+  for (Durability d : {Durability::kSync, Durability::kInterval, Durability::kNone}) {
+    if (text == DurabilityName(d)) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace delayq

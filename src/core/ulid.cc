@@ -1,0 +1,92 @@
+#include "core/ulid.h"
+
+namespace delayq {
+namespace {
+
+constexpr char kAlphabet[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+int DecodeChar(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  switch (c) {  // Crockford: I and L read as 1, O as 0
+    case 'I': case 'L': return 1;
+    case 'O': return 0;
+    default: break;
+  }
+  for (int i = 10; i < 32; ++i) {
+    if (kAlphabet[i] == c) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t Ulid::TimestampMs() const {
+  int64_t t = 0;
+  for (int i = 0; i < 6; ++i) t = (t << 8) | bytes[i];
+  return t;
+}
+
+// 128 bits as 26 base32 digits: the first digit holds the top 3 bits (so the first character of
+// a valid ULID is 0..7), then 25 digits of 5 bits.
+std::string Ulid::ToString() const {
+  std::string out(26, '0');
+  unsigned __int128 v = 0;
+  for (uint8_t b : bytes) v = (v << 8) | b;
+  for (int i = 25; i >= 0; --i) {
+    out[i] = kAlphabet[static_cast<int>(v & 31)];
+    v >>= 5;
+  }
+  return out;
+}
+
+std::optional<Ulid> Ulid::Parse(std::string_view text) {
+  if (text.size() != 26) return std::nullopt;
+  unsigned __int128 v = 0;
+  for (size_t i = 0; i < 26; ++i) {
+    int d = DecodeChar(text[i]);
+    if (d < 0 || (i == 0 && d > 7)) return std::nullopt;
+    v = (v << 5) | static_cast<unsigned>(d);
+  }
+  Ulid u;
+  for (int i = 15; i >= 0; --i) {
+    u.bytes[i] = static_cast<uint8_t>(v & 0xff);
+    v >>= 8;
+  }
+  return u;
+}
+
+Ulid Ulid::FromRaw(std::string_view raw16) {
+  Ulid u;
+  std::memcpy(u.bytes.data(), raw16.data(), 16);
+  return u;
+}
+
+UlidGenerator::UlidGenerator() : rng_(std::random_device{}()) {}
+
+Ulid UlidGenerator::Next(int64_t now_ms) {
+  Ulid u;
+  if (now_ms > last_.TimestampMs()) {
+    for (int i = 5; i >= 0; --i) {
+      u.bytes[i] = static_cast<uint8_t>(now_ms & 0xff);
+      now_ms >>= 8;
+    }
+    uint64_t a = rng_(), b = rng_();
+    std::memcpy(u.bytes.data() + 6, &a, 8);
+    std::memcpy(u.bytes.data() + 14, &b, 2);
+    u.bytes[6] &= 0x7f;  // leave room to increment within the millisecond
+  } else {
+    u = last_;
+    for (int i = 15; i >= 6; --i) {  // increment the 80-bit random part
+      if (++u.bytes[i] != 0) break;
+    }
+  }
+  last_ = u;
+  return u;
+}
+
+void UlidGenerator::Observe(const Ulid& id) {
+  if (id > last_) last_ = id;
+}
+
+}  // namespace delayq

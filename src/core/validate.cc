@@ -1,0 +1,189 @@
+#include "core/validate.h"
+
+#include <fmt/format.h>
+
+#include "core/duration.h"
+
+namespace delayq {
+namespace {
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+std::string Printable(std::string_view s, size_t max = 64) {
+  std::string out;
+  for (char c : s.substr(0, max)) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || u >= 0x80 || c == '"' || c == '\\') {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+}  // namespace
+
+Status ValidateQueueName(std::string_view name) {
+  if (name.empty() || name.size() > Limits::kMaxQueueName) {
+    return Status::InvalidArgument(fmt::format(
+        "queue name \"{}\" has {} characters; it must have 1 to {} of [A-Za-z0-9._:-]",
+        Printable(name), name.size(), Limits::kMaxQueueName));
+  }
+  for (char c : name) {
+    if (!IsNameChar(c)) {
+      return Status::InvalidArgument(
+          fmt::format("queue name \"{}\" contains '{}'; allowed are [A-Za-z0-9._:-]",
+                      Printable(name), Printable(std::string_view(&c, 1))));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateLeaseMs(int64_t lease_ms, std::string_view field) {
+  if (lease_ms < Limits::kMinLeaseMs || lease_ms > Limits::kMaxLeaseMs) {
+    return Status::InvalidArgument(fmt::format("{} is {}; it must be between {} and {} (12h)",
+                                               field, lease_ms, Limits::kMinLeaseMs,
+                                               Limits::kMaxLeaseMs));
+  }
+  return Status::Ok();
+}
+
+Status ValidateKey(std::string_view key, std::string_view field) {
+  if (key.size() > Limits::kMaxKey) {
+    return Status::InvalidArgument(
+        fmt::format("{} has {} bytes; at most {} are allowed", field, key.size(), Limits::kMaxKey));
+  }
+  if (key.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(fmt::format("{} contains a NUL byte; it must not", field));
+  }
+  return Status::Ok();
+}
+
+Status ValidateConfig(const QueueConfig& c) {
+  auto range = [](std::string_view field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+      return Status::InvalidArgument(
+          fmt::format("{} is {}; it must be between {} and {}", field, v, lo, hi));
+    }
+    return Status::Ok();
+  };
+  DELAYQ_RETURN_IF_ERROR(range("max_attempts", c.max_attempts, 1, Limits::kMaxAttempts));
+  DELAYQ_RETURN_IF_ERROR(range("backoff.base_ms", c.backoff.base_ms, 0, 86'400'000));
+  DELAYQ_RETURN_IF_ERROR(range("backoff.max_ms", c.backoff.max_ms, 0, 30LL * 86'400'000));
+  if (!(c.backoff.factor >= 1.0 && c.backoff.factor <= 100.0)) {
+    return Status::InvalidArgument(
+        fmt::format("backoff.factor is {}; it must be between 1 and 100", c.backoff.factor));
+  }
+  if (!(c.backoff.jitter >= 0.0 && c.backoff.jitter <= 1.0)) {
+    return Status::InvalidArgument(
+        fmt::format("backoff.jitter is {}; it must be between 0 and 1", c.backoff.jitter));
+  }
+  DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(c.lease_ms));
+  DELAYQ_RETURN_IF_ERROR(range("max_payload", c.max_payload, 1, Limits::kMaxPayloadCeiling));
+  DELAYQ_RETURN_IF_ERROR(
+      range("dead_retention_ms", c.dead_retention_ms, 60'000, 3650LL * 86'400'000));
+  DELAYQ_RETURN_IF_ERROR(range("max_delay_ms", c.max_delay_ms, 0, 100LL * 365 * 86'400'000));
+  return Status::Ok();
+}
+
+Status ValidateReserve(const ReserveRequest& r) {
+  if (r.max < 1 || r.max > Limits::kMaxReserve) {
+    return Status::InvalidArgument(
+        fmt::format("max is {}; it must be between 1 and {}", r.max, Limits::kMaxReserve));
+  }
+  if (r.wait_ms < 0 || r.wait_ms > Limits::kMaxWaitMs) {
+    return Status::InvalidArgument(
+        fmt::format("wait_ms is {}; it must be between 0 and {}", r.wait_ms, Limits::kMaxWaitMs));
+  }
+  if (r.lease_ms) return ValidateLeaseMs(*r.lease_ms);
+  return Status::Ok();
+}
+
+Status ValidateDeadListLimit(int32_t limit) {
+  if (limit < 1 || limit > 1000) {
+    return Status::InvalidArgument(
+        fmt::format("limit is {}; it must be between 1 and 1000", limit));
+  }
+  return Status::Ok();
+}
+
+Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config,
+                       std::string_view prefix) {
+  if (r.payload.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}payload is empty; a job needs a payload of 1 to {} bytes", prefix,
+                    config.max_payload));
+  }
+  if (static_cast<int64_t>(r.payload.size()) > config.max_payload) {
+    return Status::TooLarge(fmt::format(
+        "{}payload has {} bytes; this queue accepts at most {} (its config max_payload)", prefix,
+        r.payload.size(), config.max_payload));
+  }
+  DELAYQ_RETURN_IF_ERROR(ValidateKey(r.key, fmt::format("{}key", prefix)));
+  if (r.replace && r.key.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}replace is set without a key; replace needs the key of the job to replace",
+                    prefix));
+  }
+  if (r.headers.size() > Limits::kMaxHeaders) {
+    return Status::InvalidArgument(fmt::format("{}headers has {} entries; at most {} are allowed",
+                                               prefix, r.headers.size(), Limits::kMaxHeaders));
+  }
+  size_t header_bytes = 0;
+  for (const auto& [name, value] : r.headers) {
+    if (name.empty()) {
+      return Status::InvalidArgument(fmt::format("{}headers has an empty name", prefix));
+    }
+    header_bytes += name.size() + value.size();
+  }
+  if (header_bytes > Limits::kMaxHeaderBytes) {
+    return Status::InvalidArgument(
+        fmt::format("{}headers have {} bytes in all; at most {} are allowed", prefix, header_bytes,
+                    Limits::kMaxHeaderBytes));
+  }
+  if (r.max_attempts && (*r.max_attempts < 1 || *r.max_attempts > Limits::kMaxAttempts)) {
+    return Status::InvalidArgument(fmt::format("{}max_attempts is {}; it must be between 1 and {}",
+                                               prefix, *r.max_attempts, Limits::kMaxAttempts));
+  }
+  return Status::Ok();
+}
+
+Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& config,
+                           std::string_view prefix) {
+  if (when.delay_ms && when.deliver_at_ms) {
+    return Status::InvalidArgument(fmt::format(
+        "{}delay and deliver_at are both given; give one of them (or neither for now)", prefix));
+  }
+  if (when.delay_ms) {
+    int64_t d = *when.delay_ms;
+    if (d < 0) {
+      return Status::InvalidArgument(
+          fmt::format("{}delay is {} ms; it must not be negative", prefix, d));
+    }
+    if (d > config.max_delay_ms) {
+      return Status::InvalidArgument(fmt::format(
+          "{}delay is {} ({} ms); this queue accepts at most {} (its config max_delay_ms)",
+          prefix, FormatDuration(d), d, FormatDuration(config.max_delay_ms)));
+    }
+    return now_ms + d;
+  }
+  if (when.deliver_at_ms) {
+    int64_t at = *when.deliver_at_ms;
+    if (at > now_ms + config.max_delay_ms) {
+      return Status::InvalidArgument(fmt::format(
+          "{}deliver_at {} is {} from now; this queue accepts at most {} (its config "
+          "max_delay_ms)",
+          prefix, FormatTimestamp(at), FormatDuration(at - now_ms),
+          FormatDuration(config.max_delay_ms)));
+    }
+    return std::max(at, now_ms);
+  }
+  return now_ms;
+}
+
+}  // namespace delayq

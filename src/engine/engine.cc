@@ -1,0 +1,614 @@
+// Engine lifecycle and the operations on jobs and queues (deliveries are in
+// engine_delivery.cc). Every mutating operation: validate, plan a WriteBatch under the lock,
+// write it, apply it to memory, release the lock, wait for durability.
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "core/validate.h"
+#include "engine/engine_impl.h"
+
+namespace delayq {
+
+EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage)
+    : options_(options),
+      clock_(options.clock ? options.clock : SystemClock::Instance()),
+      storage_(std::move(storage)),
+      commit_(storage_.get()),
+      rng_(std::random_device{}()) {}
+
+EngineImpl::~EngineImpl() { Close(); }
+
+Status EngineImpl::Start() {
+  {
+    std::lock_guard lock(mu_);
+    DELAYQ_RETURN_IF_ERROR(RecoverLocked());
+  }
+  clock_listener_ = clock_->AddListener([this] {
+    std::lock_guard lock(mu_);
+    poked_ = true;
+    cv_.notify_one();
+  });
+  if (options_.durability == Durability::kInterval) {
+    commit_.StartInterval(options_.sync_interval_ms);
+  }
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+  return Status::Ok();
+}
+
+void EngineImpl::Close() {
+  Deferred deferred;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [handle, waiter] : waiters_) {
+      deferred.Add([done = std::move(waiter.done)] { done(std::vector<Delivery>{}); });
+    }
+    waiters_.clear();
+    waiter_deadlines_.clear();
+    cv_.notify_all();
+  }
+  deferred.Run();
+  if (scheduler_.joinable()) scheduler_.join();
+  clock_->RemoveListener(clock_listener_);
+  commit_.StopInterval();
+  Status s = commit_.SyncAll();
+  if (!s.ok()) spdlog::error("closing the store: {}", s.ToString());
+}
+
+EngineInfo EngineImpl::Info() {
+  std::lock_guard lock(mu_);
+  return {window_entries_, ready_entries_, leases_.size(), waiters_.size(), queues_.size()};
+}
+
+Status EngineImpl::CheckOpenLocked() const {
+  if (closed_) return Status::Unavailable("the store is closed (delayq is shutting down)");
+  return Status::Ok();
+}
+
+Status EngineImpl::CatchUpLocked(int64_t now_us, Deferred& deferred) {
+  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  TickLocked(now_us, deferred);
+  return Status::Ok();
+}
+
+QueueState* EngineImpl::FindQueueLocked(std::string_view name) {
+  auto it = queues_.find(name);
+  return it == queues_.end() ? nullptr : it->second.get();
+}
+
+QueueState* EngineImpl::GetOrCreateQueueLocked(std::string_view name) {
+  auto it = queues_.find(name);
+  if (it != queues_.end()) return it->second.get();
+  auto q = std::make_unique<QueueState>(std::string(name));
+  return queues_.emplace(q->name, std::move(q)).first->second.get();
+}
+
+Status EngineImpl::WriteLocked(WriteBatch& batch, uint64_t* seq) {
+  DELAYQ_RETURN_IF_ERROR(storage_->Write(batch));
+  *seq = ++write_seq_;
+  commit_.Written(*seq);
+  return Status::Ok();
+}
+
+Status EngineImpl::WaitDurable(uint64_t seq) {
+  if (seq == 0 || options_.durability != Durability::kSync) return Status::Ok();
+  return commit_.WaitDurable(seq);
+}
+
+Result<EnqueueResult> EngineImpl::Enqueue(std::string_view queue, const EnqueueRequest& request) {
+  auto r = EnqueueImpl(queue, std::span(&request, 1), false);
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueBatch(
+    std::string_view queue, std::span<const EnqueueRequest> requests) {
+  return EnqueueImpl(queue, requests, true);
+}
+
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
+    std::string_view queue, std::span<const EnqueueRequest> requests, bool is_batch) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (requests.empty()) {
+    return Status::InvalidArgument("jobs is empty; a batch holds 1 to 1000 jobs");
+  }
+  if (requests.size() > Limits::kMaxBatch) {
+    return Status::TooLarge(fmt::format("jobs has {} entries; a batch holds at most {}",
+                                        requests.size(), Limits::kMaxBatch));
+  }
+  auto prefix = [is_batch](size_t i) {
+    return is_batch ? fmt::format("jobs[{}].", i) : std::string();
+  };
+  struct Placement {
+    Ulid id;
+    DueKey old_key;  // replacements only
+    DueKey key;
+    int32_t attempt = 0;
+    bool replaced = false;
+  };
+  std::vector<EnqueueResult> results(requests.size());
+  std::vector<Placement> placements;
+  Deferred deferred;
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    const int64_t now_ms = now_us / 1000;
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    const QueueConfig& config = q ? ConfigOf(q) : options_.default_queue_config;
+
+    std::vector<int64_t> dues(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
+      auto due = ResolveDue(requests[i].when, now_ms, config, prefix(i));
+      if (!due.ok()) return due.status();
+      dues[i] = *due;
+    }
+
+    auto batch = storage_->NewBatch();
+    std::unordered_map<std::string_view, size_t> batch_keys;  // key -> first request using it
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const EnqueueRequest& r = requests[i];
+      std::string idem;
+      if (!r.key.empty()) {
+        if (auto it = batch_keys.find(r.key); it != batch_keys.end()) {
+          results[i] = results[it->second];  // the first job of the batch with this key wins
+          results[i].duplicate = true;
+          results[i].replaced = false;
+          continue;
+        }
+        batch_keys.emplace(r.key, i);
+        idem = IdemKey(queue, r.key);
+        std::string existing;
+        Status s = storage_->Get(Cf::kKeys, idem, &existing);
+        if (!s.ok() && s.code() != Code::kNotFound) return s;
+        JobRecord record;
+        std::string raw;
+        if (s.ok()) s = storage_->Get(Cf::kJobs, existing, &raw);
+        if (s.ok()) s = DecodeJobRecord(raw, &record);
+        if (s.ok()) {
+          Ulid id = Ulid::FromRaw(existing);
+          if (!r.replace) {
+            results[i] = {id.ToString(), record.due_at_ms, true, false};
+            continue;
+          }
+          if (leases_.contains(id)) {
+            return Status::Conflict(fmt::format(
+                "{}key \"{}\" names job {}, which a consumer has reserved; it can be replaced "
+                "after it is acked or nacked or its lease expires",
+                prefix(i), r.key, id.ToString()));
+          }
+          DueKey old_key{record.due_at_ms, id};
+          std::string due_raw;
+          DueRecord due_rec;
+          DELAYQ_RETURN_IF_ERROR(
+              storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &due_raw));
+          DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(due_raw, &due_rec));
+          record.payload = r.payload;
+          record.headers = r.headers;
+          record.due_at_ms = dues[i];
+          if (r.max_attempts) record.max_attempts = *r.max_attempts;
+          DueKey key{dues[i], id};
+          batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+          batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
+          batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({due_rec.attempt, 0, 0}));
+          placements.push_back({id, old_key, key, due_rec.attempt, true});
+          results[i] = {id.ToString(), dues[i], true, true};
+          continue;
+        }
+        if (s.code() != Code::kNotFound) return s;
+      }
+      Ulid id = ids_.Next(now_ms);
+      JobRecord record;
+      record.queue = std::string(queue);
+      record.key = r.key;
+      record.key_indexed = !r.key.empty();
+      record.due_at_ms = dues[i];
+      record.created_at_ms = now_ms;
+      record.max_attempts = r.max_attempts.value_or(config.max_attempts);
+      record.headers = r.headers;
+      record.payload = r.payload;
+      DueKey key{dues[i], id};
+      batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+      batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({}));
+      if (!idem.empty()) batch->Put(Cf::kKeys, idem, id.Raw());
+      placements.push_back({id, {}, key, 0, false});
+      results[i] = {id.ToString(), dues[i], false, false};
+    }
+
+    if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    if (!q) q = GetOrCreateQueueLocked(queue);
+    for (const Placement& p : placements) {
+      if (p.replaced) {
+        UnplaceLocked(q, p.old_key);
+      } else {
+        ++q->live;
+        ++q->counters.enqueued;
+      }
+      PlaceLocked(q, p.key, p.attempt, 0, false, now_us);
+    }
+    ServeWaitersLocked(q, now_us, deferred);
+  }
+  deferred.Run();
+  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  return results;
+}
+
+Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id,
+                                    JobRecord* record) {
+  std::string raw;
+  if (!ref.id.empty()) {
+    auto parsed = Ulid::Parse(ref.id);
+    if (!parsed) {
+      return Status::InvalidArgument(fmt::format(
+          "id \"{}\" is not a job id; job ids are 26 characters of Crockford base32",
+          ref.id.substr(0, 64)));
+    }
+    *id = *parsed;
+  } else {
+    DELAYQ_RETURN_IF_ERROR(ValidateKey(ref.key));
+    if (ref.key.empty()) return Status::InvalidArgument("give a job id or a key");
+    Status s = storage_->Get(Cf::kKeys, IdemKey(q->name, ref.key), &raw);
+    if (s.code() == Code::kNotFound) {
+      return Status::NotFound(
+          fmt::format("no live job in queue {} has key \"{}\"", q->name, ref.key.substr(0, 128)));
+    }
+    DELAYQ_RETURN_IF_ERROR(s);
+    *id = Ulid::FromRaw(raw);
+  }
+  Status s = storage_->Get(Cf::kJobs, id->Raw(), &raw);
+  if (s.code() == Code::kNotFound) {
+    return Status::NotFound(fmt::format(
+        "job {} does not exist in queue {} (never, or it was acked, cancelled or purged)",
+        id->ToString(), q->name));
+  }
+  DELAYQ_RETURN_IF_ERROR(s);
+  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, record));
+  if (record->queue != q->name) {
+    return Status::NotFound(
+        fmt::format("job {} is not in queue {}", id->ToString(), q->name));
+  }
+  return Status::Ok();
+}
+
+Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record,
+                                      int64_t now_us) {
+  (void)now_us;
+  Job job;
+  job.id = id.ToString();
+  job.queue = record.queue;
+  job.due_at_ms = record.due_at_ms;
+  job.max_attempts = record.max_attempts;
+  job.key = record.key;
+  job.payload = record.payload;
+  job.headers = record.headers;
+  job.created_at_ms = record.created_at_ms;
+  job.last_error = record.last_error;
+  if (record.dead) {
+    job.state = JobState::kDead;
+    job.attempt = record.attempt;
+    job.dead_at_ms = record.dead_at_ms;
+    return job;
+  }
+  DueKey key{record.due_at_ms, id};
+  if (auto it = leases_.find(id); it != leases_.end()) {
+    job.state = JobState::kReserved;
+    job.attempt = it->second.attempt;
+    job.lease_deadline_ms = it->second.deadline_ms;
+  } else if (auto r = q->ready.find(key); r != q->ready.end()) {
+    job.state = JobState::kReady;
+    job.attempt = r->second.attempt;
+  } else if (auto w = q->window.find(key); w != q->window.end()) {
+    job.state = JobState::kScheduled;
+    job.attempt = w->second;
+  } else {
+    std::string raw;
+    DueRecord due;
+    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(q->name, key), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(raw, &due));
+    job.state = JobState::kScheduled;
+    job.attempt = due.attempt;
+  }
+  return job;
+}
+
+Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Deferred deferred;
+  Result<Job> result = Status::Internal("unset");
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    Ulid id;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    result = JobViewLocked(q, id, record, now_us);
+  }
+  deferred.Run();
+  return result;
+}
+
+Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Deferred deferred;
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    Ulid id;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    if (leases_.contains(id)) {
+      return Status::Conflict(fmt::format(
+          "job {} is reserved by a consumer; it can be cancelled once it is nacked or its lease "
+          "expires",
+          id.ToString()));
+    }
+    auto batch = storage_->NewBatch();
+    batch->Delete(Cf::kJobs, id.Raw());
+    DueKey key{record.due_at_ms, id};
+    if (record.dead) {
+      batch->Delete(Cf::kDead, DeadIndexKey(queue, record.dead_at_ms, id));
+    } else {
+      batch->Delete(Cf::kDue, DueIndexKey(queue, key));
+      if (record.key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, record.key));
+    }
+    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    if (record.dead) {
+      --q->dead;
+    } else {
+      UnplaceLocked(q, key);
+      --q->live;
+    }
+  }
+  deferred.Run();
+  return WaitDurable(seq);
+}
+
+Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, const When& when) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Deferred deferred;
+  uint64_t seq = 0;
+  Result<Job> result = Status::Internal("unset");
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    Ulid id;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    if (leases_.contains(id)) {
+      return Status::Conflict(fmt::format(
+          "job {} is reserved by a consumer; only scheduled and ready jobs can be rescheduled",
+          id.ToString()));
+    }
+    if (record.dead) {
+      return Status::Conflict(fmt::format(
+          "job {} is dead; replay it (dead/replay) to make it ready again", id.ToString()));
+    }
+    auto due = ResolveDue(when, now_us / 1000, ConfigOf(q));
+    if (!due.ok()) return due.status();
+    DueKey old_key{record.due_at_ms, id};
+    DueKey key{*due, id};
+    std::string raw;
+    DueRecord due_rec;
+    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(raw, &due_rec));
+    record.due_at_ms = *due;
+    auto batch = storage_->NewBatch();
+    batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+    batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
+    batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({due_rec.attempt, 0, 0}));
+    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    UnplaceLocked(q, old_key);
+    PlaceLocked(q, key, due_rec.attempt, 0, false, now_us);
+    ServeWaitersLocked(q, now_us, deferred);
+    result = JobViewLocked(q, id, record, now_us);
+  }
+  deferred.Run();
+  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  return result;
+}
+
+QueueStats EngineImpl::StatsLocked(QueueState* q, int64_t now_us) {
+  const int64_t now_ms = now_us / 1000;
+  QueueStats s;
+  s.name = q->name;
+  s.ready = static_cast<int64_t>(q->ready.size());
+  s.reserved = q->reserved;
+  s.scheduled = q->live - s.ready - s.reserved;
+  s.dead = q->dead;
+  s.paused = q->meta.paused;
+  s.counters = q->counters;
+  s.lateness = q->lateness.Summary();
+  if (!q->window.empty()) s.earliest_due_at_ms = q->window.begin()->first.due_ms;
+  if (!q->ready.empty()) s.oldest_ready_ms = std::max<int64_t>(0, now_ms - q->ready.begin()->first.due_ms);
+  const int64_t limit = now_ms + 60'000;
+  for (auto& [key, attempt] : q->window) {
+    if (key.due_ms > limit) break;
+    ++s.due_next_60s;
+  }
+  if (!q->window_complete && q->window_end.due_ms <= limit) {  // the rest is on disk
+    std::string lower = DueIndexKey(q->name, q->window_end);
+    lower.push_back('\0');
+    auto cursor = storage_->Scan(Cf::kDue, lower, TimeIdKey(q->name, limit + 1, Ulid{}));
+    for (; cursor->Valid(); cursor->Next()) {
+      std::string_view name;
+      DueKey key;
+      if (ParseTimeIdKey(cursor->key(), &name, &key.due_ms, &key.id) &&
+          !leases_.contains(key.id) && !q->ready.contains(key)) {
+        ++s.due_next_60s;
+      }
+    }
+  }
+  return s;
+}
+
+Result<QueueStats> EngineImpl::Stats(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Deferred deferred;
+  QueueStats stats;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    stats = StatsLocked(q, now_us);
+  }
+  deferred.Run();
+  return stats;
+}
+
+Result<std::vector<QueueStats>> EngineImpl::ListQueues() {
+  Deferred deferred;
+  std::vector<QueueStats> out;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    out.reserve(queues_.size());
+    for (auto& [name, q] : queues_) out.push_back(StatsLocked(q.get(), now_us));
+  }
+  deferred.Run();
+  return out;
+}
+
+Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t bucket_ms,
+                                               int32_t buckets) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (bucket_ms < 60'000 || bucket_ms % 60'000 != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "bucket is {} ms; it must be a whole number of minutes (60000, 300000, 3600000, ...)",
+        bucket_ms));
+  }
+  if (buckets < 1 || buckets > 10'000) {
+    return Status::InvalidArgument(
+        fmt::format("the histogram has {} buckets; it may have 1 to 10000", buckets));
+  }
+  std::lock_guard lock(mu_);
+  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  const int64_t now_ms = clock_->NowMs();
+  ScheduleHistogram h;
+  h.start_ms = now_ms / 60'000 * 60'000;
+  h.bucket_ms = bucket_ms;
+  h.buckets.assign(static_cast<size_t>(buckets), 0);
+  for (auto& [minute, count] : q->schedule) {
+    int64_t offset = std::max<int64_t>(0, minute * 60'000 - h.start_ms) / bucket_ms;
+    if (offset < buckets) {
+      h.buckets[static_cast<size_t>(offset)] += count;
+    } else {
+      h.later += count;
+    }
+  }
+  return h;
+}
+
+Result<QueueConfig> EngineImpl::GetConfig(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  std::lock_guard lock(mu_);
+  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  QueueState* q = FindQueueLocked(queue);
+  return q ? ConfigOf(q) : options_.default_queue_config;
+}
+
+Status EngineImpl::PersistMetaLocked(QueueState* q, const QueueMeta& meta, uint64_t* seq) {
+  auto batch = storage_->NewBatch();
+  batch->Put(Cf::kMeta, MetaQueueKey(q->name), EncodeQueueMeta(meta));
+  DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, seq));
+  q->meta = meta;
+  return Status::Ok();
+}
+
+Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateConfig(config));
+  uint64_t seq;
+  {
+    std::lock_guard lock(mu_);
+    DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+    QueueState* q = GetOrCreateQueueLocked(queue);
+    QueueMeta meta = q->meta;
+    meta.config = config;
+    meta.has_config = true;
+    DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(q, meta, &seq));
+  }
+  return WaitDurable(seq);
+}
+
+Status EngineImpl::Pause(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  uint64_t seq;
+  {
+    std::lock_guard lock(mu_);
+    DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+    QueueState* q = GetOrCreateQueueLocked(queue);
+    QueueMeta meta = q->meta;
+    meta.paused = true;
+    DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(q, meta, &seq));
+  }
+  return WaitDurable(seq);
+}
+
+Status EngineImpl::Resume(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Deferred deferred;
+  uint64_t seq;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = GetOrCreateQueueLocked(queue);
+    QueueMeta meta = q->meta;
+    meta.paused = false;
+    DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(q, meta, &seq));
+    ServeWaitersLocked(q, now_us, deferred);
+  }
+  deferred.Run();
+  return WaitDurable(seq);
+}
+
+Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options,
+                                                    std::unique_ptr<Storage> storage) {
+  if (options.sync_interval_ms < 1 || options.sync_interval_ms > 60'000) {
+    return Status::InvalidArgument(fmt::format(
+        "sync_interval_ms is {}; it must be between 1 and 60000", options.sync_interval_ms));
+  }
+  if (options.window_capacity < 16 || options.window_refill < 1 ||
+      options.window_refill > options.window_capacity) {
+    return Status::InvalidArgument(fmt::format(
+        "window_capacity is {} and window_refill {}; the capacity must be at least 16 and the "
+        "refill between 1 and the capacity",
+        options.window_capacity, options.window_refill));
+  }
+  Status s = ValidateConfig(options.default_queue_config);
+  if (!s.ok()) return Status::InvalidArgument("default queue config: " + s.message());
+  auto engine = std::make_unique<EngineImpl>(options, std::move(storage));
+  DELAYQ_RETURN_IF_ERROR(engine->Start());
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
+  if (options.path.empty()) {
+    return Status::InvalidArgument("path is empty; give the directory to keep the jobs in");
+  }
+  auto storage = OpenRocksDbStorage(
+      {options.path, options.block_cache_bytes, options.write_buffer_bytes});
+  if (!storage.ok()) return storage.status();
+  return OpenEngineOnStorage(options, std::move(*storage));
+}
+
+}  // namespace delayq

@@ -1,0 +1,593 @@
+// Deliveries and their end: reserve, ack, nack, touch, and the dead-letter queue.
+//
+// A reserve rewrites only the job's small due record (attempt, delivery token, lease
+// deadline); the job record itself changes only on nack, dead, reschedule and replay.
+// A lease that expires changes nothing on disk: the due record still says "reserved until T",
+// and T has passed, which recovery reads as "ready again".
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "core/backoff.h"
+#include "core/validate.h"
+#include "engine/engine_impl.h"
+
+namespace delayq {
+namespace {
+
+constexpr size_t kDeadChunk = 1000;
+
+std::string Truncated(std::string_view text) {
+  return std::string(text.substr(0, Limits::kMaxErrorText));
+}
+
+}  // namespace
+
+Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max,
+                                                        int64_t lease_ms, int64_t now_us) {
+  std::vector<Delivery> out;
+  if (q->meta.paused || q->ready.empty()) return out;
+  const int64_t now_ms = now_us / 1000;
+  const int64_t deadline = now_ms + lease_ms;
+  struct Pick {
+    std::map<DueKey, ReadyInfo>::iterator it;
+    uint64_t delivery;
+    int32_t max_attempts;
+    bool key_indexed;
+  };
+  std::vector<Pick> picks;
+  std::vector<DueKey> broken;
+  auto batch = storage_->NewBatch();
+  for (auto it = q->ready.begin(); it != q->ready.end() && static_cast<int32_t>(picks.size()) < max;
+       ++it) {
+    const DueKey& key = it->first;
+    std::string raw;
+    JobRecord record;
+    Status s = storage_->Get(Cf::kJobs, key.id.Raw(), &raw);
+    if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
+      spdlog::error("queue {}: ready job {} has no record; dropping it", q->name,
+                    key.id.ToString());
+      broken.push_back(key);
+      continue;
+    }
+    DELAYQ_RETURN_IF_ERROR(s);
+    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    uint64_t delivery = 0;
+    while (delivery == 0) delivery = rng_();
+    const int32_t attempt = it->second.attempt + 1;
+    batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord({attempt, delivery, deadline}));
+    Delivery d;
+    d.id = key.id.ToString();
+    d.receipt = Receipt{key.id, delivery}.ToString();
+    d.payload = std::move(record.payload);
+    d.headers = std::move(record.headers);
+    d.attempt = attempt;
+    d.max_attempts = record.max_attempts;
+    d.due_at_ms = key.due_ms;
+    d.key = std::move(record.key);
+    d.lease_deadline_ms = deadline;
+    out.push_back(std::move(d));
+    picks.push_back({it, delivery, record.max_attempts, record.key_indexed});
+  }
+  if (batch->Count() > 0) {
+    uint64_t seq;  // a reserve is not waited on for durability: losing it only redelivers
+    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+  }
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const Pick& p = picks[i];
+    const DueKey key = p.it->first;
+    const ReadyInfo info = p.it->second;
+    q->ready.erase(p.it);
+    --ready_entries_;
+    AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline,
+                                 out[i].key, p.key_indexed});
+    ++q->counters.delivered;
+    if (!info.redelivery) q->lateness.Record(now_us - key.due_ms * 1000);
+  }
+  for (const DueKey& key : broken) {
+    q->ready.erase(key);
+    --ready_entries_;
+    --q->live;
+  }
+  return out;
+}
+
+Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
+                                                  const ReserveRequest& request) {
+  if (request.wait_ms > 0) {
+    auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+    auto future = promise->get_future();
+    ReserveAsync(queue, request, [promise](Result<std::vector<Delivery>> r) {
+      promise->set_value(std::move(r));
+    });
+    return future.get();
+  }
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateReserve(request));
+  Deferred deferred;
+  Result<std::vector<Delivery>> result = std::vector<Delivery>{};
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = GetOrCreateQueueLocked(queue);
+    result = ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), now_us);
+  }
+  deferred.Run();
+  return result;
+}
+
+uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& request,
+                                  ReserveCallback done) {
+  Status valid = ValidateQueueName(queue);
+  if (valid.ok()) valid = ValidateReserve(request);
+  if (!valid.ok()) {
+    done(valid);
+    return 0;
+  }
+  Deferred deferred;
+  uint64_t handle = 0;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    Status open = CatchUpLocked(now_us, deferred);
+    if (!open.ok()) {
+      deferred.Add([done = std::move(done), open] { done(open); });
+    } else {
+      QueueState* q = GetOrCreateQueueLocked(queue);
+      auto result =
+          ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), now_us);
+      if (!result.ok() || !result->empty() || request.wait_ms == 0) {
+        deferred.Add([done = std::move(done), result = std::move(result)]() mutable {
+          done(std::move(result));
+        });
+      } else {
+        handle = next_waiter_++;
+        const int64_t deadline_us = now_us + request.wait_ms * 1000;
+        waiters_.emplace(handle, Waiter{handle, q, request, deadline_us, std::move(done)});
+        waiter_deadlines_.emplace(deadline_us, handle);
+        q->waiters.push_back(handle);
+        PokeLocked(deadline_us);
+      }
+    }
+  }
+  deferred.Run();
+  return handle;
+}
+
+void EngineImpl::CancelReserve(uint64_t handle) {
+  ReserveCallback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = waiters_.find(handle);
+    if (it == waiters_.end()) return;
+    done = std::move(it->second.done);
+    waiter_deadlines_.erase({it->second.deadline_us, handle});
+    waiters_.erase(it);
+  }
+  done(std::vector<Delivery>{});
+}
+
+Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
+                                       JobRecord* record, bool* have_record) {
+  *have_record = false;
+  const std::string id = receipt.id.ToString();
+  if (auto it = leases_.find(receipt.id); it != leases_.end()) {
+    const Lease& lease = it->second;
+    if (lease.queue != q) {
+      return Status::NotFound(fmt::format("job {} is not in queue {}", id, q->name));
+    }
+    if (lease.delivery != receipt.delivery) {
+      return Status::LeaseExpired(fmt::format(
+          "the receipt names an earlier delivery of job {}; after its lease expired the job "
+          "was delivered again (attempt {}), and only the newest receipt counts",
+          id, lease.attempt));
+    }
+    *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery};
+    return Status::Ok();
+  }
+  std::string raw;
+  Status s = storage_->Get(Cf::kJobs, receipt.id.Raw(), &raw);
+  if (s.code() == Code::kNotFound) {
+    return Status::NotFound(fmt::format(
+        "job {} no longer exists (it was acked, cancelled or purged)", id));
+  }
+  DELAYQ_RETURN_IF_ERROR(s);
+  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, record));
+  *have_record = true;
+  if (record->queue != q->name) {
+    return Status::NotFound(fmt::format("job {} is not in queue {}", id, q->name));
+  }
+  if (record->dead) {
+    return Status::LeaseExpired(fmt::format(
+        "job {} went dead after attempt {} of {}; the delivery this receipt names is over", id,
+        record->attempt, record->max_attempts));
+  }
+  DueKey key{record->due_at_ms, receipt.id};
+  auto ready = q->ready.find(key);
+  if (ready != q->ready.end() && ready->second.delivery == receipt.delivery) {
+    *target = {receipt.id, key, false, ready->second.attempt, receipt.delivery};
+    return Status::Ok();
+  }
+  return Status::LeaseExpired(fmt::format(
+      "the receipt names an earlier delivery of job {}; the job has since been nacked, "
+      "rescheduled, replaced or delivered again",
+      id));
+}
+
+Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
+  std::string r(receipt);
+  return AckBatch(queue, std::span(&r, 1)).front();
+}
+
+std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
+                                         std::span<const std::string> receipts) {
+  std::vector<Status> out(receipts.size());
+  Status valid = ValidateQueueName(queue);
+  if (!valid.ok()) {
+    std::fill(out.begin(), out.end(), valid);
+    return out;
+  }
+  Deferred deferred;
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    Status open = CatchUpLocked(now_us, deferred);
+    QueueState* q = open.ok() ? FindQueueLocked(queue) : nullptr;
+    if (open.ok() && !q) open = UnknownQueue(queue);
+    if (!open.ok()) {
+      std::fill(out.begin(), out.end(), open);
+    } else {
+      std::vector<Target> targets(receipts.size());
+      std::unordered_set<Ulid, UlidHash> seen;
+      auto batch = storage_->NewBatch();
+      for (size_t i = 0; i < receipts.size(); ++i) {
+        auto parsed = Receipt::Parse(receipts[i]);
+        if (!parsed.ok()) {
+          out[i] = parsed.status();
+          continue;
+        }
+        if (!seen.insert(parsed->id).second) {
+          out[i] = Status::NotFound(fmt::format(
+              "job {} was already acked earlier in this batch", parsed->id.ToString()));
+          continue;
+        }
+        JobRecord record;
+        bool have_record;
+        out[i] = LocateReceiptLocked(q, *parsed, &targets[i], &record, &have_record);
+        if (!out[i].ok()) continue;
+        const Target& t = targets[i];
+        std::string key;
+        bool key_indexed;
+        if (t.leased) {
+          const Lease& lease = leases_.at(t.id);
+          key = lease.idem_key;
+          key_indexed = lease.key_indexed;
+        } else {
+          key = record.key;
+          key_indexed = record.key_indexed;
+        }
+        batch->Delete(Cf::kJobs, t.id.Raw());
+        batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
+        if (key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, key));
+      }
+      if (batch->Count() > 0) {
+        Status s = WriteLocked(*batch, &seq);
+        if (!s.ok()) {
+          for (auto& st : out) {
+            if (st.ok()) st = s;
+          }
+        } else {
+          for (size_t i = 0; i < receipts.size(); ++i) {
+            if (!out[i].ok()) continue;
+            const Target& t = targets[i];
+            if (t.leased) {
+              RemoveLeaseLocked(t.id);
+            } else {
+              q->ready.erase(t.key);
+              --ready_entries_;
+            }
+            --q->live;
+            ++q->counters.acked;
+          }
+        }
+      }
+    }
+  }
+  deferred.Run();
+  if (seq != 0) {
+    Status s = WaitDurable(seq);
+    if (!s.ok()) {
+      for (auto& st : out) {
+        if (st.ok()) st = s;
+      }
+    }
+  }
+  return out;
+}
+
+void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record,
+                                      int32_t attempt, int64_t now_ms, WriteBatch& batch) {
+  batch.Delete(Cf::kDue, DueIndexKey(q->name, DueKey{record->due_at_ms, id}));
+  if (record->key_indexed) batch.Delete(Cf::kKeys, IdemKey(q->name, record->key));
+  record->dead = true;
+  record->key_indexed = false;  // a dead job releases its key
+  record->attempt = attempt;
+  record->dead_at_ms = now_ms;
+  batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(*record));
+  batch.Put(Cf::kDead, DeadIndexKey(q->name, now_ms, id), "");
+}
+
+Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& request) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  auto receipt = Receipt::Parse(request.receipt);
+  if (!receipt.ok()) return receipt.status();
+  Deferred deferred;
+  uint64_t seq = 0;
+  NackResult result;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    const int64_t now_ms = now_us / 1000;
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    const QueueConfig& config = ConfigOf(q);
+    if (request.retry_in_ms &&
+        (*request.retry_in_ms < 0 || *request.retry_in_ms > config.max_delay_ms)) {
+      return Status::InvalidArgument(fmt::format(
+          "retry_in_ms is {}; it must be between 0 and the queue's max_delay_ms ({})",
+          *request.retry_in_ms, config.max_delay_ms));
+    }
+    Target t;
+    JobRecord record;
+    bool have_record;
+    DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
+    if (!have_record) {
+      std::string raw;
+      DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, t.id.Raw(), &raw));
+      DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    }
+    record.last_error = request.error.empty() ? "nacked without an error message"
+                                              : Truncated(request.error);
+    auto batch = storage_->NewBatch();
+    const bool dead = request.dead || t.attempt >= record.max_attempts;
+    DueKey new_key;
+    if (dead) {
+      DeadTransitionLocked(q, t.id, &record, t.attempt, now_ms, *batch);
+      result = {JobState::kDead, record.due_at_ms};
+    } else {
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      int64_t delay = request.retry_in_ms.value_or(
+          BackoffDelayMs(config.backoff, t.attempt, unit(rng_)));
+      new_key = {now_ms + delay, t.id};
+      record.due_at_ms = new_key.due_ms;
+      batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
+      batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
+      batch->Put(Cf::kDue, DueIndexKey(queue, new_key), EncodeDueRecord({t.attempt, 0, 0}));
+      result = {JobState::kScheduled, new_key.due_ms};
+    }
+    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    if (t.leased) {
+      RemoveLeaseLocked(t.id);
+    } else {
+      q->ready.erase(t.key);
+      --ready_entries_;
+    }
+    ++q->counters.nacked;
+    if (dead) {
+      --q->live;
+      ++q->dead;
+      ++q->counters.dead;
+    } else {
+      PlaceLocked(q, new_key, t.attempt, 0, false, now_us);
+      ServeWaitersLocked(q, now_us, deferred);
+    }
+  }
+  deferred.Run();
+  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  return result;
+}
+
+Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view receipt_text,
+                                      std::optional<int64_t> lease_ms) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
+  auto receipt = Receipt::Parse(receipt_text);
+  if (!receipt.ok()) return receipt.status();
+  Deferred deferred;
+  uint64_t seq = 0;
+  TouchResult result;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now_us = clock_->NowUs();
+    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    Target t;
+    JobRecord record;
+    bool have_record;
+    DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
+    const int64_t deadline = now_us / 1000 + lease_ms.value_or(ConfigOf(q).lease_ms);
+    auto batch = storage_->NewBatch();
+    batch->Put(Cf::kDue, DueIndexKey(queue, t.key),
+               EncodeDueRecord({t.attempt, t.delivery, deadline}));
+    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    if (t.leased) {
+      Lease lease = leases_.at(t.id);
+      RemoveLeaseLocked(t.id);
+      lease.deadline_ms = deadline;
+      AddLeaseLocked(t.id, std::move(lease));
+    } else {  // the lease had run out, but no one else has the job: take it back
+      q->ready.erase(t.key);
+      --ready_entries_;
+      AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline,
+                                 record.key, record.key_indexed});
+    }
+    result.lease_deadline_ms = deadline;
+  }
+  deferred.Run();
+  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  return result;
+}
+
+Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t limit) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateDeadListLimit(limit));
+  std::lock_guard lock(mu_);
+  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  std::vector<Job> out;
+  auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
+  for (; cursor->Valid() && static_cast<int32_t>(out.size()) < limit; cursor->Next()) {
+    std::string_view name;
+    int64_t dead_at;
+    Ulid id;
+    if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+      return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
+    }
+    std::string raw;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    auto job = JobViewLocked(q, id, record, 0);
+    if (!job.ok()) return job.status();
+    out.push_back(std::move(*job));
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  return out;
+}
+
+Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const std::string> ids) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  std::vector<Ulid> wanted;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto id = Ulid::Parse(ids[i]);
+    if (!id) {
+      return Status::InvalidArgument(fmt::format(
+          "ids[{}] \"{}\" is not a job id; job ids are 26 characters of Crockford base32", i,
+          ids[i].substr(0, 64)));
+    }
+    wanted.push_back(*id);
+  }
+  int64_t replayed = 0;
+  int64_t budget = -1;  // "all": at most the dead jobs there were when the replay began
+  size_t next = 0;
+  while (true) {
+    Deferred deferred;
+    uint64_t seq = 0;
+    bool more = false;
+    {
+      std::lock_guard lock(mu_);
+      const int64_t now_us = clock_->NowUs();
+      const int64_t now_ms = now_us / 1000;
+      DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
+      QueueState* q = FindQueueLocked(queue);
+      if (!q) return UnknownQueue(queue);
+      if (budget < 0) budget = q->dead;
+      // The chunk: dead jobs to replay, with their records.
+      std::vector<std::pair<Ulid, JobRecord>> chunk;
+      if (!wanted.empty()) {
+        for (; next < wanted.size() && chunk.size() < kDeadChunk; ++next) {
+          std::string raw;
+          JobRecord record;
+          Status s = storage_->Get(Cf::kJobs, wanted[next].Raw(), &raw);
+          if (s.code() == Code::kNotFound) continue;
+          DELAYQ_RETURN_IF_ERROR(s);
+          DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+          if (record.queue != q->name || !record.dead) continue;
+          chunk.emplace_back(wanted[next], std::move(record));
+        }
+        more = next < wanted.size();
+      } else {
+        auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
+        for (; cursor->Valid() && chunk.size() < kDeadChunk &&
+               static_cast<int64_t>(chunk.size()) < budget;
+             cursor->Next()) {
+          std::string_view name;
+          int64_t dead_at;
+          Ulid id;
+          std::string raw;
+          JobRecord record;
+          if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+            return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
+          }
+          DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), &raw));
+          DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+          chunk.emplace_back(id, std::move(record));
+        }
+        DELAYQ_RETURN_IF_ERROR(cursor->status());
+        budget -= static_cast<int64_t>(chunk.size());
+        more = budget > 0 && chunk.size() == kDeadChunk;
+      }
+      auto batch = storage_->NewBatch();
+      std::unordered_set<std::string> claimed;
+      for (auto& [id, record] : chunk) {
+        batch->Delete(Cf::kDead, DeadIndexKey(queue, record.dead_at_ms, id));
+        record.dead = false;
+        record.attempt = 0;
+        record.dead_at_ms = 0;
+        record.due_at_ms = now_ms;
+        if (!record.key.empty()) {  // take the key back unless a live job holds it now
+          std::string holder;
+          Status s = storage_->Get(Cf::kKeys, IdemKey(queue, record.key), &holder);
+          if (!s.ok() && s.code() != Code::kNotFound) return s;
+          record.key_indexed = s.code() == Code::kNotFound && claimed.insert(record.key).second;
+          if (record.key_indexed) batch->Put(Cf::kKeys, IdemKey(queue, record.key), id.Raw());
+        }
+        batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({}));
+      }
+      if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+      for (auto& [id, record] : chunk) {
+        --q->dead;
+        ++q->live;
+        PlaceLocked(q, {now_ms, id}, 0, 0, false, now_us);
+      }
+      replayed += static_cast<int64_t>(chunk.size());
+      ServeWaitersLocked(q, now_us, deferred);
+    }
+    deferred.Run();
+    DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+    if (!more) break;
+  }
+  return replayed;
+}
+
+Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  int64_t purged = 0;
+  while (true) {
+    uint64_t seq = 0;
+    size_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+      QueueState* q = FindQueueLocked(queue);
+      if (!q) return UnknownQueue(queue);
+      auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
+      auto batch = storage_->NewBatch();
+      for (; cursor->Valid() && n < kDeadChunk; cursor->Next(), ++n) {
+        std::string_view name;
+        int64_t dead_at;
+        Ulid id;
+        if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+          return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
+        }
+        batch->Delete(Cf::kJobs, id.Raw());
+        batch->Delete(Cf::kDead, cursor->key());
+      }
+      DELAYQ_RETURN_IF_ERROR(cursor->status());
+      if (n > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+      q->dead -= static_cast<int64_t>(n);
+      purged += static_cast<int64_t>(n);
+    }
+    DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+    if (n < kDeadChunk) break;
+  }
+  return purged;
+}
+
+}  // namespace delayq

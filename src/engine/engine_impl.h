@@ -1,0 +1,252 @@
+// The embedded engine.
+//
+// How data flows. Every job is one record in `jobs` plus one entry in `due` (while live) or in
+// `dead`. Each operation runs under one mutex: it first catches up with the clock (Tick:
+// promote what came due, expire leases, time out waiters), then reads what it needs from the
+// store, builds one WriteBatch, writes it (unsynced), and only when the write succeeded
+// applies the change to the in-memory indexes. Outside the mutex it then waits, in `sync`
+// mode, for the group commit to fsync the log. A failed write leaves memory and disk as
+// they were.
+//
+// What memory holds, per queue:
+//   window  scheduled jobs with due key <= window_end, at most a bounded number in all queues;
+//           the rest of the scheduled jobs stay on disk and are read back in order (Refill)
+//           when a queue's window runs empty. Invariant: an empty window means none are left.
+//   ready   jobs that came due and are not reserved, ordered by (due, id).
+//   leases  reserved jobs (one map over all queues) and their deadlines.
+//   schedule  counts of scheduled jobs per minute of due time (the Schedule histogram).
+// `heads_` holds the first window entry of every queue, so the next due time is heads_.begin().
+//
+// The scheduler thread sleeps until the earliest of: the next due job, the next lease
+// deadline, the next waiter timeout, the next dead-retention sweep; an operation that creates
+// an earlier one wakes it.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/histogram.h"
+#include "core/record.h"
+#include "core/ulid.h"
+#include "delayq/engine.h"
+#include "engine/group_commit.h"
+#include "engine/keys.h"
+#include "engine/receipt.h"
+#include "storage/storage.h"
+
+namespace delayq {
+
+// Callbacks collected under the lock and run after it is released.
+class Deferred {
+ public:
+  void Add(std::function<void()> fn) { fns_.push_back(std::move(fn)); }
+  bool empty() const { return fns_.empty(); }
+  void Run() {
+    for (auto& fn : fns_) fn();
+    fns_.clear();
+  }
+
+ private:
+  std::vector<std::function<void()>> fns_;
+};
+
+struct ReadyInfo {
+  int32_t attempt = 0;
+  uint64_t delivery = 0;    // the last delivery (its receipt stays valid while ready)
+  bool redelivery = false;  // back after a lease expired: no lateness sample
+};
+
+struct QueueState {
+  explicit QueueState(std::string n) : name(std::move(n)) {}
+  std::string name;
+  QueueMeta meta;  // config (when has_config) and paused
+
+  std::map<DueKey, int32_t> window;  // scheduled, due key <= window_end -> attempt
+  DueKey window_end = DueKey::Max();
+  bool window_complete = true;  // no scheduled job beyond the window
+  std::map<DueKey, ReadyInfo> ready;
+  std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
+
+  int64_t live = 0;  // entries in the due index: scheduled + ready + reserved
+  int64_t reserved = 0;
+  int64_t dead = 0;
+  QueueCounters counters;
+  LatencyHistogram lateness;
+  std::deque<uint64_t> waiters;  // handles, first come first served
+};
+
+struct Lease {
+  QueueState* queue = nullptr;
+  DueKey key;
+  int32_t attempt = 0;
+  int32_t max_attempts = 0;
+  uint64_t delivery = 0;
+  int64_t deadline_ms = 0;
+  std::string idem_key;  // the job's idempotency key
+  bool key_indexed = false;
+};
+
+struct Waiter {
+  uint64_t handle = 0;
+  QueueState* queue = nullptr;
+  ReserveRequest request;
+  int64_t deadline_us = 0;
+  ReserveCallback done;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage);
+  ~EngineImpl() override;
+
+  // Recovers the in-memory state from the store and starts the threads.
+  Status Start();
+
+  Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(
+      std::string_view queue, std::span<const EnqueueRequest> requests) override;
+  Result<Job> Get(std::string_view queue, const JobRef& ref) override;
+  Status Cancel(std::string_view queue, const JobRef& ref) override;
+  Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
+  Result<std::vector<Delivery>> Reserve(std::string_view queue,
+                                        const ReserveRequest& request) override;
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
+                        ReserveCallback done) override;
+  void CancelReserve(uint64_t handle) override;
+  Status Ack(std::string_view queue, std::string_view receipt) override;
+  std::vector<Status> AckBatch(std::string_view queue,
+                               std::span<const std::string> receipts) override;
+  Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
+                            std::optional<int64_t> lease_ms) override;
+  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
+  Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
+  Result<int64_t> PurgeDead(std::string_view queue) override;
+  Result<QueueStats> Stats(std::string_view queue) override;
+  Result<std::vector<QueueStats>> ListQueues() override;
+  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
+                                     int32_t buckets) override;
+  Result<QueueConfig> GetConfig(std::string_view queue) override;
+  Status SetConfig(std::string_view queue, const QueueConfig& config) override;
+  Status Pause(std::string_view queue) override;
+  Status Resume(std::string_view queue) override;
+
+  void Close() override;
+  bool Ready() const override { return true; }
+  EngineInfo Info() override;
+
+ private:
+  // Where a receipt's delivery is now.
+  struct Target {
+    Ulid id;
+    DueKey key;
+    bool leased = false;  // reserved; else ready after its lease expired
+    int32_t attempt = 0;
+    uint64_t delivery = 0;
+  };
+
+  // --- queues (engine.cc) ---
+  QueueState* FindQueueLocked(std::string_view name);
+  QueueState* GetOrCreateQueueLocked(std::string_view name);
+  const QueueConfig& ConfigOf(const QueueState* q) const {
+    return q->meta.has_config ? q->meta.config : options_.default_queue_config;
+  }
+  Status CheckOpenLocked() const;
+  Status PersistMetaLocked(QueueState* q, const QueueMeta& meta, uint64_t* seq);
+
+  // --- placement of live jobs in memory (engine_index.cc) ---
+  void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, uint64_t delivery,
+                   bool redelivery, int64_t now_us);
+  void UnplaceLocked(QueueState* q, const DueKey& key);
+  void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt);
+  void WindowEraseLocked(QueueState* q, const DueKey& key);
+  void UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head);
+  Status RefillLocked(QueueState* q);
+  void EvictLocked();
+  void ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta);
+  void AddLeaseLocked(Ulid id, Lease lease);
+  void RemoveLeaseLocked(const Ulid& id);
+  // Wakes the scheduler when `deadline_us` is earlier than its planned wake-up.
+  void PokeLocked(int64_t deadline_us);
+
+  // --- the scheduler (engine_scheduler.cc) ---
+  int64_t TickLocked(int64_t now_us, Deferred& deferred);
+  void PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched);
+  void ExpireLeasesLocked(int64_t now_us, std::vector<QueueState*>* touched);
+  void ExpireWaitersLocked(int64_t now_us, Deferred& deferred);
+  void ServeWaitersLocked(QueueState* q, int64_t now_us, Deferred& deferred);
+  void SweepDeadLocked(int64_t now_ms);
+  void SchedulerLoop();
+
+  // --- operations (engine.cc) ---
+  Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t lease_ms,
+                                              int64_t now_us);
+  Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
+                             JobRecord* record, bool* have_record);
+  Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
+  Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record,
+                            int64_t now_us);
+  void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt,
+                            int64_t now_ms, WriteBatch& batch);
+  Status WriteLocked(WriteBatch& batch, uint64_t* seq);
+  Status WaitDurable(uint64_t seq);
+  Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue,
+                                                 std::span<const EnqueueRequest> requests,
+                                                 bool batch);
+  QueueStats StatsLocked(QueueState* q, int64_t now_us);
+  Status CatchUpLocked(int64_t now_us, Deferred& deferred);
+
+  // --- recovery (engine_recovery.cc) ---
+  Status RecoverLocked();
+
+  const EngineOptions options_;
+  std::shared_ptr<Clock> clock_;
+  std::unique_ptr<Storage> storage_;
+  GroupCommit commit_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // the scheduler's sleep
+  bool closed_ = false;
+  bool poked_ = false;
+  int64_t wake_at_us_ = 0;  // when the scheduler plans to wake up
+  uint64_t write_seq_ = 0;
+
+  std::map<std::string, std::unique_ptr<QueueState>, std::less<>> queues_;
+  std::set<std::pair<DueKey, QueueState*>> heads_;
+  std::set<QueueState*> refill_pending_;  // windows whose refill failed; retried each second
+  size_t window_entries_ = 0;
+  size_t ready_entries_ = 0;
+  std::unordered_map<Ulid, Lease, UlidHash> leases_;
+  std::set<std::pair<int64_t, Ulid>> lease_deadlines_;  // (deadline_ms, id)
+  std::unordered_map<uint64_t, Waiter> waiters_;
+  std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_us, handle)
+  uint64_t next_waiter_ = 1;
+  int64_t next_sweep_ms_ = 0;
+
+  UlidGenerator ids_;
+  std::mt19937_64 rng_;
+  std::thread scheduler_;
+  uint64_t clock_listener_ = 0;
+};
+
+inline Status UnknownQueue(std::string_view name) {
+  return Status::NotFound(fmt::format(
+      "queue \"{}\" does not exist: no job was ever enqueued to it and it has no config", name));
+}
+
+// Opens an engine on a given storage (the fault seam for tests).
+Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options,
+                                                    std::unique_ptr<Storage> storage);
+
+}  // namespace delayq

@@ -1,0 +1,149 @@
+// Where live jobs sit in memory: the per-queue window of scheduled jobs (bounded, refilled
+// from disk), the ready set, the lease table, and the schedule histogram.
+#include <spdlog/spdlog.h>
+
+#include "engine/engine_impl.h"
+
+namespace delayq {
+
+void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt,
+                             uint64_t delivery, bool redelivery, int64_t now_us) {
+  if (key.due_ms * 1000 <= now_us) {
+    q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery});
+    ++ready_entries_;
+  } else {
+    ScheduleCountLocked(q, key.due_ms, +1);
+    WindowInsertLocked(q, key, attempt);
+  }
+}
+
+void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
+  if (q->ready.erase(key) > 0) {
+    --ready_entries_;
+    return;
+  }
+  ScheduleCountLocked(q, key.due_ms, -1);
+  WindowEraseLocked(q, key);
+}
+
+void EngineImpl::WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt) {
+  if (!q->window_complete && key > q->window_end) return;  // stays on disk until a refill
+  std::optional<DueKey> old_head;
+  if (!q->window.empty()) old_head = q->window.begin()->first;
+  q->window.emplace(key, attempt);
+  ++window_entries_;
+  UpdateHeadLocked(q, old_head);
+  if (window_entries_ > options_.window_capacity) EvictLocked();
+}
+
+void EngineImpl::WindowEraseLocked(QueueState* q, const DueKey& key) {
+  auto it = q->window.find(key);
+  if (it == q->window.end()) return;  // on disk only
+  std::optional<DueKey> old_head = q->window.begin()->first;
+  q->window.erase(it);
+  --window_entries_;
+  if (q->window.empty() && !q->window_complete) {
+    Status s = RefillLocked(q);
+    if (!s.ok()) {
+      spdlog::error("queue {}: reading scheduled jobs failed: {}", q->name, s.ToString());
+      refill_pending_.insert(q);
+    }
+  }
+  UpdateHeadLocked(q, old_head);
+}
+
+void EngineImpl::UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head) {
+  std::optional<DueKey> new_head;
+  if (!q->window.empty()) new_head = q->window.begin()->first;
+  if (old_head == new_head) return;
+  if (old_head) heads_.erase({*old_head, q});
+  if (new_head) {
+    heads_.emplace(*new_head, q);
+    PokeLocked(new_head->due_ms * 1000);
+  }
+}
+
+// Reads the next scheduled jobs of `q` after its window from disk. Only called when the
+// window is empty and incomplete; callers update heads_ afterwards.
+Status EngineImpl::RefillLocked(QueueState* q) {
+  std::string lower = DueIndexKey(q->name, q->window_end);
+  lower.push_back('\0');  // the smallest key after window_end
+  auto cursor = storage_->Scan(Cf::kDue, lower, QueuePrefixEnd(q->name));
+  size_t loaded = 0;
+  DueKey last;
+  for (; cursor->Valid() && loaded < options_.window_refill; cursor->Next()) {
+    std::string_view name;
+    DueKey key;
+    DueRecord rec;
+    if (!ParseTimeIdKey(cursor->key(), &name, &key.due_ms, &key.id) ||
+        !DecodeDueRecord(cursor->value(), &rec).ok()) {
+      return Status::Corruption("a due-index entry of queue " + q->name + " is malformed");
+    }
+    // Ready and reserved jobs are in the due index too; they are not scheduled.
+    if (rec.lease_deadline_ms != 0 || leases_.contains(key.id) || q->ready.contains(key)) continue;
+    q->window.emplace(key, rec.attempt);
+    ++window_entries_;
+    ++loaded;
+    last = key;
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  if (!cursor->Valid()) {
+    q->window_complete = true;
+    q->window_end = DueKey::Max();
+  } else {
+    q->window_end = last;
+  }
+  refill_pending_.erase(q);
+  return Status::Ok();
+}
+
+// Keeps the windows within window_capacity by dropping the latest entries of the biggest
+// windows (they are on disk and come back by Refill).
+void EngineImpl::EvictLocked() {
+  const size_t target = options_.window_capacity - options_.window_capacity / 8;
+  while (window_entries_ > target) {
+    QueueState* biggest = nullptr;
+    for (auto& [name, q] : queues_) {
+      if (!biggest || q->window.size() > biggest->window.size()) biggest = q.get();
+    }
+    if (!biggest || biggest->window.size() <= 1) return;
+    size_t drop = std::min(window_entries_ - target, biggest->window.size() / 2);
+    drop = std::max<size_t>(drop, 1);
+    for (size_t i = 0; i < drop; ++i) biggest->window.erase(std::prev(biggest->window.end()));
+    window_entries_ -= drop;
+    biggest->window_end = std::prev(biggest->window.end())->first;
+    biggest->window_complete = false;
+  }
+}
+
+void EngineImpl::ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta) {
+  int64_t minute = due_ms / 60'000;
+  auto it = q->schedule.try_emplace(minute, 0).first;
+  it->second += delta;
+  if (it->second <= 0) q->schedule.erase(it);
+}
+
+void EngineImpl::AddLeaseLocked(Ulid id, Lease lease) {
+  lease_deadlines_.emplace(lease.deadline_ms, id);
+  ++lease.queue->reserved;
+  PokeLocked(lease.deadline_ms * 1000);
+  leases_.insert_or_assign(id, std::move(lease));
+}
+
+void EngineImpl::RemoveLeaseLocked(const Ulid& id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  lease_deadlines_.erase({it->second.deadline_ms, id});
+  --it->second.queue->reserved;
+  leases_.erase(it);
+}
+
+void EngineImpl::PokeLocked(int64_t deadline_us) {
+  if (deadline_us < wake_at_us_) {
+    wake_at_us_ = deadline_us;
+    poked_ = true;
+    cv_.notify_one();
+  }
+}
+
+}  // namespace delayq

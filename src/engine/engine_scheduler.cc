@@ -1,0 +1,215 @@
+// The scheduler: Tick(now) does everything that time makes due and returns the next deadline;
+// the loop sleeps until then or until an operation creates an earlier deadline.
+#include <spdlog/spdlog.h>
+
+#include "engine/engine_impl.h"
+
+namespace delayq {
+namespace {
+
+constexpr int64_t kSweepEveryMs = 60'000;
+constexpr int64_t kRetryAfterErrorUs = 1'000'000;
+constexpr size_t kSweepMaxPerQueue = 10'000;
+
+void AddOnce(std::vector<QueueState*>* touched, QueueState* q) {
+  if (touched->empty() || touched->back() != q) touched->push_back(q);
+}
+
+}  // namespace
+
+int64_t EngineImpl::TickLocked(int64_t now_us, Deferred& deferred) {
+  std::vector<QueueState*> touched;
+  for (auto it = refill_pending_.begin(); it != refill_pending_.end();) {
+    QueueState* q = *it++;
+    if (q->window.empty() && !q->window_complete && RefillLocked(q).ok()) {
+      UpdateHeadLocked(q, std::nullopt);
+    }
+  }
+  PromoteLocked(now_us, &touched);
+  ExpireLeasesLocked(now_us, &touched);
+  ExpireWaitersLocked(now_us, deferred);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (QueueState* q : touched) ServeWaitersLocked(q, now_us, deferred);
+  const int64_t now_ms = now_us / 1000;
+  if (now_ms >= next_sweep_ms_) {
+    SweepDeadLocked(now_ms);
+    next_sweep_ms_ = now_ms + kSweepEveryMs;
+  }
+
+  int64_t next = next_sweep_ms_ * 1000;
+  if (!heads_.empty()) next = std::min(next, heads_.begin()->first.due_ms * 1000);
+  if (!lease_deadlines_.empty()) next = std::min(next, lease_deadlines_.begin()->first * 1000);
+  if (!waiter_deadlines_.empty()) next = std::min(next, waiter_deadlines_.begin()->first);
+  if (!refill_pending_.empty()) next = std::min(next, now_us + kRetryAfterErrorUs);
+  return next;
+}
+
+void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched) {
+  while (!heads_.empty() && heads_.begin()->first.due_ms * 1000 <= now_us) {
+    auto [key, q] = *heads_.begin();
+    auto it = q->window.begin();  // == key
+    int32_t attempt = it->second;
+    q->window.erase(it);
+    --window_entries_;
+    ScheduleCountLocked(q, key.due_ms, -1);
+    q->ready.emplace(key, ReadyInfo{attempt, 0, false});
+    ++ready_entries_;
+    if (q->window.empty() && !q->window_complete) {
+      Status s = RefillLocked(q);
+      if (!s.ok()) {
+        spdlog::error("queue {}: reading scheduled jobs failed: {}", q->name, s.ToString());
+        refill_pending_.insert(q);
+      }
+    }
+    UpdateHeadLocked(q, key);
+    AddOnce(touched, q);
+  }
+}
+
+// A lease that ran out makes its job ready again, with its receipt still valid until someone
+// else receives it; when that delivery was the last attempt the job goes dead instead.
+void EngineImpl::ExpireLeasesLocked(int64_t now_us, std::vector<QueueState*>* touched) {
+  std::vector<Ulid> expired;
+  for (auto it = lease_deadlines_.begin();
+       it != lease_deadlines_.end() && it->first * 1000 <= now_us; ++it) {
+    expired.push_back(it->second);
+  }
+  if (expired.empty()) return;
+  const int64_t now_ms = now_us / 1000;
+  auto batch = storage_->NewBatch();
+  std::vector<std::pair<Ulid, QueueState*>> dying;
+  for (const Ulid& id : expired) {
+    Lease& lease = leases_.at(id);
+    QueueState* q = lease.queue;
+    if (lease.attempt < lease.max_attempts) {
+      ++q->counters.redelivered;
+      q->ready.emplace(lease.key, ReadyInfo{lease.attempt, lease.delivery, true});
+      ++ready_entries_;
+      RemoveLeaseLocked(id);
+      AddOnce(touched, q);
+      continue;
+    }
+    std::string raw;
+    JobRecord record;
+    Status s = storage_->Get(Cf::kJobs, id.Raw(), &raw);
+    if (s.ok()) s = DecodeJobRecord(raw, &record);
+    if (!s.ok()) {
+      spdlog::error("job {}: reading it to move it to dead failed: {}", id.ToString(),
+                    s.ToString());
+      continue;  // retried below
+    }
+    record.last_error = fmt::format("lease expired without an ack on attempt {} of {}",
+                                    lease.attempt, lease.max_attempts);
+    DeadTransitionLocked(q, id, &record, lease.attempt, now_ms, *batch);
+    dying.emplace_back(id, q);
+  }
+  if (!dying.empty()) {
+    uint64_t seq;
+    Status s = WriteLocked(*batch, &seq);
+    if (s.ok()) {
+      for (auto& [id, q] : dying) {
+        RemoveLeaseLocked(id);
+        --q->live;
+        ++q->dead;
+        ++q->counters.dead;
+      }
+      return;
+    }
+    spdlog::error("moving {} jobs with expired leases to dead failed: {}", dying.size(),
+                  s.ToString());
+  }
+  // Leases that could not be handled yet: try again in a second.
+  for (const Ulid& id : expired) {
+    auto it = leases_.find(id);
+    if (it == leases_.end()) continue;
+    lease_deadlines_.erase({it->second.deadline_ms, id});
+    it->second.deadline_ms = now_ms + kRetryAfterErrorUs / 1000;
+    lease_deadlines_.emplace(it->second.deadline_ms, id);
+  }
+}
+
+void EngineImpl::ExpireWaitersLocked(int64_t now_us, Deferred& deferred) {
+  while (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_us) {
+    uint64_t handle = waiter_deadlines_.begin()->second;
+    waiter_deadlines_.erase(waiter_deadlines_.begin());
+    auto it = waiters_.find(handle);
+    if (it == waiters_.end()) continue;
+    deferred.Add([done = std::move(it->second.done)] { done(std::vector<Delivery>{}); });
+    waiters_.erase(it);  // its handle in the queue's deque is skipped later
+  }
+}
+
+void EngineImpl::ServeWaitersLocked(QueueState* q, int64_t now_us, Deferred& deferred) {
+  while (!q->waiters.empty() && !q->ready.empty() && !q->meta.paused) {
+    uint64_t handle = q->waiters.front();
+    auto it = waiters_.find(handle);
+    if (it == waiters_.end()) {
+      q->waiters.pop_front();
+      continue;
+    }
+    Waiter& w = it->second;
+    int64_t lease_ms = w.request.lease_ms.value_or(ConfigOf(q).lease_ms);
+    auto result = ReserveLocked(q, w.request.max, lease_ms, now_us);
+    if (result.ok() && result->empty()) return;
+    q->waiters.pop_front();
+    waiter_deadlines_.erase({w.deadline_us, handle});
+    deferred.Add([done = std::move(w.done), result = std::move(result)]() mutable {
+      done(std::move(result));
+    });
+    waiters_.erase(it);
+  }
+  while (!q->waiters.empty() && !waiters_.contains(q->waiters.front())) q->waiters.pop_front();
+}
+
+// Deletes dead jobs older than their queue's dead_retention_ms.
+void EngineImpl::SweepDeadLocked(int64_t now_ms) {
+  for (auto& [name, qp] : queues_) {
+    QueueState* q = qp.get();
+    if (q->dead == 0) continue;
+    int64_t cutoff = now_ms - ConfigOf(q).dead_retention_ms;
+    if (cutoff <= 0) continue;
+    auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(name), TimeIdKey(name, cutoff, Ulid{}));
+    auto batch = storage_->NewBatch();
+    int64_t n = 0;
+    for (; cursor->Valid() && static_cast<size_t>(n) < kSweepMaxPerQueue; cursor->Next()) {
+      std::string_view qname;
+      int64_t dead_at;
+      Ulid id;
+      if (!ParseTimeIdKey(cursor->key(), &qname, &dead_at, &id)) continue;
+      batch->Delete(Cf::kJobs, id.Raw());
+      batch->Delete(Cf::kDead, cursor->key());
+      ++n;
+    }
+    if (n == 0) continue;
+    uint64_t seq;
+    Status s = WriteLocked(*batch, &seq);
+    if (!s.ok()) {
+      spdlog::error("queue {}: deleting dead jobs past retention failed: {}", name, s.ToString());
+      continue;
+    }
+    q->dead -= n;
+    spdlog::info("queue {}: deleted {} dead jobs older than {}", name, n,
+                 ConfigOf(q).dead_retention_ms);
+  }
+}
+
+void EngineImpl::SchedulerLoop() {
+  std::unique_lock lock(mu_);
+  while (!closed_) {
+    Deferred deferred;
+    const int64_t now_us = clock_->NowUs();
+    wake_at_us_ = TickLocked(now_us, deferred);
+    poked_ = false;
+    if (!deferred.empty()) {
+      lock.unlock();
+      deferred.Run();
+      lock.lock();
+      continue;
+    }
+    auto wait = clock_->RealTimeUntil(wake_at_us_);
+    if (wait.count() > 0) cv_.wait_for(lock, wait, [this] { return poked_ || closed_; });
+  }
+}
+
+}  // namespace delayq

@@ -1,0 +1,94 @@
+// Key layouts of the embedded store's column families (see docs/architecture.md).
+//
+//   jobs  id(16)                                   -> JobRecord
+//   due   queue \0 due_ms(be64) id(16)             -> DueRecord   every live job
+//   dead  queue \0 dead_at_ms(be64) id(16)         -> ""          every dead job
+//   keys  queue \0 idempotency-key                 -> id(16)      live jobs with a key
+//   meta  "queue" \0 queue                         -> QueueMeta   stored config, paused flag
+//
+// Queue names never contain \0, so "queue \0" is an exact per-queue prefix, and big-endian
+// times make byte order equal time order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/bytes.h"
+#include "core/ulid.h"
+#include "delayq/job.h"
+#include "delayq/status.h"
+
+namespace delayq {
+
+// A position in a queue's due index: ordered by due time, then id (creation order).
+struct DueKey {
+  int64_t due_ms = 0;
+  Ulid id;
+  auto operator<=>(const DueKey&) const = default;
+  bool operator==(const DueKey&) const = default;
+  static DueKey Max() {
+    DueKey k{INT64_MAX, {}};
+    k.id.bytes.fill(0xff);
+    return k;
+  }
+};
+
+inline std::string QueuePrefix(std::string_view queue) {
+  std::string k(queue);
+  k.push_back('\0');
+  return k;
+}
+// The end of a queue's key range (exclusive upper bound for scans).
+inline std::string QueuePrefixEnd(std::string_view queue) {
+  std::string k(queue);
+  k.push_back('\1');
+  return k;
+}
+
+inline std::string TimeIdKey(std::string_view queue, int64_t ms, const Ulid& id) {
+  std::string k = QueuePrefix(queue);
+  k.reserve(k.size() + 24);
+  PutBigEndian64(&k, static_cast<uint64_t>(ms));
+  k.append(id.Raw());
+  return k;
+}
+
+inline std::string DueIndexKey(std::string_view queue, const DueKey& key) {
+  return TimeIdKey(queue, key.due_ms, key.id);
+}
+inline std::string DeadIndexKey(std::string_view queue, int64_t dead_at_ms, const Ulid& id) {
+  return TimeIdKey(queue, dead_at_ms, id);
+}
+inline std::string IdemKey(std::string_view queue, std::string_view key) {
+  std::string k = QueuePrefix(queue);
+  k.append(key);
+  return k;
+}
+inline std::string MetaQueueKey(std::string_view queue) {
+  std::string k("queue");
+  k.push_back('\0');
+  k.append(queue);
+  return k;
+}
+
+// Splits a due/dead index key into its parts; false when malformed.
+inline bool ParseTimeIdKey(std::string_view k, std::string_view* queue, int64_t* ms, Ulid* id) {
+  size_t nul = k.find('\0');
+  if (nul == std::string_view::npos || k.size() != nul + 1 + 24) return false;
+  *queue = k.substr(0, nul);
+  *ms = static_cast<int64_t>(GetBigEndian64(k.substr(nul + 1, 8)));
+  *id = Ulid::FromRaw(k.substr(nul + 9, 16));
+  return true;
+}
+
+// The stored per-queue settings.
+struct QueueMeta {
+  QueueConfig config;
+  bool has_config = false;  // false: the engine's default config applies
+  bool paused = false;
+};
+std::string EncodeQueueMeta(const QueueMeta& meta);
+Status DecodeQueueMeta(std::string_view data, QueueMeta* meta);
+
+}  // namespace delayq

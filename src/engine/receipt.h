@@ -1,0 +1,45 @@
+// Receipts name one delivery of one job: "<job id>.<delivery token in hex>". The token is drawn
+// at random for each delivery and stored with the job, so a receipt from an earlier delivery
+// no longer matches once the job was delivered again.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/ulid.h"
+#include "delayq/status.h"
+
+namespace delayq {
+
+struct Receipt {
+  Ulid id;
+  uint64_t delivery = 0;
+
+  std::string ToString() const { return fmt::format("{}.{:016x}", id.ToString(), delivery); }
+
+  static Result<Receipt> Parse(std::string_view text) {
+    auto bad = [&] {
+      return Status::InvalidArgument(fmt::format(
+          "receipt \"{}\" is not a delayq receipt; use the receipt field of a reserved job as is",
+          text.substr(0, 80)));
+    };
+    if (text.size() != 26 + 1 + 16 || text[26] != '.') return bad();
+    auto id = Ulid::Parse(text.substr(0, 26));
+    if (!id) return bad();
+    uint64_t delivery = 0;
+    for (char c : text.substr(27)) {
+      int d;
+      if (c >= '0' && c <= '9') d = c - '0';
+      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+      else return bad();
+      delivery = (delivery << 4) | static_cast<uint64_t>(d);
+    }
+    if (delivery == 0) return bad();
+    return Receipt{*id, delivery};
+  }
+};
+
+}  // namespace delayq

@@ -1,0 +1,68 @@
+// The storage seam under the embedded engine: an ordered key-value store with column families,
+// atomic write batches and an explicit log sync. RocksDbStorage is the real one; tests wrap it
+// in FaultyStorage to make writes and syncs fail on demand.
+//
+// Contract: Write applies a whole batch or nothing and makes it visible to later reads at once,
+// but durable only after a later SyncWal returns ok (or when the OS writes it back). Reads
+// see every applied batch. All methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+
+namespace delayq {
+
+// Column families (SPEC 5.1). Key layouts are in src/engine/keys.h.
+enum class Cf { kJobs = 0, kDue, kDead, kKeys, kMeta };
+inline constexpr int kCfCount = 5;
+const char* CfName(Cf cf);
+
+class WriteBatch {
+ public:
+  virtual ~WriteBatch() = default;
+  virtual void Put(Cf cf, std::string_view key, std::string_view value) = 0;
+  virtual void Delete(Cf cf, std::string_view key) = 0;
+  virtual size_t Count() const = 0;
+  virtual size_t ByteSize() const = 0;
+};
+
+// Iterates keys in [lower, upper) in byte order.
+class Cursor {
+ public:
+  virtual ~Cursor() = default;
+  virtual bool Valid() const = 0;
+  virtual void Next() = 0;
+  virtual std::string_view key() const = 0;
+  virtual std::string_view value() const = 0;
+  // Not ok when iteration stopped because of an error (then Valid() is false).
+  virtual Status status() const = 0;
+};
+
+struct StorageOptions {
+  std::string path;
+  size_t block_cache_bytes = 64 << 20;
+  size_t write_buffer_bytes = 128 << 20;
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual std::unique_ptr<WriteBatch> NewBatch() = 0;
+  virtual Status Write(WriteBatch& batch) = 0;
+  virtual Status SyncWal() = 0;
+  // kNotFound when the key is absent.
+  virtual Status Get(Cf cf, std::string_view key, std::string* value) = 0;
+  virtual std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) = 0;
+  // Bytes on disk (SST files and logs), approximately.
+  virtual uint64_t DiskBytes() = 0;
+};
+
+// Opens or creates a RocksDB store at options.path. kIoError names the path and the cause
+// (e.g. "lock held by another process").
+Result<std::unique_ptr<Storage>> OpenRocksDbStorage(const StorageOptions& options);
+
+}  // namespace delayq

@@ -1,0 +1,808 @@
+// The Queue conformance suite (see queue_conformance.h). Each test uses its own queue name,
+// so stores that are shared between tests (a Redis server, an HTTP server) stay correct.
+#include "conformance/queue_conformance.h"
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace delayq::testing {
+namespace {
+
+using ::testing::Test;
+
+std::string QueueName() {
+  static std::atomic<int> n{0};
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string("conf.") + info->name() + "." + std::to_string(n++) + "." +
+                     std::to_string(::getpid());
+  for (char& c : name) {
+    if (c == '/') c = '.';
+  }
+  return name;
+}
+
+EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::nullopt) {
+  EnqueueRequest r;
+  r.payload = std::move(payload);
+  r.when.delay_ms = delay_ms;
+  return r;
+}
+
+EnqueueResult MustEnqueue(Queue& q, const std::string& queue, const EnqueueRequest& r) {
+  auto res = q.Enqueue(queue, r);
+  EXPECT_TRUE(res.ok()) << res.status().ToString();
+  return res.ok() ? *res : EnqueueResult{};
+}
+
+std::vector<Delivery> MustReserve(Queue& q, const std::string& queue, int32_t max = 1000,
+                                  std::optional<int64_t> lease_ms = std::nullopt) {
+  ReserveRequest r;
+  r.max = max;
+  r.lease_ms = lease_ms;
+  auto res = q.Reserve(queue, r);
+  EXPECT_TRUE(res.ok()) << res.status().ToString();
+  return res.ok() ? *res : std::vector<Delivery>{};
+}
+
+// Starts a waiting reserve; the future is ready when it is answered.
+std::future<Result<std::vector<Delivery>>> ReserveWaiting(Queue& q, const std::string& queue,
+                                                          int64_t wait_ms, int32_t max = 1) {
+  auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+  auto future = promise->get_future();
+  ReserveRequest r;
+  r.max = max;
+  r.wait_ms = wait_ms;
+  q.ReserveAsync(queue, r, [promise](Result<std::vector<Delivery>> res) {
+    promise->set_value(std::move(res));
+  });
+  return future;
+}
+
+template <class T>
+T Await(std::future<T>& f) {
+  // A guard against a hang, not a synchronisation: the answer is awaited on the future.
+  if (f.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within 30 s";
+    std::abort();
+  }
+  return f.get();
+}
+
+QueueStats MustStats(Queue& q, const std::string& queue) {
+  auto s = q.Stats(queue);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? *s : QueueStats{};
+}
+
+// Reserves until `n` jobs were received, letting time pass in small steps.
+std::vector<Delivery> ReceiveAll(QueueHarness& h, const std::string& queue, size_t n,
+                                 int64_t step_ms, int max_steps = 400) {
+  std::vector<Delivery> got;
+  for (int i = 0; i < max_steps && got.size() < n; ++i) {
+    auto batch = MustReserve(h.queue(), queue);
+    const int64_t now = h.NowMs();
+    for (auto& d : batch) {
+      EXPECT_GE(now, d.due_at_ms) << "job " << d.id << " delivered before it was due";
+      got.push_back(std::move(d));
+    }
+    if (got.size() < n) h.Advance(step_ms);
+  }
+  return got;
+}
+
+TEST_P(QueueConformance, EnqueueThenGetReturnsTheJobAsStored) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job(std::string("bin\0ary\xff", 8), 10 * h_->unit_ms());
+  r.headers = {{"version", "2"}, {"trace", "abc"}};
+  r.key = "order-42";
+  r.max_attempts = 7;
+  const int64_t before = h_->NowMs();
+  EnqueueResult e = MustEnqueue(q(), queue, r);
+  EXPECT_EQ(e.id.size(), 26u);
+  EXPECT_FALSE(e.duplicate);
+  EXPECT_GE(e.due_at_ms, before + 10 * h_->unit_ms());
+
+  auto job = q().Get(queue, JobRef::ById(e.id));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->id, e.id);
+  EXPECT_EQ(job->queue, queue);
+  EXPECT_EQ(job->state, JobState::kScheduled);
+  EXPECT_EQ(job->payload, std::string("bin\0ary\xff", 8));
+  EXPECT_EQ(job->headers, r.headers);
+  EXPECT_EQ(job->key, "order-42");
+  EXPECT_EQ(job->max_attempts, 7);
+  EXPECT_EQ(job->attempt, 0);
+  EXPECT_EQ(job->due_at_ms, e.due_at_ms);
+  EXPECT_GE(job->created_at_ms, before);
+
+  auto by_key = q().Get(queue, JobRef::ByKey("order-42"));
+  ASSERT_TRUE(by_key.ok()) << by_key.status().ToString();
+  EXPECT_EQ(by_key->id, e.id);
+
+  EXPECT_EQ(q().Get(queue, JobRef::ById("01JDQ8Z3K6T6V3W1C9X2N4M5PQ")).code(), Code::kNotFound);
+  EXPECT_EQ(q().Get(queue, JobRef::ByKey("nope")).code(), Code::kNotFound);
+  EXPECT_EQ(q().Get(queue, JobRef::ById("not-an-id")).code(), Code::kInvalidArgument);
+}
+
+TEST_P(QueueConformance, NeverEarly) {
+  const std::string queue = QueueName();
+  const int64_t u = h_->unit_ms();
+  EnqueueResult late = MustEnqueue(q(), queue, Job("late", 3 * u));
+  EnqueueResult soon = MustEnqueue(q(), queue, Job("soon", 1 * u));
+  EnqueueResult mid = MustEnqueue(q(), queue, Job("mid", 2 * u));
+  EXPECT_TRUE(MustReserve(q(), queue).empty()) << "delivered before any job was due";
+  if (h_->exact_time()) {
+    h_->Advance(u - 1);
+    EXPECT_TRUE(MustReserve(q(), queue).empty()) << "delivered 1 ms early";
+    h_->Advance(1);
+    auto got = MustReserve(q(), queue);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].id, soon.id);
+    h_->Advance(u - 1);
+    EXPECT_TRUE(MustReserve(q(), queue).empty()) << "delivered 1 ms early";
+    h_->Advance(1);
+    got = MustReserve(q(), queue);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].id, mid.id);
+    h_->Advance(u);
+    got = MustReserve(q(), queue);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].id, late.id);
+  } else {
+    auto got = ReceiveAll(*h_, queue, 3, u / 3);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0].id, soon.id);
+    EXPECT_EQ(got[1].id, mid.id);
+    EXPECT_EQ(got[2].id, late.id);
+  }
+}
+
+TEST_P(QueueConformance, JobsWithoutDelayOrWithAPastTimeAreReadyAtOnce) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("now"));
+  EnqueueRequest past = Job("past");
+  past.when.deliver_at_ms = h_->NowMs() - 3'600'000;
+  EnqueueResult e = MustEnqueue(q(), queue, past);
+  EXPECT_GE(e.due_at_ms, h_->NowMs() - 1000) << "a past deliver_at means due now";
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].payload, "now");
+  EXPECT_EQ(got[1].payload, "past");
+  EXPECT_EQ(got[0].attempt, 1);
+}
+
+TEST_P(QueueConformance, FifoAmongEqualDueTimes) {
+  const std::string queue = QueueName();
+  const int64_t at = h_->NowMs() + 5 * h_->unit_ms();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    EnqueueRequest r = Job("job-" + std::to_string(i));
+    r.when.deliver_at_ms = at;
+    ids.push_back(MustEnqueue(q(), queue, r).id);
+  }
+  auto got = ReceiveAll(*h_, queue, ids.size(), h_->unit_ms());
+  ASSERT_EQ(got.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(got[i].id, ids[i]) << "position " << i;
+}
+
+TEST_P(QueueConformance, EveryJobIsDeliveredOnceWhenAcked) {
+  const std::string queue = QueueName();
+  std::mt19937 rng(7);
+  std::set<std::string> ids;
+  std::vector<EnqueueRequest> batch;
+  for (int i = 0; i < 300; ++i) {
+    batch.push_back(Job("p" + std::to_string(i),
+                        std::uniform_int_distribution<int64_t>(0, 5 * h_->unit_ms())(rng)));
+    if (batch.size() == 100) {
+      auto res = q().EnqueueBatch(queue, batch);
+      ASSERT_TRUE(res.ok()) << res.status().ToString();
+      for (auto& e : *res) ids.insert(e.id);
+      batch.clear();
+    }
+  }
+  ASSERT_EQ(ids.size(), 300u);
+  std::set<std::string> seen;
+  for (int step = 0; step < 100 && seen.size() < ids.size(); ++step) {
+    auto got = MustReserve(q(), queue);
+    const int64_t now = h_->NowMs();
+    std::vector<std::string> receipts;
+    for (auto& d : got) {
+      EXPECT_GE(now, d.due_at_ms) << "delivered early";
+      EXPECT_TRUE(seen.insert(d.id).second) << "delivered twice: " << d.id;
+      receipts.push_back(d.receipt);
+    }
+    for (const Status& s : q().AckBatch(queue, receipts)) EXPECT_TRUE(s.ok()) << s.ToString();
+    if (seen.size() < ids.size()) h_->Advance(h_->unit_ms() / 2);
+  }
+  EXPECT_EQ(seen, ids);
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.scheduled + s.ready + s.reserved, 0);
+  EXPECT_EQ(s.counters.acked, 300u);
+}
+
+TEST_P(QueueConformance, LeaseExpiryRedeliversAndBumpsAttempt) {
+  const std::string queue = QueueName();
+  EnqueueResult e = MustEnqueue(q(), queue, Job("work"));
+  auto first = MustReserve(q(), queue, 1, 1000);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].attempt, 1);
+  EXPECT_TRUE(MustReserve(q(), queue).empty()) << "a reserved job was handed out twice";
+  auto job = q().Get(queue, JobRef::ById(e.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReserved);
+  if (h_->exact_time()) {
+    h_->Advance(999);
+    EXPECT_TRUE(MustReserve(q(), queue).empty()) << "redelivered before the lease ran out";
+    h_->Advance(1);
+  } else {
+    h_->Advance(1100);
+  }
+  auto second = MustReserve(q(), queue, 1, 1000);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].id, e.id);
+  EXPECT_EQ(second[0].attempt, 2);
+  EXPECT_NE(second[0].receipt, first[0].receipt);
+
+  EXPECT_EQ(q().Ack(queue, first[0].receipt).code(), Code::kLeaseExpired);
+  EXPECT_EQ(q().Touch(queue, first[0].receipt, std::nullopt).code(), Code::kLeaseExpired);
+  NackRequest stale{first[0].receipt, 0, "stale", false};
+  EXPECT_EQ(q().Nack(queue, stale).code(), Code::kLeaseExpired);
+  EXPECT_TRUE(q().Ack(queue, second[0].receipt).ok());
+  EXPECT_EQ(q().Ack(queue, second[0].receipt).code(), Code::kNotFound);
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.counters.redelivered, 1u);
+  EXPECT_EQ(s.counters.delivered, 2u);
+}
+
+TEST_P(QueueConformance, AckAfterLeaseExpirySucceedsUntilSomeoneElseReceivesTheJob) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("a"));
+  auto got = MustReserve(q(), queue, 1, 1000);
+  ASSERT_EQ(got.size(), 1u);
+  h_->Advance(h_->exact_time() ? 1000 : 1100);
+  auto stats = MustStats(q(), queue);
+  EXPECT_EQ(stats.ready, 1);
+  EXPECT_EQ(stats.reserved, 0);
+  EXPECT_TRUE(q().Ack(queue, got[0].receipt).ok()) << "the late ack should still count";
+  EXPECT_TRUE(MustReserve(q(), queue).empty());
+  stats = MustStats(q(), queue);
+  EXPECT_EQ(stats.ready + stats.reserved + stats.scheduled, 0);
+}
+
+TEST_P(QueueConformance, ReceiptErrorsAreDistinct) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("a"));
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(q().Ack(queue, "garbage").code(), Code::kInvalidArgument);
+  EXPECT_EQ(q().Ack(queue, "").code(), Code::kInvalidArgument);
+  EXPECT_TRUE(q().Ack(queue, got[0].receipt).ok());
+  EXPECT_EQ(q().Ack(queue, got[0].receipt).code(), Code::kNotFound);
+  auto batch = q().AckBatch(queue, std::vector<std::string>{got[0].receipt, "x"});
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].code(), Code::kNotFound);
+  EXPECT_EQ(batch[1].code(), Code::kInvalidArgument);
+}
+
+TEST_P(QueueConformance, DuplicateKeyReturnsTheLiveJob) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job("first", 10 * h_->unit_ms());
+  r.key = "k1";
+  EnqueueResult a = MustEnqueue(q(), queue, r);
+  r.payload = "second";
+  EnqueueResult b = MustEnqueue(q(), queue, r);
+  EXPECT_TRUE(b.duplicate);
+  EXPECT_EQ(b.id, a.id);
+  EXPECT_EQ(b.due_at_ms, a.due_at_ms);
+  auto job = q().Get(queue, JobRef::ById(a.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->payload, "first");
+  EXPECT_EQ(MustStats(q(), queue).scheduled, 1);
+
+  // Within one batch the first job with a key wins.
+  EnqueueRequest x = Job("x");
+  x.key = "k2";
+  EnqueueRequest y = Job("y");
+  y.key = "k2";
+  auto res = q().EnqueueBatch(queue, std::vector<EnqueueRequest>{x, y});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_FALSE((*res)[0].duplicate);
+  EXPECT_TRUE((*res)[1].duplicate);
+  EXPECT_EQ((*res)[0].id, (*res)[1].id);
+
+  // Once acked, the key is free again.
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].key, "k2");
+  ASSERT_TRUE(q().Ack(queue, got[0].receipt).ok());
+  EnqueueResult c = MustEnqueue(q(), queue, x);
+  EXPECT_FALSE(c.duplicate);
+  EXPECT_NE(c.id, (*res)[0].id);
+}
+
+TEST_P(QueueConformance, ReplaceByKeyRewritesPayloadHeadersAndDueTime) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job("v1", 100 * h_->unit_ms());
+  r.key = "order-7";
+  r.headers = {{"v", "1"}};
+  EnqueueResult a = MustEnqueue(q(), queue, r);
+  r.payload = "v2";
+  r.headers = {{"v", "2"}};
+  r.when.delay_ms = 0;
+  r.replace = true;
+  EnqueueResult b = MustEnqueue(q(), queue, r);
+  EXPECT_EQ(b.id, a.id);
+  EXPECT_TRUE(b.duplicate);
+  EXPECT_TRUE(b.replaced);
+  EXPECT_LT(b.due_at_ms, a.due_at_ms);
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, "v2");
+  EXPECT_EQ(got[0].headers.at("v"), "2");
+  // While reserved it cannot be replaced.
+  r.payload = "v3";
+  EXPECT_EQ(q().Enqueue(queue, r).code(), Code::kConflict);
+  auto job = q().Get(queue, JobRef::ById(a.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->payload, "v2");
+}
+
+TEST_P(QueueConformance, CancelByIdAndByKey) {
+  const std::string queue = QueueName();
+  EnqueueResult a = MustEnqueue(q(), queue, Job("a", 10 * h_->unit_ms()));
+  EnqueueRequest kr = Job("b", 10 * h_->unit_ms());
+  kr.key = "cancel-me";
+  EnqueueResult b = MustEnqueue(q(), queue, kr);
+  EnqueueResult c = MustEnqueue(q(), queue, Job("c"));  // ready
+  EnqueueResult d = MustEnqueue(q(), queue, Job("d"));
+
+  EXPECT_TRUE(q().Cancel(queue, JobRef::ById(a.id)).ok());
+  EXPECT_EQ(q().Get(queue, JobRef::ById(a.id)).code(), Code::kNotFound);
+  EXPECT_EQ(q().Cancel(queue, JobRef::ById(a.id)).code(), Code::kNotFound);
+  EXPECT_TRUE(q().Cancel(queue, JobRef::ByKey("cancel-me")).ok());
+  EXPECT_EQ(q().Get(queue, JobRef::ById(b.id)).code(), Code::kNotFound);
+  EXPECT_TRUE(q().Cancel(queue, JobRef::ById(c.id)).ok());
+
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, d.id);
+  EXPECT_EQ(q().Cancel(queue, JobRef::ById(d.id)).code(), Code::kConflict);
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.scheduled, 0);
+  EXPECT_EQ(s.ready, 0);
+  EXPECT_EQ(s.reserved, 1);
+  // The key is free again after the cancel.
+  EXPECT_FALSE(MustEnqueue(q(), queue, kr).duplicate);
+  h_->Advance(11 * h_->unit_ms());
+  EXPECT_EQ(MustReserve(q(), queue).size(), 1u);
+}
+
+TEST_P(QueueConformance, RescheduleMovesTheDueTime) {
+  const std::string queue = QueueName();
+  const int64_t u = h_->unit_ms();
+  EnqueueResult a = MustEnqueue(q(), queue, Job("a", 100 * u));
+  EnqueueRequest kr = Job("b", 2 * u);
+  kr.key = "b";
+  EnqueueResult b = MustEnqueue(q(), queue, kr);
+
+  When sooner;
+  sooner.delay_ms = u;
+  auto moved = q().Reschedule(queue, JobRef::ById(a.id), sooner);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_LT(moved->due_at_ms, a.due_at_ms);
+  When later;
+  later.delay_ms = 200 * u;
+  ASSERT_TRUE(q().Reschedule(queue, JobRef::ByKey("b"), later).ok());
+
+  auto got = ReceiveAll(*h_, queue, 1, u / 2, 20);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, a.id);
+  EXPECT_GE(h_->NowMs(), moved->due_at_ms);
+  h_->Advance(5 * u);
+  EXPECT_TRUE(MustReserve(q(), queue).empty()) << "b was rescheduled later";
+  EXPECT_EQ(q().Reschedule(queue, JobRef::ById(a.id), sooner).code(), Code::kConflict);
+  auto job = q().Get(queue, JobRef::ById(b.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kScheduled);
+  When too_far;
+  too_far.delay_ms = 400LL * 86'400'000;
+  EXPECT_EQ(q().Reschedule(queue, JobRef::ById(b.id), too_far).code(), Code::kInvalidArgument);
+}
+
+TEST_P(QueueConformance, NackBacksOffExponentially) {
+  const std::string queue = QueueName();
+  QueueConfig config;
+  config.backoff = {1000, 2.0, 3'600'000, 0.0};
+  config.max_attempts = 10;
+  ASSERT_TRUE(q().SetConfig(queue, config).ok());
+  MustEnqueue(q(), queue, Job("retry me"));
+  int64_t expected_delay = 1000;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto got = ReceiveAll(*h_, queue, 1, 250, 100);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].attempt, attempt);
+    const int64_t before = h_->NowMs();
+    auto nack = q().Nack(queue, {got[0].receipt, std::nullopt, "boom", false});
+    ASSERT_TRUE(nack.ok()) << nack.status().ToString();
+    EXPECT_EQ(nack->state, JobState::kScheduled);
+    EXPECT_GE(nack->due_at_ms, before + expected_delay);
+    EXPECT_LE(nack->due_at_ms, h_->NowMs() + expected_delay);
+    auto job = q().Get(queue, JobRef::ById(got[0].id));
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(job->last_error, "boom");
+    EXPECT_EQ(job->state, JobState::kScheduled);
+    if (h_->exact_time()) {
+      h_->Advance(expected_delay - 1);
+      EXPECT_TRUE(MustReserve(q(), queue).empty()) << "retried before its back-off";
+    }
+    expected_delay *= 2;
+  }
+  // An explicit retry delay wins over the back-off.
+  auto got = ReceiveAll(*h_, queue, 1, 250, 100);
+  ASSERT_EQ(got.size(), 1u);
+  auto nack = q().Nack(queue, {got[0].receipt, 0, "", false});
+  ASSERT_TRUE(nack.ok());
+  EXPECT_EQ(MustReserve(q(), queue).size(), 1u);
+  EXPECT_EQ(MustStats(q(), queue).counters.nacked, 4u);
+}
+
+TEST_P(QueueConformance, LastAttemptGoesDeadAndReplayResetsAttempt) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job("fragile");
+  r.max_attempts = 2;
+  EnqueueResult e = MustEnqueue(q(), queue, r);
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(q().Nack(queue, {got[0].receipt, 0, "first failure", false}).ok());
+  got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].attempt, 2);
+  auto nack = q().Nack(queue, {got[0].receipt, 0, "second failure", false});
+  ASSERT_TRUE(nack.ok());
+  EXPECT_EQ(nack->state, JobState::kDead);
+  EXPECT_TRUE(MustReserve(q(), queue).empty());
+  EXPECT_EQ(q().Ack(queue, got[0].receipt).code(), Code::kLeaseExpired);
+
+  auto dead = q().ListDead(queue, 100);
+  ASSERT_TRUE(dead.ok()) << dead.status().ToString();
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].id, e.id);
+  EXPECT_EQ((*dead)[0].state, JobState::kDead);
+  EXPECT_EQ((*dead)[0].attempt, 2);
+  EXPECT_EQ((*dead)[0].last_error, "second failure");
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(s.counters.dead, 1u);
+
+  auto replayed = q().ReplayDead(queue, {});
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(*replayed, 1);
+  auto job = q().Get(queue, JobRef::ById(e.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReady);
+  EXPECT_EQ(job->attempt, 0);
+  EXPECT_EQ(job->last_error, "second failure") << "replay clears nothing but the dead state";
+  EXPECT_EQ(MustStats(q(), queue).dead, 0);
+  got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].attempt, 1);
+  // Explicitly dead at once, even with attempts left.
+  auto now_dead = q().Nack(queue, {got[0].receipt, std::nullopt, "poison", true});
+  ASSERT_TRUE(now_dead.ok());
+  EXPECT_EQ(now_dead->state, JobState::kDead);
+}
+
+TEST_P(QueueConformance, ExpiredLeaseOnTheLastAttemptGoesDead) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job("crashy");
+  r.max_attempts = 1;
+  MustEnqueue(q(), queue, r);
+  ASSERT_EQ(MustReserve(q(), queue, 1, 1000).size(), 1u);
+  h_->Advance(h_->exact_time() ? 1000 : 1200);
+  EXPECT_TRUE(MustReserve(q(), queue).empty());
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(s.reserved, 0);
+  auto dead = q().ListDead(queue, 10);
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_NE((*dead)[0].last_error.find("lease expired"), std::string::npos)
+      << (*dead)[0].last_error;
+}
+
+TEST_P(QueueConformance, ReplaySelectedIdsAndPurge) {
+  const std::string queue = QueueName();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    EnqueueRequest r = Job("d" + std::to_string(i));
+    r.max_attempts = 1;
+    ids.push_back(MustEnqueue(q(), queue, r).id);
+  }
+  for (auto& d : MustReserve(q(), queue)) {
+    ASSERT_TRUE(q().Nack(queue, {d.receipt, 0, "x", false}).ok());
+  }
+  ASSERT_EQ(MustStats(q(), queue).dead, 5);
+  std::vector<std::string> pick = {ids[1], ids[3], "01JDQ8Z3K6T6V3W1C9X2N4M5PQ"};
+  auto replayed = q().ReplayDead(queue, pick);
+  ASSERT_TRUE(replayed.ok());
+  EXPECT_EQ(*replayed, 2);
+  EXPECT_EQ(q().ReplayDead(queue, std::vector<std::string>{"bad id"}).code(),
+            Code::kInvalidArgument);
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 2u);
+  std::set<std::string> got_ids = {got[0].id, got[1].id};
+  EXPECT_EQ(got_ids, (std::set<std::string>{ids[1], ids[3]}));
+  auto purged = q().PurgeDead(queue);
+  ASSERT_TRUE(purged.ok());
+  EXPECT_EQ(*purged, 3);
+  EXPECT_EQ(MustStats(q(), queue).dead, 0);
+  EXPECT_EQ(q().Get(queue, JobRef::ById(ids[0])).code(), Code::kNotFound);
+  auto dead = q().ListDead(queue, 10);
+  ASSERT_TRUE(dead.ok());
+  EXPECT_TRUE(dead->empty());
+}
+
+TEST_P(QueueConformance, PausedQueueHandsOutNothing) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("a"));
+  ASSERT_TRUE(q().Pause(queue).ok());
+  EXPECT_TRUE(MustReserve(q(), queue).empty());
+  MustEnqueue(q(), queue, Job("b", h_->unit_ms()));
+  h_->Advance(2 * h_->unit_ms());
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_TRUE(s.paused);
+  EXPECT_EQ(s.ready, 2) << "jobs still come due while paused";
+  auto waiting = ReserveWaiting(q(), queue, 60'000, 10);
+  ASSERT_TRUE(q().Resume(queue).ok());
+  auto got = Await(waiting);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 2u);
+  EXPECT_FALSE(MustStats(q(), queue).paused);
+}
+
+TEST_P(QueueConformance, TouchExtendsTheLease) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("long work"));
+  auto got = MustReserve(q(), queue, 1, 1000);
+  ASSERT_EQ(got.size(), 1u);
+  h_->Advance(500);
+  auto touched = q().Touch(queue, got[0].receipt, 5000);
+  ASSERT_TRUE(touched.ok()) << touched.status().ToString();
+  EXPECT_GE(touched->lease_deadline_ms, h_->NowMs() + 4000);
+  h_->Advance(1500);
+  EXPECT_TRUE(MustReserve(q(), queue).empty()) << "the touched lease expired early";
+  EXPECT_EQ(q().Touch(queue, got[0].receipt, 10).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(q().Ack(queue, got[0].receipt).ok());
+}
+
+TEST_P(QueueConformance, StatsCountEveryState) {
+  const std::string queue = QueueName();
+  const int64_t u = h_->unit_ms();
+  EXPECT_EQ(q().Stats(queue).code(), Code::kNotFound);
+  MustEnqueue(q(), queue, Job("s1", 5 * u));
+  MustEnqueue(q(), queue, Job("s2", 200'000));
+  MustEnqueue(q(), queue, Job("r1"));
+  MustEnqueue(q(), queue, Job("r2"));
+  EnqueueRequest dead = Job("d1");
+  dead.max_attempts = 1;
+  MustEnqueue(q(), queue, dead);
+  auto got = MustReserve(q(), queue, 2);  // r1, r2
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(q().Ack(queue, got[0].receipt).ok());
+  auto d = MustReserve(q(), queue, 1);
+  ASSERT_EQ(d.size(), 1u);
+  ASSERT_TRUE(q().Nack(queue, {d[0].receipt, std::nullopt, "x", false}).ok());
+
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.name, queue);
+  EXPECT_EQ(s.scheduled, 2);
+  EXPECT_EQ(s.ready, 0);
+  EXPECT_EQ(s.reserved, 1);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(s.due_next_60s, 1);
+  ASSERT_TRUE(s.earliest_due_at_ms.has_value());
+  EXPECT_GT(*s.earliest_due_at_ms, h_->NowMs());
+  EXPECT_EQ(s.counters.enqueued, 5u);
+  EXPECT_EQ(s.counters.delivered, 3u);
+  EXPECT_EQ(s.counters.acked, 1u);
+  EXPECT_EQ(s.counters.nacked, 1u);
+  EXPECT_EQ(s.counters.dead, 1u);
+  EXPECT_EQ(s.lateness.count, 3u);
+
+  MustEnqueue(q(), queue, Job("r3"));
+  h_->Advance(u);
+  s = MustStats(q(), queue);
+  EXPECT_EQ(s.ready, 1);
+  EXPECT_GE(s.oldest_ready_ms, u - 1);
+
+  auto all = q().ListQueues();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(std::any_of(all->begin(), all->end(),
+                          [&](const QueueStats& x) { return x.name == queue && x.dead == 1; }));
+}
+
+TEST_P(QueueConformance, ScheduleCountsJobsByDueTime) {
+  const std::string queue = QueueName();
+  for (int i = 0; i < 3; ++i) MustEnqueue(q(), queue, Job("soon", 10 * 60'000 + i));
+  for (int i = 0; i < 2; ++i) MustEnqueue(q(), queue, Job("later", 90 * 60'000));
+  MustEnqueue(q(), queue, Job("much later", 3 * 86'400'000));
+  auto h = q().Schedule(queue, 3'600'000, 24);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->buckets.size(), 24u);
+  int64_t total = 0;
+  for (int64_t b : h->buckets) total += b;
+  EXPECT_EQ(total, 5);
+  EXPECT_EQ(h->later, 1);
+  EXPECT_EQ(h->buckets[0] + h->buckets[1], 5);
+  EXPECT_EQ(q().Schedule(queue, 1234, 10).code(), Code::kInvalidArgument);
+}
+
+TEST_P(QueueConformance, BadInputIsRefusedAndChangesNothing) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("keep"));
+  const QueueStats before = MustStats(q(), queue);
+  auto code = [&](const EnqueueRequest& r) { return q().Enqueue(queue, r).code(); };
+  EXPECT_EQ(code(Job("")), Code::kInvalidArgument);
+  EXPECT_EQ(code(Job("x", -1)), Code::kInvalidArgument);
+  EXPECT_EQ(code(Job("x", 366LL * 86'400'000)), Code::kInvalidArgument);
+  EXPECT_EQ(code(Job(std::string((1 << 20) + 1, 'x'))), Code::kTooLarge);
+  EnqueueRequest both = Job("x", 5);
+  both.when.deliver_at_ms = h_->NowMs();
+  EXPECT_EQ(code(both), Code::kInvalidArgument);
+  EnqueueRequest attempts = Job("x");
+  attempts.max_attempts = 0;
+  EXPECT_EQ(code(attempts), Code::kInvalidArgument);
+  EnqueueRequest long_key = Job("x");
+  long_key.key = std::string(600, 'k');
+  EXPECT_EQ(code(long_key), Code::kInvalidArgument);
+  EXPECT_EQ(q().Enqueue("bad queue name", Job("x")).code(), Code::kInvalidArgument);
+  EXPECT_EQ(q().Enqueue(std::string(129, 'q'), Job("x")).code(), Code::kInvalidArgument);
+  EXPECT_EQ(q().Enqueue("", Job("x")).code(), Code::kInvalidArgument);
+
+  // A batch with one bad job stores none of them.
+  std::vector<EnqueueRequest> batch = {Job("ok1"), Job("ok2"), Job("", 0)};
+  auto res = q().EnqueueBatch(queue, batch);
+  EXPECT_EQ(res.code(), Code::kInvalidArgument);
+  EXPECT_NE(res.status().message().find("jobs[2]"), std::string::npos) << res.status().message();
+
+  ReserveRequest rr;
+  rr.max = 0;
+  EXPECT_EQ(q().Reserve(queue, rr).code(), Code::kInvalidArgument);
+  rr.max = 1001;
+  EXPECT_EQ(q().Reserve(queue, rr).code(), Code::kInvalidArgument);
+  rr.max = 1;
+  rr.lease_ms = 5;
+  EXPECT_EQ(q().Reserve(queue, rr).code(), Code::kInvalidArgument);
+  rr.lease_ms.reset();
+  rr.wait_ms = 60'001;
+  EXPECT_EQ(q().Reserve(queue, rr).code(), Code::kInvalidArgument);
+
+  QueueConfig bad;
+  bad.max_attempts = 0;
+  EXPECT_EQ(q().SetConfig(queue, bad).code(), Code::kInvalidArgument);
+
+  const QueueStats after = MustStats(q(), queue);
+  EXPECT_EQ(after.ready, before.ready);
+  EXPECT_EQ(after.scheduled, before.scheduled);
+  EXPECT_EQ(after.counters.enqueued, before.counters.enqueued);
+  auto cfg = q().GetConfig(queue);
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(cfg->max_attempts, QueueConfig{}.max_attempts);
+  EXPECT_EQ(q().Stats("bad queue name").code(), Code::kInvalidArgument);
+}
+
+TEST_P(QueueConformance, ConfigIsStoredAndApplied) {
+  const std::string queue = QueueName();
+  auto defaults = q().GetConfig(queue);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(*defaults, QueueConfig{});
+  QueueConfig c;
+  c.max_attempts = 3;
+  c.lease_ms = 2000;
+  c.max_payload = 10;
+  c.backoff = {500, 3.0, 60'000, 0.2};
+  ASSERT_TRUE(q().SetConfig(queue, c).ok());
+  auto got = q().GetConfig(queue);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, c);
+  EXPECT_EQ(q().Enqueue(queue, Job("eleven byte")).code(), Code::kTooLarge);
+  MustEnqueue(q(), queue, Job("ten bytes!"));
+  auto d = MustReserve(q(), queue);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].max_attempts, 3);
+  EXPECT_GE(d[0].lease_deadline_ms, h_->NowMs() + 1000);
+  EXPECT_LE(d[0].lease_deadline_ms, h_->NowMs() + 2000);
+}
+
+TEST_P(QueueConformance, WaitingReserveIsAnsweredWhenAJobArrivesOrComesDue) {
+  const std::string queue = QueueName();
+  auto waiting = ReserveWaiting(q(), queue, 60'000);
+  EnqueueResult e = MustEnqueue(q(), queue, Job("wake up"));
+  auto got = Await(waiting);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, e.id);
+
+  waiting = ReserveWaiting(q(), queue, 60'000);
+  EnqueueResult later = MustEnqueue(q(), queue, Job("due soon", 2 * h_->unit_ms()));
+  h_->Advance(2 * h_->unit_ms());
+  got = Await(waiting);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, later.id);
+  EXPECT_GE(h_->NowMs(), later.due_at_ms);
+}
+
+TEST_P(QueueConformance, WaitingReserveTimesOutEmpty) {
+  const std::string queue = QueueName();
+  auto waiting = ReserveWaiting(q(), queue, 2 * h_->unit_ms());
+  h_->Advance(2 * h_->unit_ms() + (h_->exact_time() ? 0 : 200));
+  auto got = Await(waiting);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+}
+
+TEST_P(QueueConformance, ManyThreadsNeverLoseOrShareAJob) {
+  const std::string queue = QueueName();
+  constexpr int kProducers = 4, kPerProducer = 250, kConsumers = 4;
+  constexpr int kTotal = kProducers * kPerProducer;
+  std::mutex mu;
+  std::set<std::string> enqueued, held, acked;
+  std::atomic<int> violations{0};
+  std::atomic<bool> producers_done{false};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int i = 0; i < kPerProducer; ++i) {
+        auto e = q().Enqueue(queue, Job("p" + std::to_string(p) + "-" + std::to_string(i)));
+        if (!e.ok()) {
+          ++violations;
+          continue;
+        }
+        std::lock_guard lock(mu);
+        enqueued.insert(e->id);
+      }
+    });
+  }
+  for (int c = 0; c < kConsumers; ++c) {
+    threads.emplace_back([&] {
+      while (true) {
+        {
+          std::lock_guard lock(mu);
+          if (producers_done && acked.size() == enqueued.size()) return;
+        }
+        auto got = q().Reserve(queue, ReserveRequest{8, 0, std::nullopt});
+        if (!got.ok()) {
+          ++violations;
+          return;
+        }
+        if (got->empty()) std::this_thread::yield();
+        for (auto& d : *got) {
+          {
+            std::lock_guard lock(mu);
+            if (!held.insert(d.id).second) ++violations;  // someone else holds it too
+          }
+          if (!q().Ack(queue, d.receipt).ok()) ++violations;
+          std::lock_guard lock(mu);
+          held.erase(d.id);
+          if (!acked.insert(d.id).second) ++violations;
+        }
+      }
+    });
+  }
+  for (int p = 0; p < kProducers; ++p) threads[p].join();
+  producers_done = true;
+  for (size_t i = kProducers; i < threads.size(); ++i) threads[i].join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(enqueued.size(), static_cast<size_t>(kTotal));
+  EXPECT_EQ(acked, enqueued);
+}
+
+}  // namespace
+}  // namespace delayq::testing

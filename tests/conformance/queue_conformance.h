@@ -1,0 +1,55 @@
+// The conformance suite for the Queue interface. Every store runs it unchanged: a store's test
+// binary compiles queue_conformance.cc and instantiates the suite with its harness factory:
+//
+//   INSTANTIATE_TEST_SUITE_P(Engine, QueueConformance,
+//                            ::testing::Values(HarnessFactory{"sync", [] { ... }}),
+//                            HarnessName);
+//
+// Time: a harness either moves a manual clock (exact_time() == true: the suite also checks
+// the exact millisecond boundaries) or lets real time pass (then it checks that every job
+// arrived at or after its due time, on the store's clock).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "delayq/queue.h"
+
+namespace delayq::testing {
+
+class QueueHarness {
+ public:
+  virtual ~QueueHarness() = default;
+  virtual Queue& queue() = 0;
+  // The store's clock, in ms since the epoch.
+  virtual int64_t NowMs() = 0;
+  // Lets `ms` of the store's time pass (advancing a manual clock, or waiting on a real one).
+  virtual void Advance(int64_t ms) = 0;
+  // True when Advance moves a manual clock: nothing else moves time.
+  virtual bool exact_time() const = 0;
+  // A time unit for delays in the suite: large enough that a real clock does not pass it
+  // between two calls of one test step.
+  virtual int64_t unit_ms() const { return exact_time() ? 1000 : 300; }
+};
+
+struct HarnessFactory {
+  std::string name;
+  std::function<std::unique_ptr<QueueHarness>()> make;
+};
+
+inline std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info) {
+  return info.param.name;
+}
+
+class QueueConformance : public ::testing::TestWithParam<HarnessFactory> {
+ protected:
+  void SetUp() override { h_ = GetParam().make(); }
+  void TearDown() override { h_.reset(); }
+  Queue& q() { return h_->queue(); }
+  std::unique_ptr<QueueHarness> h_;
+};
+
+}  // namespace delayq::testing
