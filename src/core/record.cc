@@ -81,6 +81,7 @@ std::string EncodeDueRecord(const DueRecord& r) {
   out.reserve(24);
   ByteWriter w(&out);
   w.U8(kRecordVersion);
+  w.Varint(static_cast<uint64_t>(r.due_ms));
   w.Varint(static_cast<uint64_t>(r.attempt));
   w.Fixed64(r.delivery);
   w.Varint(static_cast<uint64_t>(r.lease_deadline_ms));
@@ -92,10 +93,11 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   uint8_t version;
   if (!in.U8(&version)) return Truncated("due");
   if (version != 1) return VersionError("due", version);
-  uint64_t attempt, lease;
-  if (!in.Varint(&attempt) || !in.Fixed64(&r->delivery) || !in.Varint(&lease) || !in.empty()) {
+  uint64_t due, attempt, lease;
+  if (!in.Varint(&due) || !in.Varint(&attempt) || !in.Fixed64(&r->delivery) || !in.Varint(&lease) || !in.empty()) {
     return Truncated("due");
   }
+  r->due_ms = static_cast<int64_t>(due);
   r->attempt = static_cast<int32_t>(attempt);
   r->lease_deadline_ms = static_cast<int64_t>(lease);
   return Status::Ok();

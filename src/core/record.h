@@ -5,7 +5,8 @@
 //              varint due_at_ms, varint created_at_ms, varint max_attempts, varint attempt,
 //              varint dead_at_ms, bytes queue, bytes key, bytes last_error,
 //              varint header_count, (bytes name, bytes value)*, bytes payload
-//   DueRecord: u8 version=1, varint attempt, fixed64 delivery, varint lease_deadline_ms
+//   DueRecord: u8 version=1, varint due_ms, varint attempt, fixed64 delivery,
+//              varint lease_deadline_ms
 //   (bytes = varint length + raw bytes; varints are LEB128.)
 //
 // How to change the format safely:
@@ -47,6 +48,7 @@ struct JobRecord {
 // The per-delivery state of a live job, kept beside its due-index entry so that a reserve
 // rewrites a few bytes, not the whole record.
 struct DueRecord {
+  int64_t due_ms = 0;
   int32_t attempt = 0;
   uint64_t delivery = 0;          // token of the current delivery; 0 = never delivered
   int64_t lease_deadline_ms = 0;  // 0 = not reserved

@@ -194,7 +194,8 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
           DueKey key{dues[i], id};
           batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
           batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
-          batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({due_rec.attempt, 0, 0}));
+          batch->Put(Cf::kDue, DueIndexKey(queue, key),
+                     EncodeDueRecord({key.due_ms, due_rec.attempt, 0, 0}));
           placements.push_back({id, old_key, key, due_rec.attempt, true});
           results[i] = {id.ToString(), dues[i], true, true};
           continue;
@@ -213,7 +214,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
       record.payload = r.payload;
       DueKey key{dues[i], id};
       batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-      batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({}));
+      batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, 0, 0}));
       if (!idem.empty()) batch->Put(Cf::kKeys, idem, id.Raw());
       placements.push_back({id, {}, key, 0, false});
       results[i] = {id.ToString(), dues[i], false, false};
@@ -301,9 +302,9 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
   } else if (auto r = q->ready.find(key); r != q->ready.end()) {
     job.state = JobState::kReady;
     job.attempt = r->second.attempt;
-  } else if (auto w = q->window.find(key); w != q->window.end()) {
+  } else if (auto attempt = q->window.Find(key)) {
     job.state = JobState::kScheduled;
-    job.attempt = w->second;
+    job.attempt = *attempt;
   } else {
     std::string raw;
     DueRecord due;
@@ -409,7 +410,8 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
     auto batch = storage_->NewBatch();
     batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
     batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
-    batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({due_rec.attempt, 0, 0}));
+    batch->Put(Cf::kDue, DueIndexKey(queue, key),
+               EncodeDueRecord({key.due_ms, due_rec.attempt, 0, 0}));
     DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
     UnplaceLocked(q, old_key);
     PlaceLocked(q, key, due_rec.attempt, 0, false, now_us);
@@ -432,22 +434,22 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, int64_t now_us) {
   s.paused = q->meta.paused;
   s.counters = q->counters;
   s.lateness = q->lateness.Summary();
-  if (!q->window.empty()) s.earliest_due_at_ms = q->window.begin()->first.due_ms;
+  if (!q->window.empty()) s.earliest_due_at_ms = q->window.Front().due_ms;
   if (!q->ready.empty()) s.oldest_ready_ms = std::max<int64_t>(0, now_ms - q->ready.begin()->first.due_ms);
   const int64_t limit = now_ms + 60'000;
-  for (auto& [key, attempt] : q->window) {
-    if (key.due_ms > limit) break;
-    ++s.due_next_60s;
-  }
-  if (!q->window_complete && q->window_end.due_ms <= limit) {  // the rest is on disk
-    std::string lower = DueIndexKey(q->name, q->window_end);
-    lower.push_back('\0');
-    auto cursor = storage_->Scan(Cf::kDue, lower, TimeIdKey(q->name, limit + 1, Ulid{}));
+  s.due_next_60s = q->window.CountDueBy(limit);
+  if (!q->window_complete && q->window_end < DueBucket(limit)) {  // the rest is on disk
+    auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1),
+                                 DueBucketKey(q->name, DueBucket(limit) + 1));
     for (; cursor->Valid(); cursor->Next()) {
       std::string_view name;
+      int64_t bucket;
       DueKey key;
-      if (ParseTimeIdKey(cursor->key(), &name, &key.due_ms, &key.id) &&
-          !leases_.contains(key.id) && !q->ready.contains(key)) {
+      DueRecord rec;
+      if (ParseTimeIdKey(cursor->key(), &name, &bucket, &key.id) &&
+          DecodeDueRecord(cursor->value(), &rec).ok() && rec.due_ms <= limit &&
+          rec.lease_deadline_ms == 0 && !leases_.contains(key.id) &&
+          !q->ready.contains({rec.due_ms, key.id})) {
         ++s.due_next_60s;
       }
     }

@@ -55,7 +55,8 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     uint64_t delivery = 0;
     while (delivery == 0) delivery = rng_();
     const int32_t attempt = it->second.attempt + 1;
-    batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord({attempt, delivery, deadline}));
+    batch->Put(Cf::kDue, DueIndexKey(q->name, key),
+               EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
     Delivery d;
     d.id = key.id.ToString();
     d.receipt = Receipt{key.id, delivery}.ToString();
@@ -365,7 +366,8 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       record.due_at_ms = new_key.due_ms;
       batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
       batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
-      batch->Put(Cf::kDue, DueIndexKey(queue, new_key), EncodeDueRecord({t.attempt, 0, 0}));
+      batch->Put(Cf::kDue, DueIndexKey(queue, new_key),
+                 EncodeDueRecord({new_key.due_ms, t.attempt, 0, 0}));
       result = {JobState::kScheduled, new_key.due_ms};
     }
     DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
@@ -412,7 +414,7 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
     const int64_t deadline = now_us / 1000 + lease_ms.value_or(ConfigOf(q).lease_ms);
     auto batch = storage_->NewBatch();
     batch->Put(Cf::kDue, DueIndexKey(queue, t.key),
-               EncodeDueRecord({t.attempt, t.delivery, deadline}));
+               EncodeDueRecord({t.key.due_ms, t.attempt, t.delivery, deadline}));
     DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
     if (t.leased) {
       Lease lease = leases_.at(t.id);
@@ -538,7 +540,7 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
           if (record.key_indexed) batch->Put(Cf::kKeys, IdemKey(queue, record.key), id.Raw());
         }
         batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({}));
+        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, 0, 0}));
       }
       if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
       for (auto& [id, record] : chunk) {

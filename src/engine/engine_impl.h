@@ -9,7 +9,7 @@
 // they were.
 //
 // What memory holds, per queue:
-//   window  scheduled jobs with due key <= window_end, at most a bounded number in all queues;
+//   window  scheduled jobs with due bucket <= window_end, about a bounded number in all queues;
 //           the rest of the scheduled jobs stay on disk and are read back in order (Refill)
 //           when a queue's window runs empty. Invariant: an empty window means none are left.
 //   ready   jobs that came due and are not reserved, ordered by (due, id).
@@ -40,6 +40,7 @@
 #include "core/record.h"
 #include "core/ulid.h"
 #include "delayq/engine.h"
+#include "engine/due_window.h"
 #include "engine/group_commit.h"
 #include "engine/keys.h"
 #include "engine/receipt.h"
@@ -72,9 +73,9 @@ struct QueueState {
   std::string name;
   QueueMeta meta;  // config (when has_config) and paused
 
-  std::map<DueKey, int32_t> window;  // scheduled, due key <= window_end -> attempt
-  DueKey window_end = DueKey::Max();
-  bool window_complete = true;  // no scheduled job beyond the window
+  DueWindow window;                  // scheduled, due bucket <= window_end -> attempt
+  int64_t window_end = kNoBucket;    // last due bucket held whole in the window
+  bool window_complete = true;       // no scheduled job beyond the window (window_end = kNoBucket)
   std::map<DueKey, ReadyInfo> ready;
   std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
 

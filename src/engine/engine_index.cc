@@ -27,20 +27,19 @@ void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
 }
 
 void EngineImpl::WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt) {
-  if (!q->window_complete && key > q->window_end) return;  // stays on disk until a refill
+  if (!q->window_complete && DueBucket(key.due_ms) > q->window_end) return;  // disk only
   std::optional<DueKey> old_head;
-  if (!q->window.empty()) old_head = q->window.begin()->first;
-  q->window.emplace(key, attempt);
+  if (!q->window.empty()) old_head = q->window.Front();
+  q->window.Insert(key, attempt);
   ++window_entries_;
   UpdateHeadLocked(q, old_head);
   if (window_entries_ > options_.window_capacity) EvictLocked();
 }
 
 void EngineImpl::WindowEraseLocked(QueueState* q, const DueKey& key) {
-  auto it = q->window.find(key);
-  if (it == q->window.end()) return;  // on disk only
-  std::optional<DueKey> old_head = q->window.begin()->first;
-  q->window.erase(it);
+  if (q->window.empty()) return;
+  std::optional<DueKey> old_head = q->window.Front();
+  if (!q->window.Erase(key)) return;  // on disk only
   --window_entries_;
   if (q->window.empty() && !q->window_complete) {
     Status s = RefillLocked(q);
@@ -54,7 +53,7 @@ void EngineImpl::WindowEraseLocked(QueueState* q, const DueKey& key) {
 
 void EngineImpl::UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head) {
   std::optional<DueKey> new_head;
-  if (!q->window.empty()) new_head = q->window.begin()->first;
+  if (!q->window.empty()) new_head = q->window.Front();
   if (old_head == new_head) return;
   if (old_head) heads_.erase({*old_head, q});
   if (new_head) {
@@ -63,55 +62,56 @@ void EngineImpl::UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& ol
   }
 }
 
-// Reads the next scheduled jobs of `q` after its window from disk. Only called when the
-// window is empty and incomplete; callers update heads_ afterwards.
+// Reads the next whole due buckets of `q` after its window from disk, at least window_refill
+// jobs' worth. Only called when the window is empty and incomplete; callers update heads_.
 Status EngineImpl::RefillLocked(QueueState* q) {
-  std::string lower = DueIndexKey(q->name, q->window_end);
-  lower.push_back('\0');  // the smallest key after window_end
-  auto cursor = storage_->Scan(Cf::kDue, lower, QueuePrefixEnd(q->name));
+  auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1),
+                               QueuePrefixEnd(q->name));
   size_t loaded = 0;
-  DueKey last;
-  for (; cursor->Valid() && loaded < options_.window_refill; cursor->Next()) {
+  int64_t last_bucket = q->window_end;
+  for (; cursor->Valid(); cursor->Next()) {
     std::string_view name;
-    DueKey key;
+    int64_t bucket;
+    Ulid id;
     DueRecord rec;
-    if (!ParseTimeIdKey(cursor->key(), &name, &key.due_ms, &key.id) ||
+    if (!ParseTimeIdKey(cursor->key(), &name, &bucket, &id) ||
         !DecodeDueRecord(cursor->value(), &rec).ok()) {
       return Status::Corruption("a due-index entry of queue " + q->name + " is malformed");
     }
+    if (bucket != last_bucket && loaded >= options_.window_refill) break;  // buckets stay whole
+    last_bucket = bucket;
+    const DueKey key{rec.due_ms, id};
     // Ready and reserved jobs are in the due index too; they are not scheduled.
-    if (rec.lease_deadline_ms != 0 || leases_.contains(key.id) || q->ready.contains(key)) continue;
-    q->window.emplace(key, rec.attempt);
+    if (rec.lease_deadline_ms != 0 || leases_.contains(id) || q->ready.contains(key)) continue;
+    q->window.Insert(key, rec.attempt);
     ++window_entries_;
     ++loaded;
-    last = key;
   }
   DELAYQ_RETURN_IF_ERROR(cursor->status());
   if (!cursor->Valid()) {
     q->window_complete = true;
-    q->window_end = DueKey::Max();
+    q->window_end = kNoBucket;
   } else {
-    q->window_end = last;
+    q->window_end = last_bucket;
   }
   refill_pending_.erase(q);
   return Status::Ok();
 }
 
-// Keeps the windows within window_capacity by dropping the latest entries of the biggest
-// windows (they are on disk and come back by Refill).
+// Keeps the windows near window_capacity by dropping the last due buckets of the biggest
+// windows (they are on disk and come back by Refill). A window keeps at least one bucket.
 void EngineImpl::EvictLocked() {
   const size_t target = options_.window_capacity - options_.window_capacity / 8;
   while (window_entries_ > target) {
     QueueState* biggest = nullptr;
     for (auto& [name, q] : queues_) {
+      if (q->window.BucketCount() < 2) continue;
       if (!biggest || q->window.size() > biggest->window.size()) biggest = q.get();
     }
-    if (!biggest || biggest->window.size() <= 1) return;
-    size_t drop = std::min(window_entries_ - target, biggest->window.size() / 2);
-    drop = std::max<size_t>(drop, 1);
-    for (size_t i = 0; i < drop; ++i) biggest->window.erase(std::prev(biggest->window.end()));
-    window_entries_ -= drop;
-    biggest->window_end = std::prev(biggest->window.end())->first;
+    if (!biggest) return;
+    const int64_t drop = biggest->window.LastBucket();
+    window_entries_ -= biggest->window.DropLastBucket();
+    biggest->window_end = drop - 1;
     biggest->window_complete = false;
   }
 }

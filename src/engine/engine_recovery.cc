@@ -34,12 +34,14 @@ Status EngineImpl::RecoverLocked() {
   auto due = storage_->Scan(Cf::kDue, "", "\x7f");
   for (; due->Valid(); due->Next()) {
     std::string_view name;
+    int64_t bucket;
     DueKey key;
     DueRecord rec;
-    if (!ParseTimeIdKey(due->key(), &name, &key.due_ms, &key.id)) {
+    if (!ParseTimeIdKey(due->key(), &name, &bucket, &key.id)) {
       return Status::Corruption("a due-index key is malformed");
     }
     DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(due->value(), &rec));
+    key.due_ms = rec.due_ms;
     if (!q || q->name != name) q = GetOrCreateQueueLocked(name);
     ids_.Observe(key.id);
     ++q->live;
@@ -52,19 +54,21 @@ Status EngineImpl::RecoverLocked() {
     } else {
       ScheduleCountLocked(q, key.due_ms, +1);
       if (!q->window_complete) continue;  // this queue's window is full; the rest stays on disk
-      if (q->window.empty() || (q->window.size() < options_.window_refill &&
-                                window_entries_ < options_.window_capacity)) {
-        q->window.emplace(key, rec.attempt);
+      // Whole buckets only: a new bucket starts only while the window is below its share.
+      const int64_t last = q->window.empty() ? kNoBucket : q->window.LastBucket();
+      if (q->window.empty() || bucket == last ||
+          (q->window.size() < options_.window_refill && window_entries_ < options_.window_capacity)) {
+        q->window.Insert(key, rec.attempt);
         ++window_entries_;
       } else {
         q->window_complete = false;
-        q->window_end = std::prev(q->window.end())->first;
+        q->window_end = last;
       }
     }
   }
   DELAYQ_RETURN_IF_ERROR(due->status());
   for (auto& [name, queue] : queues_) {
-    if (!queue->window.empty()) heads_.emplace(queue->window.begin()->first, queue.get());
+    if (!queue->window.empty()) heads_.emplace(queue->window.Front(), queue.get());
   }
 
   for (const PendingLease& p : pending) {

@@ -48,9 +48,7 @@ int64_t EngineImpl::TickLocked(int64_t now_us, Deferred& deferred) {
 void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched) {
   while (!heads_.empty() && heads_.begin()->first.due_ms * 1000 <= now_us) {
     auto [key, q] = *heads_.begin();
-    auto it = q->window.begin();  // == key
-    int32_t attempt = it->second;
-    q->window.erase(it);
+    const int32_t attempt = q->window.PopFront().second;  // the job at `key`
     --window_entries_;
     ScheduleCountLocked(q, key.due_ms, -1);
     q->ready.emplace(key, ReadyInfo{attempt, 0, false});

@@ -1,13 +1,19 @@
 // Key layouts of the embedded store's column families (see docs/architecture.md).
 //
 //   jobs  id(16)                                   -> JobRecord
-//   due   queue \0 due_ms(be64) id(16)             -> DueRecord   every live job
+//   due   queue \0 bucket(be64) id(16)             -> DueRecord   every live job
 //   dead  queue \0 dead_at_ms(be64) id(16)         -> ""          every dead job
 //   keys  queue \0 idempotency-key                 -> id(16)      live jobs with a key
 //   meta  "queue" \0 queue                         -> QueueMeta   stored config, paused flag
 //
 // Queue names never contain \0, so "queue \0" is an exact per-queue prefix, and big-endian
 // times make byte order equal time order.
+//
+// The due index is ordered by due *bucket* (due_ms >> kDueBucketShift, about 4 s), then id;
+// the exact due time is in the DueRecord. Within a bucket ids only grow, so RocksDB inserts
+// new entries next to the previous one of the same bucket (see the insert-hint prefix in
+// rocksdb_storage.cc), which is about twice as fast as inserting at random due times. The
+// window therefore loads and drops whole buckets and sorts them by (due, id) in memory.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +60,18 @@ inline std::string TimeIdKey(std::string_view queue, int64_t ms, const Ulid& id)
   return k;
 }
 
+inline constexpr int kDueBucketShift = 12;
+inline constexpr int64_t kNoBucket = INT64_MAX;
+inline int64_t DueBucket(int64_t due_ms) { return due_ms >> kDueBucketShift; }
+
 inline std::string DueIndexKey(std::string_view queue, const DueKey& key) {
-  return TimeIdKey(queue, key.due_ms, key.id);
+  return TimeIdKey(queue, DueBucket(key.due_ms), key.id);
+}
+// The first possible due-index key of `bucket`.
+inline std::string DueBucketKey(std::string_view queue, int64_t bucket) {
+  std::string k = QueuePrefix(queue);
+  PutBigEndian64(&k, static_cast<uint64_t>(bucket));
+  return k;
 }
 inline std::string DeadIndexKey(std::string_view queue, int64_t dead_at_ms, const Ulid& id) {
   return TimeIdKey(queue, dead_at_ms, id);
@@ -72,7 +88,8 @@ inline std::string MetaQueueKey(std::string_view queue) {
   return k;
 }
 
-// Splits a due/dead index key into its parts; false when malformed.
+// Splits a due/dead index key into its parts (for the due index, `ms` is the bucket); false
+// when malformed.
 inline bool ParseTimeIdKey(std::string_view k, std::string_view* queue, int64_t* ms, Ulid* id) {
   size_t nul = k.find('\0');
   if (nul == std::string_view::npos || k.size() != nul + 1 + 24) return false;

@@ -62,7 +62,10 @@ TEST(Record, DecodesVersion1Bytes) {
   EXPECT_EQ(r.headers.at("h"), "v");
   EXPECT_EQ(r.payload, "hi");
   DueRecord d;
-  ASSERT_TRUE(DecodeDueRecord(std::string("\x01\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a", 11), &d).ok());
+  ASSERT_TRUE(
+      DecodeDueRecord(std::string("\x01\x0b\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a", 12), &d)
+          .ok());
+  EXPECT_EQ(d.due_ms, 11);
   EXPECT_EQ(d.attempt, 2);
   EXPECT_EQ(d.delivery, 9u);
   EXPECT_EQ(d.lease_deadline_ms, 10);

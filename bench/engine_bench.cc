@@ -1,0 +1,302 @@
+// delayq-engine-bench: the embedded engine's figures from SPEC section 9, one scenario per run.
+// Prints one JSON object per run (scripts/bench-engine.sh repeats runs and takes medians).
+//
+//   enqueue     --durability interval|sync|none --batch 100 --threads 1 --jobs N
+//   reserve-ack --jobs N --batch 100
+//   lateness    --rate 20000 --seconds 10 --consumers 4
+//   memory      --jobs 10000000
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "core/histogram.h"
+#include "delayq/engine.h"
+
+using namespace delayq;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string scenario;
+  std::map<std::string, std::string> kv;
+  int64_t Int(const std::string& k, int64_t def) const {
+    auto it = kv.find(k);
+    return it == kv.end() ? def : std::stoll(it->second);
+  }
+  std::string Str(const std::string& k, const std::string& def) const {
+    auto it = kv.find(k);
+    return it == kv.end() ? def : it->second;
+  }
+};
+
+double Seconds(Steady::time_point a, Steady::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+int64_t RssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+int64_t PeakRssBytes() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss * 1024;
+}
+
+uint64_t DirBytes(const std::string& path) {
+  uint64_t n = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(path)) {
+    if (e.is_regular_file()) n += e.file_size();
+  }
+  return n;
+}
+
+std::unique_ptr<Engine> OpenFresh(const std::string& dir, Durability d) {
+  std::filesystem::remove_all(dir);
+  EngineOptions o;
+  o.path = dir;
+  o.durability = d;
+  auto e = Engine::Open(o);
+  if (!e.ok()) {
+    std::fprintf(stderr, "open: %s\n", e.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(*e);
+}
+
+std::string Payload() { return std::string(100, 'x'); }
+
+void Fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+  std::exit(1);
+}
+
+int Enqueue(const Args& a, const std::string& dir) {
+  Durability d = Durability::kInterval;
+  ParseDurability(a.Str("durability", "interval"), &d);
+  const int64_t jobs = a.Int("jobs", 1'000'000);
+  const int64_t batch = a.Int("batch", 100);
+  const int64_t threads = a.Int("threads", 1);
+  auto engine = OpenFresh(dir, d);
+  std::atomic<int64_t> next{0};
+  auto start = Steady::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::vector<EnqueueRequest> reqs(static_cast<size_t>(batch));
+      for (auto& r : reqs) r.payload = Payload();
+      while (next.fetch_add(batch) < jobs) {
+        for (auto& r : reqs) r.when.delay_ms = static_cast<int64_t>(rng() % 3'600'000);
+        if (batch == 1) {
+          auto e = engine->Enqueue("bench", reqs[0]);
+          if (!e.ok()) Fail(e.status());
+        } else {
+          auto e = engine->EnqueueBatch("bench", reqs);
+          if (!e.ok()) Fail(e.status());
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  double secs = Seconds(start, Steady::now());
+  std::printf(
+      "{\"scenario\":\"enqueue\",\"durability\":\"%s\",\"batch\":%lld,\"threads\":%lld,"
+      "\"jobs\":%lld,\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
+      DurabilityName(d), (long long)batch, (long long)threads, (long long)jobs, secs,
+      static_cast<double>(jobs) / secs);
+  return 0;
+}
+
+int ReserveAck(const Args& a, const std::string& dir) {
+  Durability d = Durability::kInterval;
+  ParseDurability(a.Str("durability", "interval"), &d);
+  const int64_t jobs = a.Int("jobs", 500'000);
+  const int32_t batch = static_cast<int32_t>(a.Int("batch", 100));
+  auto engine = OpenFresh(dir, d);
+  std::vector<EnqueueRequest> reqs(1000);
+  for (auto& r : reqs) r.payload = Payload();
+  for (int64_t i = 0; i < jobs; i += 1000) {
+    auto e = engine->EnqueueBatch("bench", reqs);
+    if (!e.ok()) Fail(e.status());
+  }
+  int64_t done = 0;
+  auto start = Steady::now();
+  std::vector<std::string> receipts;
+  while (done < jobs) {
+    auto got = engine->Reserve("bench", {batch, 0, std::nullopt});
+    if (!got.ok()) Fail(got.status());
+    if (got->empty()) break;
+    receipts.clear();
+    for (auto& j : *got) receipts.push_back(std::move(j.receipt));
+    for (const Status& s : engine->AckBatch("bench", receipts)) {
+      if (!s.ok()) Fail(s);
+    }
+    done += static_cast<int64_t>(got->size());
+  }
+  double secs = Seconds(start, Steady::now());
+  std::printf(
+      "{\"scenario\":\"reserve-ack\",\"durability\":\"%s\",\"batch\":%d,\"jobs\":%lld,"
+      "\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
+      DurabilityName(d), batch, (long long)done, secs, static_cast<double>(done) / secs);
+  return 0;
+}
+
+// N = rate * seconds jobs, due uniformly over `seconds` starting 2 s after the enqueue ended;
+// `consumers` threads wait on reserve and ack at once. Lateness = received - due, measured
+// with the same clock the engine uses.
+int Lateness(const Args& a, const std::string& dir) {
+  const int64_t rate = a.Int("rate", 20'000);
+  const int64_t seconds = a.Int("seconds", 10);
+  const int consumers = static_cast<int>(a.Int("consumers", 4));
+  Durability d = Durability::kInterval;
+  ParseDurability(a.Str("durability", "interval"), &d);
+  auto engine = OpenFresh(dir, d);
+  const int64_t n = rate * seconds;
+  SystemClock clock;
+  const int64_t window_start = clock.NowMs() + 3000 + n / 200;  // after the enqueue is done
+  std::vector<EnqueueRequest> reqs;
+  std::mt19937_64 rng(1);
+  for (int64_t i = 0; i < n; ++i) {
+    EnqueueRequest r;
+    r.payload = Payload();
+    r.when.deliver_at_ms = window_start + static_cast<int64_t>(rng() % (seconds * 1000));
+    reqs.push_back(std::move(r));
+    if (reqs.size() == 1000 || i == n - 1) {
+      auto e = engine->EnqueueBatch("bench", reqs);
+      if (!e.ok()) Fail(e.status());
+      reqs.clear();
+    }
+  }
+  if (clock.NowMs() >= window_start) {
+    std::fprintf(stderr, "enqueue did not finish before the jobs came due\n");
+    return 1;
+  }
+  std::mutex mu;
+  LatencyHistogram hist;
+  std::atomic<int64_t> received{0}, early{0};
+  std::vector<std::thread> ts;
+  for (int c = 0; c < consumers; ++c) {
+    ts.emplace_back([&] {
+      LatencyHistogram local;
+      std::vector<std::string> receipts;
+      while (received.load() < n) {
+        auto got = engine->Reserve("bench", {100, 500, std::nullopt});
+        if (!got.ok()) Fail(got.status());
+        const int64_t now_us = clock.NowUs();
+        receipts.clear();
+        for (auto& j : *got) {
+          int64_t late_us = now_us - j.due_at_ms * 1000;
+          if (late_us < 0) ++early;
+          local.Record(late_us);
+          receipts.push_back(std::move(j.receipt));
+        }
+        received += static_cast<int64_t>(got->size());
+        if (!receipts.empty()) (void)engine->AckBatch("bench", receipts);
+      }
+      std::lock_guard lock(mu);
+      hist.Merge(local);
+    });
+  }
+  for (auto& t : ts) t.join();
+  auto stats = engine->Stats("bench");
+  std::printf(
+      "{\"scenario\":\"lateness\",\"durability\":\"%s\",\"rate\":%lld,\"jobs\":%lld,"
+      "\"consumers\":%d,\"early\":%lld,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,"
+      "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"engine_p99_ms\":%.3f}\n",
+      DurabilityName(d), (long long)rate, (long long)received.load(), consumers,
+      (long long)early.load(), hist.Percentile(0.5) / 1000.0, hist.Percentile(0.9) / 1000.0,
+      hist.Percentile(0.99) / 1000.0, hist.Percentile(0.999) / 1000.0, hist.max_us() / 1000.0,
+      stats.ok() ? stats->lateness.p99_ms : -1.0);
+  return 0;
+}
+
+// `jobs` scheduled jobs due over the next week: RSS after the enqueue and after a reopen
+// (what a restarted server holds), disk bytes, and the reopen (recovery) time.
+int Memory(const Args& a, const std::string& dir) {
+  const int64_t jobs = a.Int("jobs", 10'000'000);
+  const int64_t rss_start = RssBytes();
+  auto start = Steady::now();
+  {
+    auto engine = OpenFresh(dir, Durability::kNone);
+    std::vector<EnqueueRequest> reqs(1000);
+    for (auto& r : reqs) r.payload = Payload();
+    std::mt19937_64 rng(3);
+    for (int64_t i = 0; i < jobs; i += 1000) {
+      for (auto& r : reqs) r.when.delay_ms = 86'400'000 + static_cast<int64_t>(rng() % (7 * 86'400'000LL));
+      auto e = engine->EnqueueBatch("bench", reqs);
+      if (!e.ok()) Fail(e.status());
+      if (i % 1'000'000 == 0) std::fprintf(stderr, "  %lld M jobs, RSS %lld MiB\n", (long long)(i / 1'000'000), (long long)(RssBytes() >> 20));
+    }
+  }
+  double enqueue_secs = Seconds(start, Steady::now());
+  const int64_t rss_after_enqueue = PeakRssBytes();
+  auto reopen_start = Steady::now();
+  EngineOptions o;
+  o.path = dir;
+  auto engine = Engine::Open(o);
+  if (!engine.ok()) Fail(engine.status());
+  double reopen_secs = Seconds(reopen_start, Steady::now());
+  auto stats = (*engine)->Stats("bench");
+  const int64_t rss_reopened = RssBytes();
+  EngineInfo info = (*engine)->Info();
+  std::printf(
+      "{\"scenario\":\"memory\",\"jobs\":%lld,\"scheduled\":%lld,\"enqueue_jobs_per_s\":%.0f,"
+      "\"peak_rss_mib\":%.1f,\"rss_after_reopen_mib\":%.1f,\"rss_at_start_mib\":%.1f,"
+      "\"window_entries\":%zu,\"disk_mib\":%.1f,\"reopen_seconds\":%.2f}\n",
+      (long long)jobs, stats.ok() ? (long long)stats->scheduled : -1LL,
+      static_cast<double>(jobs) / enqueue_secs, rss_after_enqueue / 1048576.0,
+      rss_reopened / 1048576.0, rss_start / 1048576.0, info.window_entries,
+      DirBytes(dir) / 1048576.0, reopen_secs);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: delayq-engine-bench enqueue|reserve-ack|lateness|memory [--key value]... "
+                 "[--dir DIR]\n");
+    return 2;
+  }
+  Args a;
+  a.scenario = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) == 0) k = k.substr(2);
+    a.kv[k] = argv[i + 1];
+  }
+  spdlog::set_level(spdlog::level::warn);
+  const std::string dir = a.Str("dir", "/tmp/delayq-bench-" + std::to_string(::getpid()));
+  int rc;
+  if (a.scenario == "enqueue") rc = Enqueue(a, dir);
+  else if (a.scenario == "reserve-ack") rc = ReserveAck(a, dir);
+  else if (a.scenario == "lateness") rc = Lateness(a, dir);
+  else if (a.scenario == "memory") rc = Memory(a, dir);
+  else {
+    std::fprintf(stderr, "unknown scenario %s\n", a.scenario.c_str());
+    return 2;
+  }
+  std::filesystem::remove_all(dir);
+  return rc;
+}

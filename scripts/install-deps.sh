@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages delayq builds and tests with, when any is missing.
+# Idempotent and quiet: with everything present it only runs dpkg-query.
+set -euo pipefail
+packages=(
+  g++ cmake ninja-build ccache pkg-config make git ca-certificates curl procps
+  librocksdb-dev libhiredis-dev librdkafka-dev libboost-dev libboost-system-dev
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev redis-server
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "need root (or sudo) to apt-get install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists; refresh them once if the install cannot find a package.
+if ! $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/delayq-apt.log 2>&1; then
+  $sudo apt-get update -q >>/tmp/delayq-apt.log 2>&1
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/delayq-apt.log 2>&1 \
+    || { tail -20 /tmp/delayq-apt.log >&2; echo "apt-get install failed; full log in /tmp/delayq-apt.log" >&2; exit 1; }
+fi
