@@ -37,13 +37,22 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   };
   std::vector<Pick> picks;
   std::vector<DueKey> broken;
-  auto batch = storage_->NewBatch();
-  for (auto it = q->ready.begin(); it != q->ready.end() && static_cast<int32_t>(picks.size()) < max;
+  std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
+  std::vector<std::string> ids;
+  for (auto it = q->ready.begin(); it != q->ready.end() && static_cast<int32_t>(ids.size()) < max;
        ++it) {
+    candidates.push_back(it);
+    ids.emplace_back(it->first.id.Raw());
+  }
+  std::vector<std::string> raws;
+  std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, ids, &raws);
+  auto batch = storage_->NewBatch();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto it = candidates[i];
     const DueKey& key = it->first;
-    std::string raw;
+    const std::string& raw = raws[i];
     JobRecord record;
-    Status s = storage_->Get(Cf::kJobs, key.id.Raw(), &raw);
+    const Status& s = reads[i];
     if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
       spdlog::error("queue {}: ready job {} has no record; dropping it", q->name,
                     key.id.ToString());

@@ -180,6 +180,20 @@ class RocksDbStorage final : public Storage {
     return FromRocks(s, "reading the store");
   }
 
+  std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys,
+                               std::vector<std::string>* values) override {
+    DisablePerfCounters();
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    std::vector<rocksdb::ColumnFamilyHandle*> cfs(keys.size(), cfs_[static_cast<int>(cf)]);
+    std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), cfs, slices, values);
+    std::vector<Status> out;
+    out.reserve(st.size());
+    for (const auto& s : st) {
+      out.push_back(s.IsNotFound() ? Status::NotFound("no such key") : FromRocks(s, "reading the store"));
+    }
+    return out;
+  }
+
   std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) override {
     return std::make_unique<RocksCursor>(db_.get(), cfs_[static_cast<int>(cf)], lower, upper);
   }

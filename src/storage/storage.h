@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "delayq/status.h"
 
@@ -56,6 +57,9 @@ class Storage {
   virtual Status SyncWal() = 0;
   // kNotFound when the key is absent.
   virtual Status Get(Cf cf, std::string_view key, std::string* value) = 0;
+  // Reads many keys at once (faster than one Get each); one Status per key, as for Get.
+  virtual std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys,
+                                       std::vector<std::string>* values) = 0;
   virtual std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) = 0;
   // Bytes on disk (SST files and logs), approximately.
   virtual uint64_t DiskBytes() = 0;

@@ -57,6 +57,7 @@ TEST(DueWindow, DropsWholeBuckets) {
   EXPECT_EQ(w.DropLastBucket(), 5u);
   EXPECT_EQ(w.size(), 10u);
   EXPECT_EQ(w.LastBucket(), 1);
+  EXPECT_EQ(w.Front(), (DueKey{int64_t{1} << kDueBucketShift, IdOf(0)}));
 }
 
 }  // namespace
