@@ -66,6 +66,7 @@ struct Job {
   int32_t max_attempts = 0;
   std::string key;      // idempotency key, empty when none
   std::string payload;  // opaque bytes
+  bool binary = false;  // see EnqueueRequest::binary
   Headers headers;
   int64_t created_at_ms = 0;
   std::string last_error;
@@ -82,6 +83,9 @@ struct When {
 
 struct EnqueueRequest {
   std::string payload;  // 1..max_payload bytes
+  // The payload is opaque bytes, not JSON text: the HTTP API returns it as payload_base64
+  // (a JSON payload is returned verbatim as "payload").
+  bool binary = false;
   Headers headers;
   When when;
   std::string key;       // optional idempotency key
@@ -115,6 +119,7 @@ struct Delivery {
   std::string id;
   std::string receipt;
   std::string payload;
+  bool binary = false;
   Headers headers;
   int32_t attempt = 0;  // 1 for the first delivery
   int32_t max_attempts = 0;

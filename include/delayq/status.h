@@ -24,6 +24,7 @@ enum class Code {
   kIoError,            // the store failed to read or write; nothing was applied
   kCorruption,         // stored data could not be decoded
   kInternal,           // a bug
+  kUnauthenticated,    // the server wants a bearer token and got none or a wrong one
 };
 
 // Stable snake_case name of a code, as used on the wire ("invalid_argument", "lease_expired").
@@ -47,6 +48,7 @@ class [[nodiscard]] Status {
   static Status IoError(std::string m) { return {Code::kIoError, std::move(m)}; }
   static Status Corruption(std::string m) { return {Code::kCorruption, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

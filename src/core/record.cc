@@ -29,7 +29,7 @@ std::string EncodeJobRecord(const JobRecord& r) {
   ByteWriter w(&out);
   w.U8(kRecordVersion);
   w.U8(r.dead ? 1 : 0);
-  w.U8(r.key_indexed ? 1 : 0);
+  w.U8((r.key_indexed ? 1 : 0) | (r.binary ? 2 : 0));
   w.Varint(static_cast<uint64_t>(r.due_at_ms));
   w.Varint(static_cast<uint64_t>(r.created_at_ms));
   w.Varint(static_cast<uint64_t>(r.max_attempts));
@@ -61,6 +61,7 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   }
   r->dead = state == 1;
   r->key_indexed = (flags & 1) != 0;
+  r->binary = (flags & 2) != 0;
   r->due_at_ms = static_cast<int64_t>(due);
   r->created_at_ms = static_cast<int64_t>(created);
   r->max_attempts = static_cast<int32_t>(max_attempts);

@@ -1,7 +1,7 @@
 // The stored form of a job, shared by every store that keeps jobs as byte strings.
 //
 // Record format, version 1 (byte 0 is the version):
-//   JobRecord: u8 version=1, u8 state, u8 flags (bit 0: key_indexed),
+//   JobRecord: u8 version=1, u8 state, u8 flags (bit 0: key_indexed, bit 1: binary),
 //              varint due_at_ms, varint created_at_ms, varint max_attempts, varint attempt,
 //              varint dead_at_ms, bytes queue, bytes key, bytes last_error,
 //              varint header_count, (bytes name, bytes value)*, bytes payload
@@ -35,6 +35,7 @@ struct JobRecord {
   std::string key;
   bool key_indexed = false;  // the key index points at this job (it owns its key)
   bool dead = false;         // false: waiting (scheduled/ready/reserved: see DueRecord)
+  bool binary = false;       // the payload is opaque bytes rather than JSON text
   int64_t due_at_ms = 0;
   int64_t created_at_ms = 0;
   int32_t max_attempts = 0;

@@ -188,6 +188,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
               storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &due_raw));
           DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(due_raw, &due_rec));
           record.payload = r.payload;
+          record.binary = r.binary;
           record.headers = r.headers;
           record.due_at_ms = dues[i];
           if (r.max_attempts) record.max_attempts = *r.max_attempts;
@@ -212,6 +213,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
       record.max_attempts = r.max_attempts.value_or(config.max_attempts);
       record.headers = r.headers;
       record.payload = r.payload;
+      record.binary = r.binary;
       DueKey key{dues[i], id};
       batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
       batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, 0, 0}));
@@ -285,6 +287,7 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
   job.max_attempts = record.max_attempts;
   job.key = record.key;
   job.payload = record.payload;
+  job.binary = record.binary;
   job.headers = record.headers;
   job.created_at_ms = record.created_at_ms;
   job.last_error = record.last_error;

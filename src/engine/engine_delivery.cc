@@ -70,6 +70,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     d.id = key.id.ToString();
     d.receipt = Receipt{key.id, delivery}.ToString();
     d.payload = std::move(record.payload);
+    d.binary = record.binary;
     d.headers = std::move(record.headers);
     d.attempt = attempt;
     d.max_attempts = record.max_attempts;

@@ -1,0 +1,65 @@
+// The HTTP API of SPEC section 6 over any delayq::Queue, without a transport: the server feeds
+// it parsed requests and writes back what it answers. It knows nothing about which store is
+// behind the Queue, nor about sockets (src/server does those).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "delayq/queue.h"
+#include "http/metrics.h"
+
+namespace delayq::http {
+
+struct HttpRequest {
+  std::string method;         // "GET", "POST", ...
+  std::string target;         // path and query: "/v1/queues/orders/jobs?key=k"
+  std::string authorization;  // the Authorization header, if any
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using Reply = std::function<void(HttpResponse)>;
+
+struct ApiOptions {
+  std::string auth_token;                   // when set, required on everything but /healthz
+  int64_t max_waiting = 50'000;             // waiting reserves at once; more are refused (429)
+  std::function<bool()> ready = [] { return true; };  // /readyz
+  std::string dashboard_html;               // served at GET /
+};
+
+// The HTTP status of a Status code (the one table; the CLI has its exit-code twin).
+int HttpStatusOf(Code code);
+
+class Api {
+ public:
+  Api(Queue& queue, ApiOptions options);
+
+  // Handles one request. `reply` is called exactly once: before Handle returns, or later from
+  // another thread for a reserve that waits. The returned function (when not empty) abandons a
+  // waiting reserve: call it when the client has gone away. It is safe to call at any time.
+  std::function<void()> Handle(HttpRequest request, Reply reply);
+
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  struct Target;
+  // Every route but reserve: answered at once.
+  HttpResponse Dispatch(const HttpRequest& request, const Target& target, Route* route);
+
+  Queue& queue_;
+  ApiOptions options_;
+  Metrics metrics_;
+};
+
+}  // namespace delayq::http

@@ -1,0 +1,48 @@
+// Server-side metrics that the Queue does not know: HTTP request latency by route and
+// gauges of the transport. Rendered together with the per-queue figures in Prometheus text.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "delayq/job.h"
+
+namespace delayq::http {
+
+// The routes of the API, for per-route metrics.
+enum class Route {
+  kEnqueue, kGetJob, kCancel, kReschedule, kReserve, kAck, kNack, kTouch, kListQueues, kStats,
+  kConfigGet, kConfigPut, kPause, kResume, kDeadList, kDeadReplay, kDeadPurge, kSchedule,
+  kMetrics, kHealth, kReady, kDashboard, kOther, kCount
+};
+const char* RouteName(Route route);  // "POST /v1/queues/{q}/jobs"
+
+class Metrics {
+ public:
+  static constexpr std::array<double, 16> kBucketsSeconds = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+  void Observe(Route route, int status, double seconds);
+
+  std::atomic<int64_t> connections{0};  // open HTTP connections
+  std::atomic<int64_t> waiting{0};      // reserves waiting for a job
+
+  // Prometheus text for the HTTP metrics, the process and the queues in `stats`.
+  std::string Render(const std::vector<QueueStats>& stats) const;
+
+ private:
+  struct PerRoute {
+    std::array<std::atomic<uint64_t>, kBucketsSeconds.size()> buckets{};
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> sum_us{0};
+    std::array<std::atomic<uint64_t>, 6> by_class{};  // 1xx..5xx, index = status / 100
+  };
+  std::array<PerRoute, static_cast<size_t>(Route::kCount)> routes_;
+  const int64_t started_us_ = NowUs();
+  static int64_t NowUs();
+};
+
+}  // namespace delayq::http

@@ -1,0 +1,320 @@
+// Boost.Beast lives in this file only (it takes long to compile).
+#include <utility>  // before Asio with -std=c++20 on GCC 12 (see DEPENDENCIES.md)
+
+#include "server/http_server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "http/json.h"
+
+namespace delayq::server {
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+
+class HttpServer::Impl {
+ public:
+  class Session;
+
+  Impl(http::Api& api, HttpServerOptions options)
+      : api_(api), options_(std::move(options)), ioc_(options_.threads), acceptor_(ioc_) {}
+
+  Status Start() {
+    beast::error_code ec;
+    auto address = net::ip::make_address(options_.host, ec);
+    if (ec) {
+      return Status::InvalidArgument(fmt::format(
+          "listen address \"{}\" is not an IP address (use 127.0.0.1, 0.0.0.0 or ::1)",
+          options_.host));
+    }
+    tcp::endpoint endpoint(address, options_.port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::Unavailable(fmt::format("cannot listen on {}:{}: {}", options_.host,
+                                             options_.port, ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    return Status::Ok();
+  }
+
+  uint16_t port() const { return port_; }
+
+  void Run(bool handle_signals, std::function<void()> on_stop) {
+    on_stop_ = std::move(on_stop);
+    net::signal_set signals(ioc_);
+    if (handle_signals) {
+      signals.add(SIGTERM);
+      signals.add(SIGINT);
+      signals.async_wait([this](const beast::error_code& ec, int signal) {
+        if (ec) return;
+        spdlog::info("received {}: stopping (answering waiting reserves, finishing requests)",
+                     signal == SIGTERM ? "SIGTERM" : "SIGINT");
+        Stop();
+      });
+    }
+    std::vector<std::thread> threads;
+    for (int i = 1; i < options_.threads; ++i) threads.emplace_back([this] { ioc_.run(); });
+    ioc_.run();
+    for (auto& t : threads) t.join();
+  }
+
+  void Stop() {
+    if (stopping_.exchange(true)) return;
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+      if (on_stop_) on_stop_();  // closes the store: waiting reserves are answered now
+      CloseIdle();
+      // Requests still running get a few seconds; then the loop ends regardless.
+      auto timer = std::make_shared<net::steady_timer>(ioc_, std::chrono::seconds(10));
+      timer->async_wait([this, timer](const beast::error_code&) { ioc_.stop(); });
+      stop_timer_ = timer;
+      MaybeFinish();
+    });
+  }
+
+  void Register(const std::shared_ptr<Session>& s) {
+    std::lock_guard lock(mu_);
+    sessions_.insert(s.get());
+  }
+  void Unregister(Session* s) {
+    {
+      std::lock_guard lock(mu_);
+      sessions_.erase(s);
+    }
+    if (stopping_) net::post(ioc_, [this] { MaybeFinish(); });
+  }
+  bool stopping() const { return stopping_; }
+  http::Api& api() { return api_; }
+  const HttpServerOptions& options() const { return options_; }
+
+ private:
+  void Accept();
+  void CloseIdle();
+  void MaybeFinish() {
+    std::lock_guard lock(mu_);
+    if (sessions_.empty() && stop_timer_) {
+      stop_timer_->cancel();
+      stop_timer_.reset();
+      ioc_.stop();
+    }
+  }
+
+  http::Api& api_;
+  HttpServerOptions options_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::function<void()> on_stop_;
+  std::shared_ptr<net::steady_timer> stop_timer_;
+  std::mutex mu_;
+  std::set<Session*> sessions_;
+};
+
+class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Impl& server, tcp::socket socket)
+      : server_(server), stream_(std::move(socket)) {}
+
+  ~Session() {
+    --server_.api().metrics().connections;
+    server_.Unregister(this);
+  }
+
+  void Start() {
+    ++server_.api().metrics().connections;
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  }
+
+  // Called (on any thread) when the server stops: closes the connection unless a request is
+  // being handled, in which case it closes after answering.
+  void CloseIfIdle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_) {
+        beast::error_code ec;
+        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+        self->stream_.close();
+      }
+    });
+  }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(server_.options().max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    stream_.expires_after(std::chrono::seconds(server_.options().idle_timeout_s));
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted ||
+        ec == beast::error::timeout || ec == net::error::eof || ec == net::error::connection_reset) {
+      return Close();
+    }
+    if (ec == bhttp::error::body_limit) {
+      return Fail(413, "too_large",
+                  fmt::format("the request body is over {} bytes; send smaller batches",
+                              server_.options().max_body_bytes));
+    }
+    if (ec == bhttp::error::header_limit) {
+      return Fail(431, "too_large", "the request headers are over 64 KiB");
+    }
+    if (ec) return Fail(400, "invalid_argument", "malformed HTTP request: " + ec.message());
+
+    auto& req = parser_->get();
+    keep_alive_ = req.keep_alive() && !server_.stopping();
+    head_ = req.method() == bhttp::verb::head;
+    http::HttpRequest request;
+    request.method = std::string(head_ ? "GET" : req.method_string());
+    request.target = std::string(req.target());
+    request.authorization = std::string(req[bhttp::field::authorization]);
+    request.body = std::move(req.body());
+    busy_ = true;
+    answered_ = false;
+    auto self = shared_from_this();
+    cancel_ = server_.api().Handle(std::move(request), [self](http::HttpResponse response) {
+      net::post(self->stream_.get_executor(),
+                [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
+    });
+    if (cancel_ && !answered_) WatchForHangUp();
+  }
+
+  // While a reserve waits, notice a client that hangs up, and abandon the reserve.
+  void WatchForHangUp() {
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+          if (self->answered_ || !self->cancel_) return;
+          char byte;
+          ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            auto cancel = std::move(self->cancel_);
+            cancel();  // the reserve is answered (empty); the write then fails and closes
+          }
+          // n > 0: the client sent its next request early; it is read after this answer.
+        });
+  }
+
+  void Write(http::HttpResponse r) {
+    answered_ = true;
+    cancel_ = nullptr;
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(r.status));
+    res->set(bhttp::field::server, "delayq");
+    res->set(bhttp::field::content_type, r.content_type);
+    for (auto& [name, value] : r.headers) res->set(name, value);
+    res->keep_alive(keep_alive_ && !server_.stopping());
+    if (!head_) res->body() = std::move(r.body);
+    res->prepare_payload();
+    if (head_) res->content_length(r.body.size());
+    stream_.expires_after(std::chrono::seconds(30));
+    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      self->busy_ = false;
+      if (ec || !res->keep_alive()) return self->Close();
+      self->Read();
+    });
+  }
+
+  void Fail(int status, std::string_view code, std::string message) {
+    keep_alive_ = false;
+    busy_ = true;
+    http::HttpResponse r;
+    r.status = status;
+    http::JsonWriter w;
+    w.BeginObject().Key("error").BeginObject().Key("code").String(code);
+    w.Key("message").String(message).EndObject().EndObject();
+    r.body = w.Take();
+    Write(std::move(r));
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.close();
+  }
+
+  Impl& server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::function<void()> cancel_;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  bool busy_ = false;
+  bool answered_ = false;
+};
+
+void HttpServer::Impl::Accept() {
+  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (!acceptor_.is_open()) return;  // stopping
+      spdlog::warn("accept failed: {}", ec.message());
+    } else {
+      socket.set_option(tcp::no_delay(true), ec);
+      size_t open;
+      {
+        std::lock_guard lock(mu_);
+        open = sessions_.size();
+      }
+      if (open >= options_.max_connections || stopping_) {
+        // Over the limit: a short 503 and close, so the client knows why.
+        static const std::string kBusy = [] {
+          std::string body = http::ErrorBody(
+              Code::kUnavailable, "delayq is at its connection limit (--max-connections); retry later");
+          return fmt::format(
+              "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+              "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
+              body.size(), body);
+        }();
+        net::write(socket, net::buffer(kBusy), ec);
+        socket.close(ec);
+      } else {
+        auto session = std::make_shared<Session>(*this, std::move(socket));
+        Register(session);
+        session->Start();
+      }
+    }
+    Accept();
+  });
+}
+
+void HttpServer::Impl::CloseIdle() {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard lock(mu_);
+    for (Session* s : sessions_) {
+      if (auto p = s->weak_from_this().lock()) sessions.push_back(std::move(p));
+    }
+  }
+  for (auto& s : sessions) s->CloseIfIdle();
+}
+
+HttpServer::HttpServer(http::Api& api, HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(api, std::move(options))) {}
+HttpServer::~HttpServer() = default;
+Status HttpServer::Start() { return impl_->Start(); }
+uint16_t HttpServer::port() const { return impl_->port(); }
+void HttpServer::Run(bool handle_signals, std::function<void()> on_stop) {
+  impl_->Run(handle_signals, std::move(on_stop));
+}
+void HttpServer::Stop() { impl_->Stop(); }
+
+}  // namespace delayq::server

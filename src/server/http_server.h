@@ -1,0 +1,46 @@
+// The HTTP/1.1 transport of `delayq serve`: asynchronous (Boost.Beast), keep-alive, one strand
+// per connection on a small pool of threads. It parses requests, hands them to http::Api, and
+// writes back what the Api answers — possibly much later, for a reserve that waits, without
+// holding a thread meanwhile. A waiting reserve whose client hangs up is abandoned.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "delayq/status.h"
+#include "http/api.h"
+
+namespace delayq::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 7070;                // 0: any free port (see HttpServer::port())
+  int threads = 8;                     // I/O + handler threads; handlers may wait for an fsync
+  size_t max_body_bytes = 64 << 20;    // larger bodies get 413
+  size_t max_connections = 20'000;     // more get 503
+  int idle_timeout_s = 120;            // an idle keep-alive connection is closed after this
+};
+
+class HttpServer {
+ public:
+  HttpServer(http::Api& api, HttpServerOptions options);
+  ~HttpServer();
+
+  // Binds and listens. kUnavailable names the address and the reason (e.g. in use).
+  Status Start();
+  uint16_t port() const;
+
+  // Serves until Stop() (or SIGTERM/SIGINT when handle_signals) and everything in flight is
+  // answered. `on_stop` runs once when a stop begins (the owner closes the store there, which
+  // answers the waiting reserves).
+  void Run(bool handle_signals, std::function<void()> on_stop = {});
+  // Stops accepting, closes idle connections, lets requests in flight finish. Thread-safe.
+  void Stop();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace delayq::server

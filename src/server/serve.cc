@@ -1,0 +1,92 @@
+#include "server/serve.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+
+#include "http/api.h"
+#include "server/http_server.h"
+
+namespace delayq::server {
+namespace {
+
+bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size()) return false;
+  std::string p = listen.substr(colon + 1);
+  if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5) return false;
+  long v = std::stol(p);
+  if (v > 65535) return false;
+  *host = listen.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  if (host->empty()) *host = "127.0.0.1";
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+}  // namespace
+
+int Serve(const ServeOptions& o) {
+  HttpServerOptions http;
+  if (!SplitHostPort(o.listen, &http.host, &http.port)) {
+    spdlog::error("--listen \"{}\" is not HOST:PORT (for example 127.0.0.1:7070)", o.listen);
+    return 2;
+  }
+  if (o.store != "embedded") {
+    spdlog::error("--store {}: only the embedded store is available in this build "
+                  "(use --store embedded)", o.store);
+    return 2;
+  }
+  EngineOptions engine_options;
+  engine_options.path = o.data;
+  engine_options.durability = o.durability;
+  engine_options.sync_interval_ms = o.sync_interval_ms;
+  auto engine = Engine::Open(engine_options);
+  if (!engine.ok()) {
+    spdlog::error("{}", engine.status().message());
+    return engine.code() == Code::kInvalidArgument ? 2 : 1;
+  }
+  std::atomic<bool> ready{true};
+  http::ApiOptions api_options;
+  api_options.auth_token = o.auth_token;
+  api_options.max_waiting = o.max_waiting;
+  api_options.ready = [&ready] { return ready.load(); };
+  http::Api api(**engine, api_options);
+
+  http.threads = o.threads;
+  http.max_body_bytes = o.max_body_bytes;
+  http.max_connections = o.max_connections;
+  HttpServer server(api, http);
+  Status s = server.Start();
+  if (!s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  const std::string url = fmt::format(
+      "http://{}:{}", http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host,
+      server.port());
+  if (!o.port_file.empty()) {
+    std::ofstream(o.port_file) << server.port() << "\n";
+  }
+  std::printf(
+      "delayq serving %s (store: embedded in %s, durability %s%s)\n"
+      "try:  curl -s -X POST %s/v1/queues/demo/jobs -d '{\"payload\":{\"hello\":\"world\"},"
+      "\"delay\":\"5s\"}'\n"
+      "      curl -s -X POST %s/v1/queues/demo/reserve -d '{\"wait_ms\":10000}'\n",
+      url.c_str(), o.data.c_str(), DurabilityName(o.durability),
+      o.auth_token.empty() ? "" : ", bearer token required", url.c_str(), url.c_str());
+  std::fflush(stdout);
+  server.Run(true, [&] {
+    ready = false;
+    (*engine)->Close();  // answers waiting reserves, syncs the log
+  });
+  (*engine)->Close();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace delayq::server

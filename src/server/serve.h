@@ -1,0 +1,28 @@
+// `delayq serve`: opens the store, starts the HTTP server, serves until SIGTERM/SIGINT.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "delayq/engine.h"
+
+namespace delayq::server {
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free one
+  std::string data = "./delayq-data";     // the embedded store's directory
+  std::string store = "embedded";         // embedded | redis://HOST:PORT | redis-cluster://...
+  Durability durability = Durability::kSync;
+  int64_t sync_interval_ms = 50;
+  std::string auth_token;                 // empty: no authentication
+  int threads = 8;
+  size_t max_body_bytes = 64 << 20;
+  size_t max_connections = 20'000;
+  int64_t max_waiting = 50'000;
+  std::string port_file;                  // when set, the bound port is written here (tests)
+};
+
+// Runs the server; returns the process exit code (0 after a clean stop).
+int Serve(const ServeOptions& options);
+
+}  // namespace delayq::server
