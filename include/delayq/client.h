@@ -1,0 +1,38 @@
+// delayq over HTTP: the same Queue interface as the embedded engine, spoken to a
+// `delayq serve` (any store behind it).
+//
+//   auto client = delayq::Client::Connect("http://127.0.0.1:7070");
+//   (*client)->Enqueue("orders", {.payload = R"({"orderId":42})", .when = {.delay_ms = 1800000}});
+//
+// Every method answers kUnavailable when the server cannot be reached; other errors are the
+// server's, with its message. Thread-safe; connections are pooled and kept alive.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "delayq/queue.h"
+
+namespace delayq {
+
+struct ClientOptions {
+  std::string auth_token;      // sent as "Authorization: Bearer <token>" when not empty
+  int64_t timeout_ms = 30'000;  // per request (a waiting reserve adds its wait_ms)
+};
+
+class Client : public Queue {
+ public:
+  // `url` is http://HOST[:PORT]. Does not contact the server (see Ping).
+  static Result<std::unique_ptr<Client>> Connect(std::string_view url, ClientOptions options = {});
+  static Result<std::unique_ptr<Client>> connect(std::string_view url, ClientOptions options = {}) {
+    return Connect(url, std::move(options));
+  }
+
+  // GET /healthz: ok when the server answers.
+  virtual Status Ping() = 0;
+  // GET /metrics: the Prometheus text.
+  virtual Result<std::string> Metrics() = 0;
+};
+
+}  // namespace delayq

@@ -1,0 +1,5 @@
+#include "cli/cli_common.h"
+
+namespace delayq::cli {
+void AddBenchCommand(CLI::App&, Global&, int&) {}
+}  // namespace delayq::cli

@@ -1,0 +1,158 @@
+#include <cstdio>
+
+#include "cli/cli_common.h"
+#include "cli/exit_codes.h"
+#include "core/duration.h"
+#include "delayq/clock.h"
+#include "http/json.h"
+
+namespace delayq::cli {
+
+Result<std::unique_ptr<Client>> MakeClient(const Global& g) {
+  return Client::Connect(g.server, {g.token, 30'000});
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "delayq: %s\n", s.message().c_str());
+  return ExitCodeOf(s.code());
+}
+
+std::string HumanDuration(int64_t ms) {
+  if (ms < 0) ms = -ms;
+  if (ms >= 60'000) ms = ms / 1000 * 1000;
+  return FormatDuration(ms);
+}
+
+std::string WhenText(int64_t epoch_ms) {
+  const int64_t now = SystemClock().NowMs();
+  const int64_t d = epoch_ms - now;
+  std::string rel = d > 0 ? "in " + HumanDuration(d) : HumanDuration(d) + " ago";
+  if (d == 0) rel = "now";
+  return FormatTimestamp(epoch_ms) + " (" + rel + ")";
+}
+
+namespace {
+std::string PayloadText(const std::string& payload, bool binary) {
+  if (!binary && http::IsJsonValue(payload)) return payload.size() > 400 ? payload.substr(0, 400) + "..." : payload;
+  return "base64:" + http::Base64Encode(payload.substr(0, 300)) + (payload.size() > 300 ? "..." : "");
+}
+}  // namespace
+
+void PrintJob(const Job& j, bool json) {
+  if (json) {
+    http::JsonWriter w;
+    http::WriteJob(w, j);
+    std::printf("%s\n", w.str().c_str());
+    return;
+  }
+  std::printf("id          %s\nqueue       %s\nstate       %s\ndue         %s\nattempt     %d of %d\n",
+              j.id.c_str(), j.queue.c_str(), JobStateName(j.state), WhenText(j.due_at_ms).c_str(),
+              j.attempt, j.max_attempts);
+  if (!j.key.empty()) std::printf("key         %s\n", j.key.c_str());
+  std::printf("created     %s\n", WhenText(j.created_at_ms).c_str());
+  if (j.state == JobState::kReserved) std::printf("lease until %s\n", WhenText(j.lease_deadline_ms).c_str());
+  if (j.state == JobState::kDead) std::printf("dead since  %s\n", WhenText(j.dead_at_ms).c_str());
+  if (!j.last_error.empty()) std::printf("last error  %s\n", j.last_error.c_str());
+  for (const auto& [k, v] : j.headers) std::printf("header      %s: %s\n", k.c_str(), v.c_str());
+  std::printf("payload     %s\n", PayloadText(j.payload, j.binary).c_str());
+}
+
+void PrintDeadJobs(const std::vector<Job>& jobs, bool json) {
+  if (json) {
+    http::JsonWriter w;
+    w.BeginObject().Key("jobs").BeginArray();
+    for (const auto& j : jobs) http::WriteJob(w, j);
+    w.EndArray().EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return;
+  }
+  if (jobs.empty()) {
+    std::printf("no dead jobs\n");
+    return;
+  }
+  std::printf("%-26s  %-8s  %-24s  %s\n", "ID", "ATTEMPTS", "DEAD SINCE", "LAST ERROR");
+  for (const auto& j : jobs) {
+    std::printf("%-26s  %-8d  %-24s  %s\n", j.id.c_str(), j.attempt,
+                FormatTimestamp(j.dead_at_ms).c_str(), j.last_error.substr(0, 80).c_str());
+  }
+}
+
+void PrintDeliveries(const std::vector<Delivery>& jobs, bool json) {
+  if (json) {
+    http::JsonWriter w;
+    w.BeginObject().Key("jobs").BeginArray();
+    for (const auto& d : jobs) http::WriteDelivery(w, d);
+    w.EndArray().EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return;
+  }
+  if (jobs.empty()) {
+    std::printf("no job ready\n");
+    return;
+  }
+  for (const auto& d : jobs) {
+    std::printf("id %s attempt %d receipt %s\n  payload %s\n", d.id.c_str(), d.attempt,
+                d.receipt.c_str(), PayloadText(d.payload, d.binary).c_str());
+  }
+}
+
+void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
+  if (json) {
+    http::JsonWriter w;
+    if (one && list.size() == 1) {
+      http::WriteStats(w, list[0]);
+    } else {
+      w.BeginObject().Key("queues").BeginArray();
+      for (const auto& s : list) http::WriteStats(w, s);
+      w.EndArray().EndObject();
+    }
+    std::printf("%s\n", w.str().c_str());
+    return;
+  }
+  if (list.empty()) {
+    std::printf("no queues yet\n");
+    return;
+  }
+  std::printf("%-24s %10s %8s %9s %7s %10s %12s %10s\n", "QUEUE", "SCHEDULED", "READY", "RESERVED",
+              "DEAD", "DUE 60s", "LATE p99", "PAUSED");
+  for (const auto& s : list) {
+    std::printf("%-24s %10lld %8lld %9lld %7lld %10lld %10.2fms %10s\n", s.name.c_str(),
+                static_cast<long long>(s.scheduled), static_cast<long long>(s.ready),
+                static_cast<long long>(s.reserved), static_cast<long long>(s.dead),
+                static_cast<long long>(s.due_next_60s), s.lateness.p99_ms, s.paused ? "yes" : "");
+  }
+  if (one && list.size() == 1) {
+    const auto& s = list[0];
+    std::printf("counters: enqueued %llu, delivered %llu, acked %llu, nacked %llu, redelivered %llu, dead %llu\n",
+                static_cast<unsigned long long>(s.counters.enqueued),
+                static_cast<unsigned long long>(s.counters.delivered),
+                static_cast<unsigned long long>(s.counters.acked),
+                static_cast<unsigned long long>(s.counters.nacked),
+                static_cast<unsigned long long>(s.counters.redelivered),
+                static_cast<unsigned long long>(s.counters.dead));
+    std::printf("lateness: p50 %.2f ms, p99 %.2f ms, max %.2f ms over %llu deliveries\n",
+                s.lateness.p50_ms, s.lateness.p99_ms, s.lateness.max_ms,
+                static_cast<unsigned long long>(s.lateness.count));
+    if (s.earliest_due_at_ms) std::printf("next due: %s\n", WhenText(*s.earliest_due_at_ms).c_str());
+    if (s.ready > 0) std::printf("oldest ready job waits %s\n", HumanDuration(s.oldest_ready_ms).c_str());
+  }
+}
+
+void PrintConfig(const std::string& queue, const QueueConfig& c, bool json) {
+  if (json) {
+    http::JsonWriter w;
+    http::WriteConfig(w, c);
+    std::printf("%s\n", w.str().c_str());
+    return;
+  }
+  std::printf("queue           %s\nmax attempts    %d\nlease           %s\n"
+              "back-off        %s x%.2g up to %s, jitter %.2g\nmax payload     %lld bytes\n"
+              "dead retention  %s\nmax delay       %s\n",
+              queue.c_str(), c.max_attempts, FormatDuration(c.lease_ms).c_str(),
+              FormatDuration(c.backoff.base_ms).c_str(), c.backoff.factor,
+              FormatDuration(c.backoff.max_ms).c_str(), c.backoff.jitter,
+              static_cast<long long>(c.max_payload), FormatDuration(c.dead_retention_ms).c_str(),
+              FormatDuration(c.max_delay_ms).c_str());
+}
+
+}  // namespace delayq::cli

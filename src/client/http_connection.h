@@ -1,0 +1,53 @@
+// A blocking HTTP/1.1 client for the C++ SDK and the CLI: a pool of keep-alive connections
+// to one server, with timeouts. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/status.h"
+
+namespace delayq::client {
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+class HttpConnectionPool {
+ public:
+  // `url`: http://HOST[:PORT] (default port 7070). kInvalidArgument for anything else.
+  static Result<std::unique_ptr<HttpConnectionPool>> Create(std::string_view url,
+                                                            std::string auth_token,
+                                                            int64_t timeout_ms);
+  ~HttpConnectionPool();
+
+  // Sends one request and reads the answer. kUnavailable when the server cannot be reached
+  // (the message names the address and the reason). `timeout_ms` 0 means the pool's timeout.
+  // `cancel`, when given, is set to a function that aborts the request from another thread.
+  Result<HttpResult> Request(std::string_view method, std::string_view target,
+                             std::string_view body, int64_t timeout_ms = 0,
+                             std::atomic<int>* cancel_fd = nullptr);
+
+  const std::string& url() const { return url_; }
+
+ private:
+  class Connection;
+  HttpConnectionPool(std::string url, std::string host, std::string port, std::string token,
+                     int64_t timeout_ms);
+  Result<std::unique_ptr<Connection>> Connect(int64_t timeout_ms);
+
+  std::string url_, host_, port_, token_;
+  int64_t timeout_ms_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+};
+
+// Percent-encodes a path segment or query value.
+std::string UrlEncode(std::string_view s);
+
+}  // namespace delayq::client
