@@ -18,7 +18,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@./$(BUILD)/examples/demo
+	@./$(BUILD)/delayq serve --listen $${DELAYQ_LISTEN:-127.0.0.1:7070} --data $${DELAYQ_DATA:-./delayq-data}
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ struct JobArgs {
 
 int Main(int argc, char** argv) {
   RaiseOpenFileLimit();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("delayq"));  // stdout is for results
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   CLI::App app{"delayq: a delay queue. Jobs become deliverable at a chosen time and are "
                "delivered at least once, retried with back-off, dead-lettered when out of "

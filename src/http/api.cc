@@ -402,10 +402,11 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
       ref = JobRef::ByKey(*key);
     } else {
       *route = Route::kGetJob;
-      if (m != "POST") {
-        return ErrorResponse(Status::InvalidArgument(
-            "give a job id (/v1/queues/{q}/jobs/{id}) or a key (/v1/queues/{q}/jobs?key=K)"));
+      if (m != "GET" && m != "PATCH" && m != "DELETE") {
+        return not_allowed("POST, GET, PATCH, DELETE");
       }
+      return ErrorResponse(Status::InvalidArgument(
+          "give a job id (/v1/queues/{q}/jobs/{id}) or a key (/v1/queues/{q}/jobs?key=K)"));
     }
     if (m == "GET") {
       *route = Route::kGetJob;

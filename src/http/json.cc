@@ -208,6 +208,10 @@ Status ValidateBody(std::string_view body) {
     return Status::InvalidArgument(
         fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
   }
+  if (error == simdjson::NUMBER_ERROR) {
+    return Status::InvalidArgument(
+        "a number in the request body is malformed or out of range (integers must fit in 64 bits)");
+  }
   if (error == simdjson::UTF8_ERROR) {
     return Status::InvalidArgument("the request body is not valid UTF-8");
   }
@@ -275,10 +279,10 @@ Status RawValue(sj::value v, std::string_view field, std::string* out) {
     if (!error) error = a.raw_json().get(raw);
   } else {
     raw = v.raw_json_token();
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
-                            raw.back() == '\t')) {
-      raw.remove_suffix(1);
-    }
+  }
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
+                          raw.back() == '\t')) {
+    raw.remove_suffix(1);
   }
   if (error) return TypeError(field, "a JSON value");
   out->assign(raw);

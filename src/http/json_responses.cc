@@ -64,10 +64,10 @@ std::string Raw(sj::value v) {
     if (!v.get_array().get(a)) Discard(a.raw_json().get(raw));
   } else {
     raw = v.raw_json_token();
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
-                            raw.back() == '\t')) {
-      raw.remove_suffix(1);
-    }
+  }
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
+                          raw.back() == '\t')) {
+    raw.remove_suffix(1);
   }
   return std::string(raw);
 }

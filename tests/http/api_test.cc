@@ -1,0 +1,349 @@
+// The HTTP API (SPEC section 6) in-process: every route and every error, against the engine with
+// a manual clock. The same routes are exercised through the real binary in tests/integration.
+#include "http/api.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine_harness.h"
+
+namespace delayq::testing {
+namespace {
+
+using nlohmann::json;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  ApiTest() : api_(h_.queue(), {}) {}
+
+  http::HttpResponse Call(const std::string& method, const std::string& target,
+                          const std::string& body = "", const std::string& auth = "") {
+    std::promise<http::HttpResponse> p;
+    auto f = p.get_future();
+    api_.Handle({method, target, auth, body}, [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+    return f.get();
+  }
+  json J(const http::HttpResponse& r) { return json::parse(r.body); }
+  void ExpectError(const http::HttpResponse& r, int status, const std::string& code,
+                   const std::string& mention = "") {
+    EXPECT_EQ(r.status, status) << r.body;
+    json body = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(body.contains("error")) << r.body;
+    EXPECT_EQ(body["error"]["code"], code) << r.body;
+    EXPECT_FALSE(body["error"]["message"].get<std::string>().empty());
+    if (!mention.empty()) {
+      EXPECT_NE(body["error"]["message"].get<std::string>().find(mention), std::string::npos) << r.body;
+    }
+  }
+
+  EngineHarness h_;
+  http::Api api_;
+};
+
+TEST_F(ApiTest, EnqueueGetReserveAckRoundTripWithVerbatimPayload) {
+  const std::string payload = R"({"orderId": "42",  "amount":1.50,"tags":["a" , "b"]})";
+  auto e = Call("POST", "/v1/queues/orders/jobs",
+                R"({"payload": )" + payload + R"(, "delay_ms": 1800000, "key": "order-42",
+                    "headers": {"version": "2"}, "max_attempts": 3})");
+  ASSERT_EQ(e.status, 201) << e.body;
+  json er = J(e);
+  EXPECT_EQ(er["duplicate"], false);
+  EXPECT_EQ(er["due_at"], h_.NowMs() + 1'800'000);
+  const std::string id = er["id"];
+
+  auto dup = Call("POST", "/v1/queues/orders/jobs", R"({"payload": 1, "delay": "30m", "key": "order-42"})");
+  EXPECT_EQ(dup.status, 200);
+  EXPECT_EQ(J(dup)["duplicate"], true);
+  EXPECT_EQ(J(dup)["id"], id);
+
+  auto g = Call("GET", "/v1/queues/orders/jobs/" + id);
+  ASSERT_EQ(g.status, 200);
+  EXPECT_NE(g.body.find(payload), std::string::npos) << "payload not verbatim: " << g.body;
+  json job = J(g);
+  EXPECT_EQ(job["state"], "scheduled");
+  EXPECT_EQ(job["queue"], "orders");
+  EXPECT_EQ(job["key"], "order-42");
+  EXPECT_EQ(job["headers"]["version"], "2");
+  EXPECT_EQ(job["max_attempts"], 3);
+  EXPECT_EQ(job["attempt"], 0);
+  EXPECT_TRUE(job["last_error"].is_null());
+  EXPECT_TRUE(job.contains("created_at"));
+  EXPECT_EQ(J(Call("GET", "/v1/queues/orders/jobs?key=order-42"))["id"], id);
+
+  h_.Advance(1'800'000);
+  auto r = Call("POST", "/v1/queues/orders/reserve", R"({"max": 10, "lease_ms": 60000})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(payload), std::string::npos);
+  json jobs = J(r)["jobs"];
+  ASSERT_EQ(jobs.size(), 1u);
+  for (const char* field : {"id", "receipt", "payload", "headers", "attempt", "due_at", "key"}) {
+    EXPECT_TRUE(jobs[0].contains(field)) << field;
+  }
+  const std::string receipt = jobs[0]["receipt"];
+  EXPECT_EQ(J(Call("GET", "/v1/queues/orders/jobs/" + id))["state"], "reserved");
+  auto t = Call("POST", "/v1/queues/orders/touch", R"({"receipt":")" + receipt + R"(","lease_ms":90000})");
+  EXPECT_EQ(t.status, 200);
+  EXPECT_EQ(J(t)["lease_deadline"], h_.NowMs() + 90'000);
+  auto a = Call("POST", "/v1/queues/orders/ack", R"({"receipt":")" + receipt + R"("})");
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(J(a)["acked"], 1);
+  ExpectError(Call("POST", "/v1/queues/orders/ack", R"({"receipt":")" + receipt + R"("})"), 404,
+              "not_found");
+  ExpectError(Call("GET", "/v1/queues/orders/jobs/" + id), 404, "not_found");
+}
+
+TEST_F(ApiTest, BinaryPayloadsTravelAsBase64) {
+  auto e = Call("POST", "/v1/queues/b/jobs", R"({"payload_base64": "AP8Q"})");
+  ASSERT_EQ(e.status, 201) << e.body;
+  json job = J(Call("GET", "/v1/queues/b/jobs/" + J(e)["id"].get<std::string>()));
+  EXPECT_EQ(job["payload_base64"], "AP8Q");
+  EXPECT_FALSE(job.contains("payload"));
+  ExpectError(Call("POST", "/v1/queues/b/jobs", R"({"payload_base64": "***"})"), 400,
+              "invalid_argument", "payload_base64");
+  ExpectError(Call("POST", "/v1/queues/b/jobs", R"({"payload": 1, "payload_base64": "AA=="})"), 400,
+              "invalid_argument", "payload");
+}
+
+TEST_F(ApiTest, DelayFormsAndBatches) {
+  const int64_t now = h_.NowMs();
+  EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"delay":"1h30m"})"))["due_at"], now + 5'400'000);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"deliver_at":"2026-01-01T01:00:00Z"})"))["due_at"],
+            1'767'229'200'000);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs",
+                   R"({"payload":1,"deliver_at":)" + std::to_string(now + 5) + "}"))["due_at"], now + 5);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"deliver_at":1000})"))["due_at"], now)
+      << "the past means now";
+  EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1})"))["due_at"], now);
+  auto b = Call("POST", "/v1/queues/d/jobs", R"({"jobs":[{"payload":1},{"payload":2,"delay_ms":5}]})");
+  ASSERT_EQ(b.status, 201) << b.body;
+  ASSERT_EQ(J(b)["jobs"].size(), 2u);
+  EXPECT_EQ(J(b)["jobs"][1]["due_at"], now + 5);
+  ExpectError(Call("POST", "/v1/queues/d/jobs", R"({"jobs":[{"payload":1},{"delay_ms":5}]})"), 400,
+              "invalid_argument", "jobs[1].payload");
+  ExpectError(Call("POST", "/v1/queues/d/jobs", R"({"jobs":[]})"), 400, "invalid_argument");
+  std::string big = R"({"jobs":[)";
+  for (int i = 0; i < 1001; ++i) big += std::string(i ? "," : "") + R"({"payload":1})";
+  ExpectError(Call("POST", "/v1/queues/d/jobs", big + "]}"), 413, "too_large");
+}
+
+TEST_F(ApiTest, EveryInputErrorNamesTheField) {
+  struct Case {
+    std::string body, mention;
+    int status = 400;
+  } cases[] = {
+      {"", "empty"},
+      {"{", "not valid JSON"},
+      {R"({"payload":1,)", "not valid JSON"},
+      {"[1,2]", "JSON object"},
+      {R"({"payload":1,"delay_ms":"5"})", "delay_ms"},
+      {R"({"payload":1,"delay_ms":-1})", "delay_ms"},
+      {R"({"payload":1,"delay_ms":1.5})", "delay_ms"},
+      {R"({"payload":1,"delay_ms":99999999999999999999})", "number"},
+      {R"({"payload":1,"delay":"5 minutes"})", "delay"},
+      {R"({"payload":1,"delay":5})", "delay"},
+      {R"({"payload":1,"deliver_at":"tomorrow"})", "deliver_at"},
+      {R"({"payload":1,"deliver_at":true})", "deliver_at"},
+      {R"({"payload":1,"delay_ms":5,"delay":"5s"})", "only one"},
+      {R"({"payload":1,"delay_ms":40000000000})", "max_delay"},
+      {R"({"payload":1,"key":7})", "key"},
+      {R"({"payload":1,"replace":"yes"})", "replace"},
+      {R"({"payload":1,"headers":[]})", "headers"},
+      {R"({"payload":1,"headers":{"v":2}})", "headers.v"},
+      {R"({"payload":1,"max_attempts":0})", "max_attempts"},
+      {R"({"payload":1,"max_attempts":"3"})", "max_attempts"},
+      {R"({"delay_ms":5})", "payload"},
+      {"{\"payload\":\"\xff\xfe\"}", "UTF-8"},
+      {std::string(200, '[') + std::string(200, ']'), "deeper"},
+      {R"({"payload":)" + std::string(100, '[') + std::string(100, ']') + "}", "deeper"},
+      {R"({"payload":")" + std::string((1 << 20) + 10, 'x') + R"("})", "max_payload", 413},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body.substr(0, 80));
+    auto r = Call("POST", "/v1/queues/errs/jobs", c.body);
+    ExpectError(r, c.status, c.status == 413 ? "too_large" : "invalid_argument", c.mention);
+  }
+  ExpectError(Call("POST", "/v1/queues/bad%20name/jobs", R"({"payload":1})"), 400,
+              "invalid_argument", "queue name");
+  ExpectError(Call("POST", "/v1/queues/" + std::string(129, 'q') + "/jobs", R"({"payload":1})"),
+              400, "invalid_argument", "queue name");
+  // Nothing was stored by any of them.
+  ExpectError(Call("GET", "/v1/queues/errs"), 404, "not_found");
+}
+
+TEST_F(ApiTest, ReserveLimitsAndLongPoll) {
+  ExpectError(Call("POST", "/v1/queues/r/reserve", R"({"max":0})"), 400, "invalid_argument", "max");
+  ExpectError(Call("POST", "/v1/queues/r/reserve", R"({"max":1001})"), 400, "invalid_argument", "max");
+  ExpectError(Call("POST", "/v1/queues/r/reserve", R"({"wait_ms":60001})"), 400, "invalid_argument", "wait_ms");
+  ExpectError(Call("POST", "/v1/queues/r/reserve", R"({"lease_ms":999})"), 400, "invalid_argument", "lease_ms");
+  ExpectError(Call("POST", "/v1/queues/r/reserve", R"({"max":"1"})"), 400, "invalid_argument", "max");
+  auto empty = Call("POST", "/v1/queues/r/reserve", "");
+  EXPECT_EQ(empty.status, 200);
+  EXPECT_EQ(J(empty)["jobs"].size(), 0u);
+
+  // A long poll is answered by the enqueue, without the calling thread waiting.
+  std::promise<http::HttpResponse> p;
+  auto f = p.get_future();
+  auto cancel = api_.Handle({"POST", "/v1/queues/r/reserve", "", R"({"wait_ms":20000})"},
+                            [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+  EXPECT_TRUE(cancel) << "a waiting reserve can be abandoned";
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(api_.metrics().waiting.load(), 1);
+  ASSERT_EQ(Call("POST", "/v1/queues/r/jobs", R"({"payload":"wake"})").status, 201);
+  auto answer = f.get();
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_EQ(J(answer)["jobs"][0]["payload"], "wake");
+  EXPECT_EQ(api_.metrics().waiting.load(), 0);
+
+  // Abandoned (the client hung up): answered empty, nothing reserved.
+  std::promise<http::HttpResponse> p2;
+  auto f2 = p2.get_future();
+  auto cancel2 = api_.Handle({"POST", "/v1/queues/r/reserve", "", R"({"wait_ms":20000})"},
+                             [&p2](http::HttpResponse r) { p2.set_value(std::move(r)); });
+  cancel2();
+  EXPECT_EQ(J(f2.get())["jobs"].size(), 0u);
+}
+
+TEST_F(ApiTest, AckNackTouchSingleAndBatch) {
+  for (int i = 0; i < 3; ++i) Call("POST", "/v1/queues/a/jobs", R"({"payload":1,"max_attempts":2})");
+  json jobs = J(Call("POST", "/v1/queues/a/reserve", R"({"max":3})"))["jobs"];
+  ASSERT_EQ(jobs.size(), 3u);
+  std::string r0 = jobs[0]["receipt"], r1 = jobs[1]["receipt"], r2 = jobs[2]["receipt"];
+  auto n = Call("POST", "/v1/queues/a/nack", R"({"receipt":")" + r0 + R"(","retry_in_ms":5000,"error":"timeout"})");
+  ASSERT_EQ(n.status, 200) << n.body;
+  EXPECT_EQ(J(n)["state"], "scheduled");
+  EXPECT_EQ(J(n)["due_at"], h_.NowMs() + 5000);
+  auto d = Call("POST", "/v1/queues/a/nack", R"({"receipt":")" + r1 + R"(","dead":true})");
+  EXPECT_EQ(J(d)["state"], "dead");
+  auto batch = Call("POST", "/v1/queues/a/ack",
+                    R"({"receipts":[")" + r2 + R"(",")" + r0 + R"(","garbage"]})");
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  json b = J(batch);
+  EXPECT_EQ(b["acked"], 1);
+  ASSERT_EQ(b["failed"].size(), 2u);
+  EXPECT_EQ(b["failed"][0]["receipt"], r0);
+  EXPECT_EQ(b["failed"][0]["code"], "lease_expired");
+  EXPECT_EQ(b["failed"][1]["code"], "invalid_argument");
+  ExpectError(Call("POST", "/v1/queues/a/ack", R"({"receipt":")" + r0 + R"("})"), 409, "lease_expired");
+  ExpectError(Call("POST", "/v1/queues/a/ack", R"({"receipt":"nope"})"), 400, "invalid_argument", "receipt");
+  ExpectError(Call("POST", "/v1/queues/a/ack", R"({})"), 400, "invalid_argument", "receipt");
+  ExpectError(Call("POST", "/v1/queues/a/ack", R"({"receipts":"x"})"), 400, "invalid_argument", "receipts");
+  ExpectError(Call("POST", "/v1/queues/a/touch", R"({"receipt":")" + r2 + R"("})"), 404, "not_found");
+  ExpectError(Call("POST", "/v1/queues/a/nack", R"({"receipt":")" + r0 + R"(","retry_in_ms":"soon"})"),
+              400, "invalid_argument", "retry_in_ms");
+}
+
+TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
+  std::string id = J(Call("POST", "/v1/queues/c/jobs", R"({"payload":1,"delay":"1h","key":"k"})"))["id"];
+  auto p = Call("PATCH", "/v1/queues/c/jobs/" + id, R"({"delay":"2h"})");
+  ASSERT_EQ(p.status, 200) << p.body;
+  EXPECT_EQ(J(p)["due_at"], h_.NowMs() + 7'200'000);
+  ExpectError(Call("PATCH", "/v1/queues/c/jobs/" + id, R"({})"), 400, "invalid_argument", "delay");
+  EXPECT_EQ(J(Call("PATCH", "/v1/queues/c/jobs?key=k", R"({"delay_ms":1000})"))["due_at"], h_.NowMs() + 1000);
+  auto del = Call("DELETE", "/v1/queues/c/jobs?key=k");
+  EXPECT_EQ(del.status, 200);
+  EXPECT_EQ(J(del)["cancelled"], true);
+  ExpectError(Call("DELETE", "/v1/queues/c/jobs/" + id), 404, "not_found");
+  ExpectError(Call("GET", "/v1/queues/c/jobs/not-an-id"), 400, "invalid_argument", "id");
+
+  std::string r = J(Call("POST", "/v1/queues/c/jobs", R"({"payload":2})"))["id"];
+  Call("POST", "/v1/queues/c/reserve", "");
+  ExpectError(Call("DELETE", "/v1/queues/c/jobs/" + r), 409, "conflict");
+  ExpectError(Call("PATCH", "/v1/queues/c/jobs/" + r, R"({"delay":"1s"})"), 409, "conflict");
+
+  // Dead letters: list, replay, purge.
+  for (int i = 0; i < 2; ++i) Call("POST", "/v1/queues/dl/jobs", R"({"payload":1,"max_attempts":1})");
+  json reserved = J(Call("POST", "/v1/queues/dl/reserve", R"({"max":2})"));
+  for (const auto& j : reserved["jobs"]) {
+    Call("POST", "/v1/queues/dl/nack", R"({"receipt":")" + j["receipt"].get<std::string>() + R"(","error":"boom"})");
+  }
+  json dead = J(Call("GET", "/v1/queues/dl/dead?limit=10"))["jobs"];
+  ASSERT_EQ(dead.size(), 2u);
+  EXPECT_EQ(dead[0]["state"], "dead");
+  EXPECT_EQ(dead[0]["last_error"], "boom");
+  ExpectError(Call("GET", "/v1/queues/dl/dead?limit=0"), 400, "invalid_argument", "limit");
+  ExpectError(Call("GET", "/v1/queues/dl/dead?limit=x"), 400, "invalid_argument", "limit");
+  auto rp = Call("POST", "/v1/queues/dl/dead/replay", R"({"ids":[")" + dead[0]["id"].get<std::string>() + R"("]})");
+  EXPECT_EQ(J(rp)["replayed"], 1);
+  EXPECT_EQ(J(Call("DELETE", "/v1/queues/dl/dead"))["purged"], 1);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/dl/dead/replay", ""))["replayed"], 0);
+
+  // Queue stats, list, config, pause/resume, schedule.
+  json st = J(Call("GET", "/v1/queues/dl"));
+  for (const char* field : {"name", "scheduled", "ready", "reserved", "dead", "due_next_60s",
+                            "earliest_due_at", "oldest_ready_ms", "counters", "lateness_ms"}) {
+    EXPECT_TRUE(st.contains(field)) << field;
+  }
+  for (const char* field : {"enqueued", "delivered", "acked", "nacked", "redelivered", "dead"}) {
+    EXPECT_TRUE(st["counters"].contains(field)) << field;
+  }
+  for (const char* field : {"p50", "p99", "max"}) EXPECT_TRUE(st["lateness_ms"].contains(field)) << field;
+  EXPECT_EQ(st["ready"], 1);
+  json list = J(Call("GET", "/v1/queues"))["queues"];
+  EXPECT_GE(list.size(), 2u);
+  auto cfg = Call("PUT", "/v1/queues/dl/config", R"({"max_attempts":9,"backoff":{"base_ms":250}})");
+  ASSERT_EQ(cfg.status, 200) << cfg.body;
+  EXPECT_EQ(J(cfg)["max_attempts"], 9);
+  EXPECT_EQ(J(Call("GET", "/v1/queues/dl/config"))["backoff"]["base_ms"], 250);
+  ExpectError(Call("PUT", "/v1/queues/dl/config", R"({"backoff":{"jitter":5}})"), 400,
+              "invalid_argument", "jitter");
+  EXPECT_EQ(J(Call("POST", "/v1/queues/dl/pause"))["paused"], true);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/dl/reserve", ""))["jobs"].size(), 0u);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/dl/resume"))["paused"], false);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/dl/reserve", ""))["jobs"].size(), 1u);
+  Call("POST", "/v1/queues/s/jobs", R"({"payload":1,"delay":"10m"})");
+  json sched = J(Call("GET", "/v1/queues/s/schedule?bucket=1m&horizon=1h"));
+  ASSERT_EQ(sched["buckets"].size(), 60u);
+  EXPECT_EQ(sched["buckets"][10], 1);
+  ExpectError(Call("GET", "/v1/queues/s/schedule?bucket=10s"), 400, "invalid_argument", "bucket");
+}
+
+TEST_F(ApiTest, RoutesMethodsHealthAndMetrics) {
+  ExpectError(Call("GET", "/nope"), 404, "not_found");
+  ExpectError(Call("GET", "/v1/queues/q/nope"), 404, "not_found");
+  auto m = Call("PUT", "/v1/queues/q/jobs/01JDQ8Z3K6T6V3W1C9X2N4M5PQ");
+  ExpectError(m, 405, "method_not_allowed");
+  EXPECT_EQ(m.headers.at(0).first, "Allow");
+  ExpectError(Call("GET", "/v1/queues/q/reserve"), 405, "method_not_allowed");
+  ExpectError(Call("POST", "/v1/queues"), 405, "method_not_allowed");
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);
+  EXPECT_EQ(Call("GET", "/readyz").status, 200);
+  EXPECT_EQ(Call("GET", "/").status, 200);
+  Call("POST", "/v1/queues/m/jobs", R"({"payload":1})");
+  Call("POST", "/v1/queues/m/reserve", "");
+  auto metrics = Call("GET", "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_EQ(metrics.content_type.rfind("text/plain", 0), 0u);
+  for (const char* needle :
+       {"delayq_jobs{queue=\"m\",state=\"reserved\"} 1", "delayq_jobs_enqueued_total{queue=\"m\"} 1",
+        "delayq_jobs_delivered_total{queue=\"m\"} 1", "delayq_jobs_acked_total{queue=\"m\"} 0",
+        "delayq_jobs_nacked_total", "delayq_jobs_redelivered_total", "delayq_jobs_dead_total",
+        "delayq_delivery_lateness_seconds_bucket{queue=\"m\",le=\"+Inf\"} 1",
+        "delayq_http_request_duration_seconds_bucket{route=\"POST /v1/queues/{q}/reserve\"",
+        "delayq_process_resident_memory_bytes"}) {
+    EXPECT_NE(metrics.body.find(needle), std::string::npos) << needle;
+  }
+}
+
+TEST(ApiAuth, BearerTokenOnEverythingButHealthz) {
+  EngineHarness h;
+  http::ApiOptions o;
+  o.auth_token = "s3cret";
+  http::Api api(h.queue(), o);
+  auto call = [&](const std::string& target, const std::string& auth) {
+    std::promise<http::HttpResponse> p;
+    auto f = p.get_future();
+    api.Handle({"GET", target, auth, ""}, [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+    return f.get();
+  };
+  EXPECT_EQ(call("/healthz", "").status, 200);
+  EXPECT_EQ(call("/v1/queues", "").status, 401);
+  EXPECT_EQ(call("/metrics", "").status, 401);
+  EXPECT_EQ(call("/v1/queues", "Bearer wrong").status, 401);
+  EXPECT_EQ(call("/v1/queues", "Bearer s3cret").status, 200);
+  EXPECT_NE(call("/v1/queues", "").body.find("unauthenticated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace delayq::testing

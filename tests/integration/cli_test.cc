@@ -1,0 +1,95 @@
+// The `delayq` command against a real server: output, exit codes, `work`, `dead replay`.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "integration/server_fixture.h"
+
+namespace delayq::testing {
+namespace {
+
+class CliTest : public ::testing::Test {
+ protected:
+  RunResult Cli(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), DELAYQ_BIN);
+    return RunProcess(args, {{"DELAYQ_URL", server_.url()}}, input);
+  }
+  ServerProcess server_{{"--durability", "interval"}};
+};
+
+TEST_F(CliTest, EnqueueGetCancelWithExitCodes) {
+  RunResult e = Cli({"enqueue", "orders", R"({"orderId":42})", "--delay", "30m", "--key", "order-42",
+                     "-H", "version=2"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("enqueued"), std::string::npos) << e.out;
+  const std::string id = e.out.substr(e.out.find("enqueued ") + 9, 26);
+  RunResult dup = Cli({"enqueue", "orders", "{}", "--delay", "30m", "--key", "order-42"});
+  EXPECT_EQ(dup.exit_code, 0);
+  EXPECT_NE(dup.out.find("duplicate of " + id), std::string::npos) << dup.out;
+  RunResult g = Cli({"--json", "get", "orders", id});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out.find(R"("payload":{"orderId":42})"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find(R"("version":"2")"), std::string::npos) << g.out;
+  EXPECT_EQ(Cli({"get", "orders", "--key", "order-42"}).exit_code, 0);
+  EXPECT_EQ(Cli({"cancel", "orders", id}).exit_code, 0);
+  RunResult gone = Cli({"get", "orders", id});
+  EXPECT_EQ(gone.exit_code, 3) << "not found";
+  EXPECT_NE(gone.err.find("does not exist"), std::string::npos) << gone.err;
+  EXPECT_EQ(Cli({"enqueue", "orders", "x", "--delay", "soon"}).exit_code, 2) << "bad input";
+  EXPECT_EQ(Cli({"enqueue", "bad name", "x"}).exit_code, 2) << "bad queue name";
+  RunResult down = RunProcess({DELAYQ_BIN, "--server", "http://127.0.0.1:1", "stats"});
+  EXPECT_EQ(down.exit_code, 5) << "unreachable";
+  EXPECT_NE(down.err.find("cannot reach"), std::string::npos) << down.err;
+  RunResult text = Cli({"enqueue", "orders", "plain text"});
+  ASSERT_EQ(text.exit_code, 0);
+  RunResult stdin_payload = Cli({"enqueue", "orders", "-"}, std::string("\x01\x02", 2));
+  ASSERT_EQ(stdin_payload.exit_code, 0) << stdin_payload.err;
+  RunResult stats = Cli({"stats", "orders"});
+  EXPECT_EQ(stats.exit_code, 0);
+  EXPECT_NE(stats.out.find("orders"), std::string::npos);
+}
+
+TEST_F(CliTest, WorkAcksOnExitZeroAndNacksOtherwise) {
+  TempDir dir;
+  const std::string script = dir.Sub("handler.sh"), log = dir.Sub("handled.log");
+  std::ofstream(script) << "#!/bin/sh\npayload=$(cat)\necho \"$DELAYQ_ATTEMPT $payload\" >> " << log
+                        << "\ncase \"$payload\" in *fail*) echo \"no: $payload\" >&2; exit 7;; esac\n";
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  ASSERT_EQ(Cli({"config", "w", "--max-attempts", "2", "--backoff-base", "100ms", "--jitter", "0"}).exit_code, 0);
+  ASSERT_EQ(Cli({"enqueue", "w", R"({"ok":1})"}).exit_code, 0);
+  ASSERT_EQ(Cli({"enqueue", "w", R"("please fail")"}).exit_code, 0);
+
+  Child worker({DELAYQ_BIN, "--server", server_.url(), "work", "w", "--concurrency", "2", "--wait", "1s",
+                "--", script},
+               dir.Sub("worker.log"));
+  auto client = server_.NewClient();
+  // Done when the good job is acked and the bad one is dead (a long poll on the dead count).
+  for (int i = 0; i < 1000; ++i) {
+    auto s = client->Stats("w");
+    if (s.ok() && s->counters.acked == 1 && s->dead == 1) break;
+    (void)client->Reserve("w-tick", {.max = 1, .wait_ms = 20});  // a 20 ms server-side wait
+  }
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(), 0) << ReadFile(dir.Sub("worker.log"));
+  auto s = client->Stats("w");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->counters.acked, 1u);
+  EXPECT_EQ(s->counters.nacked, 2u);
+  EXPECT_EQ(s->dead, 1);
+  const std::string handled = ReadFile(log);
+  EXPECT_NE(handled.find("1 {\"ok\":1}"), std::string::npos) << handled;
+  EXPECT_NE(handled.find("2 \"please fail\""), std::string::npos) << handled;
+
+  RunResult dead = Cli({"dead", "list", "w"});
+  EXPECT_NE(dead.out.find("exit status 7: no: \"please fail\""), std::string::npos) << dead.out;
+  RunResult replay = Cli({"dead", "replay", "w"});
+  EXPECT_EQ(replay.exit_code, 0);
+  EXPECT_NE(replay.out.find("replayed 1"), std::string::npos) << replay.out;
+  auto after = client->Stats("w");
+  EXPECT_EQ(after->dead, 0);
+  EXPECT_EQ(after->ready, 1);
+  EXPECT_EQ(Cli({"dead", "purge", "w"}, "").exit_code, 2) << "purge without --yes and no terminal";
+}
+
+}  // namespace
+}  // namespace delayq::testing

@@ -1,0 +1,69 @@
+// `delayq serve` started from the built binary on a free loopback port, in a temp directory.
+#pragma once
+
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "delayq/client.h"
+#include "support/process.h"
+
+namespace delayq::testing {
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> extra_args = {}, std::string data_dir = "")
+      : extra_(std::move(extra_args)) {
+    data_ = data_dir.empty() ? dir_.Sub("data") : data_dir;
+    Start();
+  }
+
+  void Start() {
+    std::vector<std::string> args = {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:" + std::to_string(port_),
+                                     "--data", data_};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    child_ = std::make_unique<Child>(args, dir_.Sub("server.log"));
+    std::string line = child_->WaitForLine("delayq serving");
+    std::smatch m;
+    static const std::regex re("http://127\\.0\\.0\\.1:([0-9]+)");
+    if (!std::regex_search(line, m, re)) {
+      throw std::runtime_error("delayq serve did not start: " + ReadFile(dir_.Sub("server.log")));
+    }
+    port_ = std::stoi(m[1]);
+    url_ = "http://127.0.0.1:" + std::to_string(port_);
+  }
+
+  // Starts again on the same port and data directory (after Kill or Stop).
+  void Restart() {
+    child_.reset();
+    Start();
+  }
+  int Kill() {
+    child_->Signal(SIGKILL);
+    return child_->Wait();
+  }
+  int Terminate() {
+    child_->Signal(SIGTERM);
+    return child_->Wait();
+  }
+
+  const std::string& url() const { return url_; }
+  int port() const { return port_; }
+  std::string log() const { return ReadFile(dir_.Sub("server.log")); }
+  std::unique_ptr<Client> NewClient(ClientOptions o = {}) {
+    auto c = Client::Connect(url_, o);
+    if (!c.ok()) throw std::runtime_error(c.status().ToString());
+    return std::move(*c);
+  }
+
+ private:
+  TempDir dir_;
+  std::string data_;
+  std::vector<std::string> extra_;
+  int port_ = 0;
+  std::string url_;
+  std::unique_ptr<Child> child_;
+};
+
+}  // namespace delayq::testing

@@ -1,0 +1,238 @@
+// The real `delayq serve`: the conformance suite through delayq::Client, the wire protocol
+// spoken raw (bad input battery), kill -9 under load, SIGTERM.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "conformance/queue_conformance.h"
+#include "delayq/clock.h"
+#include "integration/server_fixture.h"
+
+namespace delayq::testing {
+namespace {
+
+// One server for the conformance suite (every test uses its own queue names).
+ServerProcess& SharedServer() {
+  static auto* server = new ServerProcess({"--durability", "interval"});
+  return *server;
+}
+
+class ClientHarness : public QueueHarness {
+ public:
+  ClientHarness() : client_(SharedServer().NewClient()) {}
+  Queue& queue() override { return *client_; }
+  int64_t NowMs() override { return SystemClock().NowMs(); }
+  void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+  bool exact_time() const override { return false; }
+
+ private:
+  std::unique_ptr<Client> client_;
+};
+
+INSTANTIATE_TEST_SUITE_P(HttpClient, QueueConformance,
+                         ::testing::Values(HarnessFactory{
+                             "server", [] { return std::make_unique<ClientHarness>(); }}),
+                         HarnessName);
+
+// Sends raw bytes on a fresh connection and returns everything the server answers until it
+// closes or `limit` bytes arrived.
+std::string RawExchange(int port, const std::string& bytes, size_t limit = 1 << 20) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  ::shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[65536];
+  while (out.size() < limit) {
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string Post(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+int StatusOf(const std::string& response) {
+  if (response.size() < 12 || response.rfind("HTTP/1.1 ", 0) != 0) return 0;
+  return std::stoi(response.substr(9, 3));
+}
+
+TEST(Server, BadInputBatteryLeavesTheServerUpAndTheStoreUnchanged) {
+  ServerProcess server({"--max-body", "2000000"});
+  auto client = server.NewClient();
+  ASSERT_TRUE(client->Enqueue("battery", {.payload = "1", .when = {.delay_ms = 60'000}}).ok());
+  const QueueStats before = *client->Stats("battery");
+  const std::string path = "/v1/queues/battery/jobs";
+  struct Case {
+    std::string name, request;
+    int status;
+  };
+  std::vector<Case> cases = {
+      {"truncated JSON", Post(path, R"({"payload": {"a": )"), 400},
+      {"not JSON", Post(path, "payload=1"), 400},
+      {"wrong type", Post(path, R"({"payload":1,"delay_ms":"soon"})"), 400},
+      {"deep nesting", Post(path, std::string(100000, '[') + std::string(100000, ']')), 400},
+      {"non-UTF-8", Post(path, "{\"payload\":\"\xc3\x28\"}"), 400},
+      {"payload over max_payload", Post(path, R"({"payload":")" + std::string(1100000, 'x') + R"("})"), 413},
+      {"body over --max-body", Post(path, std::string(3000000, ' ')), 413},
+      {"bad queue name", Post("/v1/queues/%00bad/jobs", R"({"payload":1})"), 400},
+      {"negative delay", Post(path, R"({"payload":1,"delay_ms":-5})"), 400},
+      {"bad duration", Post(path, R"({"payload":1,"delay":"5 parsecs"})"), 400},
+      {"unknown route", "GET /v2/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404},
+      {"wrong method", "PUT " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 405},
+      {"malformed HTTP", "HELLO\r\n\r\n", 400},
+      {"body shorter than Content-Length", "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pay", 400},
+      {"huge header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + std::string(100000, 'a') + "\r\n\r\n", 431},
+  };
+  for (const auto& c : cases) {
+    std::string response = RawExchange(server.port(), c.request);
+    EXPECT_EQ(StatusOf(response), c.status) << c.name << ": " << response.substr(0, 300);
+    if (c.status >= 400) {
+      EXPECT_NE(response.find("{\"error\":{\"code\":"), std::string::npos) << c.name;
+    }
+    ASSERT_TRUE(client->Ping().ok()) << "the server went down after: " << c.name << "\n" << server.log();
+  }
+  const QueueStats after = *client->Stats("battery");
+  EXPECT_EQ(after.scheduled, before.scheduled);
+  EXPECT_EQ(after.ready, before.ready);
+  EXPECT_EQ(after.counters.enqueued, before.counters.enqueued);
+}
+
+TEST(Server, KeepAliveServesManyRequestsOnOneConnection) {
+  ServerProcess server;
+  std::string requests;
+  for (int i = 0; i < 50; ++i) {
+    requests += "POST /v1/queues/ka/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+  }
+  requests += "GET /v1/queues/ka HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::string response = RawExchange(server.port(), requests);
+  size_t created = 0;
+  for (size_t pos = 0; (pos = response.find("HTTP/1.1 201", pos)) != std::string::npos; ++pos) ++created;
+  EXPECT_EQ(created, 50u);
+  EXPECT_NE(response.find("\"ready\":50"), std::string::npos);
+}
+
+TEST(Server, KillNineUnderLoadLosesNoAcknowledgedEnqueue) {
+  ServerProcess server({"--durability", "sync"});
+  std::mutex mu;
+  std::set<std::string> acknowledged;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 8; ++t) {
+    producers.emplace_back([&] {
+      auto client = server.NewClient({.timeout_ms = 5000});
+      for (int i = 0; !stop; ++i) {
+        auto e = client->Enqueue("crash", {.payload = "{\"n\":" + std::to_string(i) + "}",
+                                           .when = {.delay_ms = i % 2 ? 0 : 3'600'000}});
+        if (!e.ok()) return;  // the server is gone
+        std::lock_guard lock(mu);
+        acknowledged.insert(e->id);
+      }
+    });
+  }
+  // Consumers hold some jobs when the server dies: they must come back after the lease.
+  auto consumer = server.NewClient();
+  std::set<std::string> held;
+  while (held.size() < 50) {
+    auto got = consumer->Reserve("crash", {.max = 10, .wait_ms = 1000, .lease_ms = 2000});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (auto& d : *got) held.insert(d.id);
+  }
+  while (true) {
+    std::lock_guard lock(mu);
+    if (acknowledged.size() >= 2000) break;
+  }
+  EXPECT_EQ(server.Kill(), 128 + SIGKILL);
+  stop = true;
+  for (auto& t : producers) t.join();
+  server.Restart();
+  auto client = server.NewClient();
+  size_t lost = 0;
+  for (const auto& id : acknowledged) {
+    if (!client->Get("crash", JobRef::ById(id)).ok()) ++lost;
+  }
+  EXPECT_EQ(lost, 0u) << "of " << acknowledged.size() << " acknowledged enqueues";
+  // The held jobs are handed out again once their 2 s lease has passed.
+  std::set<std::string> again;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (again.size() < held.size() && std::chrono::steady_clock::now() < deadline) {
+    auto got = client->Reserve("crash", {.max = 1000, .wait_ms = 500});
+    ASSERT_TRUE(got.ok());
+    for (auto& d : *got) {
+      if (held.contains(d.id)) again.insert(d.id);
+    }
+  }
+  EXPECT_EQ(again, held);
+  std::cout << "kill -9: " << acknowledged.size() << " acknowledged enqueues, " << lost
+            << " lost; " << again.size() << "/" << held.size() << " held jobs redelivered\n";
+}
+
+TEST(Server, SigtermAnswersWaitingReservesAndExitsZero) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  auto waiting = std::async(std::launch::async, [&] {
+    return client->Reserve("term", {.max = 1, .wait_ms = 60'000});
+  });
+  // The reserve is waiting once the server's metrics say so (each look is a round trip).
+  auto observer = server.NewClient();
+  bool registered = false;
+  for (int i = 0; i < 10'000 && !registered; ++i) {
+    auto m = observer->Metrics();
+    registered = m.ok() && m->find("delayq_reserve_waiting 1") != std::string::npos;
+  }
+  ASSERT_TRUE(registered);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.Terminate(), 0) << server.log();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(seconds, 5.0) << "SIGTERM took too long";
+  auto answer = waiting.get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_TRUE(answer->empty());
+}
+
+TEST(Server, BearerTokenEndToEnd) {
+  ServerProcess server({"--auth-token", "t0ken"});
+  EXPECT_TRUE(server.NewClient()->Ping().ok()) << "/healthz needs no token";
+  EXPECT_EQ(server.NewClient()->ListQueues().code(), Code::kUnauthenticated);
+  EXPECT_EQ(server.NewClient({.auth_token = "wrong"})->ListQueues().code(), Code::kUnauthenticated);
+  EXPECT_TRUE(server.NewClient({.auth_token = "t0ken"})->ListQueues().ok());
+}
+
+TEST(Server, RefusesAPortInUseWithAClearError) {
+  ServerProcess first;
+  TempDir dir;
+  RunResult r = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:" + std::to_string(first.port()),
+                     "--data", dir.Sub("d")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace delayq::testing
