@@ -8,6 +8,9 @@ packages=(
   nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev redis-server
 )
+# Extra packages for one target (e.g. the fuzz build's clang), from the environment.
+read -r -a extra <<< "${DELAYQ_EXTRA_PACKAGES:-}"
+packages+=("${extra[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -30,6 +30,11 @@ class HttpServer::Impl {
   Impl(http::Api& api, HttpServerOptions options)
       : api_(api), options_(std::move(options)), ioc_(options_.threads), acceptor_(ioc_) {}
 
+  // Handlers still queued when the loop stopped hold Sessions; destroying them (in ~io_context)
+  // runs ~Session, which unregisters here: so the io_context goes before the members it uses
+  // (it is declared after them).
+  ~Impl() = default;
+
   Status Start() {
     beast::error_code ec;
     auto address = net::ip::make_address(options_.host, ec);
@@ -97,7 +102,7 @@ class HttpServer::Impl {
       std::lock_guard lock(mu_);
       sessions_.erase(s);
     }
-    if (stopping_) net::post(ioc_, [this] { MaybeFinish(); });
+    if (stopping_ && !ioc_.stopped()) net::post(ioc_, [this] { MaybeFinish(); });
   }
   bool stopping() const { return stopping_; }
   http::Api& api() { return api_; }
@@ -117,14 +122,15 @@ class HttpServer::Impl {
 
   http::Api& api_;
   HttpServerOptions options_;
-  net::io_context ioc_;
-  tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::function<void()> on_stop_;
-  std::shared_ptr<net::steady_timer> stop_timer_;
   std::mutex mu_;
   std::set<Session*> sessions_;
+  // Destroyed first (see ~Impl): the loop, then what runs on it.
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  std::shared_ptr<net::steady_timer> stop_timer_;
 };
 
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
@@ -265,7 +271,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 void HttpServer::Impl::Accept() {
   acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
-      if (!acceptor_.is_open()) return;  // stopping
+      if (stopping_ || ec == net::error::operation_aborted) return;
       spdlog::warn("accept failed: {}", ec.message());
     } else {
       socket.set_option(tcp::no_delay(true), ec);
