@@ -119,11 +119,13 @@ int Enqueue(const Args& a, const std::string& dir) {
   }
   for (auto& t : ts) t.join();
   double secs = Seconds(start, Steady::now());
+  EngineInfo info = engine->Info();
   std::printf(
       "{\"scenario\":\"enqueue\",\"durability\":\"%s\",\"batch\":%lld,\"threads\":%lld,"
-      "\"jobs\":%lld,\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
+      "\"jobs\":%lld,\"seconds\":%.3f,\"jobs_per_s\":%.0f,\"writes_per_fsync\":%.1f}\n",
       DurabilityName(d), (long long)batch, (long long)threads, (long long)jobs, secs,
-      static_cast<double>(jobs) / secs);
+      static_cast<double>(jobs) / secs,
+      info.syncs ? static_cast<double>(info.writes) / static_cast<double>(info.syncs) : 0.0);
   return 0;
 }
 

@@ -50,6 +50,8 @@ struct EngineInfo {
   size_t leases = 0;
   size_t waiters = 0;
   size_t queues = 0;
+  uint64_t writes = 0;  // store writes since open
+  uint64_t syncs = 0;   // log fsyncs since open (writes / syncs = callers per group commit)
 };
 
 class Engine : public Queue {

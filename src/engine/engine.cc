@@ -59,7 +59,8 @@ void EngineImpl::Close() {
 
 EngineInfo EngineImpl::Info() {
   std::lock_guard lock(mu_);
-  return {window_entries_, ready_entries_, leases_.size(), waiters_.size(), queues_.size()};
+  return {window_entries_, ready_entries_, leases_.size(), waiters_.size(), queues_.size(),
+          write_seq_,      commit_.syncs()};
 }
 
 Status EngineImpl::CheckOpenLocked() const {
@@ -132,6 +133,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
   std::vector<Placement> placements;
   Deferred deferred;
   uint64_t seq = 0;
+  auto in_flight = InFlight();
   {
     std::lock_guard lock(mu_);
     const int64_t now_us = clock_->NowUs();
@@ -235,6 +237,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
     }
     ServeWaitersLocked(q, now_us, deferred);
   }
+  in_flight.Done();
   deferred.Run();
   DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
   return results;
@@ -342,6 +345,7 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   Deferred deferred;
   uint64_t seq = 0;
+  auto in_flight = InFlight();
   {
     std::lock_guard lock(mu_);
     const int64_t now_us = clock_->NowUs();
@@ -374,6 +378,7 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
       --q->live;
     }
   }
+  in_flight.Done();
   deferred.Run();
   return WaitDurable(seq);
 }

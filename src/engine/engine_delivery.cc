@@ -241,6 +241,7 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
   }
   Deferred deferred;
   uint64_t seq = 0;
+  auto in_flight = InFlight();
   {
     std::lock_guard lock(mu_);
     const int64_t now_us = clock_->NowUs();
@@ -306,6 +307,7 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
       }
     }
   }
+  in_flight.Done();
   deferred.Run();
   if (seq != 0) {
     Status s = WaitDurable(seq);
@@ -337,6 +339,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
   Deferred deferred;
   uint64_t seq = 0;
   NackResult result;
+  auto in_flight = InFlight();
   {
     std::lock_guard lock(mu_);
     const int64_t now_us = clock_->NowUs();
@@ -397,6 +400,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       ServeWaitersLocked(q, now_us, deferred);
     }
   }
+  in_flight.Done();
   deferred.Run();
   DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
   return result;

@@ -201,6 +201,11 @@ class EngineImpl final : public Engine {
   void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt,
                             int64_t now_ms, WriteBatch& batch);
   Status WriteLocked(WriteBatch& batch, uint64_t* seq);
+  // Marks the calling operation in flight for the group commit (sync mode only); call Done()
+  // after the write, before WaitDurable.
+  GroupCommit::InFlight InFlight() {
+    return GroupCommit::InFlight(options_.durability == Durability::kSync ? &commit_ : nullptr);
+  }
   Status WaitDurable(uint64_t seq);
   Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue,
                                                  std::span<const EnqueueRequest> requests,

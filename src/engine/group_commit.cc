@@ -12,8 +12,13 @@ Status GroupCommit::WaitDurable(uint64_t seq) {
       continue;
     }
     syncing_ = true;
-    uint64_t target = written();  // every write up to here is in the log: one sync covers it
     lock.unlock();
+    if (in_flight_.load(std::memory_order_acquire) > 0) {  // let the writers on their way join
+      std::unique_lock gather(gather_mu_);
+      gather_cv_.wait_for(gather, std::chrono::microseconds(kMaxGatherUs),
+                          [this] { return in_flight_.load(std::memory_order_acquire) == 0; });
+    }
+    uint64_t target = written();  // every write up to here is in the log: one sync covers it
     Status s = storage_->SyncWal();
     syncs_.fetch_add(1, std::memory_order_relaxed);
     lock.lock();

@@ -46,9 +46,9 @@ int64_t Metrics::NowUs() {
 
 void Metrics::Observe(Route route, int status, double seconds) {
   PerRoute& r = routes_[static_cast<size_t>(route)];
-  for (size_t i = 0; i < kBucketsSeconds.size(); ++i) {
-    if (seconds <= kBucketsSeconds[i]) r.buckets[i].fetch_add(1, std::memory_order_relaxed);
-  }
+  size_t i = 0;
+  while (i < kBucketsSeconds.size() && seconds > kBucketsSeconds[i]) ++i;
+  r.buckets[i].fetch_add(1, std::memory_order_relaxed);
   r.count.fetch_add(1, std::memory_order_relaxed);
   r.sum_us.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
   r.by_class[std::min(5, std::max(1, status / 100))].fetch_add(1, std::memory_order_relaxed);
@@ -145,9 +145,11 @@ std::string Metrics::Render(const std::vector<QueueStats>& stats) const {
     const uint64_t count = pr.count.load(std::memory_order_relaxed);
     if (count == 0) continue;
     const char* route = RouteName(static_cast<Route>(r));
+    uint64_t cumulative = 0;
     for (size_t i = 0; i < kBucketsSeconds.size(); ++i) {
+      cumulative += pr.buckets[i].load(std::memory_order_relaxed);
       out += fmt::format("delayq_http_request_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} {}\n",
-                         route, kBucketsSeconds[i], pr.buckets[i].load(std::memory_order_relaxed));
+                         route, kBucketsSeconds[i], cumulative);
     }
     out += fmt::format("delayq_http_request_duration_seconds_bucket{{route=\"{}\",le=\"+Inf\"}} {}\n",
                        route, count);

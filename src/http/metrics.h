@@ -35,7 +35,8 @@ class Metrics {
 
  private:
   struct PerRoute {
-    std::array<std::atomic<uint64_t>, kBucketsSeconds.size()> buckets{};
+    // Per bucket (not cumulative: one increment per request); +1 slot for above the last.
+    std::array<std::atomic<uint64_t>, kBucketsSeconds.size() + 1> buckets{};
     std::atomic<uint64_t> count{0};
     std::atomic<uint64_t> sum_us{0};
     std::array<std::atomic<uint64_t>, 6> by_class{};  // 1xx..5xx, index = status / 100

@@ -196,9 +196,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     busy_ = true;
     answered_ = false;
     auto self = shared_from_this();
+    // dispatch: answered on this strand (the usual case) it writes at once, without waking
+    // another thread; answered later from a store thread it is queued onto the strand.
     cancel_ = server_.api().Handle(std::move(request), [self](http::HttpResponse response) {
-      net::post(self->stream_.get_executor(),
-                [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
+      net::dispatch(self->stream_.get_executor(),
+                    [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
     });
     if (cancel_ && !answered_) WatchForHangUp();
   }
