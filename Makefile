@@ -45,6 +45,7 @@ fuzz: deps
 
 bench: build
 	@./scripts/bench-engine.sh
+	@./scripts/bench-server.sh
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz
