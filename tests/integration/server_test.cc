@@ -18,10 +18,10 @@
 namespace delayq::testing {
 namespace {
 
-// One server for the conformance suite (every test uses its own queue names).
+// One server for the conformance suite (every test uses its own queue names); stopped at exit.
 ServerProcess& SharedServer() {
-  static auto* server = new ServerProcess({"--durability", "interval"});
-  return *server;
+  static ServerProcess server({"--durability", "interval"});
+  return server;
 }
 
 class ClientHarness : public QueueHarness {
