@@ -151,7 +151,10 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
     (*observed)(std::move(response));
   };
 
-  const bool public_route = target.segments.size() == 1 && target.segments[0] == "healthz";
+  // Public: /healthz, and the dashboard's page itself (it holds no data; it asks for the token
+  // before it calls the API).
+  const bool public_route = (target.segments.size() == 1 && target.segments[0] == "healthz") ||
+                            (target.segments.empty() && (request.method == "GET" || request.method == "HEAD"));
   if (!options_.auth_token.empty() && !public_route &&
       request.authorization != "Bearer " + options_.auth_token) {
     HttpResponse r = ErrorResponse(401, "unauthenticated",
@@ -221,6 +224,10 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     if (m != "GET" && m != "HEAD") return not_allowed("GET");
     HttpResponse r;
     r.content_type = "text/html; charset=utf-8";
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                           "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'");
     r.body = options_.dashboard_html.empty()
                  ? "<!doctype html><title>delayq</title><h1>delayq</h1><p>The HTTP API is at "
                    "<a href=\"/v1/queues\">/v1/queues</a>; metrics at <a "
@@ -249,6 +256,15 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = metrics_.Render(stats.ok() ? *stats : std::vector<QueueStats>{});
     return r;
+  }
+  if (s.size() == 2 && s[0] == "v1" && s[1] == "history") {
+    *route = Route::kHistory;
+    if (m != "GET") return not_allowed("GET");
+    std::vector<std::string> names;
+    for (const auto& [k, v] : t.query) {
+      if (k == "queue") names.push_back(v);
+    }
+    return JsonResponse(200, history_.Json(names));
   }
   if (s.size() < 2 || s[0] != "v1" || s[1] != "queues") {
     return ErrorResponse(404, "not_found",

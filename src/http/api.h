@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "delayq/queue.h"
+#include "http/history.h"
 #include "http/metrics.h"
 
 namespace delayq::http {
@@ -51,6 +52,7 @@ class Api {
   std::function<void()> Handle(HttpRequest request, Reply reply);
 
   Metrics& metrics() { return metrics_; }
+  History& history() { return history_; }
 
  private:
   struct Target;
@@ -60,6 +62,7 @@ class Api {
   Queue& queue_;
   ApiOptions options_;
   Metrics metrics_;
+  History history_;
 };
 
 }  // namespace delayq::http

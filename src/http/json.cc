@@ -724,6 +724,12 @@ void WriteStats(JsonWriter& w, const QueueStats& s) {
   w.Key("p99").Double(s.lateness.p99_ms);
   w.Key("p999").Double(s.lateness.p999_ms);
   w.Key("max").Double(s.lateness.max_ms);
+  w.Key("buckets").BeginArray();  // cumulative counts at each upper edge (ms)
+  for (size_t i = 0; i < s.lateness.cumulative.size(); ++i) {
+    w.BeginObject().Key("le").Double(LatenessSummary::kLatenessBucketsMs[i]);
+    w.Key("count").Uint(s.lateness.cumulative[i]).EndObject();
+  }
+  w.EndArray();
   w.EndObject();
   w.EndObject();
 }

@@ -28,6 +28,7 @@ const char* RouteName(Route route) {
     case Route::kDeadReplay: return "POST /v1/queues/{q}/dead/replay";
     case Route::kDeadPurge: return "DELETE /v1/queues/{q}/dead";
     case Route::kSchedule: return "GET /v1/queues/{q}/schedule";
+    case Route::kHistory: return "GET /v1/history";
     case Route::kMetrics: return "GET /metrics";
     case Route::kHealth: return "GET /healthz";
     case Route::kReady: return "GET /readyz";

@@ -16,7 +16,7 @@ namespace delayq::http {
 enum class Route {
   kEnqueue, kGetJob, kCancel, kReschedule, kReserve, kAck, kNack, kTouch, kListQueues, kStats,
   kConfigGet, kConfigPut, kPause, kResume, kDeadList, kDeadReplay, kDeadPurge, kSchedule,
-  kMetrics, kHealth, kReady, kDashboard, kOther, kCount
+  kHistory, kMetrics, kHealth, kReady, kDashboard, kOther, kCount
 };
 const char* RouteName(Route route);  // "POST /v1/queues/{q}/jobs"
 

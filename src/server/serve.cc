@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 
@@ -10,7 +13,45 @@
 #include "server/http_server.h"
 
 namespace delayq::server {
+
+extern const char kDashboardHtml[];  // dashboard_assets.cc, generated from dashboard/
+
 namespace {
+
+// Samples every queue's stats into the API's history (the dashboard's charts).
+class HistorySampler {
+ public:
+  HistorySampler(Queue& queue, http::History& history) : queue_(queue), history_(history) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~HistorySampler() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      auto stats = queue_.ListQueues();
+      if (stats.ok()) history_.Add(SystemClock().NowMs(), *stats);
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::milliseconds(history_.interval_ms()), [this] { return stop_; });
+    }
+  }
+  Queue& queue_;
+  http::History& history_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 
 bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port) {
   auto colon = listen.rfind(':');
@@ -55,7 +96,9 @@ int Serve(const ServeOptions& o) {
   api_options.auth_token = o.auth_token;
   api_options.max_waiting = o.max_waiting;
   api_options.ready = [&ready] { return ready.load(); };
+  api_options.dashboard_html = kDashboardHtml;
   http::Api api(**engine, api_options);
+  HistorySampler sampler(**engine, api.history());
 
   http.threads = o.threads;
   http.max_body_bytes = o.max_body_bytes;

@@ -326,6 +326,23 @@ TEST_F(ApiTest, RoutesMethodsHealthAndMetrics) {
   }
 }
 
+TEST_F(ApiTest, HistoryKeepsRecentSamplesPerQueue) {
+  Call("POST", "/v1/queues/hist/jobs", R"({"payload":1})");
+  auto stats = h_.queue().ListQueues();
+  ASSERT_TRUE(stats.ok());
+  api_.history().Add(1000, *stats);
+  api_.history().Add(11000, *stats);
+  json all = J(Call("GET", "/v1/history"));
+  EXPECT_EQ(all["interval_ms"], 10000);
+  ASSERT_EQ(all["queues"]["hist"].size(), 2u);
+  EXPECT_EQ(all["queues"]["hist"][1][0], 11000);  // t
+  EXPECT_EQ(all["queues"]["hist"][1][2], 1);      // ready
+  EXPECT_EQ(all["queues"]["hist"][1][5], 1);      // enqueued
+  json one = J(Call("GET", "/v1/history?queue=hist&queue=nope"));
+  EXPECT_EQ(one["queues"].size(), 1u);
+  ExpectError(Call("POST", "/v1/history"), 405, "method_not_allowed");
+}
+
 TEST(ApiAuth, BearerTokenOnEverythingButHealthz) {
   EngineHarness h;
   http::ApiOptions o;
@@ -338,6 +355,7 @@ TEST(ApiAuth, BearerTokenOnEverythingButHealthz) {
     return f.get();
   };
   EXPECT_EQ(call("/healthz", "").status, 200);
+  EXPECT_EQ(call("/", "").status, 200) << "the dashboard page loads, then asks for the token";
   EXPECT_EQ(call("/v1/queues", "").status, 401);
   EXPECT_EQ(call("/metrics", "").status, 401);
   EXPECT_EQ(call("/v1/queues", "Bearer wrong").status, 401);
