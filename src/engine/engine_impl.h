@@ -43,7 +43,7 @@
 #include "engine/due_window.h"
 #include "engine/group_commit.h"
 #include "engine/keys.h"
-#include "engine/receipt.h"
+#include "core/receipt.h"
 #include "storage/storage.h"
 
 namespace delayq {

@@ -43,6 +43,7 @@ class WebDriver {
                       {{"binary", "/usr/bin/chromium"},
                        {"args", {"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
+                                 "--disable-dev-shm-usage",  // containers and chroots often lack /dev/shm
                                  "--user-data-dir=" + dir_.Sub("profile"),
                                  "--window-size=" + std::to_string(width) + "," + std::to_string(height)}}}}}}}}};
     json r = Call("POST", "/session", caps);

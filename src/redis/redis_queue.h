@@ -1,0 +1,137 @@
+// The Redis store (SPEC 5.2): the Queue interface on Redis or Redis Cluster. Every transition is
+// one Lua script (scripts.h); this class validates input, picks shards, encodes records, and runs
+// the scheduler:
+//
+// Each delayq process runs one scheduler thread. It knows, per queue, the next due time and the
+// next lease deadline (both from the scripts' answers, in Redis time) and sleeps until the
+// earliest; then it promotes due jobs into the stream (promote) and handles expired leases
+// (reap). A subscriber thread listens on dq:{q}:wake: "due <ms>" makes the scheduler wake
+// earlier, "ready" wakes the reserves waiting in this process. Any number of processes may do
+// this at once: the scripts are atomic, so a second promote simply finds nothing left.
+// A wake message can be lost (a reconnect), so every queue is also checked once per
+// safety_interval_ms: a job can be late by at most that when its message is lost.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "core/ulid.h"
+#include "delayq/queue.h"
+#include "redis/redis_client.h"
+
+namespace delayq::redis {
+
+struct RedisQueueOptions {
+  std::string url;                    // redis://HOST:PORT or redis-cluster://HOST:PORT,...
+  int shards = 1;                     // shards of a queue created by this process (1..256)
+  int64_t safety_interval_ms = 1000;  // the longest a lost wake message can delay a job
+  QueueConfig default_queue_config;
+  std::string consumer;               // consumer name in the stream groups; default host:pid
+};
+
+class RedisQueue final : public Queue {
+ public:
+  // Connects (kUnavailable when Redis cannot be reached) and starts the threads.
+  static Result<std::unique_ptr<RedisQueue>> Open(const RedisQueueOptions& options);
+  ~RedisQueue() override;
+  // Answers the waiting reserves (empty) and stops the threads. Idempotent.
+  void Close();
+
+  Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
+                                                  std::span<const EnqueueRequest> requests) override;
+  Result<Job> Get(std::string_view queue, const JobRef& ref) override;
+  Status Cancel(std::string_view queue, const JobRef& ref) override;
+  Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
+  Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
+                        ReserveCallback done) override;
+  void CancelReserve(uint64_t handle) override;
+  Status Ack(std::string_view queue, std::string_view receipt) override;
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
+                            std::optional<int64_t> lease_ms) override;
+  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
+  Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
+  Result<int64_t> PurgeDead(std::string_view queue) override;
+  Result<QueueStats> Stats(std::string_view queue) override;
+  Result<std::vector<QueueStats>> ListQueues() override;
+  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) override;
+  Result<QueueConfig> GetConfig(std::string_view queue) override;
+  Status SetConfig(std::string_view queue, const QueueConfig& config) override;
+  Status Pause(std::string_view queue) override;
+  Status Resume(std::string_view queue) override;
+
+  RedisClient& client() { return *client_; }
+
+ private:
+  struct QueueInfo {
+    std::string name;
+    int shards = 1;
+    QueueConfig config;
+    int64_t config_read_at = -1;  // steady ms; re-read after a second (other processes)
+    std::vector<int64_t> next_due;    // per shard, Redis ms; -1 none
+    std::vector<int64_t> next_lease;  // per shard
+    std::deque<uint64_t> waiters;
+    bool check = true;  // run promote/reap at the next tick
+  };
+  struct Waiter {
+    std::string queue;
+    ReserveRequest request;
+    int64_t deadline = 0;  // steady ms
+    ReserveCallback done;
+  };
+
+  explicit RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> client);
+  void Start();
+  std::vector<std::string> Keys(const std::string& queue, int shard) const;
+  // The queue's info, loading shards and config from Redis when new or stale.
+  Result<QueueInfo*> Info(std::string_view queue, bool create);
+  Result<Value> Run(const Script& script, const std::string& queue, int shard,
+                    const std::vector<std::string>& args);
+  int ShardOf(const QueueInfo& q, const Ulid& id) const { return id.bytes[15] % q.shards; }
+  Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
+  Status DeliveryError(const std::string& code, const Ulid& id);
+  Result<Job> ToJob(const std::string& queue, const Value& v);
+  Status WriteConfig(const std::string& queue, const QueueConfig& config, int shards);
+
+  void SchedulerLoop();
+  void SubscriberLoop();
+  void ServeWaiters(const std::string& queue);
+  void Poke();
+
+  const RedisQueueOptions options_;
+  std::unique_ptr<RedisClient> client_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  bool poked_ = false;
+  std::map<std::string, QueueInfo, std::less<>> queues_;
+  std::set<std::string> ready_notices_;  // queues whose waiters should try again
+  std::unordered_map<uint64_t, Waiter> waiters_;
+  uint64_t next_waiter_ = 1;
+  int64_t clock_offset_ms_ = 0;  // Redis time - local time
+  UlidGenerator ids_;
+  std::mt19937_64 rng_;
+  std::thread scheduler_, subscriber_;
+};
+
+// `delayq doctor`: every Redis setting that can lose or delay jobs, with the fix for each.
+struct DoctorFinding {
+  std::string node;
+  std::string problem;
+  std::string fix;
+};
+Result<std::vector<DoctorFinding>> Doctor(std::string_view url);
+
+}  // namespace delayq::redis
