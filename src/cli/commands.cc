@@ -17,6 +17,7 @@
 #include "cli/exit_codes.h"
 #include "core/duration.h"
 #include "http/json.h"
+#include "redis/redis_queue.h"
 #include "server/serve.h"
 
 namespace delayq::cli {
@@ -127,6 +128,8 @@ int Main(int argc, char** argv) {
   s->add_option("--max-connections", serve.max_connections, "Open connections at most")->capture_default_str();
   s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")->capture_default_str();
   s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
+  s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
+      ->capture_default_str();
   s->callback([&] {
     if (!ParseDurability(durability, &serve.durability)) {
       throw CLI::ValidationError("--durability", "must be sync, interval or none, not " + durability);
@@ -473,6 +476,35 @@ int Main(int argc, char** argv) {
     std::printf(g.json ? "{\"purged\":%lld}\n" : "purged %lld\n", static_cast<long long>(*n));
     return Status::Ok();
   }));
+
+  // doctor -------------------------------------------------------------------------------------
+  std::string doctor_url;
+  auto* dr = app.add_subcommand("doctor", "Check a Redis for settings that lose or delay jobs");
+  dr->add_option("url", doctor_url, "redis://HOST:PORT or redis-cluster://HOST:PORT,...")->required();
+  dr->callback([&] {
+    auto findings = redis::Doctor(doctor_url);
+    if (!findings.ok()) {
+      rc = Fail(findings.status());
+      return;
+    }
+    if (g.json) {
+      http::JsonWriter w;
+      w.BeginObject().Key("problems").BeginArray();
+      for (const auto& f : *findings) {
+        w.BeginObject().Key("node").String(f.node).Key("problem").String(f.problem).Key("fix").String(f.fix).EndObject();
+      }
+      w.EndArray().EndObject();
+      std::printf("%s\n", w.str().c_str());
+    } else if (findings->empty()) {
+      std::printf("%s: no setting found that can lose or delay jobs\n", doctor_url.c_str());
+    } else {
+      for (const auto& f : *findings) {
+        std::printf("PROBLEM  %s: %s\n    fix: %s\n", f.node.c_str(), f.problem.c_str(), f.fix.c_str());
+      }
+      std::printf("%zu problem%s found\n", findings->size(), findings->size() == 1 ? "" : "s");
+    }
+    rc = findings->empty() ? 0 : kExitFailure;
+  });
 
   AddWorkCommand(app, g, rc);
   AddBenchCommand(app, g, rc);

@@ -283,6 +283,10 @@ Result<Value> RedisClient::CallOn(Node* node, const std::vector<std::string>& ar
   return std::move((*r)[0]);
 }
 
+Result<Value> RedisClient::CallNode(const Endpoint& node, const std::vector<std::string>& argv) {
+  return CallOn(NodeAt(node), argv, false);
+}
+
 Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<std::string>& argv) {
   Node* node = NodeFor(route_key);
   bool asking = false;

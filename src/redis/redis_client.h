@@ -69,6 +69,9 @@ class RedisClient {
   // One command on every master (CONFIG GET, INFO, SCRIPT LOAD, ...), in node order.
   Result<std::vector<std::pair<Endpoint, Value>>> CallAll(const std::vector<std::string>& argv);
 
+  // One command on a given node (no redirects followed).
+  Result<Value> CallNode(const Endpoint& node, const std::vector<std::string>& argv);
+
   bool cluster() const { return cluster_; }
   std::vector<Endpoint> Masters();
   // A fresh dedicated connection (for SUBSCRIBE); nullptr with the reason in `error`.

@@ -310,7 +310,12 @@ Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view que
   auto prefix = [batch](size_t i) { return batch ? fmt::format("jobs[{}].", i) : std::string("jobs[0]."); };
   for (size_t i = 0; i < requests.size(); ++i) {
     DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
-    auto due = ResolveDue(requests[i].when, 0, config, prefix(i));  // delay bounds; times in Redis
+    // Delay bounds here; a deliver_at is judged by the script, on Redis' clock.
+    if (requests[i].when.delay_ms && requests[i].when.deliver_at_ms) {
+      return Status::InvalidArgument(fmt::format(
+          "{}delay and deliver_at are both given; give one of them (or neither for now)", prefix(i)));
+    }
+    auto due = ResolveDue({requests[i].when.delay_ms, std::nullopt}, 0, config, prefix(i));
     if (!due.ok()) return due.status();
   }
   // Jobs go to a shard by key (so a key is unique per queue) or round-robin.
@@ -505,7 +510,10 @@ Result<Job> RedisQueue::Reschedule(std::string_view queue, const JobRef& ref, co
     config = (*info)->config;
     shard = ShardOf(**info, *Ulid::Parse(job->id));
   }
-  auto bounds = ResolveDue(when, 0, config);
+  if (when.delay_ms && when.deliver_at_ms) {
+    return Status::InvalidArgument("delay and deliver_at are both given; give one of them");
+  }
+  auto bounds = ResolveDue({when.delay_ms, std::nullopt}, 0, config);  // deliver_at: the script
   if (!bounds.ok()) return bounds.status();
   std::string mode = "d", value = "0";
   if (when.delay_ms) value = std::to_string(*when.delay_ms);
@@ -1244,25 +1252,21 @@ Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
   auto client = RedisClient::Connect(*url);
   if (!client.ok()) return client.status();
   std::vector<DoctorFinding> findings;
+  std::vector<Endpoint> nodes = (*client)->Masters();
+  if (nodes.empty()) nodes = url->endpoints;
   auto config = [&](const Endpoint& node, const std::string& name) -> std::string {
-    auto all = (*client)->CallAll({"CONFIG", "GET", name});
-    if (!all.ok()) return "?";
-    for (const auto& [e, v] : *all) {
-      if (e.ToString() == node.ToString() && v.array.size() >= 2) return v.array[1].str;
-      if (e.ToString() == node.ToString() && v.is_error()) return "?" + v.str;
-    }
-    return "?";
+    auto v = (*client)->CallNode(node, {"CONFIG", "GET", name});
+    if (!v.ok()) return "?" + v.status().message();
+    if (v->is_error()) return "?" + v->str;
+    return v->array.size() >= 2 ? v->array[1].str : "?missing";
   };
-  for (const Endpoint& node : (*client)->Masters()) {
+  for (const Endpoint& node : nodes) {
     const std::string where = node.ToString();
-    auto info = (*client)->CallAll({"INFO", "server"});
     std::string version;
+    auto info = (*client)->CallNode(node, {"INFO", "server"});
     if (info.ok()) {
-      for (const auto& [e, v] : *info) {
-        if (e.ToString() != where) continue;
-        auto p = v.str.find("redis_version:");
-        if (p != std::string::npos) version = v.str.substr(p + 14, v.str.find('\r', p) - p - 14);
-      }
+      auto p = info->str.find("redis_version:");
+      if (p != std::string::npos) version = info->str.substr(p + 14, info->str.find('\r', p) - p - 14);
     }
     int major = 0, minor = 0;
     std::sscanf(version.c_str(), "%d.%d", &major, &minor);
@@ -1274,7 +1278,7 @@ Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
     }
     const std::string policy = config(node, "maxmemory-policy");
     if (policy.rfind('?', 0) == 0) {
-      findings.push_back({where, "CONFIG GET is refused" + policy.substr(1) + ", so the settings below cannot be checked",
+      findings.push_back({where, "CONFIG GET is refused (" + policy.substr(1) + "), so the settings that lose jobs cannot be checked",
                           "allow CONFIG GET for the user delayq connects as, and run doctor again"});
       continue;
     }
@@ -1285,8 +1289,7 @@ Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
                           "CONFIG SET maxmemory-policy noeviction (and set it in redis.conf); Redis "
                           "then refuses writes when full, and delayq reports them as errors"});
     }
-    const std::string aof = config(node, "appendonly");
-    if (aof != "yes") {
+    if (config(node, "appendonly") != "yes") {
       findings.push_back({where, "appendonly is no: a Redis restart loses every job written since the last "
                                  "RDB snapshot",
                           "CONFIG SET appendonly yes and CONFIG SET appendfsync everysec (and in redis.conf)"});
@@ -1299,18 +1302,16 @@ Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
                             "CONFIG SET appendfsync everysec (at most a second lost) or always"});
       }
     }
-  }
-  if ((*client)->cluster()) {
-    auto info = (*client)->CallAll({"CLUSTER", "INFO"});
-    if (info.ok() && !info->empty()) {
-      const std::string& text = info->front().second.str;
+    if ((*client)->cluster()) {
+      auto ci = (*client)->CallNode(node, {"CLUSTER", "INFO"});
+      const std::string text = ci.ok() ? ci->str : "";
       auto field = [&](const std::string& name) {
         auto p = text.find(name + ":");
-        if (p == std::string::npos) return std::string();
+        if (p == std::string::npos) return std::string("?");
         return text.substr(p + name.size() + 1, text.find('\r', p) - p - name.size() - 1);
       };
       if (field("cluster_state") != "ok" || field("cluster_slots_ok") != "16384") {
-        findings.push_back({info->front().first.ToString(),
+        findings.push_back({where,
                             fmt::format("the cluster state is {} with {} of 16384 slots served: jobs in "
                                         "the missing slots can be neither written nor delivered",
                                         field("cluster_state"), field("cluster_slots_ok")),

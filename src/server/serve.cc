@@ -11,6 +11,7 @@
 
 #include "http/api.h"
 #include "server/http_server.h"
+#include "server/store.h"
 
 namespace delayq::server {
 
@@ -77,28 +78,20 @@ int Serve(const ServeOptions& o) {
     spdlog::error("--listen \"{}\" is not HOST:PORT (for example 127.0.0.1:7070)", o.listen);
     return 2;
   }
-  if (o.store != "embedded") {
-    spdlog::error("--store {}: only the embedded store is available in this build "
-                  "(use --store embedded)", o.store);
-    return 2;
+  auto store = OpenStore(o);
+  if (!store.ok()) {
+    spdlog::error("{}", store.status().message());
+    return store.code() == Code::kInvalidArgument ? 2 : store.code() == Code::kUnavailable ? 5 : 1;
   }
-  EngineOptions engine_options;
-  engine_options.path = o.data;
-  engine_options.durability = o.durability;
-  engine_options.sync_interval_ms = o.sync_interval_ms;
-  auto engine = Engine::Open(engine_options);
-  if (!engine.ok()) {
-    spdlog::error("{}", engine.status().message());
-    return engine.code() == Code::kInvalidArgument ? 2 : 1;
-  }
+  Queue& queue = *store->queue;
   std::atomic<bool> ready{true};
   http::ApiOptions api_options;
   api_options.auth_token = o.auth_token;
   api_options.max_waiting = o.max_waiting;
   api_options.ready = [&ready] { return ready.load(); };
   api_options.dashboard_html = kDashboardHtml;
-  http::Api api(**engine, api_options);
-  HistorySampler sampler(**engine, api.history());
+  http::Api api(queue, api_options);
+  HistorySampler sampler(queue, api.history());
 
   http.threads = o.threads;
   http.max_body_bytes = o.max_body_bytes;
@@ -116,18 +109,18 @@ int Serve(const ServeOptions& o) {
     std::ofstream(o.port_file) << server.port() << "\n";
   }
   std::printf(
-      "delayq serving %s (store: embedded in %s, durability %s%s)\n"
+      "delayq serving %s (store: %s%s)\n"
       "try:  curl -s -X POST %s/v1/queues/demo/jobs -d '{\"payload\":{\"hello\":\"world\"},"
       "\"delay\":\"5s\"}'\n"
       "      curl -s -X POST %s/v1/queues/demo/reserve -d '{\"wait_ms\":10000}'\n",
-      url.c_str(), o.data.c_str(), DurabilityName(o.durability),
+      url.c_str(), store->description.c_str(),
       o.auth_token.empty() ? "" : ", bearer token required", url.c_str(), url.c_str());
   std::fflush(stdout);
   server.Run(true, [&] {
     ready = false;
-    (*engine)->Close();  // answers waiting reserves, syncs the log
+    store->close();  // answers waiting reserves, flushes
   });
-  (*engine)->Close();
+  store->close();
   spdlog::info("stopped");
   return 0;
 }

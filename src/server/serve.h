@@ -20,6 +20,7 @@ struct ServeOptions {
   size_t max_connections = 20'000;
   int64_t max_waiting = 50'000;
   std::string port_file;                  // when set, the bound port is written here (tests)
+  int redis_shards = 1;                   // shards of a queue created on Redis (1..256)
 };
 
 // Runs the server; returns the process exit code (0 after a clean stop).

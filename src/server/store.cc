@@ -1,0 +1,42 @@
+#include "server/store.h"
+
+#include <fmt/format.h>
+
+#include "delayq/engine.h"
+#include "redis/redis_queue.h"
+
+namespace delayq::server {
+
+Result<OpenedStore> OpenStore(const ServeOptions& o) {
+  OpenedStore out;
+  if (o.store == "embedded") {
+    EngineOptions engine_options;
+    engine_options.path = o.data;
+    engine_options.durability = o.durability;
+    engine_options.sync_interval_ms = o.sync_interval_ms;
+    auto engine = Engine::Open(engine_options);
+    if (!engine.ok()) return engine.status();
+    Engine* raw = engine->get();
+    out.queue = std::move(*engine);
+    out.close = [raw] { raw->Close(); };
+    out.description = fmt::format("embedded in {}, durability {}", o.data, DurabilityName(o.durability));
+    return out;
+  }
+  if (o.store.rfind("redis://", 0) == 0 || o.store.rfind("redis-cluster://", 0) == 0) {
+    redis::RedisQueueOptions redis_options;
+    redis_options.url = o.store;
+    redis_options.shards = o.redis_shards;
+    auto redis = redis::RedisQueue::Open(redis_options);
+    if (!redis.ok()) return redis.status();
+    redis::RedisQueue* raw = redis->get();
+    out.queue = std::move(*redis);
+    out.close = [raw] { raw->Close(); };
+    out.description = fmt::format("Redis at {}{}", o.store,
+                                  o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "");
+    return out;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "--store \"{}\" is not embedded, redis://HOST:PORT or redis-cluster://HOST:PORT,...", o.store));
+}
+
+}  // namespace delayq::server

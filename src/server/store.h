@@ -1,0 +1,20 @@
+// Opens the store `delayq serve` runs on: the embedded engine, or Redis (Cluster).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "delayq/queue.h"
+#include "server/serve.h"
+
+namespace delayq::server {
+
+struct OpenedStore {
+  std::unique_ptr<Queue> queue;
+  std::function<void()> close;  // answers waiting reserves, flushes; idempotent
+  std::string description;      // "embedded in ./delayq-data, durability sync"
+};
+
+Result<OpenedStore> OpenStore(const ServeOptions& options);
+
+}  // namespace delayq::server

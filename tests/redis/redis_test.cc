@@ -1,0 +1,217 @@
+// The Redis store: the conformance suite unchanged (one node, a sharded queue, a three-master
+// cluster), then what only Redis has: several servers sharing one Redis, kill -9 of a server
+// holding jobs, a Redis restart with AOF, and `delayq doctor`.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "conformance/queue_conformance.h"
+#include "delayq/clock.h"
+#include "integration/server_fixture.h"
+#include "redis/redis_fixture.h"
+#include "redis/redis_queue.h"
+
+namespace delayq::testing {
+namespace {
+
+RedisServer& SharedRedis() {
+  static RedisServer server;
+  return server;
+}
+
+RedisCluster& SharedCluster() {
+  static RedisCluster cluster;
+  return cluster;
+}
+
+class RedisHarness : public QueueHarness {
+ public:
+  RedisHarness(std::string url, int shards) : shards_(shards) {
+    redis::RedisQueueOptions o;
+    o.url = std::move(url);
+    o.shards = shards;
+    auto q = redis::RedisQueue::Open(o);
+    if (!q.ok()) throw std::runtime_error(q.status().ToString());
+    queue_ = std::move(*q);
+  }
+  Queue& queue() override { return *queue_; }
+  int64_t NowMs() override { return SystemClock().NowMs(); }
+  void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+  bool exact_time() const override { return false; }
+  bool ordered() const override { return shards_ == 1; }
+
+ private:
+  int shards_;
+  std::unique_ptr<redis::RedisQueue> queue_;
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Redis, QueueConformance,
+    ::testing::Values(
+        HarnessFactory{"single", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 1); }},
+        HarnessFactory{"sharded", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 4); }},
+        HarnessFactory{"cluster", [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 1); }},
+        HarnessFactory{"cluster_sharded", [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 3); }}),
+    HarnessName);
+
+EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::nullopt) {
+  EnqueueRequest r;
+  r.payload = std::move(payload);
+  r.when.delay_ms = delay_ms;
+  return r;
+}
+
+TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
+  RedisServer redis;
+  ServerProcess a({"--store", redis.url()});
+  ServerProcess b({"--store", redis.url()});
+  auto producer = a.NewClient();
+  std::vector<EnqueueRequest> jobs;
+  for (int i = 0; i < 400; ++i) jobs.push_back(Job(std::to_string(i), 300 + (i * 7) % 1500));
+  for (size_t i = 0; i < jobs.size(); i += 100) {
+    ASSERT_TRUE(producer->EnqueueBatch("shared", std::span(jobs).subspan(i, 100)).ok());
+  }
+  std::mutex mu;
+  std::set<std::string> received, held;
+  std::atomic<int> early{0}, doubled{0}, errors{0};
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 4; ++c) {
+    consumers.emplace_back([&, c] {
+      auto client = (c % 2 ? a : b).NewClient();
+      while (true) {
+        {
+          std::lock_guard lock(mu);
+          if (received.size() >= jobs.size()) return;
+        }
+        auto got = client->Reserve("shared", {.max = 10, .wait_ms = 1000, .lease_ms = 20'000});
+        if (!got.ok()) {
+          ++errors;
+          continue;
+        }
+        const int64_t now = SystemClock().NowMs();
+        for (auto& d : *got) {
+          if (now < d.due_at_ms) ++early;
+          {
+            std::lock_guard lock(mu);
+            if (!held.insert(d.id).second) ++doubled;  // two holders at once
+            if (!received.insert(d.id).second) ++doubled;
+          }
+          if (!client->Ack("shared", d.receipt).ok()) ++errors;
+          std::lock_guard lock(mu);
+          held.erase(d.id);
+        }
+      }
+    });
+  }
+  for (auto& t : consumers) t.join();
+  EXPECT_EQ(received.size(), jobs.size());
+  EXPECT_EQ(early.load(), 0);
+  EXPECT_EQ(doubled.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(RedisStore, KillNineOfAServerHoldingJobsRedeliversAfterTheLease) {
+  RedisServer redis;
+  auto survivor = std::make_unique<ServerProcess>(std::vector<std::string>{"--store", redis.url()});
+  ServerProcess doomed({"--store", redis.url()});
+  auto c = doomed.NewClient();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(c->Enqueue("crash", Job(std::to_string(i))).ok());
+  auto held = c->Reserve("crash", {.max = 20, .wait_ms = 0, .lease_ms = 1500});
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 20u);
+  EXPECT_EQ(doomed.Kill(), 128 + SIGKILL);
+  auto other = survivor->NewClient();
+  std::set<std::string> again;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (again.size() < 20 && std::chrono::steady_clock::now() < deadline) {
+    auto got = other->Reserve("crash", {.max = 20, .wait_ms = 2000});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (auto& d : *got) {
+      EXPECT_EQ(d.attempt, 2) << "the pending list counts the second delivery";
+      again.insert(d.id);
+    }
+  }
+  EXPECT_EQ(again.size(), 20u);
+}
+
+TEST(RedisStore, RedisRestartWithAofKeepsAcknowledgedEnqueues) {
+  TempDir dir;
+  RedisServer redis({"--appendonly", "yes", "--appendfsync", "always"}, dir.path());
+  std::vector<std::string> ids;
+  {
+    redis::RedisQueueOptions o;
+    o.url = redis.url();
+    auto q = redis::RedisQueue::Open(o);
+    ASSERT_TRUE(q.ok());
+    for (int i = 0; i < 200; ++i) ids.push_back((*q)->Enqueue("aof", Job(std::to_string(i), 3'600'000))->id);
+  }
+  EXPECT_EQ(redis.Kill(), 128 + SIGKILL);
+  redis.Restart();
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  for (const auto& id : ids) EXPECT_TRUE((*q)->Get("aof", JobRef::ById(id)).ok()) << id;
+  EXPECT_EQ((*q)->Stats("aof")->scheduled, 200);
+}
+
+TEST(RedisStore, UnreachableRedisIsAClearUnavailable) {
+  redis::RedisQueueOptions o;
+  o.url = "redis://127.0.0.1:1";
+  auto q = redis::RedisQueue::Open(o);
+  EXPECT_EQ(q.code(), Code::kUnavailable);
+  EXPECT_NE(q.status().message().find("cannot reach Redis at 127.0.0.1:1"), std::string::npos)
+      << q.status().message();
+  o.url = "http://nope";
+  EXPECT_EQ(redis::RedisQueue::Open(o).code(), Code::kInvalidArgument);
+
+  RedisServer redis;
+  o.url = redis.url();
+  auto live = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE((*live)->Enqueue("down", Job("1")).ok());
+  redis.Kill();
+  auto e = (*live)->Enqueue("down", Job("2"));
+  EXPECT_EQ(e.code(), Code::kUnavailable) << e.status().ToString();
+  redis.Restart();
+  EXPECT_TRUE((*live)->Enqueue("down", Job("3")).ok()) << "reconnects once Redis is back";
+}
+
+TEST(RedisDoctor, NamesEveryProblemWithItsFix) {
+  RedisServer bad({"--maxmemory-policy", "allkeys-lru"});
+  RunResult r = RunProcess({DELAYQ_BIN, "doctor", bad.url()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("maxmemory-policy is allkeys-lru"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("noeviction"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("appendonly is no"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 problems found"), std::string::npos) << r.out;
+
+  RedisServer fsync({"--appendonly", "yes", "--appendfsync", "no"});
+  r = RunProcess({DELAYQ_BIN, "doctor", fsync.url()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("appendfsync is no"), std::string::npos) << r.out;
+
+  RedisServer good({"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"});
+  r = RunProcess({DELAYQ_BIN, "doctor", good.url()});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("no setting found"), std::string::npos) << r.out;
+
+  r = RunProcess({DELAYQ_BIN, "doctor", "redis://127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 5) << "unreachable";
+}
+
+TEST(RedisDoctor, ClusterWithUncoveredSlots) {
+  // A cluster-enabled node that was never given slots.
+  TempDir dir;
+  RedisServer lonely({"--cluster-enabled", "yes", "--cluster-config-file", dir.Sub("nodes.conf")}, dir.path());
+  RunResult r = RunProcess({DELAYQ_BIN, "doctor", "redis-cluster://127.0.0.1:" + std::to_string(lonely.port())});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 of 16384 slots served"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("redis-cli --cluster fix"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace delayq::testing
