@@ -6,7 +6,7 @@ SAN_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-sanitize fuzz bench clean
+.PHONY: all deps build run test test-sanitize fuzz bench bench-redis clean
 
 all: build
 
@@ -46,6 +46,10 @@ fuzz: deps
 bench: build
 	@./scripts/bench-engine.sh
 	@./scripts/bench-server.sh
+
+# delayq on Redis side by side with BullMQ (needs the npm registry once, for BullMQ).
+bench-redis: build
+	@./scripts/bench-redis.sh
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz

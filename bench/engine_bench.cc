@@ -24,6 +24,7 @@
 
 #include "core/histogram.h"
 #include "delayq/engine.h"
+#include "redis/redis_queue.h"
 
 using namespace delayq;
 using Steady = std::chrono::steady_clock;
@@ -85,6 +86,36 @@ std::unique_ptr<Engine> OpenFresh(const std::string& dir, Durability d) {
 
 std::string Payload() { return std::string(100, 'x'); }
 
+// --store redis://HOST:PORT runs a scenario on the Redis store instead (the caller flushes Redis
+// between runs); the queue name is fresh per run.
+std::string g_store;
+std::string g_queue = "bench";
+
+std::unique_ptr<Queue> OpenStore(const std::string& dir, Durability d) {
+  if (g_store.empty()) return OpenFresh(dir, d);
+  redis::RedisQueueOptions o;
+  o.url = g_store;
+  auto q = redis::RedisQueue::Open(o);
+  if (!q.ok()) {
+    std::fprintf(stderr, "open: %s\n", q.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(*q);
+}
+
+int64_t RedisUsedMemory(Queue& q) {
+  auto* r = dynamic_cast<redis::RedisQueue*>(&q);
+  if (!r) return 0;
+  auto all = r->client().CallAll({"INFO", "memory"});
+  int64_t total = 0;
+  if (!all.ok()) return 0;
+  for (auto& [node, v] : *all) {
+    auto p = v.str.find("used_memory:");
+    if (p != std::string::npos) total += std::atoll(v.str.c_str() + p + 12);
+  }
+  return total;
+}
+
 void Fail(const Status& s) {
   std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
   std::exit(1);
@@ -96,7 +127,8 @@ int Enqueue(const Args& a, const std::string& dir) {
   const int64_t jobs = a.Int("jobs", 1'000'000);
   const int64_t batch = a.Int("batch", 100);
   const int64_t threads = a.Int("threads", 1);
-  auto engine = OpenFresh(dir, d);
+  auto engine = OpenStore(dir, d);
+  const int64_t memory_before = RedisUsedMemory(*engine);
   std::atomic<int64_t> next{0};
   auto start = Steady::now();
   std::vector<std::thread> ts;
@@ -108,10 +140,10 @@ int Enqueue(const Args& a, const std::string& dir) {
       while (next.fetch_add(batch) < jobs) {
         for (auto& r : reqs) r.when.delay_ms = static_cast<int64_t>(rng() % 3'600'000);
         if (batch == 1) {
-          auto e = engine->Enqueue("bench", reqs[0]);
+          auto e = engine->Enqueue(g_queue, reqs[0]);
           if (!e.ok()) Fail(e.status());
         } else {
-          auto e = engine->EnqueueBatch("bench", reqs);
+          auto e = engine->EnqueueBatch(g_queue, reqs);
           if (!e.ok()) Fail(e.status());
         }
       }
@@ -119,13 +151,17 @@ int Enqueue(const Args& a, const std::string& dir) {
   }
   for (auto& t : ts) t.join();
   double secs = Seconds(start, Steady::now());
-  EngineInfo info = engine->Info();
+  auto* as_engine = dynamic_cast<Engine*>(engine.get());
+  EngineInfo info = as_engine ? as_engine->Info() : EngineInfo{};
+  const int64_t memory_after = RedisUsedMemory(*engine);
   std::printf(
-      "{\"scenario\":\"enqueue\",\"durability\":\"%s\",\"batch\":%lld,\"threads\":%lld,"
-      "\"jobs\":%lld,\"seconds\":%.3f,\"jobs_per_s\":%.0f,\"writes_per_fsync\":%.1f}\n",
-      DurabilityName(d), (long long)batch, (long long)threads, (long long)jobs, secs,
-      static_cast<double>(jobs) / secs,
-      info.syncs ? static_cast<double>(info.writes) / static_cast<double>(info.syncs) : 0.0);
+      "{\"scenario\":\"enqueue\",\"store\":\"%s\",\"durability\":\"%s\",\"batch\":%lld,\"threads\":%lld,"
+      "\"jobs\":%lld,\"seconds\":%.3f,\"jobs_per_s\":%.0f,\"writes_per_fsync\":%.1f,"
+      "\"redis_bytes_per_job\":%.0f}\n",
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), (long long)batch, (long long)threads,
+      (long long)jobs, secs, static_cast<double>(jobs) / secs,
+      info.syncs ? static_cast<double>(info.writes) / static_cast<double>(info.syncs) : 0.0,
+      static_cast<double>(memory_after - memory_before) / static_cast<double>(jobs));
   return 0;
 }
 
@@ -134,32 +170,32 @@ int ReserveAck(const Args& a, const std::string& dir) {
   ParseDurability(a.Str("durability", "interval"), &d);
   const int64_t jobs = a.Int("jobs", 500'000);
   const int32_t batch = static_cast<int32_t>(a.Int("batch", 100));
-  auto engine = OpenFresh(dir, d);
+  auto engine = OpenStore(dir, d);
   std::vector<EnqueueRequest> reqs(1000);
   for (auto& r : reqs) r.payload = Payload();
   for (int64_t i = 0; i < jobs; i += 1000) {
-    auto e = engine->EnqueueBatch("bench", reqs);
+    auto e = engine->EnqueueBatch(g_queue, reqs);
     if (!e.ok()) Fail(e.status());
   }
   int64_t done = 0;
   auto start = Steady::now();
   std::vector<std::string> receipts;
   while (done < jobs) {
-    auto got = engine->Reserve("bench", {batch, 0, std::nullopt});
+    auto got = engine->Reserve(g_queue, {batch, 0, std::nullopt});
     if (!got.ok()) Fail(got.status());
     if (got->empty()) break;
     receipts.clear();
     for (auto& j : *got) receipts.push_back(std::move(j.receipt));
-    for (const Status& s : engine->AckBatch("bench", receipts)) {
+    for (const Status& s : engine->AckBatch(g_queue, receipts)) {
       if (!s.ok()) Fail(s);
     }
     done += static_cast<int64_t>(got->size());
   }
   double secs = Seconds(start, Steady::now());
   std::printf(
-      "{\"scenario\":\"reserve-ack\",\"durability\":\"%s\",\"batch\":%d,\"jobs\":%lld,"
+      "{\"scenario\":\"reserve-ack\",\"store\":\"%s\",\"durability\":\"%s\",\"batch\":%d,\"jobs\":%lld,"
       "\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
-      DurabilityName(d), batch, (long long)done, secs, static_cast<double>(done) / secs);
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), batch, (long long)done, secs, static_cast<double>(done) / secs);
   return 0;
 }
 
@@ -172,7 +208,7 @@ int Lateness(const Args& a, const std::string& dir) {
   const int consumers = static_cast<int>(a.Int("consumers", 4));
   Durability d = Durability::kInterval;
   ParseDurability(a.Str("durability", "interval"), &d);
-  auto engine = OpenFresh(dir, d);
+  auto engine = OpenStore(dir, d);
   const int64_t n = rate * seconds;
   SystemClock clock;
   const int64_t window_start = clock.NowMs() + 3000 + n / 200;  // after the enqueue is done
@@ -184,7 +220,7 @@ int Lateness(const Args& a, const std::string& dir) {
     r.when.deliver_at_ms = window_start + static_cast<int64_t>(rng() % (seconds * 1000));
     reqs.push_back(std::move(r));
     if (reqs.size() == 1000 || i == n - 1) {
-      auto e = engine->EnqueueBatch("bench", reqs);
+      auto e = engine->EnqueueBatch(g_queue, reqs);
       if (!e.ok()) Fail(e.status());
       reqs.clear();
     }
@@ -202,7 +238,7 @@ int Lateness(const Args& a, const std::string& dir) {
       LatencyHistogram local;
       std::vector<std::string> receipts;
       while (received.load() < n) {
-        auto got = engine->Reserve("bench", {100, 500, std::nullopt});
+        auto got = engine->Reserve(g_queue, {100, 500, std::nullopt});
         if (!got.ok()) Fail(got.status());
         const int64_t now_us = clock.NowUs();
         receipts.clear();
@@ -213,19 +249,19 @@ int Lateness(const Args& a, const std::string& dir) {
           receipts.push_back(std::move(j.receipt));
         }
         received += static_cast<int64_t>(got->size());
-        if (!receipts.empty()) (void)engine->AckBatch("bench", receipts);
+        if (!receipts.empty()) (void)engine->AckBatch(g_queue, receipts);
       }
       std::lock_guard lock(mu);
       hist.Merge(local);
     });
   }
   for (auto& t : ts) t.join();
-  auto stats = engine->Stats("bench");
+  auto stats = engine->Stats(g_queue);
   std::printf(
-      "{\"scenario\":\"lateness\",\"durability\":\"%s\",\"rate\":%lld,\"jobs\":%lld,"
+      "{\"scenario\":\"lateness\",\"store\":\"%s\",\"durability\":\"%s\",\"rate\":%lld,\"jobs\":%lld,"
       "\"consumers\":%d,\"early\":%lld,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,"
       "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"engine_p99_ms\":%.3f}\n",
-      DurabilityName(d), (long long)rate, (long long)received.load(), consumers,
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), (long long)rate, (long long)received.load(), consumers,
       (long long)early.load(), hist.Percentile(0.5) / 1000.0, hist.Percentile(0.9) / 1000.0,
       hist.Percentile(0.99) / 1000.0, hist.Percentile(0.999) / 1000.0, hist.max_us() / 1000.0,
       stats.ok() ? stats->lateness.p99_ms : -1.0);
@@ -289,6 +325,8 @@ int main(int argc, char** argv) {
     a.kv[k] = argv[i + 1];
   }
   spdlog::set_level(spdlog::level::warn);
+  g_store = a.Str("store", "");
+  g_queue = "bench." + std::to_string(::getpid());
   const std::string dir = a.Str("dir", "/tmp/delayq-bench-" + std::to_string(::getpid()));
   int rc;
   if (a.scenario == "enqueue") rc = Enqueue(a, dir);

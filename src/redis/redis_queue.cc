@@ -575,6 +575,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     auto v = Run(kReserveScript, queue, shard, args);
     if (!v.ok()) return v.status();
     if (v->is_error()) return ScriptError(*v);
+    int64_t deadline = -1;
     for (const auto& row : v->array) {
       const auto& a = row.array;
       if (a.size() < 8) continue;
@@ -589,15 +590,19 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
       d.attempt = static_cast<int32_t>(a[2].AsInt());
       d.due_at_ms = a[4].AsInt();
       d.lease_deadline_ms = a[5].AsInt();
+      deadline = d.lease_deadline_ms;
       d.max_attempts = static_cast<int32_t>(a[6].AsInt());
       d.key = a[7].str;
       out.push_back(std::move(d));
     }
-  }
-  if (!out.empty()) {
-    std::lock_guard lock(mu_);
-    (*info)->check = true;  // a lease deadline to watch
-    Poke();
+    if (deadline >= 0) {  // a lease deadline for the scheduler to watch (the same for the batch)
+      std::lock_guard lock(mu_);
+      auto& next = (*info)->next_lease;
+      if (static_cast<size_t>(shard) < next.size() && (next[shard] < 0 || deadline < next[shard])) {
+        next[shard] = deadline;
+        Poke();
+      }
+    }
   }
   return out;
 }

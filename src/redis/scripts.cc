@@ -15,26 +15,25 @@ local function now_us()
 end
 
 -- meta: state|due|base|attempt|max|delivery|sid|key_indexed|key (the key last: it may hold '|')
-local function meta_get(id)
-  local m = redis.call('HGET', K_META, id)
+local function meta_parse(m)
   if not m then return nil end
-  local f, pos = {}, 1
-  for i = 1, 8 do
-    local s = string.find(m, '|', pos, true)
-    if not s then return nil end
-    f[i] = string.sub(m, pos, s - 1)
-    pos = s + 1
-  end
-  return { state = f[1], due = tonumber(f[2]), base = tonumber(f[3]), attempt = tonumber(f[4]),
-           max = tonumber(f[5]), delivery = f[6], sid = f[7], ki = f[8], key = string.sub(m, pos) }
+  local state, due, base, attempt, max, delivery, sid, ki, key =
+    string.match(m, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([01])|(.*)$')
+  if not state then return nil end
+  return { state = state, due = tonumber(due), base = tonumber(base), attempt = tonumber(attempt),
+           max = tonumber(max), delivery = delivery, sid = sid, ki = ki, key = key }
 end
+
+local function meta_get(id) return meta_parse(redis.call('HGET', K_META, id)) end
 
 local function fmt(n) return string.format('%d', n) end
 
-local function meta_put(id, m)
-  redis.call('HSET', K_META, id, table.concat({ m.state, fmt(m.due), fmt(m.base), fmt(m.attempt), fmt(m.max),
-    m.delivery, m.sid, m.ki, m.key }, '|'))
+local function meta_str(m)
+  return string.format('%s|%d|%d|%d|%d|%s|%s|%s|%s', m.state, m.due, m.base, m.attempt, m.max, m.delivery, m.sid,
+    m.ki, m.key)
 end
+
+local function meta_put(id, m) redis.call('HSET', K_META, id, meta_str(m)) end
 
 local function ensure_group()
   if redis.call('EXISTS', K_READY) == 0 then
@@ -48,6 +47,13 @@ local function leave_stream(m)
     redis.call('XDEL', K_READY, m.sid)
     m.sid = '-'
   end
+end
+
+-- Acknowledges and deletes a list of stream entries.
+local function drop_entries(sids)
+  if #sids == 0 then return end
+  redis.call('XACK', K_READY, GROUP, unpack(sids))
+  redis.call('XDEL', K_READY, unpack(sids))
 end
 
 local function release_key(id, m)
@@ -103,18 +109,29 @@ local function earliest_due()
   return nil
 end
 
+-- Lateness is gathered per script call and written once: a few HINCRBYs per batch, not per job.
 local LATENESS_EDGES = { 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000 }
-local function record_lateness(late_us)
+local function lateness_add(acc, late_us)
   if late_us < 0 then late_us = 0 end
   local bucket = #LATENESS_EDGES + 1
   for i, edge in ipairs(LATENESS_EDGES) do
     if late_us <= edge * 1000 then bucket = i break end
   end
-  redis.call('HINCRBY', K_LATENESS, 'b' .. bucket, 1)
-  redis.call('HINCRBY', K_LATENESS, 'count', 1)
-  redis.call('HINCRBY', K_LATENESS, 'sum_us', fmt(math.floor(late_us)))
+  acc[bucket] = (acc[bucket] or 0) + 1
+  acc.count = (acc.count or 0) + 1
+  acc.sum = (acc.sum or 0) + math.floor(late_us)
+  if late_us > (acc.max or 0) then acc.max = math.floor(late_us) end
+end
+
+local function lateness_flush(acc)
+  if not acc.count then return end
+  for bucket = 1, #LATENESS_EDGES + 1 do
+    if acc[bucket] then redis.call('HINCRBY', K_LATENESS, 'b' .. bucket, acc[bucket]) end
+  end
+  redis.call('HINCRBY', K_LATENESS, 'count', acc.count)
+  redis.call('HINCRBY', K_LATENESS, 'sum_us', fmt(acc.sum))
   local max = tonumber(redis.call('HGET', K_LATENESS, 'max_us') or '0')
-  if late_us > max then redis.call('HSET', K_LATENESS, 'max_us', fmt(math.floor(late_us))) end
+  if acc.max > max then redis.call('HSET', K_LATENESS, 'max_us', fmt(acc.max)) end
 end
 
 -- A job addressed by id (ARGV[a]) or, when that is empty, by idempotency key (ARGV[a+1]).
@@ -173,6 +190,9 @@ for i = 1, n do
 end
 local earliest = earliest_due()
 local min_new, any_ready, added, out = nil, false, 0, {}
+-- Bodies, metas and due entries go out as one variadic HSET / ZADD each: a batch costs three
+-- commands, not three per job.
+local bodies, metas, dues = {}, {}, {}
 for i = 1, n do
   local j = jobs[i]
   if j.dup_of then
@@ -194,17 +214,31 @@ for i = 1, n do
       if j.key ~= '' then redis.call('HSET', K_KEYS, j.key, id) end
       added = added + 1
     end
-    redis.call('HSET', K_JOBS, id, j.body)
+    bodies[#bodies + 1] = id
+    bodies[#bodies + 1] = j.body
     m.due = j.due
-    if place(id, m, now) then
+    if j.due <= now then
+      ensure_group()
+      m.state = 'q'
+      m.sid = redis.call('XADD', K_READY, '*', 'id', id)
       any_ready = true
-    elseif not min_new or j.due < min_new then
-      min_new = j.due
+    else
+      m.state = 's'
+      m.sid = '-'
+      dues[#dues + 1] = j.due
+      dues[#dues + 1] = id
+      if not min_new or j.due < min_new then min_new = j.due end
     end
-    meta_put(id, m)
+    metas[#metas + 1] = id
+    metas[#metas + 1] = meta_str(m)
     out[i] = { id, j.due, j.existing and 1 or 0, j.existing and 1 or 0 }
   end
 end
+if #bodies > 0 then
+  redis.call('HSET', K_JOBS, unpack(bodies))
+  redis.call('HSET', K_META, unpack(metas))
+end
+if #dues > 0 then redis.call('ZADD', K_DUE, unpack(dues)) end
 if added > 0 then redis.call('HINCRBY', K_COUNTERS, 'enqueued', added) end
 if min_new and (not earliest or min_new < earliest) then redis.call('PUBLISH', WAKE, 'due ' .. fmt(min_new)) end
 if any_ready then redis.call('PUBLISH', WAKE, 'ready') end
@@ -215,16 +249,21 @@ return out
 const Script kPromoteScript = Make("promote", R"LUA(
 local now = math.floor(now_us() / 1000)
 local ids = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-for _, id in ipairs(ids) do
-  redis.call('ZREM', K_DUE, id)
-  local m = meta_get(id)
-  if m then
-    m.delivery = '0'
-    place(id, m, now)
-    meta_put(id, m)
+if #ids > 0 then
+  redis.call('ZREM', K_DUE, unpack(ids))
+  local found, metas = redis.call('HMGET', K_META, unpack(ids)), {}
+  for i, id in ipairs(ids) do
+    local m = meta_parse(found[i])
+    if m then
+      m.delivery = '0'
+      place(id, m, now)
+      metas[#metas + 1] = id
+      metas[#metas + 1] = meta_str(m)
+    end
   end
+  if #metas > 0 then redis.call('HSET', K_META, unpack(metas)) end
+  redis.call('PUBLISH', WAKE, 'ready')
 end
-if #ids > 0 then redis.call('PUBLISH', WAKE, 'ready') end
 local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
 return { #ids, earliest_due() or -1, lease[2] and tonumber(lease[2]) or -1, now }
 )LUA");
@@ -239,13 +278,21 @@ local nowu = now_us()
 local now = math.floor(nowu / 1000)
 local got = {}
 -- Deliveries whose lease ran out (idle > T) are claimed first; the pending list counts them.
-local cursor = redis.call('HGET', K_COUNTERS, '_claim_cursor') or '0-0'
-local claimed = redis.call('XAUTOCLAIM', K_READY, GROUP, consumer, T, cursor, 'COUNT', max)
-redis.call('HSET', K_COUNTERS, '_claim_cursor', claimed[1])
-for _, e in ipairs(claimed[2]) do
-  if e[2] and e[2][2] then
-    local p = redis.call('XPENDING', K_READY, GROUP, e[1], e[1], 1)
-    got[#got + 1] = { e[1], e[2][2], p[1] and tonumber(p[1][4]) or 1 }
+-- Only scanned while the reaper has flagged run-out leases ('_claim'); the flag goes when one
+-- scan from the start of the pending list reaches its end without filling the batch.
+if redis.call('HGET', K_COUNTERS, '_claim') then
+  local cursor = redis.call('HGET', K_COUNTERS, '_claim_cursor') or '0-0'
+  local claimed = redis.call('XAUTOCLAIM', K_READY, GROUP, consumer, T, cursor, 'COUNT', max)
+  for _, e in ipairs(claimed[2]) do
+    if e[2] and e[2][2] then
+      local p = redis.call('XPENDING', K_READY, GROUP, e[1], e[1], 1)
+      got[#got + 1] = { e[1], e[2][2], p[1] and tonumber(p[1][4]) or 1 }
+    end
+  end
+  if cursor == '0-0' and claimed[1] == '0-0' and #claimed[2] < max then
+    redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
+  else
+    redis.call('HSET', K_COUNTERS, '_claim_cursor', claimed[1])
   end
 end
 if #got < max then
@@ -256,35 +303,50 @@ if #got < max then
     end
   end
 end
-local out, token_at = {}, 5
-for _, g in ipairs(got) do
+-- One HMGET for the metas, one HSET, one ZADD and one HMGET for the bodies, whatever the batch
+-- size.
+local ids = {}
+for i, g in ipairs(got) do ids[i] = g[2] end
+local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
+local out, token_at, acc = {}, 5, {}
+local stale, metas, leases, body_ids = {}, {}, {}, {}
+for i, g in ipairs(got) do
   local sid, id, count = g[1], g[2], g[3]
-  local m = meta_get(id)
+  local m = meta_parse(found[i])
   if not m or m.sid ~= sid then
-    redis.call('XACK', K_READY, GROUP, sid)  -- an entry its job no longer owns
-    redis.call('XDEL', K_READY, sid)
+    stale[#stale + 1] = sid  -- an entry its job no longer owns
   elseif m.base + count > m.max then
     go_dead(id, m, now, 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max))
   else
     local token = ARGV[token_at]
     token_at = token_at + 1
-    redis.call('XCLAIM', K_READY, GROUP, consumer, 0, sid, 'IDLE', T - lease, 'JUSTID')
-    local first = m.state == 'q' and m.delivery == '0'
+    if m.state == 'q' and m.delivery == '0' then lateness_add(acc, nowu - m.due * 1000) end
     m.state = 'r'
     m.attempt = m.base + count
     m.delivery = token
-    meta_put(id, m)
-    redis.call('ZADD', K_LEASES, now + lease, id)
-    if first then record_lateness(nowu - m.due * 1000) end
-    out[#out + 1] = { id, redis.call('HGET', K_JOBS, id), m.attempt, token, m.due, now + lease, m.max, m.key }
+    metas[#metas + 1] = id
+    metas[#metas + 1] = meta_str(m)
+    leases[#leases + 1] = now + lease
+    leases[#leases + 1] = id
+    body_ids[#body_ids + 1] = id
+    out[#out + 1] = { id, false, m.attempt, token, m.due, now + lease, m.max, m.key }
   end
 end
+drop_entries(stale)
+if #out > 0 then
+  redis.call('HSET', K_META, unpack(metas))
+  redis.call('ZADD', K_LEASES, unpack(leases))
+  local bodies = redis.call('HMGET', K_JOBS, unpack(body_ids))
+  for i, o in ipairs(out) do o[2] = bodies[i] end
+end
+lateness_flush(acc)
 if #out > 0 then redis.call('HINCRBY', K_COUNTERS, 'delivered', #out) end
 return out
 )LUA");
 
-// ARGV: T, limit. Handles leases that ran out: the last attempt goes dead, others become
-// claimable again. Returns {handled, next_lease|-1, now}.
+// ARGV: T, limit. Handles leases that ran out (the leases set holds each deadline): the last
+// attempt goes dead; others get idle time T, which makes XAUTOCLAIM in the next reserve claim
+// them, and the '_claim' flag tells reserve to look. Returns {handled, next_lease|-1, now}.
 const Script kReapScript = Make("reap", R"LUA(
 local T, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
@@ -292,26 +354,22 @@ local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit
 local requeued = 0
 for _, id in ipairs(ids) do
   local m = meta_get(id)
-  if not m or m.state ~= 'r' or m.sid == '-' then
-    redis.call('ZREM', K_LEASES, id)
-  else
-    local p = redis.call('XPENDING', K_READY, GROUP, m.sid, m.sid, 1)
-    if not p[1] then
-      redis.call('ZREM', K_LEASES, id)
-    elseif tonumber(p[1][3]) < T then  -- touched since: the deadline here was stale
-      redis.call('ZADD', K_LEASES, now + T - tonumber(p[1][3]), id)
-    elseif m.attempt >= m.max then
+  redis.call('ZREM', K_LEASES, id)
+  if m and m.state == 'r' and m.sid ~= '-' then
+    if m.attempt >= m.max then
       go_dead(id, m, now, 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max))
-    else
-      m.state = 'q'  -- still pending (its receipt stays valid); the next reserve claims it
+    elseif redis.call('XCLAIM', K_READY, GROUP, 'reaper', 0, m.sid, 'IDLE', T, 'JUSTID')[1] then
+      m.state = 'q'  -- still pending (its receipt stays valid until another reserve claims it)
       meta_put(id, m)
-      redis.call('ZREM', K_LEASES, id)
-      redis.call('HINCRBY', K_COUNTERS, 'redelivered', 1)
       requeued = requeued + 1
     end
   end
 end
-if requeued > 0 then redis.call('PUBLISH', WAKE, 'ready') end
+if requeued > 0 then
+  redis.call('HINCRBY', K_COUNTERS, 'redelivered', requeued)
+  redis.call('HSET', K_COUNTERS, '_claim', '1')
+  redis.call('PUBLISH', WAKE, 'ready')
+end
 local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
 return { #ids, lease[2] and tonumber(lease[2]) or -1, now }
 )LUA");
@@ -319,19 +377,35 @@ return { #ids, lease[2] and tonumber(lease[2]) or -1, now }
 // ARGV: n, then n x (id, token). Returns per receipt "O" (acked), "N" (no such job) or
 // "E:<state>:<attempt>" (the delivery is over).
 const Script kAckScript = Make("ack", R"LUA(
-local out, acked = {}, 0
-for i = 1, tonumber(ARGV[1]) do
-  local id, token = ARGV[2 * i], ARGV[2 * i + 1]
-  local m = meta_get(id)
-  if not m then
+local n = tonumber(ARGV[1])
+if n == 0 then return {} end
+local ids = {}
+for i = 1, n do ids[i] = ARGV[2 * i] end
+local found = redis.call('HMGET', K_META, unpack(ids))
+local out, acked, done, sids, gone = {}, 0, {}, {}, {}
+for i = 1, n do
+  local id, token = ids[i], ARGV[2 * i + 1]
+  local m = meta_parse(found[i])
+  if not m or done[id] then
     out[i] = 'N'
   elseif m.state == 'd' or m.state == 's' or m.delivery ~= token then
     out[i] = 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
   else
-    remove_job(id, m)
+    -- A job with a live delivery is in the stream and the lease set, never the due or dead set.
+    done[id] = true
+    if m.sid ~= '-' then sids[#sids + 1] = m.sid end
+    release_key(id, m)
+    gone[#gone + 1] = id
     acked = acked + 1
     out[i] = 'O'
   end
+end
+drop_entries(sids)
+if #gone > 0 then
+  redis.call('HDEL', K_JOBS, unpack(gone))
+  redis.call('HDEL', K_META, unpack(gone))
+  redis.call('HDEL', K_ERRORS, unpack(gone))
+  redis.call('ZREM', K_LEASES, unpack(gone))
 end
 if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end
 return out
@@ -386,7 +460,9 @@ if not m then return 'N' end
 if (m.state ~= 'r' and m.state ~= 'q') or m.delivery ~= token or m.sid == '-' then
   return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
 end
-local claimed = redis.call('XCLAIM', K_READY, GROUP, consumer, 0, m.sid, 'IDLE', T - lease, 'JUSTID')
+-- Idle time back to 0: a claimable delivery (state q, after the reaper) is not any more, and a
+-- lease touched for longer than T cannot become claimable while it holds.
+local claimed = redis.call('XCLAIM', K_READY, GROUP, consumer, 0, m.sid, 'IDLE', 0, 'JUSTID')
 if not claimed[1] then return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max) end
 local now = math.floor(now_us() / 1000)
 m.state = 'r'

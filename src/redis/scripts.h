@@ -20,18 +20,19 @@
 // Meta states: s scheduled (in due), q queued (in the stream, not leased), r reserved (in the
 // stream's pending list with a live lease), d dead.
 //
-// Leases use the pending list: a delivery's idle time is set to (T - lease) right after it is
-// handed out (XCLAIM IDLE ... JUSTID), so XAUTOCLAIM with the fixed threshold T claims it exactly
-// when its own lease has run out; that claim is the redelivery, and the pending list's delivery
-// count gives its attempt (attempt = base + count, base counting deliveries of earlier stream
-// entries, before a nack). The leases sorted set only tells the scheduler when to look.
+// Leases use the pending list: a reserved job's stream entry stays pending until its ack; the
+// leases sorted set holds each deadline. When one runs out, the reap script gives the entry idle
+// time T (XCLAIM IDLE T JUSTID) and the next reserve claims it with XAUTOCLAIM (threshold T):
+// that claim is the redelivery, and the pending list's delivery count gives its attempt
+// (attempt = base + count, base counting deliveries of earlier stream entries, before a nack).
+// Touch resets the idle time, so a lease held longer than T by touches is never claimable.
 #pragma once
 
 #include "redis/redis_client.h"
 
 namespace delayq::redis {
 
-// Above the longest lease (12 h), so (T - lease) is never negative.
+// Above the longest lease (12 h): no delivery whose lease holds has been idle this long.
 inline constexpr int64_t kClaimIdleMs = 43'200'001;
 
 extern const Script kEnqueueScript;

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "delayq/queue.h"
@@ -42,6 +43,9 @@ struct HarnessFactory {
   std::string name;
   std::function<std::unique_ptr<QueueHarness>()> make;
 };
+
+// What GoogleTest prints for GetParam(): the harness name, not the struct's bytes.
+inline void PrintTo(const HarnessFactory& f, std::ostream* os) { *os << f.name; }
 
 inline std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info) {
   return info.param.name;
