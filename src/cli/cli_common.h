@@ -34,5 +34,6 @@ void PrintConfig(const std::string& queue, const QueueConfig& c, bool json);
 
 void AddWorkCommand(CLI::App& app, Global& g, int& rc);   // work.cc
 void AddBenchCommand(CLI::App& app, Global& g, int& rc);  // bench.cc
+void AddForwardCommand(CLI::App& app, int& rc);           // forward.cc
 
 }  // namespace delayq::cli

@@ -508,6 +508,7 @@ int Main(int argc, char** argv) {
 
   AddWorkCommand(app, g, rc);
   AddBenchCommand(app, g, rc);
+  AddForwardCommand(app, rc);
 
   try {
     app.parse(argc, argv);

@@ -27,8 +27,12 @@ class HttpServer::Impl {
  public:
   class Session;
 
-  Impl(http::Api& api, HttpServerOptions options)
-      : api_(api), options_(std::move(options)), ioc_(options_.threads), acceptor_(ioc_) {}
+  Impl(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections)
+      : handler_(std::move(handler)),
+        connections_(connections != nullptr ? connections : &own_connections_),
+        options_(std::move(options)),
+        ioc_(options_.threads),
+        acceptor_(ioc_) {}
 
   // Handlers still queued when the loop stopped hold Sessions; destroying them (in ~io_context)
   // runs ~Session, which unregisters here: so the io_context goes before the members it uses
@@ -105,7 +109,8 @@ class HttpServer::Impl {
     if (stopping_ && !ioc_.stopped()) net::post(ioc_, [this] { MaybeFinish(); });
   }
   bool stopping() const { return stopping_; }
-  http::Api& api() { return api_; }
+  const Handler& handler() const { return handler_; }
+  std::atomic<int64_t>& connections() { return *connections_; }
   const HttpServerOptions& options() const { return options_; }
 
  private:
@@ -120,7 +125,9 @@ class HttpServer::Impl {
     }
   }
 
-  http::Api& api_;
+  Handler handler_;
+  std::atomic<int64_t> own_connections_{0};
+  std::atomic<int64_t>* connections_;
   HttpServerOptions options_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -139,12 +146,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       : server_(server), stream_(std::move(socket)) {}
 
   ~Session() {
-    --server_.api().metrics().connections;
+    --server_.connections();
     server_.Unregister(this);
   }
 
   void Start() {
-    ++server_.api().metrics().connections;
+    ++server_.connections();
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
   }
 
@@ -198,7 +205,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     auto self = shared_from_this();
     // dispatch: answered on this strand (the usual case) it writes at once, without waking
     // another thread; answered later from a store thread it is queued onto the strand.
-    cancel_ = server_.api().Handle(std::move(request), [self](http::HttpResponse response) {
+    cancel_ = server_.handler()(std::move(request), [self](http::HttpResponse response) {
       net::dispatch(self->stream_.get_executor(),
                     [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
     });
@@ -315,8 +322,29 @@ void HttpServer::Impl::CloseIdle() {
   for (auto& s : sessions) s->CloseIfIdle();
 }
 
+bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size()) return false;
+  std::string p = listen.substr(colon + 1);
+  if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5) return false;
+  long v = std::stol(p);
+  if (v > 65535) return false;
+  *host = listen.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  if (host->empty()) *host = "127.0.0.1";
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+HttpServer::HttpServer(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections)
+    : impl_(std::make_unique<Impl>(std::move(handler), std::move(options), connections)) {}
 HttpServer::HttpServer(http::Api& api, HttpServerOptions options)
-    : impl_(std::make_unique<Impl>(api, std::move(options))) {}
+    : HttpServer([&api](http::HttpRequest request, http::Reply reply) {
+                   return api.Handle(std::move(request), std::move(reply));
+                 },
+                 std::move(options), &api.metrics().connections) {}
 HttpServer::~HttpServer() = default;
 Status HttpServer::Start() { return impl_->Start(); }
 uint16_t HttpServer::port() const { return impl_->port(); }

@@ -4,7 +4,9 @@
 // holding a thread meanwhile. A waiting reserve whose client hangs up is abandoned.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,8 +24,18 @@ struct HttpServerOptions {
   int idle_timeout_s = 120;            // an idle keep-alive connection is closed after this
 };
 
+// "127.0.0.1:7070", "[::1]:7070", ":7070" (loopback); false when it is not HOST:PORT.
+bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port);
+
+// What the server calls per request; the contract of http::Api::Handle (reply exactly once,
+// possibly later; the returned function abandons a request whose client went away).
+using Handler = std::function<std::function<void()>(http::HttpRequest, http::Reply)>;
+
 class HttpServer {
  public:
+  // `connections` (optional) is kept equal to the number of open connections.
+  HttpServer(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections = nullptr);
+  // Serves the delayq HTTP API.
   HttpServer(http::Api& api, HttpServerOptions options);
   ~HttpServer();
 

@@ -54,22 +54,6 @@ class HistorySampler {
 };
 
 
-bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon + 1 == listen.size()) return false;
-  std::string p = listen.substr(colon + 1);
-  if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5) return false;
-  long v = std::stol(p);
-  if (v > 65535) return false;
-  *host = listen.substr(0, colon);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  if (host->empty()) *host = "127.0.0.1";
-  *port = static_cast<uint16_t>(v);
-  return true;
-}
-
 }  // namespace
 
 int Serve(const ServeOptions& o) {
