@@ -157,9 +157,8 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
     int64_t last_commit_ms = 0, last_lag_ms = 0;
     while (!stop_.load(std::memory_order_acquire) && status.ok()) {
       std::unique_ptr<RdKafka::Message> message(consumer_->consume(WaitMs()));
-      for (int i = 0; i < kDrainPerLoop && Intake(std::move(message)); ++i) {
-        message.reset(consumer_->consume(0));
-      }
+      int taken = 0;  // take what is already fetched, up to a bound, without waiting again
+      while (Intake(std::move(message)) && ++taken < kDrainPerLoop) message.reset(consumer_->consume(0));
       producer_->poll(0);
       status = ActOnDue();
       int64_t now_ms = clock_->NowMs();

@@ -157,6 +157,26 @@ TEST_F(KafkaForwarder, DeliversEveryMessageNeverEarlyCascadingAcrossLevels) {
   }
 }
 
+// A backlog bigger than what one loop turn takes from the consumer (a restart after downtime).
+TEST_F(KafkaForwarder, ForwardsABacklogOfDueMessagesCompletely) {
+  constexpr int kBacklog = 12'000;
+  {
+    auto producer = DelayProducer::Create({.brokers = cluster_.bootstraps(), .levels = kLevels});
+    ASSERT_TRUE(producer.ok());
+    for (int i = 0; i < kBacklog; ++i) {
+      ASSERT_TRUE((*producer)->Send({.target_topic = "orders", .value = std::to_string(i), .due_ms = 1}).ok());
+    }
+    ASSERT_TRUE((*producer)->Flush(std::chrono::seconds(30)).ok());
+  }
+  RunningForwarder forwarder(Options());
+  TopicReader reader(cluster_.bootstraps(), "orders", 2);
+  ASSERT_TRUE(reader.WaitFor([&](const std::vector<Seen>& seen) {
+    std::set<std::string> ids;
+    for (const Seen& s : seen) ids.insert(s.value);
+    return ids.size() == static_cast<size_t>(kBacklog);
+  })) << "forwarded " << Total(forwarder->Stats(), &ForwarderStats::Level::forwarded) << " of " << kBacklog;
+}
+
 TEST_F(KafkaForwarder, MessagesWithoutValidHeadersGoToTheDeadTopicWithTheReason) {
   RunningForwarder forwarder(Options());
   TopicReader dead(cluster_.bootstraps(), "delayq.dead");
@@ -190,12 +210,13 @@ TEST_F(KafkaForwarder, LosesNothingWhenBrokersFailAndComeBack) {
   RunningForwarder forwarder(Options());
   TopicReader reader(cluster_.bootstraps(), "orders", 2);
   ASSERT_TRUE(Eventually([&] { return forwarder.assigned() == 3; }));
-  // Produce requests fail with retriable errors, then a broker goes away for a while.
-  rd_kafka_mock_push_request_errors(cluster_.get(), delayq::testing::kApiProduce, 6, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-                                    RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
-                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
-                                    RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
   auto due = SendDelayed(300, 2'500);
+  // The forwarder's next produce requests (nothing else produces now) fail with retriable
+  // errors; then a broker goes away for a while.
+  rd_kafka_mock_push_request_errors(cluster_.get(), delayq::testing::kApiProduce, 6,
+                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+                                    RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                                    RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
   ASSERT_TRUE(reader.WaitForCount(50));
   rd_kafka_mock_broker_set_down(cluster_.get(), 2);
   // The broker stays down while the forwarder keeps trying (the outage itself, not a sync).

@@ -2,8 +2,8 @@
 // and a reader that collects what arrives on a topic. See ../shared/DEPENDENCIES.md for what the
 // mock does not emulate (transactional offsets, hiding aborted messages).
 #pragma once
+// Used by tests/kafka and bench/kafka_bench.cc; no GoogleTest in here.
 
-#include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <librdkafka/rdkafkacpp.h>
