@@ -6,7 +6,7 @@ SAN_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-sanitize fuzz bench bench-redis clean
+.PHONY: all deps build run test test-sanitize fuzz bench bench-redis bench-kafka clean
 
 all: build
 
@@ -50,6 +50,9 @@ bench: build
 # delayq on Redis side by side with BullMQ (needs the npm registry once, for BullMQ).
 bench-redis: build
 	@./scripts/bench-redis.sh
+
+bench-kafka: build
+	@./scripts/bench-kafka.sh
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz

@@ -58,14 +58,7 @@ run() {  # run NAME COMMAND... : one run, its JSON line appended to $work/NAME
 http_bench() { start_server; "$delayq" --server http://127.0.0.1:$http_port --json bench --no-progress "$@"; stop_server; }
 bullmq() { node "$peer/bench.js" "$@" --port "$redis_port"; }
 
-field() { sed -n "s/.*\"$1\":\([-0-9.e]*\).*/\1/p"; }
-median() { sort -g | awk '{v[NR]=$1} END {if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-report() {  # report TITLE NAME FIELD: prints the median and every run's value; sets M
-  local values
-  values=$(field "$3" <"$work/$2" | tr '\n' ' ')
-  M=$(echo "$values" | tr ' ' '\n' | grep . | median)
-  printf '%-44s %-20s %12s   (runs: %s)\n' "$1" "$3" "$M" "$values"
-}
+. "$(dirname "$0")/bench-lib.sh"
 
 echo "delayq vs BullMQ $(node -p "require('$peer/node_modules/bullmq/package.json').version") on redis-server" \
   "$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'): median of $repeat runs on $(nproc) cores;" \

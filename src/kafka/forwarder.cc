@@ -13,6 +13,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "core/histogram.h"
 #include "kafka/forwarder_metrics.h"
@@ -26,6 +27,7 @@ constexpr int kMaxWaitMs = 100;         // longest consume() wait: stop, commits
 constexpr int kDrainPerLoop = 5'000;    // messages taken from the consumer before acting
 constexpr int64_t kRetryMs = 1'000;     // a forward that failed transiently is retried after this
 constexpr int64_t kLagRefreshMs = 1'000;
+constexpr size_t kMaxTargetHandles = 10'000;  // target topics whose metadata is fetched ahead
 
 struct PartitionState {
   std::string topic;
@@ -103,8 +105,7 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
     std::map<std::string, std::string> consumer = {
         {"session.timeout.ms", "10000"},
         {"heartbeat.interval.ms", "1000"},
-        {"queued.max.messages.kbytes", "16384"},
-        {"fetch.wait.max.ms", "100"},
+        {"fetch.wait.max.ms", "10"},  // a cascaded message is read again soon after it is written
     };
     for (const auto& [k, v] : options_.consumer_config) consumer[k] = v;
     consumer["bootstrap.servers"] = options_.brokers;
@@ -119,7 +120,10 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
     std::string error;
     (*cconf)->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(this), error);
 
-    std::map<std::string, std::string> producer = ProducerSettings(options_.brokers, options_.producer_config);
+    // Connected to every broker and knowing every level topic from the start, so the first
+    // cascade or dead letter does not wait for a connection and a metadata round trip.
+    std::map<std::string, std::string> producer = {{"enable.sparse.connections", "false"}};
+    for (const auto& [k, v] : ProducerSettings(options_.brokers, options_.producer_config)) producer[k] = v;
     if (options_.exactly_once) {
       producer["transactional.id"] =
           options_.transactional_id.empty() ? DefaultTransactionalId(options_.group) : options_.transactional_id;
@@ -134,6 +138,12 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
     if (!producer_) return Status::InvalidArgument(fmt::format("cannot create the Kafka producer: {}", error));
 
     DELAYQ_RETURN_IF_ERROR(CheckTopics());
+    std::vector<std::string> outputs = levels_.AllTopics();
+    outputs.push_back(levels_.DeadTopic());
+    for (const std::string& topic : outputs) {
+      std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(producer_.get(), topic, nullptr, error));
+      if (handle) topic_handles_.push_back(std::move(handle));
+    }
     if (options_.exactly_once) {
       std::unique_ptr<RdKafka::Error> err(
           producer_->init_transactions(static_cast<int>(options_.startup_timeout.count())));
@@ -310,6 +320,7 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
                                            FindHeader(headers, kDueHeader, due_storage));
     int64_t act_ms = clock_->NowMs();
     if (routing.ok()) {
+      WarmUp(routing->target);
       held->target = std::move(routing->target);
       held->due_ms = routing->due_ms;
       RdKafka::MessageTimestamp ts = message->timestamp();
@@ -326,6 +337,16 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
     if (p.held >= options_.max_held_per_partition && !p.paused) SetPaused(p, true);
     Schedule(held.release(), act_ms);
     return true;
+  }
+
+  // Asks for a target topic's metadata when its first message is read rather than when it is
+  // due: librdkafka holds a message for an unknown topic until the metadata arrives (~1 s on the
+  // mock cluster), which would make the first message to each target late.
+  void WarmUp(const std::string& target) {
+    if (target_handles_.size() >= kMaxTargetHandles || target_handles_.contains(target)) return;
+    std::string error;
+    std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(producer_.get(), target, nullptr, error));
+    if (handle) target_handles_.emplace(target, std::move(handle));
   }
 
   void Schedule(Held* held, int64_t at_ms) {
@@ -601,6 +622,9 @@ class Forwarder::Impl : public RdKafka::RebalanceCb, public RdKafka::DeliveryRep
   ForwarderMetrics metrics_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
   std::unique_ptr<RdKafka::Producer> producer_;
+  std::vector<std::unique_ptr<RdKafka::Topic>> topic_handles_;  // keeps level topics' metadata warm
+  std::unordered_map<std::string, std::unique_ptr<RdKafka::Topic>> target_handles_;  // and targets'
+
   std::map<std::pair<std::string, int32_t>, std::shared_ptr<PartitionState>> partitions_;
   std::vector<TimerEntry> timers_;  // a min-heap on (at_ms, seq)
   uint64_t next_seq_ = 0;

@@ -177,7 +177,7 @@ TEST_F(KafkaForwarder, ForwardsABacklogOfDueMessagesCompletely) {
   })) << "forwarded " << Total(forwarder->Stats(), &ForwarderStats::Level::forwarded) << " of " << kBacklog;
 }
 
-TEST_F(KafkaForwarder, MessagesWithoutValidHeadersGoToTheDeadTopicWithTheReason) {
+TEST_F(KafkaForwarder, HandWrittenMessagesAreForwardedAndInvalidOnesGoToTheDeadTopic) {
   RunningForwarder forwarder(Options());
   TopicReader dead(cluster_.bootstraps(), "delayq.dead");
   // Written by hand, as a producer in another language might get it wrong.
@@ -195,7 +195,15 @@ TEST_F(KafkaForwarder, MessagesWithoutValidHeadersGoToTheDeadTopicWithTheReason)
   send("no-headers", {});
   send("bad-due", {{"delayq-target", "orders"}, {"delayq-due", "tomorrow"}});
   send("bad-target", {{"delayq-target", "no spaces allowed"}, {"delayq-due", "1"}});
+  // ...and one written right by hand, with no delayq code: the conventions are the contract.
+  TopicReader orders(cluster_.bootstraps(), "orders", 2);
+  const int64_t due = WallMs() + 300;
+  send("by-hand", {{"delayq-target", "orders"}, {"delayq-due", std::to_string(due)}, {"app", "x"}});
   producer->flush(10'000);
+  ASSERT_TRUE(orders.WaitForCount(1));
+  EXPECT_EQ(orders.seen()[0].value, "by-hand");
+  EXPECT_GE(orders.seen()[0].received_ms, due);
+  EXPECT_EQ(orders.seen()[0].headers.at("app"), "x");
   ASSERT_TRUE(dead.WaitForCount(3));
   std::map<std::string, std::string> why;
   for (const Seen& s : dead.seen()) why[s.value] = s.headers.at("delayq-error");
