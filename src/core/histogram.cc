@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace delayq {
 
@@ -24,19 +25,27 @@ int64_t LatencyHistogram::UpperEdge(int bucket) {
   return base + (int64_t{1} << (exponent - kSubBits)) - 1;
 }
 
+namespace {
+// A message due at the epoch (a producer's mistake, or a backlog) is decades late: the sum
+// stops at its ceiling rather than overflowing.
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  return b > std::numeric_limits<int64_t>::max() - a ? std::numeric_limits<int64_t>::max() : a + b;
+}
+}  // namespace
+
 void LatencyHistogram::Record(int64_t value_us) {
   if (value_us < 0) value_us = 0;
   ++buckets_[BucketOf(value_us)];
   ++count_;
   max_us_ = std::max(max_us_, value_us);
-  sum_us_ += value_us;
+  sum_us_ = SaturatingAdd(sum_us_, value_us);
 }
 
 void LatencyHistogram::Merge(const LatencyHistogram& other) {
   for (int i = 0; i < kBuckets; ++i) buckets_[i] += other.buckets_[i];
   count_ += other.count_;
   max_us_ = std::max(max_us_, other.max_us_);
-  sum_us_ += other.sum_us_;
+  sum_us_ = SaturatingAdd(sum_us_, other.sum_us_);
 }
 
 int64_t LatencyHistogram::Percentile(double q) const {

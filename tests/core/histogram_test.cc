@@ -49,5 +49,15 @@ TEST(Backoff, GrowsCapsAndJitters) {
   EXPECT_EQ(BackoffDelayMs(p, 5, 0.999999), 10'000) << "jitter never passes max_ms";
 }
 
+TEST(LatencyHistogram, DecadesLateValuesSaturateTheSumInsteadOfOverflowing) {
+  LatencyHistogram h;
+  const int64_t decades_us = int64_t{1'796'000'000'000} * 1000;  // due at the epoch, seen in 2026
+  for (int i = 0; i < 10'000; ++i) h.Record(decades_us);
+  EXPECT_EQ(h.count(), 10'000u);
+  EXPECT_EQ(h.max_us(), decades_us);
+  EXPECT_GT(h.Summary().sum_ms, 0.0);
+  EXPECT_EQ(h.Percentile(0.5), LatencyHistogram::UpperEdge(LatencyHistogram::kBuckets - 1));
+}
+
 }  // namespace
 }  // namespace delayq
