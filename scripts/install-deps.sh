@@ -12,6 +12,16 @@ packages=(
 # Extra packages for one target (e.g. the fuzz build's clang), from the environment.
 read -r -a extra <<< "${DELAYQ_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")
+# chromedriver reaches Chromium's DevTools at "localhost"; a bare root made by
+# debootstrap (or a minimal container) has no /etc/hosts, so the name does not resolve there.
+if ! getent hosts localhost >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >>/etc/hosts
+    echo "added localhost to /etc/hosts (it did not resolve)"
+  else
+    echo "warning: \"localhost\" does not resolve; add \"127.0.0.1 localhost\" to /etc/hosts" >&2
+  fi
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

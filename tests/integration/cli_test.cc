@@ -85,7 +85,10 @@ TEST_F(CliTest, WorkAcksOnExitZeroAndNacksOtherwise) {
   RunResult replay = Cli({"dead", "replay", "w"});
   EXPECT_EQ(replay.exit_code, 0);
   EXPECT_NE(replay.out.find("replayed 1"), std::string::npos) << replay.out;
+  // The replayed job is due now; the scheduler hands it to the ready set on its next turn.
   auto after = client->Stats("w");
+  for (int i = 0; i < 10'000 && after.ok() && after->ready == 0; ++i) after = client->Stats("w");
+  ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->dead, 0);
   EXPECT_EQ(after->ready, 1);
   EXPECT_EQ(Cli({"dead", "purge", "w"}, "").exit_code, 2) << "purge without --yes and no terminal";

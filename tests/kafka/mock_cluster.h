@@ -80,14 +80,14 @@ inline std::map<std::string, int64_t> CommittedOffsets(const std::string& broker
   return out;
 }
 
-// The end offset of partition 0 of `topic`.
-inline int64_t HighWatermark(const std::string& brokers, const std::string& topic) {
+// The end offset of a partition of `topic`.
+inline int64_t HighWatermark(const std::string& brokers, const std::string& topic, int32_t partition = 0) {
   std::string err;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   conf->set("bootstrap.servers", brokers, err);
   std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
   int64_t low = -1, high = -1;
-  p->query_watermark_offsets(topic, 0, &low, &high, 10'000);
+  p->query_watermark_offsets(topic, partition, &low, &high, 10'000);
   return high;
 }
 
