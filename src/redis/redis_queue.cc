@@ -999,46 +999,33 @@ Status RedisQueue::SetConfig(std::string_view queue, const QueueConfig& config) 
   return WriteConfig(std::string(queue), config, shards);
 }
 
-Status RedisQueue::Pause(std::string_view queue) {
-  auto info = Info(queue, true);
-  if (!info.ok()) return info.status();
-  int shards;
-  {
-    std::lock_guard lock(mu_);
-    shards = (*info)->shards;
-  }
-  for (int shard = 0; shard < shards; ++shard) {
-    std::string key;
-    {
-      std::lock_guard lock(mu_);
-      key = Keys(std::string(queue), shard)[10];
-    }
-    auto v = client_->Call(key, {"HSET", key, "paused", "1"});
-    if (!v.ok()) return v.status();
-  }
-  return Status::Ok();
-}
+Status RedisQueue::Pause(std::string_view queue) { return SetPaused(queue, true); }
 
 Status RedisQueue::Resume(std::string_view queue) {
-  auto info = Info(queue, true);
-  if (!info.ok()) return info.status();
-  int shards;
-  {
-    std::lock_guard lock(mu_);
-    shards = (*info)->shards;
-  }
-  for (int shard = 0; shard < shards; ++shard) {
-    std::string key;
-    {
-      std::lock_guard lock(mu_);
-      key = Keys(std::string(queue), shard)[10];
-    }
-    auto v = client_->Call(key, {"HSET", key, "paused", "0"});
-    if (!v.ok()) return v.status();
-  }
+  DELAYQ_RETURN_IF_ERROR(SetPaused(queue, false));
   std::lock_guard lock(mu_);
   ready_notices_.insert(std::string(queue));
   Poke();
+  return Status::Ok();
+}
+
+Status RedisQueue::SetPaused(std::string_view queue, bool paused) {
+  auto info = Info(queue, true);
+  if (!info.ok()) return info.status();
+  int shards;
+  {
+    std::lock_guard lock(mu_);
+    shards = (*info)->shards;
+  }
+  for (int shard = 0; shard < shards; ++shard) {
+    std::string key;
+    {
+      std::lock_guard lock(mu_);
+      key = Keys(std::string(queue), shard)[10];
+    }
+    auto v = client_->Call(key, {"HSET", key, "paused", paused ? "1" : "0"});
+    if (!v.ok()) return v.status();
+  }
   return Status::Ok();
 }
 

@@ -74,6 +74,8 @@ class RedisQueue final : public Queue {
   RedisClient& client() { return *client_; }
 
  private:
+  // Sets the paused flag on every shard of the queue.
+  Status SetPaused(std::string_view queue, bool paused);
   struct QueueInfo {
     std::string name;
     int shards = 1;

@@ -17,18 +17,6 @@
 
 namespace delayq::testing {
 
-inline int FreeTcpPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A port p for a cluster node: p and its cluster bus port p + 10000 both free (and valid).
 inline int FreeClusterPort() {
   static std::mt19937 rng(std::random_device{}());

@@ -3,10 +3,13 @@
 // sleeps.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +83,19 @@ inline RunResult RunProcess(std::vector<std::string> args, const std::map<std::s
 }
 
 // A long-running child whose stdout is a pipe we read lines from; stderr goes to a log file.
+// A TCP port on 127.0.0.1 that was free a moment ago (the caller binds it next).
+inline int FreeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
 class Child {
  public:
   Child(std::vector<std::string> args, const std::string& log_path,

@@ -26,7 +26,7 @@ class WebDriver {
   using json = nlohmann::json;
 
   explicit WebDriver(int width = 1280, int height = 800) {
-    const int port = FreePort();
+    const int port = FreeTcpPort();
     driver_ = std::make_unique<Child>(
         std::vector<std::string>{"chromedriver", "--port=" + std::to_string(port)}, dir_.Sub("chromedriver.log"));
     if (driver_->WaitForLine("started successfully").empty()) {
@@ -112,17 +112,6 @@ class WebDriver {
   }
 
  private:
-  static int FreePort() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
 
   std::pair<int, json> Request(const std::string& method, const std::string& path, const json& body) {
     auto r = http_->Request(method, path, body.is_null() ? "" : body.dump(), 60'000);
