@@ -6,7 +6,7 @@ SAN_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-sanitize fuzz bench bench-redis bench-kafka clean
+.PHONY: all deps build run test test-sanitize fuzz bench bench-redis bench-kafka bench-peers clean
 
 all: build
 
@@ -53,6 +53,11 @@ bench-redis: build
 
 bench-kafka: build
 	@./scripts/bench-kafka.sh
+
+# delayq side by side with BullMQ, beanstalkd and the Redis sorted-set queues (bench/README.md);
+# writes bench/results/peers.{md,json} and the plots. Needs the npm registry once.
+bench-peers: build
+	@./scripts/bench-peers.sh
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz

@@ -23,10 +23,11 @@ engine_bench=$build/bench/delayq-engine-bench
 for b in "$delayq" "$engine_bench"; do [ -x "$b" ] || { echo "build first: $b is missing" >&2; exit 1; }; done
 
 if ! command -v npm >/dev/null; then DELAYQ_EXTRA_PACKAGES="nodejs npm" "$root/scripts/install-deps.sh"; fi
-peer=$root/bench/peers/bullmq
-if [ ! -d "$peer/node_modules/bullmq" ]; then
-  (cd "$peer" && npm ci --no-audit --no-fund --loglevel=error) || {
-    echo "npm ci in $peer failed: BullMQ comes from the npm registry" >&2; exit 1; }
+peers=$root/bench/peers
+peer=$peers/bullmq
+if [ ! -d "$peers/node_modules/bullmq" ]; then
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error) || {
+    echo "npm ci in $peers failed: BullMQ comes from the npm registry" >&2; exit 1; }
 fi
 
 redis_port=${REDIS_PORT:-17380}
@@ -60,7 +61,7 @@ bullmq() { node "$peer/bench.js" "$@" --port "$redis_port"; }
 
 . "$(dirname "$0")/bench-lib.sh"
 
-echo "delayq vs BullMQ $(node -p "require('$peer/node_modules/bullmq/package.json').version") on redis-server" \
+echo "delayq vs BullMQ $(node -p "require('$peers/node_modules/bullmq/package.json').version") on redis-server" \
   "$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'): median of $repeat runs on $(nproc) cores;" \
   "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$repeat"); do

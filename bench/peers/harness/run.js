@@ -1,0 +1,205 @@
+// One run of one workload against one system; prints one JSON line (scripts/bench-peers.sh
+// runs every combination REPEAT times and report.js turns the lines into tables and plots).
+//
+//   node run.js --system NAME --workload burst|memory|crash [--n N] [--consumers C]
+//               [--seconds S] [--delayq PATH] [--dir DIR]
+//
+// burst   N jobs (100-byte payloads) due uniformly over the S seconds after enqueueing
+//         starts, handed in in due order, batches of 100 with 4 in flight; C consumer
+//         processes take them as they come due. Lease 30 s.
+// memory  N jobs due 1-2 h ahead; server memory growth per job and the enqueue rate.
+// crash   N jobs all due 3 s after enqueueing starts; one consumer (50 µs of work per job)
+//         is SIGKILLed once it has processed a quarter of them and started again at once.
+//         Lease (visibility timeout, TTR, lock) 3 s for every system.
+'use strict';
+
+const { fork } = require('child_process');
+const fs = require('fs');
+const net = require('net');
+const os = require('os');
+const path = require('path');
+const { system } = require('./systems');
+const { nowMs, sleep, payloadFor, readRecords, percentile, round } = require('./lib');
+
+function parseArgs(argv) {
+  const a = { n: null, consumers: 1, seconds: 10, delayq: 'build/delayq', dir: null };
+  for (let i = 0; i < argv.length; i += 2) {
+    const k = argv[i].replace(/^--/, '');
+    if (!(k in a) && !['system', 'workload'].includes(k)) throw new Error(`unknown option --${k}; see the head of run.js`);
+    a[k] = argv[i + 1];
+  }
+  if (!a.system || !a.workload) throw new Error('need --system NAME --workload burst|memory|crash');
+  const defaults = { burst: 100000, memory: 1000000, crash: 10000 };
+  if (!(a.workload in defaults)) throw new Error(`unknown workload "${a.workload}"; expected burst, memory or crash`);
+  a.n = Number(a.n || defaults[a.workload]);
+  a.consumers = Number(a.consumers);
+  a.seconds = Number(a.seconds);
+  return a;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.on('error', reject);
+  });
+}
+
+// Hands the jobs in through the system's producer: batches of 100, 4 batches in flight.
+async function enqueueAll(producer, jobs) {
+  let next = 0;
+  const lane = async () => {
+    while (next < jobs.length) {
+      const batch = jobs.slice(next, next + 100);
+      next += 100;
+      await producer.enqueue(batch);
+    }
+  };
+  const start = nowMs();
+  await Promise.all([lane(), lane(), lane(), lane()]);
+  return nowMs() - start;
+}
+
+class Consumers {
+  constructor(name, conn, opts, dir) { Object.assign(this, { name, conn, opts, dir, procs: [], files: [] }); }
+
+  async start() {
+    const file = path.join(this.dir, `consumer-${this.files.length}.rec`);
+    this.files.push(file);
+    const child = fork(path.join(__dirname, 'consumer.js'),
+      [this.name, JSON.stringify(this.conn), JSON.stringify(this.opts), file], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    child.recorded = 0;
+    const ready = new Promise((resolve, reject) => {
+      child.on('message', (m) => { if (m.ready) resolve(); if (m.recorded !== undefined) child.recorded = m.recorded; });
+      child.once('exit', (code, signal) => reject(new Error(`consumer of ${this.name} exited (${code ?? signal}) before it was ready`)));
+    });
+    this.procs.push(child);
+    await ready;
+    return child;
+  }
+
+  recorded() { return this.procs.reduce((sum, c) => sum + c.recorded, 0); }
+  alive() { return this.procs.some((c) => c.exitCode === null && c.signalCode === null); }
+
+  // Distinct jobs recorded so far and every record, read from the consumers' files.
+  records() { return this.files.flatMap(readRecords); }
+
+  async kill(child) {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+  async killAll() { for (const c of this.procs) await this.kill(c); }
+}
+
+// Delivered / lost / duplicate / early counts and the lateness distribution of first deliveries.
+function deliveryStats(jobs, records, t0) {
+  const first = new Float64Array(jobs.length).fill(NaN);
+  let duplicates = 0;
+  let lastAt = 0;
+  for (const [id, at] of records) {
+    if (!(id >= 0 && id < jobs.length)) throw new Error(`a consumer recorded job ${id}, which was never enqueued`);
+    if (Number.isNaN(first[id])) first[id] = at; else ++duplicates;
+    if (at > lastAt) lastAt = at;
+  }
+  const late = [];
+  let early = 0;
+  for (let id = 0; id < jobs.length; ++id) {
+    if (Number.isNaN(first[id])) continue;
+    const l = first[id] - jobs[id].due;
+    if (l < -1) ++early;
+    late.push(l);
+  }
+  late.sort((x, y) => x - y);
+  const cdf = [];
+  for (let q = 1; q <= 1000; ++q) cdf.push(round(percentile(late, q / 1000), 3));
+  return {
+    delivered: late.length, lost: jobs.length - late.length, duplicates, early,
+    lateness_ms: {
+      p50: round(percentile(late, 0.5)), p90: round(percentile(late, 0.9)), p99: round(percentile(late, 0.99)),
+      p999: round(percentile(late, 0.999)), max: round(late[late.length - 1] ?? null),
+    },
+    // Jobs delivered per second from the first due time to the last delivery.
+    delivery_per_s: late.length ? Math.round(late.length / ((lastAt - Math.min(t0, jobs[0].due)) / 1000)) : 0,
+    lateness_cdf_permille: late.length ? cdf : [],
+  };
+}
+
+async function waitFor(done, deadline, pollMs = 50) {
+  while (!done() && nowMs() < deadline) await sleep(pollMs);
+  return done();
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const sys = system(a.system);
+  const dir = a.dir || fs.mkdtempSync(path.join(os.tmpdir(), `delayq-peers-${a.system}-`));
+  fs.mkdirSync(dir, { recursive: true });
+  const ctx = {
+    dir, delayqBin: path.resolve(a.delayq),
+    ports: { redis: await freePort(), beanstalkd: await freePort(), delayq: await freePort() },
+  };
+  const leaseMs = a.workload === 'crash' ? 3000 : 30000;
+  const opts = { leaseMs, workMicros: a.workload === 'crash' ? 50 : 0 };
+  const result = { system: a.system, workload: a.workload, n: a.n, consumers: a.workload === 'burst' ? a.consumers : (a.workload === 'crash' ? 1 : 0) };
+  const state = await sys.start(ctx);
+  const consumers = new Consumers(a.system, state.conn, opts, dir);
+  let producer;
+  try {
+    producer = await sys.producer(state.conn, opts);
+    if (a.workload === 'memory') {
+      const before = await sys.memoryBytes(state);
+      const t = nowMs();
+      const jobs = Array.from({ length: a.n }, (_, id) => ({ id, due: Math.ceil(t + 3600000 + Math.random() * 3600000), payload: payloadFor(id) }));
+      const ms = await enqueueAll(producer, jobs);
+      const after = await sys.memoryBytes(state);
+      const disk = sys.diskBytes(state);
+      Object.assign(result, {
+        enqueue_per_s: Math.round(a.n / (ms / 1000)), bytes_per_job: Math.round((after - before) / a.n),
+        disk_bytes_per_job: disk === null ? null : Math.round(disk / a.n),
+        peak_server_bytes: sys.peakServerBytes(state),
+      });
+    } else {
+      const count = a.workload === 'burst' ? a.consumers : 1;
+      for (let i = 0; i < count; ++i) await consumers.start();
+      const t0 = nowMs();
+      const dues = a.workload === 'burst'
+        ? Array.from({ length: a.n }, () => Math.ceil(t0 + Math.random() * a.seconds * 1000)).sort((x, y) => x - y)
+        : new Array(a.n).fill(Math.ceil(t0 + 3000));
+      const jobs = dues.map((due, id) => ({ id, due, payload: payloadFor(id) }));
+      const ms = await enqueueAll(producer, jobs);
+      result.enqueue_per_s = Math.round(a.n / (ms / 1000));
+      const lastDue = jobs[jobs.length - 1].due;
+      let distinct = () => new Set(consumers.records().map(([id]) => id)).size;
+      if (a.workload === 'burst') {
+        await waitFor(() => consumers.recorded() >= a.n || !consumers.alive(), lastDue + 20000);
+        await sleep(500);  // let a stray redelivery show up as a duplicate
+      } else {
+        // crash: kill the consumer once it has processed a quarter, start another at once.
+        const first = consumers.procs[0];
+        await waitFor(() => first.recorded >= a.n / 4 || !consumers.alive(), lastDue + 20000);
+        await consumers.kill(first);
+        result.recorded_before_kill = consumers.records().length;
+        await consumers.start();
+        const deadline = nowMs() + leaseMs + 10000;
+        let all = false;
+        while (!all && nowMs() < deadline && consumers.alive()) { await sleep(250); all = distinct() >= a.n; }
+        await sleep(all ? 1000 : 0);  // redeliveries after the last first delivery count as duplicates
+      }
+      await consumers.killAll();
+      Object.assign(result, deliveryStats(jobs, consumers.records(), t0));
+      result.peak_server_bytes = sys.peakServerBytes(state);
+      distinct = null;
+    }
+  } finally {
+    await consumers.killAll();
+    if (producer) await producer.close().catch(() => {});
+    await sys.stop(state);
+    if (!a.dir && !process.env.DELAYQ_PEERS_KEEP) fs.rmSync(dir, { recursive: true, force: true });
+  }
+  result.describe = sys.describe;
+  console.log(JSON.stringify(result));
+}
+
+main().then(() => process.exit(0), (e) => { console.error(`run.js: ${e.stack || e.message}`); process.exit(1); });

@@ -1,0 +1,98 @@
+// delayq over its HTTP API (the only client there is), on the embedded store or on Redis.
+// Producer: POST /v1/queues/bench/jobs with batches of 100 {"payload", "deliver_at"}.
+// Consumer: one loop of POST .../reserve {"max":100,"wait_ms":1000,"lease_ms"} then one
+// POST .../ack {"receipts":[...]} per batch, over a keep-alive connection.
+'use strict';
+
+const http = require('http');
+const path = require('path');
+const servers = require('../servers');
+
+const QUEUE = '/v1/queues/bench';
+
+function httpClient(port) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  return (method, urlPath, body) => new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const req = http.request({
+      host: '127.0.0.1', port, method, path: urlPath, agent,
+      headers: data ? { 'content-type': 'application/json', 'content-length': data.length } : {},
+    }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if (res.statusCode >= 300) {
+          reject(new Error(`delayq ${method} ${urlPath} answered ${res.statusCode}: ${text.slice(0, 300)}`));
+          return;
+        }
+        try { resolve(text ? JSON.parse(text) : {}); } catch (e) { reject(e); }
+      });
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+function variant({ store, durability }) {
+  return {
+    describe: `delayq serve ${store === 'redis' ? '--store redis:// (redis-server without persistence)' : `--durability ${durability}`}, over HTTP/1.1 keep-alive from Node's http module`,
+
+    async start(ctx) {
+      const procs = [];
+      let storeUrl;
+      if (store === 'redis') {
+        procs.push(await servers.startRedis(ctx.ports.redis, ctx.dir));
+        storeUrl = `redis://127.0.0.1:${ctx.ports.redis}`;
+      }
+      procs.push(await servers.startDelayq(ctx.delayqBin, ctx.ports.delayq, ctx.dir, storeUrl, durability));
+      const state = { procs, conn: { port: ctx.ports.delayq, redisPort: ctx.ports.redis }, dataDir: path.join(ctx.dir, 'data') };
+      await httpClient(ctx.ports.delayq)('PUT', `${QUEUE}/config`, { lease_ms: 30000 });  // creates the queue
+      if (store === 'redis') {
+        const IORedis = require('ioredis');
+        state.redis = new IORedis({ host: '127.0.0.1', port: ctx.ports.redis });
+      }
+      return state;
+    },
+
+    async stop(state) {
+      if (state.redis) state.redis.disconnect();
+      for (const p of state.procs.slice().reverse()) await servers.stopProcess(p);
+    },
+
+    // Bytes the servers hold: the delayq process's RSS, plus Redis's used_memory on Redis.
+    async memoryBytes(state) {
+      const delayq = state.procs[state.procs.length - 1];
+      let bytes = servers.rssBytes(delayq.pid);
+      if (state.redis) bytes += await servers.redisUsedMemory(state.redis);
+      return bytes;
+    },
+    diskBytes(state) { return store === 'redis' ? null : servers.dirBytes(state.dataDir); },
+    peakServerBytes(state) { return state.procs.reduce((sum, p) => sum + servers.peakRssBytes(p.pid), 0); },
+
+    async producer(conn) {
+      const call = httpClient(conn.port);
+      return {
+        async enqueue(jobs) {
+          const res = await call('POST', `${QUEUE}/jobs`, { jobs: jobs.map((j) => ({ payload: j.payload, deliver_at: j.due })) });
+          if (!res.jobs || res.jobs.length !== jobs.length) throw new Error(`delayq enqueue answered ${JSON.stringify(res).slice(0, 200)}`);
+        },
+        async close() {},
+      };
+    },
+
+    async consume(conn, opts, onBatch, onReady) {
+      const call = httpClient(conn.port);
+      await call('GET', QUEUE);
+      onReady();
+      for (;;) {
+        const res = await call('POST', `${QUEUE}/reserve`, { max: 100, wait_ms: 1000, lease_ms: opts.leaseMs });
+        if (res.jobs.length === 0) continue;
+        onBatch(res.jobs.map((j) => j.payload));
+        await call('POST', `${QUEUE}/ack`, { receipts: res.jobs.map((j) => j.receipt) });
+      }
+    },
+  };
+}
+
+module.exports = { variant };

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# delayq side by side with the delay queues users would pick instead (issue 6): the same
+# workloads, the same harness (bench/peers/harness), the same machine, in one run.
+#
+#   burst   100 000 jobs due over 10 s, 4 consumers: every system; 1 consumer: every system
+#           but the fsync twins (delayq-interval, beanstalkd-binlog)
+#   memory  1 000 000 jobs due 1-2 h ahead: one system per in-memory structure
+#   crash   10 000 jobs due in 3 s, the consumer SIGKILLed and restarted: every system but
+#           the fsync twins (a consumer's crash does not touch the server's disk)
+# Runs are interleaved (repetition 1 of everything, then 2, ...) so slow drift in the machine's
+# load spreads over all systems. Writes bench/results/peers.{md,json} and peers-*.png.
+#
+# `make bench-peers`, or scripts/bench-peers.sh [build-dir]. Environment: REPEAT (3),
+# BURST_N (100000), MEMORY_N (1000000), CRASH_N (10000), SYSTEMS (all; a space-separated
+# subset), OUT (bench/results).
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+repeat=${REPEAT:-3}
+burst_n=${BURST_N:-100000}
+memory_n=${MEMORY_N:-1000000}
+crash_n=${CRASH_N:-10000}
+out=${OUT:-$root/bench/results}
+delayq=$build/delayq
+[ -x "$delayq" ] || { echo "build first: $delayq is missing (make build)" >&2; exit 1; }
+
+extra="beanstalkd gnuplot-nox"
+command -v npm >/dev/null || extra+=" nodejs npm"  # (a Node.js from elsewhere brings its own npm)
+DELAYQ_EXTRA_PACKAGES="$extra" "$root/scripts/install-deps.sh"
+peers=$root/bench/peers
+if [ ! -d "$peers/node_modules/bullmq" ] || [ ! -d "$peers/node_modules/jackd" ]; then
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error) || {
+    echo "npm ci in $peers failed: BullMQ, ioredis and jackd come from the npm registry" >&2; exit 1; }
+fi
+# beanstalkd's Debian package starts a system service on 11300; the harness runs its own.
+
+all="delayq-none delayq-interval delayq-redis bullmq beanstalkd beanstalkd-binlog zset-poll zset-stream"
+selected=${SYSTEMS:-$all}
+burst1="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
+crash="$burst1"
+memory="delayq-none delayq-redis bullmq beanstalkd zset-poll"
+has() { [[ " $1 " == *" $2 "* ]] && [[ " $selected " == *" $2 "* ]]; }
+
+work=$(mktemp -d /tmp/delayq-bench-peers.XXXX)
+trap 'rm -rf "$work"' EXIT
+runs=$work/runs.jsonl
+: >"$runs"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date +%s)
+
+one() {  # one SYSTEM WORKLOAD N CONSUMERS: a run, its JSON line (or its error) appended to $runs
+  local line err
+  printf '  %-18s %-7s n=%-8s consumers=%s ... ' "$1" "$2" "$3" "$4" >&2
+  if line=$(timeout 300 node "$peers/harness/run.js" --system "$1" --workload "$2" --n "$3" --consumers "$4" \
+      --delayq "$delayq" 2>"$work/stderr"); then
+    echo "$line" >>"$runs"
+    echo "$line" | node -e 'const r=JSON.parse(require("fs").readFileSync(0,"utf8"));
+      console.error(r.workload==="memory" ? `${r.bytes_per_job} B/job, ${r.enqueue_per_s} enq/s`
+        : `p99 ${r.lateness_ms.p99} ms, lost ${r.lost}, dup ${r.duplicates}, early ${r.early}, ${r.enqueue_per_s} enq/s`)'
+  else
+    err=$(grep -v '^\s*at ' "$work/stderr" | tail -3 | tr '\n"' ' '"'"'')
+    echo "FAILED: $err" >&2
+    printf '{"system":"%s","workload":"%s","n":%s,"consumers":%s,"error":"%s"}\n' "$1" "$2" "$3" "$4" "$err" >>"$runs"
+  fi
+}
+
+echo "delayq and its peers, $repeat repetitions on $(nproc) cores; load before: $load_before" >&2
+for i in $(seq "$repeat"); do
+  echo "repetition $i of $repeat ($(( $(date +%s) - started )) s so far)" >&2
+  for s in $all; do has "$all" "$s" && one "$s" burst "$burst_n" 4; done
+  for s in $burst1; do has "$burst1" "$s" && one "$s" burst "$burst_n" 1; done
+  for s in $crash; do has "$crash" "$s" && one "$s" crash "$crash_n" 1; done
+  for s in $memory; do has "$memory" "$s" && one "$s" memory "$memory_n" 0; done
+done
+elapsed=$(( $(date +%s) - started ))
+
+versions="delayq $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'),"
+versions+=" beanstalkd $(dpkg-query -W -f='${Version}' beanstalkd 2>/dev/null), node $(node --version),"
+versions+=" bullmq $(node -p "require('$peers/node_modules/bullmq/package.json').version"),"
+versions+=" ioredis $(node -p "require('$peers/node_modules/ioredis/package.json').version"),"
+versions+=" jackd $(node -p "require('$peers/node_modules/jackd/package.json').version")"
+machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr)"
+meta=$(node -e 'console.log(JSON.stringify({date: process.argv[1], machine: process.argv[2], repeat: +process.argv[3],
+  load_before: process.argv[4], load_after: process.argv[5], versions: process.argv[6], seconds: +process.argv[7]}))' \
+  "$(date -u +%Y-%m-%d)" "$machine" "$repeat" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$versions" "$elapsed")
+node "$peers/harness/report.js" "$runs" "$out" "$work/plot" "$meta"
+gnuplot -e "data='$work/plot'; out='$out'" "$peers/harness/plots.gp"
+echo "wrote $out/peers.md, peers.json, peers-lateness.png, peers-throughput.png, peers-memory.png in $elapsed s" >&2
