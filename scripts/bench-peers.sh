@@ -43,7 +43,10 @@ has() { [[ " $1 " == *" $2 "* ]] && [[ " $selected " == *" $2 "* ]]; }
 
 work=$(mktemp -d /tmp/delayq-bench-peers.XXXX)
 trap 'rm -rf "$work"' EXIT
-runs=$work/runs.jsonl
+# Every run's line is kept (with its lateness CDF) so the report can be redrawn:
+# node bench/peers/harness/report.js bench/results/tmp/peers-runs.jsonl ...
+mkdir -p "$out/tmp"
+runs=$out/tmp/peers-runs.jsonl
 : >"$runs"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s)
@@ -83,6 +86,7 @@ machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -
 meta=$(node -e 'console.log(JSON.stringify({date: process.argv[1], machine: process.argv[2], repeat: +process.argv[3],
   load_before: process.argv[4], load_after: process.argv[5], versions: process.argv[6], seconds: +process.argv[7]}))' \
   "$(date -u +%Y-%m-%d)" "$machine" "$repeat" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$versions" "$elapsed")
+echo "$meta" >"$out/tmp/peers-meta.json"
 node "$peers/harness/report.js" "$runs" "$out" "$work/plot" "$meta"
 gnuplot -e "data='$work/plot'; out='$out'" "$peers/harness/plots.gp"
 echo "wrote $out/peers.md, peers.json, peers-lateness.png, peers-throughput.png, peers-memory.png in $elapsed s" >&2

@@ -2,15 +2,16 @@
 set terminal pngcairo size 960,540 font "DejaVu Sans,11" noenhanced
 set key left top box opaque
 set grid
+load data.'/titles.gp'
 
 set output out.'/peers-lateness.png'
-set title 'Delivery lateness, burst of 100 000 jobs due over 10 s, 4 consumers (the median run)'
+set title 'Delivery lateness: '.burst_n.' jobs due over 10 s, 4 consumers (the run with the median p99)'
 set logscale x
 set xrange [0.1:20000]
 set yrange [0:1]
-set xlabel 'received - due (ms, log scale; early or on time shown at 0.01)'
+set xlabel 'received - due (ms, log scale; 0.1 ms or less, early included, shown at 0.1)'
 set ylabel 'fraction of jobs delivered'
-set key right bottom
+set key below maxrows 2
 files = system('cut -f1 '.data.'/cdf-systems.txt')
 plot for [i=1:words(files)] word(files, i) using 1:2 with lines lw 2 title system(sprintf("sed -n %dp %s/cdf-systems.txt | cut -f2", i, data))
 
@@ -18,20 +19,21 @@ unset logscale x
 set xrange [*:*]
 set yrange [0:*]
 set key left top
+set xtics rotate by 0 scale 0
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-set xtics rotate by -25 scale 0
 set format y '%.0f'
 
 set output out.'/peers-throughput.png'
-set title 'Throughput (medians): enqueue in the burst and in the 1 M memory run; delivery in the burst'
+set title 'Throughput (medians): enqueue in the burst ('.burst_n.') and the memory run ('.memory_n.'); delivery in the burst'
 set ylabel 'jobs per second'
 set xlabel ''
-plot data.'/bars.dat' using 2:xtic(1) title 'enqueue (burst, 100 k)', '' using 3 title 'enqueue (1 M due in 1-2 h)', '' using 4 title 'delivered/s (burst, 4 consumers)'
+plot data.'/throughput.dat' using 2:xtic(1) title 'enqueue, burst', '' using 3 title 'enqueue, memory run (due in 1-2 h)', '' using 4 title 'delivered/s, burst with 4 consumers'
 
 set output out.'/peers-memory.png'
-set title 'Memory per scheduled job, 1 000 000 jobs due 1-2 h ahead (medians)'
+set title 'Memory per scheduled job: '.memory_n.' jobs due 1-2 h ahead (medians)'
 set ylabel 'bytes per job (RSS or Redis used_memory growth)'
-plot data.'/bars.dat' using 5:xtic(1) title 'bytes per job' lc rgb '#4477aa'
+set boxwidth 0.6
+plot data.'/memory.dat' using 2:xtic(1) notitle lc rgb '#4477aa'

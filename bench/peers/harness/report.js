@@ -11,15 +11,15 @@ const { median } = require('./lib');
 const [runsPath, resultsDir, dataDir, metaJson] = process.argv.slice(2);
 const meta = JSON.parse(metaJson || '{}');
 
-const LABELS = {
-  'delayq-none': ['delayq, embedded', 'none (RAM + disk, no fsync)'],
-  'delayq-interval': ['delayq, embedded', 'fsync at most every 50 ms'],
-  'delayq-redis': ['delayq on Redis', 'Redis without AOF'],
-  bullmq: ['BullMQ 6.7', 'Redis without AOF'],
-  beanstalkd: ['beanstalkd 1.12', 'none (RAM)'],
-  'beanstalkd-binlog': ['beanstalkd 1.12 -b', 'binlog, fsync at most every 50 ms'],
-  'zset-poll': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis without AOF'],
-  'zset-stream': ['Redis ZSET → Stream mover, 500 ms', 'Redis without AOF'],
+const LABELS = {  // name in the tables, durability, short name in the plots
+  'delayq-none': ['delayq, embedded', 'none (RAM + disk, no fsync)', 'delayq'],
+  'delayq-interval': ['delayq, embedded', 'fsync at most every 50 ms', 'delayq fsync≤50ms'],
+  'delayq-redis': ['delayq on Redis', 'Redis without AOF', 'delayq on Redis'],
+  bullmq: ['BullMQ 6.7', 'Redis without AOF', 'BullMQ'],
+  beanstalkd: ['beanstalkd 1.12', 'none (RAM)', 'beanstalkd'],
+  'beanstalkd-binlog': ['beanstalkd 1.12 -b', 'binlog, fsync at most every 50 ms', 'beanstalkd -b'],
+  'zset-poll': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis without AOF', 'ZSET poll'],
+  'zset-stream': ['Redis ZSET → Stream mover, 500 ms', 'Redis without AOF', 'ZSET→Stream'],
 };
 const ORDER = Object.keys(LABELS);
 
@@ -147,22 +147,25 @@ for (const [sys, list] of Object.entries(groups['burst:4'] || {})) {
   const sorted = list.slice().sort((x, y) => x.lateness_ms.p99 - y.lateness_ms.p99);
   const run = sorted[Math.floor((sorted.length - 1) / 2)];
   if (!run.lateness_cdf_permille.length) continue;
-  const rows = run.lateness_cdf_permille.map((v, i) => `${Math.max(v, 0.01)} ${(i + 1) / 1000}`);
+  const rows = run.lateness_cdf_permille.map((v, i) => `${Math.max(v, 0.1)} ${(i + 1) / 1000}`);
   fs.writeFileSync(path.join(dataDir, `cdf-${sys}.dat`), `${rows.join('\n')}\n`);
   cdfSystems.push(sys);
 }
 const q = (s) => `"${s.replace(/"/g, "'")}"`;
 fs.writeFileSync(path.join(dataDir, 'cdf-systems.txt'),
-  cdfSystems.map((s) => `${path.join(dataDir, `cdf-${s}.dat`)}\t${LABELS[s][0]}${s.endsWith('interval') || s.endsWith('binlog') ? ' (fsync ≤50 ms)' : ''}`).join('\n'));
+  cdfSystems.map((s) => `${path.join(dataDir, `cdf-${s}.dat`)}\t${LABELS[s][2]}`).join('\n'));
 const bars = [];
+const memBars = [];
 for (const sys of ORDER) {
   const b = medians['burst:4']?.[sys];
   const mem = medians['memory:0']?.[sys];
-  if (!b && !mem) continue;
-  const label = `${LABELS[sys][0]}${sys.endsWith('interval') || sys.endsWith('binlog') ? ' (fsync)' : ''}`;
-  bars.push(`${q(label)} ${b?.enqueue_per_s ?? '?'} ${mem?.enqueue_per_s ?? '?'} ${b?.delivery_per_s ?? '?'} ${mem?.bytes_per_job ?? '?'}`);
+  if (b) bars.push(`${q(LABELS[sys][2])} ${b.enqueue_per_s} ${mem?.enqueue_per_s ?? '?'} ${b.delivery_per_s}`);
+  if (mem) memBars.push(`${q(LABELS[sys][2])} ${mem.bytes_per_job}`);
 }
-fs.writeFileSync(path.join(dataDir, 'bars.dat'), `# system burst_enqueue memory_enqueue burst_delivery bytes_per_job\n${bars.join('\n')}\n`);
+fs.writeFileSync(path.join(dataDir, 'throughput.dat'), `# system burst_enqueue memory_enqueue burst_delivered_per_s\n${bars.join('\n')}\n`);
+fs.writeFileSync(path.join(dataDir, 'memory.dat'), `# system bytes_per_job\n${memBars.join('\n')}\n`);
+fs.writeFileSync(path.join(dataDir, 'titles.gp'), [
+  `burst_n = '${fmtInt(burstN)}'`, `memory_n = '${fmtInt(ok.find((r) => r.workload === 'memory')?.n)}'`].join('\n') + '\n');
 
 // ---- peers.json (every run, without the CDF samples but for the plotted ones)
 const slim = ok.map(({ lateness_cdf_permille, describe, ...rest }) => rest);
