@@ -6,7 +6,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config make git ca-certificates curl procps
   librocksdb-dev libhiredis-dev librdkafka-dev libboost-dev libboost-system-dev
   nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev redis-server
+  libgtest-dev libgmock-dev libbenchmark-dev redis-server nodejs
   chromium chromium-driver
 )
 # Extra packages for one target (e.g. the fuzz build's clang), from the environment.

@@ -51,6 +51,7 @@ double MetricValue(Client& c, const std::string& name) {
 
 struct BenchArgs {
   std::string mode = "burst", queue, window = "10s", grace = "5s", duration = "10s";
+  std::string lead;  // burst: from the enqueue's start to the window's; default: time to enqueue
   int64_t jobs = 100'000;
   int payload_bytes = 100, batch = 100, producers = 4, consumers = 4, reserve_max = 100;
   int connections = 16, polls = 10'000;
@@ -69,7 +70,13 @@ Status Burst(const Global& g, const BenchArgs& a, const std::string& queue) {
   if (!grace.ok()) return grace.status();
   const int64_t window_ms = std::max<int64_t>(1, *w);
   SystemClock clock;
-  const int64_t start_ms = clock.NowMs() + 3000 + a.jobs / 30;  // time to enqueue first
+  int64_t lead_ms = 3000 + a.jobs / 30;  // by default, time to enqueue everything first
+  if (!a.lead.empty()) {
+    auto l = ParseDuration(a.lead);
+    if (!l.ok()) return l.status();
+    lead_ms = *l;
+  }
+  const int64_t start_ms = clock.NowMs() + lead_ms;
   const std::string payload_text = std::string(static_cast<size_t>(std::max(0, a.payload_bytes - 2)), 'x');
 
   std::mutex mu;
@@ -315,6 +322,9 @@ void AddBenchCommand(CLI::App& app, Global& g, int& rc) {
   b->add_option("--jobs", a->jobs, "burst: jobs")->capture_default_str();
   b->add_option("--window", a->window, "burst: due times spread over this")->capture_default_str();
   b->add_option("--grace", a->grace, "burst: wait this long after the window")->capture_default_str();
+  b->add_option("--lead", a->lead,
+                "burst: the window starts this long after the enqueue does (0: jobs come due while "
+                "others are still being enqueued; default: time to enqueue them all first)");
   b->add_option("--payload-bytes", a->payload_bytes, "Payload size")->capture_default_str();
   b->add_option("--batch", a->batch, "burst: jobs per enqueue request")->capture_default_str();
   b->add_option("--producers", a->producers, "burst: enqueueing connections")->capture_default_str();

@@ -70,6 +70,13 @@ function variant({ store, durability }) {
     diskBytes(state) { return store === 'redis' ? null : servers.dirBytes(state.dataDir); },
     peakServerBytes(state) { return state.procs.reduce((sum, p) => sum + servers.peakRssBytes(p.pid), 0); },
 
+    // delayq's own view of lateness (delivered_at - due_at at the server), beside the
+    // consumers' view: the difference is the HTTP response's trip into the consumer.
+    async serverLateness(state) {
+      const stats = await httpClient(state.conn.port)('GET', QUEUE);
+      return stats.lateness_ms;
+    },
+
     async producer(conn) {
       const call = httpClient(conn.port);
       return {
