@@ -9,9 +9,9 @@ set title 'Delivery lateness: '.burst_n.' jobs due over 10 s, 4 consumers (the r
 set logscale x
 set xrange [0.1:20000]
 set yrange [0:1]
-set xlabel 'received - due (ms, log scale; 0.1 ms or less, early included, shown at 0.1)'
+set xlabel 'received - due, ms (log scale; 0.1 or less shown at 0.1)'
 set ylabel 'fraction of jobs delivered'
-set key below maxrows 2
+set key below maxrows 2 nobox
 files = system('cut -f1 '.data.'/cdf-systems.txt')
 plot for [i=1:words(files)] word(files, i) using 1:2 with lines lw 2 title system(sprintf("sed -n %dp %s/cdf-systems.txt | cut -f2", i, data))
 

@@ -1,7 +1,7 @@
 // delayq over its HTTP API (the only client there is), on the embedded store or on Redis.
 // Producer: POST /v1/queues/bench/jobs with batches of 100 {"payload", "deliver_at"}.
-// Consumer: one loop of POST .../reserve {"max":100,"wait_ms":1000,"lease_ms"} then one
-// POST .../ack {"receipts":[...]} per batch, over a keep-alive connection.
+// Consumer: one loop of POST .../reserve {"max":100,"wait_ms":1000,"lease_ms"} and one
+// POST .../ack {"receipts":[...]} per batch, sent while the next reserve waits (keep-alive).
 'use strict';
 
 const http = require('http');
@@ -92,11 +92,14 @@ function variant({ store, durability }) {
       const call = httpClient(conn.port);
       await call('GET', QUEUE);
       onReady();
+      // The next reserve goes out while the last batch's ack is on its way (one ack in flight).
+      let acking = Promise.resolve();
       for (;;) {
         const res = await call('POST', `${QUEUE}/reserve`, { max: 100, wait_ms: 1000, lease_ms: opts.leaseMs });
         if (res.jobs.length === 0) continue;
         onBatch(res.jobs.map((j) => j.payload));
-        await call('POST', `${QUEUE}/ack`, { receipts: res.jobs.map((j) => j.receipt) });
+        await acking;
+        acking = call('POST', `${QUEUE}/ack`, { receipts: res.jobs.map((j) => j.receipt) });
       }
     },
   };
