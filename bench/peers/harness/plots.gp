@@ -5,7 +5,7 @@ set grid
 load data.'/titles.gp'
 
 set output out.'/peers-lateness.png'
-set title 'Delivery lateness: '.burst_n.' jobs due over 10 s, 4 consumers (the run with the median p99)'
+set title 'Delivery lateness: '.burst_n.' jobs due over '.burst_s.' s, 4 consumers (the run with the median p99)'
 set logscale x
 set xrange [0.1:20000]
 set yrange [0:1]

@@ -96,8 +96,9 @@ function deliveryTable(key, title) {
 }
 
 const burstN = ok.find((r) => r.workload === 'burst')?.n;
-deliveryTable('burst:4', `Burst: ${fmtInt(burstN)} jobs due uniformly over 10 s, 4 consumers`);
-deliveryTable('burst:1', `Burst: ${fmtInt(burstN)} jobs due uniformly over 10 s, 1 consumer`);
+const burstS = ok.find((r) => r.workload === 'burst')?.seconds ?? 10;
+deliveryTable('burst:4', `Burst: ${fmtInt(burstN)} jobs due uniformly over ${burstS} s, 4 consumers`);
+deliveryTable('burst:1', `Burst: ${fmtInt(burstN)} jobs due uniformly over ${burstS} s, 1 consumer`);
 
 if (medians['memory:0']) {
   const n = ok.find((r) => r.workload === 'memory')?.n;
@@ -165,7 +166,7 @@ for (const sys of ORDER) {
 fs.writeFileSync(path.join(dataDir, 'throughput.dat'), `# system burst_enqueue memory_enqueue burst_delivered_per_s\n${bars.join('\n')}\n`);
 fs.writeFileSync(path.join(dataDir, 'memory.dat'), `# system bytes_per_job\n${memBars.join('\n')}\n`);
 fs.writeFileSync(path.join(dataDir, 'titles.gp'), [
-  `burst_n = '${fmtInt(burstN)}'`, `memory_n = '${fmtInt(ok.find((r) => r.workload === 'memory')?.n)}'`].join('\n') + '\n');
+  `burst_n = '${fmtInt(burstN)}'`, `burst_s = '${burstS}'`, `memory_n = '${fmtInt(ok.find((r) => r.workload === 'memory')?.n)}'`].join('\n') + '\n');
 
 // ---- peers.json (every run, without the CDF samples but for the plotted ones)
 const slim = ok.map(({ lateness_cdf_permille, describe, ...rest }) => rest);

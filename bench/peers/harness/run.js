@@ -145,6 +145,7 @@ async function main() {
   const leaseMs = a.workload === 'crash' ? 3000 : 30000;
   const opts = { leaseMs, workMicros: a.workload === 'crash' ? 50 : 0 };
   const result = { system: a.system, workload: a.workload, n: a.n, consumers: a.workload === 'burst' ? a.consumers : (a.workload === 'crash' ? 1 : 0) };
+  if (a.workload === 'burst') result.seconds = a.seconds;
   const state = await sys.start(ctx);
   const consumers = new Consumers(a.system, state.conn, opts, dir);
   let producer;
