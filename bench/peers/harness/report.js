@@ -70,15 +70,39 @@ const range = (values, fmt) => {
   return v.length > 1 ? ` <sub>${fmt(Math.min(...v))}–${fmt(Math.max(...v))}</sub>` : '';
 };
 
+const burstN = ok.find((r) => r.workload === 'burst')?.n;
+const burstS = ok.find((r) => r.workload === 'burst')?.seconds ?? 10;
 const lines = [];
 const w = (s = '') => lines.push(s);
 w('# delayq and the delay queues users would pick instead — side by side');
 w();
 w(`Measured by \`make bench-peers\` (scripts/bench-peers.sh, harness in bench/peers/harness, method in bench/README.md) on ${meta.date || 'an unknown date'}: ${meta.machine || ''}`);
-w(`Every figure is the median of ${meta.repeat || 3} runs; small print under a figure is the range over the runs.`);
+w(`Every figure is the median of ${meta.repeat || 3} runs; small print under a figure is the range over the runs.${meta.seconds ? ` The whole run took ${meta.seconds} s.` : ''}`);
 w(`Load average before the run: ${meta.load_before || '?'}; after: ${meta.load_after || '?'}. Versions: ${meta.versions || '?'}.`);
 w('Lateness = when the consumer received the job − its due time, one clock; "early" counts deliveries more than 1 ms before the due time.');
 w();
+
+// One line per system with the figures a reader compares first (README shows this table).
+function summaryTable() {
+  const b4 = medians['burst:4'] || {};
+  const b1 = medians['burst:1'] || {};
+  const mem = medians['memory:0'] || {};
+  const crash = medians['crash:1'] || {};
+  w('## Summary');
+  w();
+  w(`Burst: ${fmtInt(burstN)} jobs due over ${burstS} s. Memory: per job scheduled an hour ahead. Crash: the consumer SIGKILLed mid-batch and restarted.`);
+  w();
+  w('| system | durability | enqueue jobs/s | lateness p50 · p99 · max, 4 consumers | p99, 1 consumer | memory per job | crash: never delivered · twice |');
+  w('|---|---|--:|--:|--:|--:|--:|');
+  for (const sys of ORDER.filter((x) => b4[x] || mem[x] || crash[x])) {
+    const s4 = b4[sys];
+    w(`| ${LABELS[sys][0]} | ${LABELS[sys][1]} | ${fmtInt(s4?.enqueue_per_s)} | `
+      + `${s4 ? `${fmtMs(s4['lateness_ms.p50'])} · **${fmtMs(s4['lateness_ms.p99'])}** · ${fmtMs(s4['lateness_ms.max'])}` : '–'} | `
+      + `${fmtMs(b1[sys]?.['lateness_ms.p99'])} | ${mem[sys] ? `${fmtInt(mem[sys].bytes_per_job)} B` : '–'} | `
+      + `${crash[sys] ? `${fmtInt(crash[sys].lost)} · ${fmtInt(crash[sys].duplicates)}` : '–'} |`);
+  }
+  w();
+}
 
 function deliveryTable(key, title) {
   const m = medians[key];
@@ -95,8 +119,7 @@ function deliveryTable(key, title) {
   w();
 }
 
-const burstN = ok.find((r) => r.workload === 'burst')?.n;
-const burstS = ok.find((r) => r.workload === 'burst')?.seconds ?? 10;
+summaryTable();
 deliveryTable('burst:4', `Burst: ${fmtInt(burstN)} jobs due uniformly over ${burstS} s, 4 consumers`);
 deliveryTable('burst:1', `Burst: ${fmtInt(burstN)} jobs due uniformly over ${burstS} s, 1 consumer`);
 
