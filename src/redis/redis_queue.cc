@@ -199,6 +199,23 @@ Result<RedisQueue::QueueInfo*> RedisQueue::Info(std::string_view queue_view, boo
     auto reg = client_->Call(kRegistry, {"SADD", kRegistry, queue});
     if (!reg.ok()) return reg.status();
   }
+  // A SetConfig on another thread between our HGETALL and our store would be undone by what we
+  // read (the scheduler reads configs too): read again when a write happened meanwhile.
+  for (int attempt = 0;; ++attempt) {
+    uint64_t writes_before;
+    {
+      std::lock_guard lock(mu_);
+      writes_before = config_writes_;
+    }
+    auto info = ReadConfig(queue, home, create, attempt < 3 ? std::optional(writes_before) : std::nullopt);
+    if (!info.ok() || *info != nullptr) return info;
+  }
+}
+
+// Reads the queue's config hash and caches it. With `writes_before`, a config write since then
+// makes it cache nothing and answer nullptr (the caller reads again). Takes mu_ itself.
+Result<RedisQueue::QueueInfo*> RedisQueue::ReadConfig(const std::string& queue, const std::string& home, bool create,
+                                                      std::optional<uint64_t> writes_before) {
   auto all = client_->Call(home, {"HGETALL", home});
   if (!all.ok()) return all.status();
   if (all->is_error()) return ScriptError(*all);
@@ -222,7 +239,9 @@ Result<RedisQueue::QueueInfo*> RedisQueue::Info(std::string_view queue_view, boo
     else if (k == "dead_retention_ms") c.dead_retention_ms = std::atoll(v.c_str());
     else if (k == "max_delay_ms") c.max_delay_ms = std::atoll(v.c_str());
   }
+  if (options_.after_config_read_for_test) options_.after_config_read_for_test(queue);
   std::lock_guard lock(mu_);
+  if (writes_before && config_writes_ != *writes_before) return nullptr;
   QueueInfo& info = queues_[queue];
   if (info.name.empty()) {
     info.name = queue;
@@ -249,6 +268,7 @@ Status RedisQueue::WriteConfig(const std::string& queue, const QueueConfig& c, i
   if (r->is_error()) return ScriptError(*r);
   (void)shards;
   std::lock_guard lock(mu_);
+  ++config_writes_;
   auto it = queues_.find(queue);
   if (it != queues_.end()) {
     it->second.config = c;

@@ -14,9 +14,11 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -35,6 +37,8 @@ struct RedisQueueOptions {
   int64_t safety_interval_ms = 1000;  // the longest a lost wake message can delay a job
   QueueConfig default_queue_config;
   std::string consumer;               // consumer name in the stream groups; default host:pid
+  // Tests only: runs after a queue's config was read from Redis and before it is cached.
+  std::function<void(const std::string& queue)> after_config_read_for_test;
 };
 
 class RedisQueue final : public Queue {
@@ -98,6 +102,8 @@ class RedisQueue final : public Queue {
   std::vector<std::string> Keys(const std::string& queue, int shard) const;
   // The queue's info, loading shards and config from Redis when new or stale.
   Result<QueueInfo*> Info(std::string_view queue, bool create);
+  Result<QueueInfo*> ReadConfig(const std::string& queue, const std::string& home, bool create,
+                                std::optional<uint64_t> writes_before);
   Result<Value> Run(const Script& script, const std::string& queue, int shard,
                     const std::vector<std::string>& args);
   int ShardOf(const QueueInfo& q, const Ulid& id) const { return id.bytes[15] % q.shards; }
@@ -118,6 +124,9 @@ class RedisQueue final : public Queue {
   std::condition_variable cv_;
   bool closed_ = false;
   bool poked_ = false;
+  // Bumped by every WriteConfig: a config read that started before a write must not overwrite
+  // the cache with what it read (Info re-reads instead).
+  uint64_t config_writes_ = 0;
   std::map<std::string, QueueInfo, std::less<>> queues_;
   std::set<std::string> ready_notices_;  // queues whose waiters should try again
   std::unordered_map<uint64_t, Waiter> waiters_;

@@ -137,6 +137,40 @@ TEST(RedisStore, KillNineOfAServerHoldingJobsRedeliversAfterTheLease) {
   EXPECT_EQ(again.size(), 20u);
 }
 
+// A config read (the scheduler reads every known queue's) that a SetConfig overtook must not
+// cache what it read: the reserve then used the old lease (seen once in the conformance suite
+// on a loaded fresh machine). The hook makes the SetConfig land inside the read.
+TEST(RedisStore, ConfigWrittenDuringAConfigReadIsNotUndoneByIt) {
+  const std::string queue = "config-race";
+  QueueConfig old_config, new_config;
+  old_config.lease_ms = 3000;
+  new_config.lease_ms = 2000;
+  new_config.max_attempts = 3;
+  {
+    redis::RedisQueueOptions o;
+    o.url = SharedRedis().url();
+    auto writer = redis::RedisQueue::Open(o);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->SetConfig(queue, old_config).ok());
+  }
+  redis::RedisQueue* store = nullptr;
+  std::atomic<bool> fired{false};
+  const auto test_thread = std::this_thread::get_id();
+  redis::RedisQueueOptions o;
+  o.url = SharedRedis().url();
+  o.after_config_read_for_test = [&](const std::string& q) {
+    if (q != queue || std::this_thread::get_id() != test_thread || fired.exchange(true)) return;
+    ASSERT_TRUE(store->SetConfig(queue, new_config).ok());
+  };
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok());
+  store = q->get();
+  auto got = store->GetConfig(queue);  // reads old_config; the hook writes new_config meanwhile
+  ASSERT_TRUE(fired);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(store->GetConfig(queue).value(), new_config);
+}
+
 TEST(RedisStore, RedisRestartWithAofKeepsAcknowledgedEnqueues) {
   TempDir dir;
   RedisServer redis({"--appendonly", "yes", "--appendfsync", "always"}, dir.path());
