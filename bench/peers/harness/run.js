@@ -83,7 +83,7 @@ class Consumers {
   recorded() { return this.procs.reduce((sum, c) => sum + c.recorded, 0); }
   alive() { return this.procs.some((c) => c.exitCode === null && c.signalCode === null); }
 
-  // Distinct jobs recorded so far and every record, read from the consumers' files.
+  // Every record so far, [id, receivedMs], read from the consumers' files.
   records() { return this.files.flatMap(readRecords); }
 
   async kill(child) {
@@ -180,7 +180,7 @@ async function main() {
       // With DELAYQ_PEERS_KEEP the run's directory stays, due times included, for a closer look.
       if (process.env.DELAYQ_PEERS_KEEP) fs.writeFileSync(path.join(dir, 'dues.txt'), `${t0}\n${dues.join('\n')}\n`);
       const lastDue = dues[dues.length - 1];
-      let distinct = () => new Set(consumers.records().map(([id]) => id)).size;
+      const distinct = () => new Set(consumers.records().map(([id]) => id)).size;
       if (a.workload === 'burst') {
         await waitFor(() => consumers.recorded() >= a.n || !consumers.alive(), lastDue + 20000);
         await sleep(500);  // let a stray redelivery show up as a duplicate
@@ -200,7 +200,6 @@ async function main() {
       Object.assign(result, deliveryStats(dues, consumers.records(), t0));
       if (sys.serverLateness) result.server_lateness_ms = await sys.serverLateness(state);
       result.peak_server_bytes = sys.peakServerBytes(state);
-      distinct = null;
     }
   } finally {
     await consumers.killAll();
