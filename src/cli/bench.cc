@@ -201,7 +201,9 @@ Status Burst(const Global& g, const BenchArgs& a, const std::string& queue) {
                 static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers,
                 a.batch, a.consumers);
     std::printf("  enqueue     %.0f jobs/s%s\n", enqueued.load() / enqueue_seconds,
-                enqueue_late ? "  (finished after the window began: raise --jobs' margin)" : "");
+                enqueue_late ? "  (finished after the window began: jobs came due while others were still being "
+                               "enqueued; --lead sets how long enqueueing runs before the window)"
+                             : "");
     std::printf("  delivery    %.0f jobs/s\n", unique / delivery_seconds);
     std::printf("  lateness    p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
                 ms(0.5), ms(0.9), ms(0.99), ms(0.999), hist.max_us() / 1000.0);

@@ -102,6 +102,8 @@ class RedisQueue final : public Queue {
   std::vector<std::string> Keys(const std::string& queue, int shard) const;
   // The queue's info, loading shards and config from Redis when new or stale.
   Result<QueueInfo*> Info(std::string_view queue, bool create);
+  // One read of the config hash, cached unless a config write happened since `writes_before`
+  // (then nullptr: Info reads again, and on its last try caches without the check).
   Result<QueueInfo*> ReadConfig(const std::string& queue, const std::string& home, bool create,
                                 std::optional<uint64_t> writes_before);
   Result<Value> Run(const Script& script, const std::string& queue, int shard,

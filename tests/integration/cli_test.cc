@@ -49,6 +49,28 @@ TEST_F(CliTest, EnqueueGetCancelWithExitCodes) {
   EXPECT_NE(stats.out.find("orders"), std::string::npos);
 }
 
+// `bench --lead` moves the window's start: 0ms makes jobs come due while others are still being
+// enqueued (what `make bench-peers` measures); a lead longer than the enqueue does not.
+TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
+  const std::vector<std::string> burst = {"--json", "bench", "--no-progress", "--jobs", "2000", "--window", "300ms",
+                                          "--grace", "2s", "--consumers", "2", "--producers", "2"};
+  auto with = [&](const std::string& lead) {
+    std::vector<std::string> args = burst;
+    args.insert(args.end(), {"--lead", lead, "--queue", "lead-" + lead});
+    return Cli(args);
+  };
+  RunResult now = with("0ms");
+  ASSERT_EQ(now.exit_code, 0) << now.err;
+  EXPECT_NE(now.out.find(R"("enqueue_finished_before_window":false)"), std::string::npos) << now.out;
+  EXPECT_NE(now.out.find(R"("delivered":2000,"lost":0)"), std::string::npos) << now.out;
+  RunResult ahead = with("5s");
+  ASSERT_EQ(ahead.exit_code, 0) << ahead.err;
+  EXPECT_NE(ahead.out.find(R"("enqueue_finished_before_window":true)"), std::string::npos) << ahead.out;
+  RunResult bad = with("0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.err.find("units ms, s, m, h, d"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliTest, WorkAcksOnExitZeroAndNacksOtherwise) {
   TempDir dir;
   const std::string script = dir.Sub("handler.sh"), log = dir.Sub("handled.log");

@@ -4,7 +4,7 @@
 // stalledInterval = the run's lease (BullMQ's defaults, 30 s, in the burst).
 'use strict';
 
-const servers = require('../servers');
+const { redisServer } = require('./redis_server');
 
 const QUEUE = 'bench';
 
@@ -12,18 +12,7 @@ function variant() {
   return {
     describe: 'BullMQ (npm bullmq) Queue.addBulk + Worker(concurrency 100), on redis-server without persistence',
 
-    async start(ctx) {
-      const IORedis = require('ioredis');
-      const procs = [await servers.startRedis(ctx.ports.redis, ctx.dir)];
-      return { procs, conn: { redisPort: ctx.ports.redis }, redis: new IORedis({ host: '127.0.0.1', port: ctx.ports.redis }) };
-    },
-    async stop(state) {
-      state.redis.disconnect();
-      for (const p of state.procs) await servers.stopProcess(p);
-    },
-    memoryBytes: (state) => servers.redisUsedMemory(state.redis),
-    diskBytes: () => null,
-    peakServerBytes: (state) => servers.peakRssBytes(state.procs[0].pid),
+    ...redisServer,
 
     async producer(conn) {
       const { Queue } = require('bullmq');

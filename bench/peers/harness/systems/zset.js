@@ -10,7 +10,7 @@
 
 const { fork } = require('child_process');
 const path = require('path');
-const servers = require('../servers');
+const { redisServer } = require('./redis_server');
 const { sleep } = require('../lib');
 
 const DUE = 'zq:due';
@@ -51,24 +51,19 @@ function variant({ mode }) {
       ? 'Redis sorted set + Lua pop (LIMIT 100), polled every 0.5 s when empty, via ioredis'
       : 'Redis sorted set, Lua mover every 500 ms into a Stream + consumer group (COUNT 100), via ioredis',
 
+    ...redisServer,
     async start(ctx) {
-      const procs = [await servers.startRedis(ctx.ports.redis, ctx.dir)];
-      const redis = redisClient(ctx.ports.redis);
-      const state = { procs, conn: { redisPort: ctx.ports.redis }, redis };
+      const state = await redisServer.start(ctx);
       if (mode === 'stream') {
-        await redis.xgroup('CREATE', READY, GROUP, '$', 'MKSTREAM');
+        await state.redis.xgroup('CREATE', READY, GROUP, '$', 'MKSTREAM');
         state.mover = fork(__filename, ['mover', String(ctx.ports.redis)], { stdio: 'inherit' });
       }
       return state;
     },
     async stop(state) {
       if (state.mover) state.mover.kill('SIGKILL');
-      state.redis.disconnect();
-      for (const p of state.procs) await servers.stopProcess(p);
+      await redisServer.stop(state);
     },
-    memoryBytes: (state) => servers.redisUsedMemory(state.redis),
-    diskBytes: () => null,
-    peakServerBytes: (state) => servers.peakRssBytes(state.procs[0].pid),
 
     async producer(conn) {
       const r = redisClient(conn.redisPort);
