@@ -243,7 +243,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(std::chrono::seconds(30));
     bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       self->busy_ = false;
-      if (ec || !res->keep_alive()) return self->Close();
+      // Stopping: CloseIfIdle may have passed this connection over while the write was still
+      // finishing (the client can hold the answer before this runs), so close it here.
+      if (ec || !res->keep_alive() || self->server_.stopping()) return self->Close();
       self->Read();
     });
   }
