@@ -4,8 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -41,5 +45,19 @@ struct Receipt {
     return Receipt{*id, delivery};
   }
 };
+
+// For each receipt of a batch, the index of the first receipt naming the same delivery (its own
+// index when it is the first, or when it does not parse). Ids are case-insensitive, so two
+// spellings can name one delivery. Every store acks such a delivery once, and every copy
+// answers what the first did; the HTTP API counts it once.
+inline std::vector<size_t> FirstOccurrences(std::span<const std::string> receipts) {
+  std::vector<size_t> first(receipts.size());
+  std::map<std::pair<Ulid, uint64_t>, size_t> seen;
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    auto r = Receipt::Parse(receipts[i]);
+    first[i] = r.ok() ? seen.try_emplace({r->id, r->delivery}, i).first->second : i;
+  }
+  return first;
+}
 
 }  // namespace delayq

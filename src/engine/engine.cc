@@ -37,8 +37,8 @@ Status EngineImpl::Start() {
 }
 
 void EngineImpl::Close() {
-  Deferred deferred;
   {
+    Deferred deferred;  // runs after the lock is released
     std::lock_guard lock(mu_);
     if (closed_) return;
     closed_ = true;
@@ -47,9 +47,9 @@ void EngineImpl::Close() {
     }
     waiters_.clear();
     waiter_deadlines_.clear();
+    for (auto& [name, q] : queues_) q->waiters.clear();
     cv_.notify_all();
   }
-  deferred.Run();
   if (scheduler_.joinable()) scheduler_.join();
   clock_->RemoveListener(clock_listener_);
   commit_.StopInterval();
@@ -68,10 +68,33 @@ Status EngineImpl::CheckOpenLocked() const {
   return Status::Ok();
 }
 
-Status EngineImpl::CatchUpLocked(int64_t now_us, Deferred& deferred) {
-  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
-  TickLocked(now_us, deferred);
+EngineImpl::Op::Op(EngineImpl& engine, Kind kind)
+    : engine_(engine),
+      in_flight_(kind == kWrites && engine.options_.durability == Durability::kSync
+                     ? &engine.commit_
+                     : nullptr),
+      lock_(engine.mu_),
+      now_(engine.NowLocked()),
+      status_(engine.CheckOpenLocked()) {
+  if (status_.ok()) engine_.TickLocked(now_, deferred_);
+}
+
+Status EngineImpl::Op::Write(WriteBatch& batch) {
+  uint64_t seq = 0;
+  DELAYQ_RETURN_IF_ERROR(engine_.WriteLocked(batch, &seq));
+  seq_ = std::max(seq_, seq);
   return Status::Ok();
+}
+
+void EngineImpl::Op::Unlock() {
+  if (lock_.owns_lock()) lock_.unlock();
+  in_flight_.Done();
+  deferred_.Run();
+}
+
+Status EngineImpl::Op::Finish() {
+  Unlock();
+  return engine_.WaitDurable(seq_);
 }
 
 QueueState* EngineImpl::FindQueueLocked(std::string_view name) {
@@ -131,14 +154,10 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
   };
   std::vector<EnqueueResult> results(requests.size());
   std::vector<Placement> placements;
-  Deferred deferred;
-  uint64_t seq = 0;
-  auto in_flight = InFlight();
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  const int64_t now_ms = op.now().wall_ms();
   {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    const int64_t now_ms = now_us / 1000;
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
     QueueState* q = FindQueueLocked(queue);
     const QueueConfig& config = q ? ConfigOf(q) : options_.default_queue_config;
 
@@ -224,7 +243,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
       results[i] = {id.ToString(), dues[i], false, false};
     }
 
-    if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (!q) q = GetOrCreateQueueLocked(queue);
     for (const Placement& p : placements) {
       if (p.replaced) {
@@ -233,13 +252,11 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
         ++q->live;
         ++q->counters.enqueued;
       }
-      PlaceLocked(q, p.key, p.attempt, 0, false, now_us);
+      PlaceLocked(q, p.key, p.attempt, 0, false, op.now().wall_us);
     }
-    ServeWaitersLocked(q, now_us, deferred);
+    ServeWaitersLocked(q, op.now(), op.deferred());
   }
-  in_flight.Done();
-  deferred.Run();
-  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return results;
 }
 
@@ -280,9 +297,7 @@ Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id,
   return Status::Ok();
 }
 
-Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record,
-                                      int64_t now_us) {
-  (void)now_us;
+Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record) {
   Job job;
   job.id = id.ToString();
   job.queue = record.queue;
@@ -324,32 +339,21 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
 
 Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Deferred deferred;
-  Result<Job> result = Status::Internal("unset");
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
-    QueueState* q = FindQueueLocked(queue);
-    if (!q) return UnknownQueue(queue);
-    Ulid id;
-    JobRecord record;
-    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
-    result = JobViewLocked(q, id, record, now_us);
-  }
-  deferred.Run();
-  return result;
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  Ulid id;
+  JobRecord record;
+  DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+  return JobViewLocked(q, id, record);
 }
 
 Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Deferred deferred;
-  uint64_t seq = 0;
-  auto in_flight = InFlight();
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
     Ulid id;
@@ -370,7 +374,7 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
       batch->Delete(Cf::kDue, DueIndexKey(queue, key));
       if (record.key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, record.key));
     }
-    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (record.dead) {
       --q->dead;
     } else {
@@ -378,20 +382,15 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
       --q->live;
     }
   }
-  in_flight.Done();
-  deferred.Run();
-  return WaitDurable(seq);
+  return op.Finish();
 }
 
 Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, const When& when) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Deferred deferred;
-  uint64_t seq = 0;
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   Result<Job> result = Status::Internal("unset");
   {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
     Ulid id;
@@ -406,7 +405,7 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
       return Status::Conflict(fmt::format(
           "job {} is dead; replay it (dead/replay) to make it ready again", id.ToString()));
     }
-    auto due = ResolveDue(when, now_us / 1000, ConfigOf(q));
+    auto due = ResolveDue(when, op.now().wall_ms(), ConfigOf(q));
     if (!due.ok()) return due.status();
     DueKey old_key{record.due_at_ms, id};
     DueKey key{*due, id};
@@ -420,19 +419,18 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
     batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
     batch->Put(Cf::kDue, DueIndexKey(queue, key),
                EncodeDueRecord({key.due_ms, due_rec.attempt, 0, 0}));
-    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     UnplaceLocked(q, old_key);
-    PlaceLocked(q, key, due_rec.attempt, 0, false, now_us);
-    ServeWaitersLocked(q, now_us, deferred);
-    result = JobViewLocked(q, id, record, now_us);
+    PlaceLocked(q, key, due_rec.attempt, 0, false, op.now().wall_us);
+    ServeWaitersLocked(q, op.now(), op.deferred());
+    result = JobViewLocked(q, id, record);
   }
-  deferred.Run();
-  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 
-QueueStats EngineImpl::StatsLocked(QueueState* q, int64_t now_us) {
-  const int64_t now_ms = now_us / 1000;
+QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
+  const int64_t now_ms = now.wall_ms();
   QueueStats s;
   s.name = q->name;
   s.ready = static_cast<int64_t>(q->ready.size());
@@ -467,31 +465,19 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, int64_t now_us) {
 
 Result<QueueStats> EngineImpl::Stats(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Deferred deferred;
-  QueueStats stats;
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
-    QueueState* q = FindQueueLocked(queue);
-    if (!q) return UnknownQueue(queue);
-    stats = StatsLocked(q, now_us);
-  }
-  deferred.Run();
-  return stats;
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  return StatsLocked(q, op.now());
 }
 
 Result<std::vector<QueueStats>> EngineImpl::ListQueues() {
-  Deferred deferred;
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   std::vector<QueueStats> out;
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
-    out.reserve(queues_.size());
-    for (auto& [name, q] : queues_) out.push_back(StatsLocked(q.get(), now_us));
-  }
-  deferred.Run();
+  out.reserve(queues_.size());
+  for (auto& [name, q] : queues_) out.push_back(StatsLocked(q.get(), op.now()));
   return out;
 }
 
@@ -507,11 +493,11 @@ Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t b
     return Status::InvalidArgument(
         fmt::format("the histogram has {} buckets; it may have 1 to 10000", buckets));
   }
-  std::lock_guard lock(mu_);
-  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
   if (!q) return UnknownQueue(queue);
-  const int64_t now_ms = clock_->NowMs();
+  const int64_t now_ms = op.now().wall_ms();
   ScheduleHistogram h;
   h.start_ms = now_ms / 60'000 * 60'000;
   h.bucket_ms = bucket_ms;
@@ -529,16 +515,16 @@ Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t b
 
 Result<QueueConfig> EngineImpl::GetConfig(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  std::lock_guard lock(mu_);
-  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
   return q ? ConfigOf(q) : options_.default_queue_config;
 }
 
-Status EngineImpl::PersistMetaLocked(QueueState* q, const QueueMeta& meta, uint64_t* seq) {
+Status EngineImpl::PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta) {
   auto batch = storage_->NewBatch();
   batch->Put(Cf::kMeta, MetaQueueKey(q->name), EncodeQueueMeta(meta));
-  DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, seq));
+  DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
   q->meta = meta;
   return Status::Ok();
 }
@@ -546,49 +532,37 @@ Status EngineImpl::PersistMetaLocked(QueueState* q, const QueueMeta& meta, uint6
 Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateConfig(config));
-  uint64_t seq;
-  {
-    std::lock_guard lock(mu_);
-    DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
-    QueueState* q = GetOrCreateQueueLocked(queue);
-    QueueMeta meta = q->meta;
-    meta.config = config;
-    meta.has_config = true;
-    DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(q, meta, &seq));
-  }
-  return WaitDurable(seq);
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = GetOrCreateQueueLocked(queue);
+  QueueMeta meta = q->meta;
+  meta.config = config;
+  meta.has_config = true;
+  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
+  return op.Finish();
 }
 
 Status EngineImpl::Pause(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  uint64_t seq;
-  {
-    std::lock_guard lock(mu_);
-    DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
-    QueueState* q = GetOrCreateQueueLocked(queue);
-    QueueMeta meta = q->meta;
-    meta.paused = true;
-    DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(q, meta, &seq));
-  }
-  return WaitDurable(seq);
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = GetOrCreateQueueLocked(queue);
+  QueueMeta meta = q->meta;
+  meta.paused = true;
+  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
+  return op.Finish();
 }
 
 Status EngineImpl::Resume(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Deferred deferred;
-  uint64_t seq;
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
-    QueueState* q = GetOrCreateQueueLocked(queue);
-    QueueMeta meta = q->meta;
-    meta.paused = false;
-    DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(q, meta, &seq));
-    ServeWaitersLocked(q, now_us, deferred);
-  }
-  deferred.Run();
-  return WaitDurable(seq);
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = GetOrCreateQueueLocked(queue);
+  QueueMeta meta = q->meta;
+  meta.paused = false;
+  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
+  ServeWaitersLocked(q, op.now(), op.deferred());
+  return op.Finish();
 }
 
 Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options,

@@ -24,11 +24,11 @@ std::string Truncated(std::string_view text) {
 }  // namespace
 
 Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max,
-                                                        int64_t lease_ms, int64_t now_us) {
+                                                        int64_t lease_ms, const Instant& now) {
   std::vector<Delivery> out;
   if (q->meta.paused || q->ready.empty()) return out;
-  const int64_t now_ms = now_us / 1000;
-  const int64_t deadline = now_ms + lease_ms;
+  const int64_t deadline = now.wall_ms() + lease_ms;
+  const int64_t deadline_mono_us = now.mono_us + lease_ms * 1000;
   struct Pick {
     std::map<DueKey, ReadyInfo>::iterator it;
     uint64_t delivery;
@@ -91,9 +91,9 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     q->ready.erase(p.it);
     --ready_entries_;
     AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline,
-                                 out[i].key, p.key_indexed});
+                                 deadline_mono_us, out[i].key, p.key_indexed});
     ++q->counters.delivered;
-    if (!info.redelivery) q->lateness.Record(now_us - key.due_ms * 1000);
+    if (!info.redelivery) q->lateness.Record(now.wall_us - key.due_ms * 1000);
   }
   for (const DueKey& key : broken) {
     q->ready.erase(key);
@@ -115,17 +115,10 @@ Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
   }
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateReserve(request));
-  Deferred deferred;
-  Result<std::vector<Delivery>> result = std::vector<Delivery>{};
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
-    QueueState* q = GetOrCreateQueueLocked(queue);
-    result = ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), now_us);
-  }
-  deferred.Run();
-  return result;
+  Op op(*this, Op::kReads);  // a reserve is not waited on for durability: losing it redelivers
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = GetOrCreateQueueLocked(queue);
+  return ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
 }
 
 uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& request,
@@ -136,33 +129,26 @@ uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& 
     done(valid);
     return 0;
   }
-  Deferred deferred;
-  uint64_t handle = 0;
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    Status open = CatchUpLocked(now_us, deferred);
-    if (!open.ok()) {
-      deferred.Add([done = std::move(done), open] { done(open); });
-    } else {
-      QueueState* q = GetOrCreateQueueLocked(queue);
-      auto result =
-          ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), now_us);
-      if (!result.ok() || !result->empty() || request.wait_ms == 0) {
-        deferred.Add([done = std::move(done), result = std::move(result)]() mutable {
-          done(std::move(result));
-        });
-      } else {
-        handle = next_waiter_++;
-        const int64_t deadline_us = now_us + request.wait_ms * 1000;
-        waiters_.emplace(handle, Waiter{handle, q, request, deadline_us, std::move(done)});
-        waiter_deadlines_.emplace(deadline_us, handle);
-        q->waiters.push_back(handle);
-        PokeLocked(deadline_us);
-      }
-    }
+  Op op(*this, Op::kReads);
+  if (!op.status().ok()) {
+    op.deferred().Add([done = std::move(done), open = op.status()] { done(open); });
+    return 0;
   }
-  deferred.Run();
+  QueueState* q = GetOrCreateQueueLocked(queue);
+  auto result =
+      ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
+  if (!result.ok() || !result->empty() || request.wait_ms == 0) {
+    op.deferred().Add([done = std::move(done), result = std::move(result)]() mutable {
+      done(std::move(result));
+    });
+    return 0;
+  }
+  const uint64_t handle = next_waiter_++;
+  const int64_t deadline_mono_us = op.now().mono_us + request.wait_ms * 1000;
+  waiters_.emplace(handle, Waiter{handle, q, request, deadline_mono_us, std::move(done)});
+  waiter_deadlines_.emplace(deadline_mono_us, handle);
+  q->waiters.push_back(handle);
+  PokeMonoLocked(deadline_mono_us);
   return handle;
 }
 
@@ -173,7 +159,7 @@ void EngineImpl::CancelReserve(uint64_t handle) {
     auto it = waiters_.find(handle);
     if (it == waiters_.end()) return;
     done = std::move(it->second.done);
-    waiter_deadlines_.erase({it->second.deadline_us, handle});
+    waiter_deadlines_.erase({it->second.deadline_mono_us, handle});
     waiters_.erase(it);
   }
   done(std::vector<Delivery>{});
@@ -239,82 +225,71 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
     std::fill(out.begin(), out.end(), valid);
     return out;
   }
-  Deferred deferred;
-  uint64_t seq = 0;
-  auto in_flight = InFlight();
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    Status open = CatchUpLocked(now_us, deferred);
-    QueueState* q = open.ok() ? FindQueueLocked(queue) : nullptr;
-    if (open.ok() && !q) open = UnknownQueue(queue);
-    if (!open.ok()) {
-      std::fill(out.begin(), out.end(), open);
-    } else {
-      std::vector<Target> targets(receipts.size());
-      std::unordered_set<Ulid, UlidHash> seen;
-      auto batch = storage_->NewBatch();
-      for (size_t i = 0; i < receipts.size(); ++i) {
-        auto parsed = Receipt::Parse(receipts[i]);
-        if (!parsed.ok()) {
-          out[i] = parsed.status();
-          continue;
-        }
-        if (!seen.insert(parsed->id).second) {
-          out[i] = Status::NotFound(fmt::format(
-              "job {} was already acked earlier in this batch", parsed->id.ToString()));
-          continue;
-        }
-        JobRecord record;
-        bool have_record;
-        out[i] = LocateReceiptLocked(q, *parsed, &targets[i], &record, &have_record);
-        if (!out[i].ok()) continue;
-        const Target& t = targets[i];
-        std::string key;
-        bool key_indexed;
-        if (t.leased) {
-          const Lease& lease = leases_.at(t.id);
-          key = lease.idem_key;
-          key_indexed = lease.key_indexed;
-        } else {
-          key = record.key;
-          key_indexed = record.key_indexed;
-        }
-        batch->Delete(Cf::kJobs, t.id.Raw());
-        batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
-        if (key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, key));
-      }
-      if (batch->Count() > 0) {
-        Status s = WriteLocked(*batch, &seq);
-        if (!s.ok()) {
-          for (auto& st : out) {
-            if (st.ok()) st = s;
-          }
-        } else {
-          for (size_t i = 0; i < receipts.size(); ++i) {
-            if (!out[i].ok()) continue;
-            const Target& t = targets[i];
-            if (t.leased) {
-              RemoveLeaseLocked(t.id);
-            } else {
-              q->ready.erase(t.key);
-              --ready_entries_;
-            }
-            --q->live;
-            ++q->counters.acked;
-          }
-        }
-      }
-    }
+  // A receipt given twice is acked once, and every copy answers what the first did.
+  const std::vector<size_t> first = FirstOccurrences(receipts);
+  std::vector<Result<Receipt>> parsed;
+  parsed.reserve(receipts.size());
+  for (const auto& r : receipts) parsed.push_back(Receipt::Parse(r));
+  Op op(*this, Op::kWrites);
+  QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
+  if (!op.status().ok() || !q) {
+    std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
+    return out;
   }
-  in_flight.Done();
-  deferred.Run();
-  if (seq != 0) {
-    Status s = WaitDurable(seq);
+  std::vector<Target> targets(receipts.size());
+  auto batch = storage_->NewBatch();
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) continue;
+    if (!parsed[i].ok()) {
+      out[i] = parsed[i].status();
+      continue;
+    }
+    JobRecord record;
+    bool have_record;
+    out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
+    if (!out[i].ok()) continue;
+    const Target& t = targets[i];
+    std::string key;
+    bool key_indexed;
+    if (t.leased) {
+      const Lease& lease = leases_.at(t.id);
+      key = lease.idem_key;
+      key_indexed = lease.key_indexed;
+    } else {
+      key = record.key;
+      key_indexed = record.key_indexed;
+    }
+    batch->Delete(Cf::kJobs, t.id.Raw());
+    batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
+    if (key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, key));
+  }
+  if (batch->Count() > 0) {
+    Status s = op.Write(*batch);
     if (!s.ok()) {
       for (auto& st : out) {
         if (st.ok()) st = s;
       }
+    } else {
+      for (size_t i = 0; i < receipts.size(); ++i) {
+        if (first[i] != i || !out[i].ok()) continue;
+        const Target& t = targets[i];
+        if (t.leased) {
+          RemoveLeaseLocked(t.id);
+        } else {
+          q->ready.erase(t.key);
+          --ready_entries_;
+        }
+        --q->live;
+        ++q->counters.acked;
+      }
+    }
+  }
+  Status durable = op.Finish();
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) {
+      out[i] = out[first[i]];
+    } else if (out[i].ok() && !durable.ok()) {
+      out[i] = durable;
     }
   }
   return out;
@@ -336,15 +311,11 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   auto receipt = Receipt::Parse(request.receipt);
   if (!receipt.ok()) return receipt.status();
-  Deferred deferred;
-  uint64_t seq = 0;
   NackResult result;
-  auto in_flight = InFlight();
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  const int64_t now_ms = op.now().wall_ms();
   {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    const int64_t now_ms = now_us / 1000;
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
     const QueueConfig& config = ConfigOf(q);
@@ -383,7 +354,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
                  EncodeDueRecord({new_key.due_ms, t.attempt, 0, 0}));
       result = {JobState::kScheduled, new_key.due_ms};
     }
-    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
       RemoveLeaseLocked(t.id);
     } else {
@@ -396,13 +367,11 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       ++q->dead;
       ++q->counters.dead;
     } else {
-      PlaceLocked(q, new_key, t.attempt, 0, false, now_us);
-      ServeWaitersLocked(q, now_us, deferred);
+      PlaceLocked(q, new_key, t.attempt, 0, false, op.now().wall_us);
+      ServeWaitersLocked(q, op.now(), op.deferred());
     }
   }
-  in_flight.Done();
-  deferred.Run();
-  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 
@@ -412,47 +381,46 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
   if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
   auto receipt = Receipt::Parse(receipt_text);
   if (!receipt.ok()) return receipt.status();
-  Deferred deferred;
-  uint64_t seq = 0;
   TouchResult result;
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   {
-    std::lock_guard lock(mu_);
-    const int64_t now_us = clock_->NowUs();
-    DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
     Target t;
     JobRecord record;
     bool have_record;
     DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
-    const int64_t deadline = now_us / 1000 + lease_ms.value_or(ConfigOf(q).lease_ms);
+    const int64_t lease = lease_ms.value_or(ConfigOf(q).lease_ms);
+    const int64_t deadline = op.now().wall_ms() + lease;
+    const int64_t deadline_mono_us = op.now().mono_us + lease * 1000;
     auto batch = storage_->NewBatch();
     batch->Put(Cf::kDue, DueIndexKey(queue, t.key),
                EncodeDueRecord({t.key.due_ms, t.attempt, t.delivery, deadline}));
-    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
-      Lease lease = leases_.at(t.id);
+      Lease lease_now = leases_.at(t.id);
       RemoveLeaseLocked(t.id);
-      lease.deadline_ms = deadline;
-      AddLeaseLocked(t.id, std::move(lease));
+      lease_now.deadline_ms = deadline;
+      lease_now.deadline_mono_us = deadline_mono_us;
+      AddLeaseLocked(t.id, std::move(lease_now));
     } else {  // the lease had run out, but no one else has the job: take it back
       q->ready.erase(t.key);
       --ready_entries_;
       AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline,
-                                 record.key, record.key_indexed});
+                                 deadline_mono_us, record.key, record.key_indexed});
     }
     result.lease_deadline_ms = deadline;
   }
-  deferred.Run();
-  DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 
 Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t limit) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateDeadListLimit(limit));
-  std::lock_guard lock(mu_);
-  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
   if (!q) return UnknownQueue(queue);
   std::vector<Job> out;
@@ -468,7 +436,7 @@ Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t li
     JobRecord record;
     DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), &raw));
     DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-    auto job = JobViewLocked(q, id, record, 0);
+    auto job = JobViewLocked(q, id, record);
     if (!job.ok()) return job.status();
     out.push_back(std::move(*job));
   }
@@ -479,6 +447,7 @@ Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t li
 Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const std::string> ids) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   std::vector<Ulid> wanted;
+  std::unordered_set<Ulid, UlidHash> listed;  // an id given twice is replayed (and counted) once
   for (size_t i = 0; i < ids.size(); ++i) {
     auto id = Ulid::Parse(ids[i]);
     if (!id) {
@@ -486,20 +455,17 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
           "ids[{}] \"{}\" is not a job id; job ids are 26 characters of Crockford base32", i,
           ids[i].substr(0, 64)));
     }
-    wanted.push_back(*id);
+    if (listed.insert(*id).second) wanted.push_back(*id);
   }
   int64_t replayed = 0;
   int64_t budget = -1;  // "all": at most the dead jobs there were when the replay began
   size_t next = 0;
   while (true) {
-    Deferred deferred;
-    uint64_t seq = 0;
     bool more = false;
+    Op op(*this, Op::kWrites);
+    DELAYQ_RETURN_IF_ERROR(op.status());
+    const int64_t now_ms = op.now().wall_ms();
     {
-      std::lock_guard lock(mu_);
-      const int64_t now_us = clock_->NowUs();
-      const int64_t now_ms = now_us / 1000;
-      DELAYQ_RETURN_IF_ERROR(CatchUpLocked(now_us, deferred));
       QueueState* q = FindQueueLocked(queue);
       if (!q) return UnknownQueue(queue);
       if (budget < 0) budget = q->dead;
@@ -556,17 +522,16 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
         batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
         batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, 0, 0}));
       }
-      if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+      if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
       for (auto& [id, record] : chunk) {
         --q->dead;
         ++q->live;
-        PlaceLocked(q, {now_ms, id}, 0, 0, false, now_us);
+        PlaceLocked(q, {now_ms, id}, 0, 0, false, op.now().wall_us);
       }
       replayed += static_cast<int64_t>(chunk.size());
-      ServeWaitersLocked(q, now_us, deferred);
+      ServeWaitersLocked(q, op.now(), op.deferred());
     }
-    deferred.Run();
-    DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+    DELAYQ_RETURN_IF_ERROR(op.Finish());
     if (!more) break;
   }
   return replayed;
@@ -576,11 +541,10 @@ Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   int64_t purged = 0;
   while (true) {
-    uint64_t seq = 0;
     size_t n = 0;
+    Op op(*this, Op::kWrites);
+    DELAYQ_RETURN_IF_ERROR(op.status());
     {
-      std::lock_guard lock(mu_);
-      DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
       QueueState* q = FindQueueLocked(queue);
       if (!q) return UnknownQueue(queue);
       auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
@@ -596,11 +560,11 @@ Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
         batch->Delete(Cf::kDead, cursor->key());
       }
       DELAYQ_RETURN_IF_ERROR(cursor->status());
-      if (n > 0) DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+      if (n > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
       q->dead -= static_cast<int64_t>(n);
       purged += static_cast<int64_t>(n);
     }
-    DELAYQ_RETURN_IF_ERROR(WaitDurable(seq));
+    DELAYQ_RETURN_IF_ERROR(op.Finish());
     if (n < kDeadChunk) break;
   }
   return purged;

@@ -19,7 +19,7 @@
 //
 // The scheduler thread sleeps until the earliest of: the next due job, the next lease
 // deadline, the next waiter timeout, the next dead-retention sweep; an operation that creates
-// an earlier one wakes it.
+// an earlier one wakes it, and so does a step of the wall clock.
 #pragma once
 
 #include <condition_variable>
@@ -48,18 +48,41 @@
 
 namespace delayq {
 
-// Callbacks collected under the lock and run after it is released.
+// Callbacks collected under the lock and run after it is released: the answers to waiting
+// reserves. They run at the latest when the Deferred is destroyed, so no way out of an
+// operation can drop one (a dropped answer leaves its reserve hanging and its jobs leased to
+// no one). Destroy it only where the engine's lock is not held.
 class Deferred {
  public:
+  Deferred() = default;
+  Deferred(const Deferred&) = delete;
+  Deferred& operator=(const Deferred&) = delete;
+  ~Deferred() { Run(); }
   void Add(std::function<void()> fn) { fns_.push_back(std::move(fn)); }
   bool empty() const { return fns_.empty(); }
   void Run() {
-    for (auto& fn : fns_) fn();
-    fns_.clear();
+    while (!fns_.empty()) {
+      auto fns = std::move(fns_);
+      fns_.clear();
+      for (auto& fn : fns) fn();
+    }
   }
 
  private:
   std::vector<std::function<void()>> fns_;
+};
+
+// Now, on both clocks.
+struct Instant {
+  int64_t wall_us = 0;  // Clock::NowUs
+  int64_t mono_us = 0;  // Clock::MonoUs
+  int64_t wall_ms() const { return wall_us / 1000; }
+};
+
+// The next moment the scheduler has work, on either clock (Clock::kNever: none).
+struct Deadline {
+  int64_t wall_us = Clock::kNever;
+  int64_t mono_us = Clock::kNever;
 };
 
 struct ReadyInfo {
@@ -93,7 +116,8 @@ struct Lease {
   int32_t attempt = 0;
   int32_t max_attempts = 0;
   uint64_t delivery = 0;
-  int64_t deadline_ms = 0;
+  int64_t deadline_ms = 0;       // wall clock: shown to clients and stored
+  int64_t deadline_mono_us = 0;  // monotonic: when it actually runs out
   std::string idem_key;  // the job's idempotency key
   bool key_indexed = false;
 };
@@ -102,7 +126,7 @@ struct Waiter {
   uint64_t handle = 0;
   QueueState* queue = nullptr;
   ReserveRequest request;
-  int64_t deadline_us = 0;
+  int64_t deadline_mono_us = 0;
   ReserveCallback done;
 };
 
@@ -157,6 +181,47 @@ class EngineImpl final : public Engine {
     uint64_t delivery = 0;
   };
 
+  // One operation on the engine, from its first line to its answer. Construction marks a
+  // writing operation in flight for the group commit, takes the lock, reads both clocks and
+  // catches up with them (Tick). Finish() — or the end of the scope, on every early return —
+  // releases the lock, leaves the group commit's in-flight set and runs the answers collected
+  // for waiting reserves; Finish() then waits until the operation's write is durable.
+  //
+  //   Op op(*this, Op::kWrites);
+  //   DELAYQ_RETURN_IF_ERROR(op.status());  // the store is closed
+  //   ... read, plan a batch, op.Write(*batch), apply to memory ...
+  //   return op.Finish();
+  class Op {
+   public:
+    enum Kind { kReads, kWrites };
+    Op(EngineImpl& engine, Kind kind);
+    ~Op() { Unlock(); }
+    Op(const Op&) = delete;
+    Op& operator=(const Op&) = delete;
+
+    // Not ok when the store is closed: the operation must return it.
+    const Status& status() const { return status_; }
+    const Instant& now() const { return now_; }
+    Deferred& deferred() { return deferred_; }
+    // Writes the batch (unsynced); Finish waits for it to be durable.
+    Status Write(WriteBatch& batch);
+    // Ends the locked part, runs the collected answers, and waits for durability.
+    Status Finish();
+    // Ends the locked part and runs the collected answers (idempotent).
+    void Unlock();
+
+   private:
+    EngineImpl& engine_;
+    Deferred deferred_;  // destroyed last: runs after the lock is released
+    GroupCommit::InFlight in_flight_;
+    std::unique_lock<std::mutex> lock_;
+    Instant now_;
+    Status status_;
+    uint64_t seq_ = 0;
+  };
+
+  Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
+
   // --- queues (engine.cc) ---
   QueueState* FindQueueLocked(std::string_view name);
   QueueState* GetOrCreateQueueLocked(std::string_view name);
@@ -164,7 +229,7 @@ class EngineImpl final : public Engine {
     return q->meta.has_config ? q->meta.config : options_.default_queue_config;
   }
   Status CheckOpenLocked() const;
-  Status PersistMetaLocked(QueueState* q, const QueueMeta& meta, uint64_t* seq);
+  Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
 
   // --- placement of live jobs in memory (engine_index.cc) ---
   void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, uint64_t delivery,
@@ -174,44 +239,39 @@ class EngineImpl final : public Engine {
   void WindowEraseLocked(QueueState* q, const DueKey& key);
   void UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head);
   Status RefillLocked(QueueState* q);
+  void RefillOrRetryLocked(QueueState* q);
   void EvictLocked();
   void ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta);
   void AddLeaseLocked(Ulid id, Lease lease);
   void RemoveLeaseLocked(const Ulid& id);
-  // Wakes the scheduler when `deadline_us` is earlier than its planned wake-up.
-  void PokeLocked(int64_t deadline_us);
+  // Wakes the scheduler when the deadline is earlier than its planned wake-up.
+  void PokeWallLocked(int64_t wall_us);
+  void PokeMonoLocked(int64_t mono_us);
 
   // --- the scheduler (engine_scheduler.cc) ---
-  int64_t TickLocked(int64_t now_us, Deferred& deferred);
+  Deadline TickLocked(const Instant& now, Deferred& deferred);
   void PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched);
-  void ExpireLeasesLocked(int64_t now_us, std::vector<QueueState*>* touched);
-  void ExpireWaitersLocked(int64_t now_us, Deferred& deferred);
-  void ServeWaitersLocked(QueueState* q, int64_t now_us, Deferred& deferred);
+  void ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched);
+  void ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred);
+  void ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred);
   void SweepDeadLocked(int64_t now_ms);
   void SchedulerLoop();
 
   // --- operations (engine.cc) ---
   Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t lease_ms,
-                                              int64_t now_us);
+                                              const Instant& now);
   Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
                              JobRecord* record, bool* have_record);
   Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
-  Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record,
-                            int64_t now_us);
+  Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
   void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt,
                             int64_t now_ms, WriteBatch& batch);
   Status WriteLocked(WriteBatch& batch, uint64_t* seq);
-  // Marks the calling operation in flight for the group commit (sync mode only); call Done()
-  // after the write, before WaitDurable.
-  GroupCommit::InFlight InFlight() {
-    return GroupCommit::InFlight(options_.durability == Durability::kSync ? &commit_ : nullptr);
-  }
   Status WaitDurable(uint64_t seq);
   Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue,
                                                  std::span<const EnqueueRequest> requests,
                                                  bool batch);
-  QueueStats StatsLocked(QueueState* q, int64_t now_us);
-  Status CatchUpLocked(int64_t now_us, Deferred& deferred);
+  QueueStats StatsLocked(QueueState* q, const Instant& now);
 
   // --- recovery (engine_recovery.cc) ---
   Status RecoverLocked();
@@ -225,18 +285,19 @@ class EngineImpl final : public Engine {
   std::condition_variable cv_;  // the scheduler's sleep
   bool closed_ = false;
   bool poked_ = false;
-  int64_t wake_at_us_ = 0;  // when the scheduler plans to wake up
+  Deadline wake_at_;  // when the scheduler plans to wake up
   uint64_t write_seq_ = 0;
 
   std::map<std::string, std::unique_ptr<QueueState>, std::less<>> queues_;
   std::set<std::pair<DueKey, QueueState*>> heads_;
   std::set<QueueState*> refill_pending_;  // windows whose refill failed; retried each second
+  int64_t refill_retry_mono_us_ = Clock::kNever;
   size_t window_entries_ = 0;
   size_t ready_entries_ = 0;
   std::unordered_map<Ulid, Lease, UlidHash> leases_;
-  std::set<std::pair<int64_t, Ulid>> lease_deadlines_;  // (deadline_ms, id)
+  std::set<std::pair<int64_t, Ulid>> lease_deadlines_;  // (deadline_mono_us, id)
   std::unordered_map<uint64_t, Waiter> waiters_;
-  std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_us, handle)
+  std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono_us, handle)
   uint64_t next_waiter_ = 1;
   int64_t next_sweep_ms_ = 0;
 

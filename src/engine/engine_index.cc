@@ -2,6 +2,8 @@
 // from disk), the ready set, the lease table, and the schedule histogram.
 #include <spdlog/spdlog.h>
 
+#include <cassert>
+
 #include "engine/engine_impl.h"
 
 namespace delayq {
@@ -42,11 +44,7 @@ void EngineImpl::WindowEraseLocked(QueueState* q, const DueKey& key) {
   if (!q->window.Erase(key)) return;  // on disk only
   --window_entries_;
   if (q->window.empty() && !q->window_complete) {
-    Status s = RefillLocked(q);
-    if (!s.ok()) {
-      spdlog::error("queue {}: reading scheduled jobs failed: {}", q->name, s.ToString());
-      refill_pending_.insert(q);
-    }
+    RefillOrRetryLocked(q);
   }
   UpdateHeadLocked(q, old_head);
 }
@@ -58,7 +56,7 @@ void EngineImpl::UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& ol
   if (old_head) heads_.erase({*old_head, q});
   if (new_head) {
     heads_.emplace(*new_head, q);
-    PokeLocked(new_head->due_ms * 1000);
+    PokeWallLocked(new_head->due_ms * 1000);
   }
 }
 
@@ -98,6 +96,17 @@ Status EngineImpl::RefillLocked(QueueState* q) {
   return Status::Ok();
 }
 
+// Refills an empty window; when reading fails, the scheduler retries every second (and is
+// woken now to plan that).
+void EngineImpl::RefillOrRetryLocked(QueueState* q) {
+  Status s = RefillLocked(q);
+  if (s.ok()) return;
+  spdlog::error("queue {}: reading scheduled jobs failed: {}", q->name, s.ToString());
+  refill_pending_.insert(q);
+  poked_ = true;
+  cv_.notify_one();
+}
+
 // Keeps the windows near window_capacity by dropping the last due buckets of the biggest
 // windows (they are on disk and come back by Refill). A window keeps at least one bucket.
 void EngineImpl::EvictLocked() {
@@ -124,23 +133,33 @@ void EngineImpl::ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delt
 }
 
 void EngineImpl::AddLeaseLocked(Ulid id, Lease lease) {
-  lease_deadlines_.emplace(lease.deadline_ms, id);
+  assert(!leases_.contains(id) && "a job has at most one live lease");
+  lease_deadlines_.emplace(lease.deadline_mono_us, id);
   ++lease.queue->reserved;
-  PokeLocked(lease.deadline_ms * 1000);
+  PokeMonoLocked(lease.deadline_mono_us);
   leases_.insert_or_assign(id, std::move(lease));
 }
 
 void EngineImpl::RemoveLeaseLocked(const Ulid& id) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return;
-  lease_deadlines_.erase({it->second.deadline_ms, id});
+  lease_deadlines_.erase({it->second.deadline_mono_us, id});
   --it->second.queue->reserved;
+  assert(it->second.queue->reserved >= 0);
   leases_.erase(it);
 }
 
-void EngineImpl::PokeLocked(int64_t deadline_us) {
-  if (deadline_us < wake_at_us_) {
-    wake_at_us_ = deadline_us;
+void EngineImpl::PokeWallLocked(int64_t wall_us) {
+  if (wall_us < wake_at_.wall_us) {
+    wake_at_.wall_us = wall_us;
+    poked_ = true;
+    cv_.notify_one();
+  }
+}
+
+void EngineImpl::PokeMonoLocked(int64_t mono_us) {
+  if (mono_us < wake_at_.mono_us) {
+    wake_at_.mono_us = mono_us;
     poked_ = true;
     cv_.notify_one();
   }

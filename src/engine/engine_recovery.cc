@@ -12,7 +12,8 @@ namespace delayq {
 
 Status EngineImpl::RecoverLocked() {
   const auto started = std::chrono::steady_clock::now();
-  const int64_t now_us = clock_->NowUs();
+  const Instant now = NowLocked();
+  const int64_t now_us = now.wall_us;
 
   auto meta = storage_->Scan(Cf::kMeta, MetaQueueKey(""), MetaQueueKey("\x7f"));
   for (; meta->Valid(); meta->Next()) {
@@ -80,9 +81,11 @@ Status EngineImpl::RecoverLocked() {
       return Status::Corruption(fmt::format("reserved job {} has no readable record: {}",
                                             p.key.id.ToString(), s.ToString()));
     }
+    // The stored deadline is a wall-clock date; what is left of it runs on the monotonic clock.
+    const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_us);
     AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts,
-                                   p.due.delivery, p.due.lease_deadline_ms, record.key,
-                                   record.key_indexed});
+                                   p.due.delivery, p.due.lease_deadline_ms, now.mono_us + left_us,
+                                   record.key, record.key_indexed});
   }
 
   int64_t dead = 0;
@@ -102,7 +105,7 @@ Status EngineImpl::RecoverLocked() {
   DELAYQ_RETURN_IF_ERROR(dead_cursor->status());
 
   next_sweep_ms_ = now_us / 1000;
-  wake_at_us_ = 0;
+  wake_at_ = {0, 0};
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::steady_clock::now() - started)
                 .count();

@@ -17,31 +17,43 @@ void AddOnce(std::vector<QueueState*>* touched, QueueState* q) {
 
 }  // namespace
 
-int64_t EngineImpl::TickLocked(int64_t now_us, Deferred& deferred) {
+Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   std::vector<QueueState*> touched;
-  for (auto it = refill_pending_.begin(); it != refill_pending_.end();) {
-    QueueState* q = *it++;
-    if (q->window.empty() && !q->window_complete && RefillLocked(q).ok()) {
-      UpdateHeadLocked(q, std::nullopt);
+  // Windows whose refill from disk failed are retried every kRetryAfterErrorUs.
+  if (!refill_pending_.empty() && now.mono_us >= refill_retry_mono_us_) {
+    for (auto it = refill_pending_.begin(); it != refill_pending_.end();) {
+      QueueState* q = *it++;
+      if (q->window.empty() && !q->window_complete && RefillLocked(q).ok()) {
+        UpdateHeadLocked(q, std::nullopt);
+      }
     }
+    refill_retry_mono_us_ = Clock::kNever;
   }
-  PromoteLocked(now_us, &touched);
-  ExpireLeasesLocked(now_us, &touched);
-  ExpireWaitersLocked(now_us, deferred);
+  PromoteLocked(now.wall_us, &touched);
+  ExpireLeasesLocked(now, &touched);
+  ExpireWaitersLocked(now.mono_us, deferred);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (QueueState* q : touched) ServeWaitersLocked(q, now_us, deferred);
-  const int64_t now_ms = now_us / 1000;
-  if (now_ms >= next_sweep_ms_) {
+  for (QueueState* q : touched) ServeWaitersLocked(q, now, deferred);
+  const int64_t now_ms = now.wall_ms();
+  // A sweep is due every kSweepEveryMs; a wall clock stepped back must not postpone it.
+  if (now_ms >= next_sweep_ms_ || next_sweep_ms_ - now_ms > kSweepEveryMs) {
     SweepDeadLocked(now_ms);
     next_sweep_ms_ = now_ms + kSweepEveryMs;
   }
 
-  int64_t next = next_sweep_ms_ * 1000;
-  if (!heads_.empty()) next = std::min(next, heads_.begin()->first.due_ms * 1000);
-  if (!lease_deadlines_.empty()) next = std::min(next, lease_deadlines_.begin()->first * 1000);
-  if (!waiter_deadlines_.empty()) next = std::min(next, waiter_deadlines_.begin()->first);
-  if (!refill_pending_.empty()) next = std::min(next, now_us + kRetryAfterErrorUs);
+  Deadline next;
+  next.wall_us = next_sweep_ms_ * 1000;
+  if (!heads_.empty()) next.wall_us = std::min(next.wall_us, heads_.begin()->first.due_ms * 1000);
+  if (!lease_deadlines_.empty()) next.mono_us = lease_deadlines_.begin()->first;
+  if (!waiter_deadlines_.empty()) next.mono_us = std::min(next.mono_us, waiter_deadlines_.begin()->first);
+  if (!refill_pending_.empty()) {  // a refill failed, here or in an operation since
+    if (refill_retry_mono_us_ == Clock::kNever) {
+      refill_retry_mono_us_ = now.mono_us + kRetryAfterErrorUs;
+      PokeMonoLocked(refill_retry_mono_us_);
+    }
+    next.mono_us = std::min(next.mono_us, refill_retry_mono_us_);
+  }
   return next;
 }
 
@@ -54,11 +66,7 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
     q->ready.emplace(key, ReadyInfo{attempt, 0, false});
     ++ready_entries_;
     if (q->window.empty() && !q->window_complete) {
-      Status s = RefillLocked(q);
-      if (!s.ok()) {
-        spdlog::error("queue {}: reading scheduled jobs failed: {}", q->name, s.ToString());
-        refill_pending_.insert(q);
-      }
+      RefillOrRetryLocked(q);
     }
     UpdateHeadLocked(q, key);
     AddOnce(touched, q);
@@ -67,14 +75,14 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
 
 // A lease that ran out makes its job ready again, with its receipt still valid until someone
 // else receives it; when that delivery was the last attempt the job goes dead instead.
-void EngineImpl::ExpireLeasesLocked(int64_t now_us, std::vector<QueueState*>* touched) {
+void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched) {
   std::vector<Ulid> expired;
   for (auto it = lease_deadlines_.begin();
-       it != lease_deadlines_.end() && it->first * 1000 <= now_us; ++it) {
+       it != lease_deadlines_.end() && it->first <= now.mono_us; ++it) {
     expired.push_back(it->second);
   }
   if (expired.empty()) return;
-  const int64_t now_ms = now_us / 1000;
+  const int64_t now_ms = now.wall_ms();
   auto batch = storage_->NewBatch();
   std::vector<std::pair<Ulid, QueueState*>> dying;
   for (const Ulid& id : expired) {
@@ -121,14 +129,14 @@ void EngineImpl::ExpireLeasesLocked(int64_t now_us, std::vector<QueueState*>* to
   for (const Ulid& id : expired) {
     auto it = leases_.find(id);
     if (it == leases_.end()) continue;
-    lease_deadlines_.erase({it->second.deadline_ms, id});
-    it->second.deadline_ms = now_ms + kRetryAfterErrorUs / 1000;
-    lease_deadlines_.emplace(it->second.deadline_ms, id);
+    lease_deadlines_.erase({it->second.deadline_mono_us, id});
+    it->second.deadline_mono_us = now.mono_us + kRetryAfterErrorUs;
+    lease_deadlines_.emplace(it->second.deadline_mono_us, id);
   }
 }
 
-void EngineImpl::ExpireWaitersLocked(int64_t now_us, Deferred& deferred) {
-  while (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_us) {
+void EngineImpl::ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred) {
+  while (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_us) {
     uint64_t handle = waiter_deadlines_.begin()->second;
     waiter_deadlines_.erase(waiter_deadlines_.begin());
     auto it = waiters_.find(handle);
@@ -138,7 +146,7 @@ void EngineImpl::ExpireWaitersLocked(int64_t now_us, Deferred& deferred) {
   }
 }
 
-void EngineImpl::ServeWaitersLocked(QueueState* q, int64_t now_us, Deferred& deferred) {
+void EngineImpl::ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred) {
   while (!q->waiters.empty() && !q->ready.empty() && !q->meta.paused) {
     uint64_t handle = q->waiters.front();
     auto it = waiters_.find(handle);
@@ -148,10 +156,10 @@ void EngineImpl::ServeWaitersLocked(QueueState* q, int64_t now_us, Deferred& def
     }
     Waiter& w = it->second;
     int64_t lease_ms = w.request.lease_ms.value_or(ConfigOf(q).lease_ms);
-    auto result = ReserveLocked(q, w.request.max, lease_ms, now_us);
+    auto result = ReserveLocked(q, w.request.max, lease_ms, now);
     if (result.ok() && result->empty()) return;
     q->waiters.pop_front();
-    waiter_deadlines_.erase({w.deadline_us, handle});
+    waiter_deadlines_.erase({w.deadline_mono_us, handle});
     deferred.Add([done = std::move(w.done), result = std::move(result)]() mutable {
       done(std::move(result));
     });
@@ -193,19 +201,14 @@ void EngineImpl::SweepDeadLocked(int64_t now_ms) {
 }
 
 void EngineImpl::SchedulerLoop() {
-  std::unique_lock lock(mu_);
-  while (!closed_) {
-    Deferred deferred;
-    const int64_t now_us = clock_->NowUs();
-    wake_at_us_ = TickLocked(now_us, deferred);
+  while (true) {
+    Deferred deferred;  // declared before the lock: runs after it is released
+    std::unique_lock lock(mu_);
+    if (closed_) return;
+    wake_at_ = TickLocked(NowLocked(), deferred);
     poked_ = false;
-    if (!deferred.empty()) {
-      lock.unlock();
-      deferred.Run();
-      lock.lock();
-      continue;
-    }
-    auto wait = clock_->RealTimeUntil(wake_at_us_);
+    if (!deferred.empty()) continue;  // answer the waiters first, then look again
+    auto wait = clock_->RealTimeUntil(wake_at_.wall_us, wake_at_.mono_us);
     if (wait.count() > 0) cv_.wait_for(lock, wait, [this] { return poked_ || closed_; });
   }
 }

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 
 #include "core/duration.h"
+#include "core/receipt.h"
 #include "http/json.h"
 
 namespace delayq::http {
@@ -73,11 +75,21 @@ std::string Decode(std::string_view s, bool plus_is_space) {
   return out;
 }
 
+// The successes of a batch, each delivery once (a receipt repeated in the batch counts once).
+int64_t CountOk(const std::vector<Status>& statuses, const std::vector<size_t>& first) {
+  int64_t n = 0;
+  for (size_t i = 0; i < statuses.size(); ++i) n += first[i] == i && statuses[i].ok();
+  return n;
+}
+
+// The failures of a batch, one entry per receipt as spelled (a client finds each of its
+// receipts there), without repeating an identical one.
 void WriteFailures(JsonWriter& w, const std::vector<std::string>& receipts,
                    const std::vector<Status>& statuses) {
+  std::set<std::string_view> listed;
   w.Key("failed").BeginArray();
   for (size_t i = 0; i < statuses.size(); ++i) {
-    if (statuses[i].ok()) continue;
+    if (statuses[i].ok() || !listed.insert(receipts[i]).second) continue;
     w.BeginObject();
     w.Key("receipt").String(receipts[i]);
     w.Key("code").String(CodeName(statuses[i].code()));
@@ -331,6 +343,7 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     auto body = ParseReceipts(req.body);
     if (!body.ok()) return ErrorResponse(body.status());
     const auto& receipts = body->receipts;
+    const std::vector<size_t> first = FirstOccurrences(receipts);
     JsonWriter w;
     if (op == "ack") {
       std::vector<Status> results = queue_.AckBatch(q, receipts);
@@ -338,8 +351,7 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
         if (!results[0].ok()) return ErrorResponse(results[0]);
         return JsonResponse(200, R"({"acked":1})");
       }
-      int64_t n = std::count_if(results.begin(), results.end(), [](const Status& x) { return x.ok(); });
-      w.BeginObject().Key("acked").Int(n);
+      w.BeginObject().Key("acked").Int(CountOk(results, first));
       WriteFailures(w, receipts, results);
       w.EndObject();
       return JsonResponse(200, w.Take());
@@ -347,8 +359,12 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     if (op == "nack") {
       std::vector<Status> results;
       NackResult last;
-      for (const auto& r : receipts) {
-        auto res = queue_.Nack(q, {r, body->retry_in_ms, body->error, body->dead});
+      for (size_t i = 0; i < receipts.size(); ++i) {
+        if (first[i] != i) {  // the same delivery again: nacked once
+          results.push_back(results[first[i]]);
+          continue;
+        }
+        auto res = queue_.Nack(q, {receipts[i], body->retry_in_ms, body->error, body->dead});
         results.push_back(res.ok() ? Status::Ok() : res.status());
         if (res.ok()) last = *res;
       }
@@ -359,16 +375,19 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
         w.EndObject();
         return JsonResponse(200, w.Take());
       }
-      int64_t n = std::count_if(results.begin(), results.end(), [](const Status& x) { return x.ok(); });
-      w.BeginObject().Key("nacked").Int(n);
+      w.BeginObject().Key("nacked").Int(CountOk(results, first));
       WriteFailures(w, receipts, results);
       w.EndObject();
       return JsonResponse(200, w.Take());
     }
     std::vector<Status> results;
     int64_t deadline = 0;
-    for (const auto& r : receipts) {
-      auto res = queue_.Touch(q, r, body->lease_ms);
+    for (size_t i = 0; i < receipts.size(); ++i) {
+      if (first[i] != i) {
+        results.push_back(results[first[i]]);
+        continue;
+      }
+      auto res = queue_.Touch(q, receipts[i], body->lease_ms);
       results.push_back(res.ok() ? Status::Ok() : res.status());
       if (res.ok()) deadline = res->lease_deadline_ms;
     }
@@ -377,8 +396,7 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
       w.BeginObject().Key("lease_deadline").Int(deadline).EndObject();
       return JsonResponse(200, w.Take());
     }
-    int64_t n = std::count_if(results.begin(), results.end(), [](const Status& x) { return x.ok(); });
-    w.BeginObject().Key("touched").Int(n);
+    w.BeginObject().Key("touched").Int(CountOk(results, first));
     WriteFailures(w, receipts, results);
     w.EndObject();
     return JsonResponse(200, w.Take());

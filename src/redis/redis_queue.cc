@@ -697,7 +697,10 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
   }
   std::vector<std::vector<size_t>> by_shard(static_cast<size_t>(shards));
   std::vector<Receipt> parsed(receipts.size());
+  // A receipt given twice is acked once, and every copy answers what the first did.
+  const std::vector<size_t> first = FirstOccurrences(receipts);
   for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) continue;
     auto r = Receipt::Parse(receipts[i]);
     if (!r.ok()) {
       out[i] = r.status();
@@ -726,6 +729,7 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
       }
     }
   }
+  for (size_t i = 0; i < receipts.size(); ++i) out[i] = out[first[i]];
   return out;
 }
 

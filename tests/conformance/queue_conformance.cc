@@ -557,6 +557,59 @@ TEST_P(QueueConformance, ReplaySelectedIdsAndPurge) {
   EXPECT_TRUE(dead->empty());
 }
 
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A request naming one job or delivery several times (in one spelling or several: ids are
+// case-insensitive) acts on it once and counts it once; no count ever goes below zero.
+TEST_P(QueueConformance, ARepeatedIdOrReceiptCountsOnce) {
+  const std::string queue = QueueName();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    EnqueueRequest r = Job("d" + std::to_string(i));
+    r.max_attempts = 1;
+    ids.push_back(MustEnqueue(q(), queue, r).id);
+  }
+  for (auto& d : MustReserve(q(), queue)) {
+    ASSERT_TRUE(q().Nack(queue, {d.receipt, 0, "x", false}).ok());
+  }
+  ASSERT_EQ(MustStats(q(), queue).dead, 2);
+  std::vector<std::string> thrice = {ids[0], ids[0], Lower(ids[0])};
+  auto replayed = q().ReplayDead(queue, thrice);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(*replayed, 1);
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(s.ready, 1);
+  EXPECT_EQ(s.scheduled, 0);
+
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  const std::string& r = got[0].receipt;
+  std::vector<std::string> receipts = {r, r, Lower(r.substr(0, 26)) + r.substr(26)};
+  std::vector<Status> acks = q().AckBatch(queue, receipts);
+  ASSERT_EQ(acks.size(), 3u);
+  for (const Status& a : acks) EXPECT_TRUE(a.ok()) << a.ToString();
+  s = MustStats(q(), queue);
+  EXPECT_EQ(s.counters.acked, 1u);
+  EXPECT_EQ(s.reserved, 0);
+  EXPECT_EQ(s.ready, 0);
+  EXPECT_EQ(s.scheduled, 0);
+  EXPECT_EQ(s.dead, 1);
+  // Once more: the job is gone, and every copy says so.
+  for (const Status& a : q().AckBatch(queue, receipts)) EXPECT_EQ(a.code(), Code::kNotFound);
+  EXPECT_EQ(MustStats(q(), queue).counters.acked, 1u);
+  // The rest of the dead, replayed twice over, then purged: nothing negative anywhere.
+  EXPECT_EQ(*q().ReplayDead(queue, std::vector<std::string>{ids[1], ids[1]}), 1);
+  EXPECT_EQ(*q().ReplayDead(queue, std::vector<std::string>{ids[1]}), 0);
+  EXPECT_EQ(*q().PurgeDead(queue), 0);
+  s = MustStats(q(), queue);
+  EXPECT_EQ(s.dead, 0);
+  EXPECT_EQ(s.ready, 1);
+}
+
 TEST_P(QueueConformance, PausedQueueHandsOutNothing) {
   const std::string queue = QueueName();
   MustEnqueue(q(), queue, Job("a"));
