@@ -109,6 +109,11 @@ class Queue {
   // While paused, jobs still come due but none is handed out. Persisted across restarts.
   virtual Status Pause(std::string_view queue) = 0;
   virtual Status Resume(std::string_view queue) = 0;
+
+  // Whether the store can serve requests now: ok, or kUnavailable naming why (closed, Redis
+  // unreachable or loading its data). Answers from what the store saw last (at most about a
+  // second ago); it never waits on the store, so a health check cannot hang.
+  virtual Status Health() = 0;
 };
 
 }  // namespace delayq

@@ -59,6 +59,14 @@ class HttpClient final : public Client {
     return Status::Ok();
   }
 
+  // GET /readyz: the server's own view of its store.
+  Status Health() override {
+    auto r = pool_->Request("GET", "/readyz", "");
+    if (!r.ok()) return r.status();
+    if (r->status != 200) return http::ParseErrorResponse(r->status, r->body);
+    return Status::Ok();
+  }
+
   Result<std::string> Metrics() override {
     auto r = pool_->Request("GET", "/metrics", "");
     if (!r.ok()) return r.status();

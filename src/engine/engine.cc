@@ -63,6 +63,11 @@ EngineInfo EngineImpl::Info() {
           write_seq_,      commit_.syncs()};
 }
 
+Status EngineImpl::Health() {
+  std::lock_guard lock(mu_);
+  return CheckOpenLocked();
+}
+
 Status EngineImpl::CheckOpenLocked() const {
   if (closed_) return Status::Unavailable("the store is closed (delayq is shutting down)");
   return Status::Ok();

@@ -167,6 +167,7 @@ class EngineImpl final : public Engine {
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
 
+  Status Health() override;
   void Close() override;
   bool Ready() const override { return true; }
   EngineInfo Info() override;

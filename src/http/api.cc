@@ -258,6 +258,8 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     if (!options_.ready()) {
       return ErrorResponse(Status::Unavailable("the store is not open yet or is shutting down"));
     }
+    Status health = queue_.Health();
+    if (!health.ok()) return ErrorResponse(health);
     return JsonResponse(200, R"({"status":"ready"})");
   }
   if (s.size() == 1 && s[0] == "metrics") {
@@ -266,7 +268,8 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     auto stats = queue_.ListQueues();
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics_.Render(stats.ok() ? *stats : std::vector<QueueStats>{});
+    r.body = metrics_.Render(stats.ok() ? *stats : std::vector<QueueStats>{},
+                             stats.ok() && queue_.Health().ok());
     return r;
   }
   if (s.size() == 2 && s[0] == "v1" && s[1] == "history") {

@@ -85,7 +85,7 @@ void Header(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::string Metrics::Render(const std::vector<QueueStats>& stats) const {
+std::string Metrics::Render(const std::vector<QueueStats>& stats, bool store_up) const {
   std::string out;
   out.reserve(4096 + stats.size() * 2048);
   Header(out, "delayq_jobs", "gauge", "Jobs per queue and state.");
@@ -175,6 +175,9 @@ std::string Metrics::Render(const std::vector<QueueStats>& stats) const {
   out += fmt::format("delayq_process_resident_memory_bytes {}\n", ResidentBytes());
   Header(out, "delayq_process_cpu_seconds_total", "counter", "CPU time of the server.");
   out += fmt::format("delayq_process_cpu_seconds_total {:.3f}\n", CpuSeconds());
+  Header(out, "delayq_store_up", "gauge",
+         "1 while the store can serve requests (Redis reachable and loaded; the embedded store open).");
+  out += fmt::format("delayq_store_up {}\n", store_up ? 1 : 0);
   Header(out, "delayq_uptime_seconds", "gauge", "Seconds since the server started.");
   out += fmt::format("delayq_uptime_seconds {:.3f}\n", (NowUs() - started_us_) / 1e6);
   return out;

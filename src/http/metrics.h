@@ -30,8 +30,9 @@ class Metrics {
   std::atomic<int64_t> connections{0};  // open HTTP connections
   std::atomic<int64_t> waiting{0};      // reserves waiting for a job
 
-  // Prometheus text for the HTTP metrics, the process and the queues in `stats`.
-  std::string Render(const std::vector<QueueStats>& stats) const;
+  // Prometheus text for the HTTP metrics, the process, the store's health (`store_up`) and the
+  // queues in `stats`.
+  std::string Render(const std::vector<QueueStats>& stats, bool store_up) const;
 
  private:
   struct PerRoute {

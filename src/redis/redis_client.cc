@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace delayq::redis {
 namespace {
@@ -51,6 +52,47 @@ uint16_t Crc16(std::string_view s) {
     for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
   }
   return crc;
+}
+
+// An error reply that says "this node cannot serve now" rather than "this command is wrong":
+// the caller gets a Status (kUnavailable: HTTP 503, try again), not an error Value. Empty for
+// every other reply.
+std::optional<Status> TransientError(const Value& v, const Endpoint& node) {
+  if (!v.is_error()) return std::nullopt;
+  const std::string& e = v.str;
+  auto starts = [&](const char* p) { return e.rfind(p, 0) == 0; };
+  const std::string at = node.ToString();
+  if (starts("LOADING")) {
+    return Status::Unavailable(fmt::format(
+        "Redis at {} is loading its data set into memory (it restarted); retry shortly", at));
+  }
+  if (starts("BUSY")) {
+    return Status::Unavailable(fmt::format("Redis at {} is busy running a script; retry shortly", at));
+  }
+  if (starts("MASTERDOWN")) {
+    return Status::Unavailable(fmt::format(
+        "Redis at {} is a replica whose link to its master is down; retry shortly", at));
+  }
+  if (starts("READONLY")) {
+    return Status::Unavailable(fmt::format(
+        "Redis at {} is a read-only replica (a failover happened?); point delayq at the master", at));
+  }
+  if (starts("NOREPLICAS")) {
+    return Status::Unavailable(fmt::format(
+        "Redis at {} refuses writes: fewer replicas are connected than min-replicas-to-write", at));
+  }
+  if (starts("MISCONF")) {
+    return Status::Unavailable(fmt::format(
+        "Redis at {} refuses writes because it cannot save its snapshot (is its disk full?): {}", at, e));
+  }
+  if (starts("TRYAGAIN") || starts("CLUSTERDOWN")) {
+    return Status::Unavailable(fmt::format("the Redis Cluster cannot serve this slot now ({}); retry shortly", e));
+  }
+  if (starts("OOM")) {
+    return Status::ResourceExhausted(fmt::format(
+        "Redis at {} is out of memory (maxmemory reached); nothing was written: {}", at, e));
+  }
+  return std::nullopt;
 }
 
 timeval Tv(int ms) {
@@ -299,6 +341,13 @@ Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<st
       }
       return v;
     }
+    if (auto transient = TransientError(*v, node->endpoint())) {
+      if (cluster_ && redirects == 0 && v->str.rfind("READONLY", 0) == 0 && RefreshSlots().ok()) {
+        node = NodeFor(route_key);  // a replica now: ask the cluster who the master is
+        continue;
+      }
+      return *transient;
+    }
     if (!cluster_ || !v->is_error()) return v;
     // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381"
     const std::string& e = v->str;
@@ -316,8 +365,12 @@ Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<st
 
 Result<std::vector<Value>> RedisClient::Pipeline(std::string_view route_key,
                                                  const std::vector<std::vector<std::string>>& commands) {
-  auto r = NodeFor(route_key)->Run(commands, false);
+  Node* node = NodeFor(route_key);
+  auto r = node->Run(commands, false);
   if (!r.ok()) return r;
+  for (const auto& v : *r) {
+    if (auto transient = TransientError(v, node->endpoint())) return *transient;
+  }
   // A redirect in a pipeline: redo the commands one by one (they follow redirects).
   for (const auto& v : *r) {
     if (v.is_error() && (v.str.rfind("MOVED ", 0) == 0 || v.str.rfind("ASK ", 0) == 0)) {

@@ -58,7 +58,9 @@ class RedisClient {
   ~RedisClient();
 
   // Runs one command on the node that owns `route_key`'s slot (any node when empty). Error
-  // replies come back as Values of type kError; kUnavailable when Redis cannot be reached.
+  // replies come back as Values of type kError, except those that mean the node cannot serve
+  // now: kUnavailable for LOADING, BUSY, MASTERDOWN, READONLY, NOREPLICAS, MISCONF, TRYAGAIN
+  // and CLUSTERDOWN, kResourceExhausted for OOM. kUnavailable also when Redis cannot be reached.
   Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);
   // Several commands to the same slot in one round trip (pipelined).
   Result<std::vector<Value>> Pipeline(std::string_view route_key,

@@ -178,7 +178,26 @@ Result<Value> RedisQueue::Run(const Script& script, const std::string& queue, in
     std::lock_guard lock(mu_);
     keys = Keys(queue, shard);
   }
-  return client_->Eval(script, keys, args);
+  auto v = client_->Eval(script, keys, args);
+  Observe(v.ok() ? Status::Ok() : v.status());
+  return v;
+}
+
+void RedisQueue::Observe(const Status& s) {
+  std::lock_guard lock(mu_);
+  if (s.code() == Code::kUnavailable) {
+    if (health_.ok()) spdlog::warn("Redis cannot serve: {}", s.message());
+    health_ = s;
+  } else if (!health_.ok()) {
+    spdlog::info("Redis serves again");
+    health_ = Status::Ok();
+  }
+}
+
+Status RedisQueue::Health() {
+  std::lock_guard lock(mu_);
+  if (closed_) return Status::Unavailable("the store is closed (delayq is shutting down)");
+  return health_;
 }
 
 Result<RedisQueue::QueueInfo*> RedisQueue::Info(std::string_view queue_view, bool create) {
@@ -1097,10 +1116,17 @@ void RedisQueue::SchedulerLoop() {
   std::unique_lock lock(mu_);
   while (!closed_) {
     const int64_t steady = SteadyMs();
-    const int64_t redis_now = WallMs() + clock_offset_ms_;
+    const int64_t redis_now = steady + clock_offset_ms_;
+    bool probe = false;
     if (steady >= next_safety) {
-      for (auto& [name, q] : queues_) q.check = true;
+      // Every queue is looked at, and every waiting reserve tries again: a wake message can be
+      // lost, and a job promoted by another process is announced only by one.
+      for (auto& [name, q] : queues_) {
+        q.check = true;
+        if (!q.waiters.empty()) ready_notices_.insert(name);
+      }
       next_safety = steady + options_.safety_interval_ms;
+      probe = true;
     }
     // What is due now: promotions, expired leases, waiter timeouts, ready notices.
     std::vector<std::pair<std::string, int>> promote, reap;
@@ -1134,6 +1160,10 @@ void RedisQueue::SchedulerLoop() {
     lock.unlock();
 
     for (auto& done : expired) done(std::vector<Delivery>{});
+    if (probe) {  // keeps Health() current even with no queue to look at
+      auto pong = client_->Call("", {"PING"});
+      Observe(pong.ok() ? Status::Ok() : pong.status());
+    }
     for (const auto& name : unloaded) {
       if (Info(name, false).ok()) {
         std::lock_guard g(mu_);
@@ -1158,7 +1188,7 @@ void RedisQueue::SchedulerLoop() {
       std::lock_guard g(mu_);
       auto& q = queues_[name];
       if (q.next_due.size() <= static_cast<size_t>(shard)) continue;
-      clock_offset_ms_ = v->array[3].AsInt() - WallMs();
+      clock_offset_ms_ = v->array[3].AsInt() - SteadyMs();
       q.next_due[static_cast<size_t>(shard)] = v->array[1].AsInt();
       q.next_lease[static_cast<size_t>(shard)] = v->array[2].AsInt();
       if (v->array[0].AsInt() > 0) notices.insert(name);
@@ -1180,8 +1210,8 @@ void RedisQueue::SchedulerLoop() {
     // Sleep until the earliest deadline we know of.
     int64_t wake = next_safety;
     const int64_t offset = clock_offset_ms_;
-    const int64_t now_steady = SteadyMs(), now_wall = WallMs();
-    auto to_steady = [&](int64_t redis_ms) { return now_steady + (redis_ms - offset - now_wall); };
+    const int64_t now_steady = SteadyMs();
+    auto to_steady = [&](int64_t redis_ms) { return redis_ms - offset; };
     for (auto& [name, q] : queues_) {
       if (q.check) wake = now_steady;
       for (size_t s = 0; s < q.next_due.size(); ++s) {

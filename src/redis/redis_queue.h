@@ -74,6 +74,9 @@ class RedisQueue final : public Queue {
   Status SetConfig(std::string_view queue, const QueueConfig& config) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
+  // What the last call to Redis found: ok, or why Redis cannot serve (unreachable, loading). The
+  // scheduler calls Redis at least every safety_interval_ms, so this is at most that old.
+  Status Health() override;
 
   RedisClient& client() { return *client_; }
 
@@ -108,6 +111,8 @@ class RedisQueue final : public Queue {
                                 std::optional<uint64_t> writes_before);
   Result<Value> Run(const Script& script, const std::string& queue, int shard,
                     const std::vector<std::string>& args);
+  // Records what a call to Redis found, for Health().
+  void Observe(const Status& s);
   int ShardOf(const QueueInfo& q, const Ulid& id) const { return id.bytes[15] % q.shards; }
   Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
   Status DeliveryError(const std::string& code, const Ulid& id);
@@ -133,7 +138,8 @@ class RedisQueue final : public Queue {
   std::set<std::string> ready_notices_;  // queues whose waiters should try again
   std::unordered_map<uint64_t, Waiter> waiters_;
   uint64_t next_waiter_ = 1;
-  int64_t clock_offset_ms_ = 0;  // Redis time - local time
+  int64_t clock_offset_ms_ = 0;  // Redis time - local steady time
+  Status health_;                // guarded by mu_; see Health()
   UlidGenerator ids_;
   std::mt19937_64 rng_;
   std::thread scheduler_, subscriber_;

@@ -46,13 +46,22 @@ class RedisServer {
     port_ = cluster ? FreeClusterPort() : FreeTcpPort();
     Start();
   }
-  void Start() {
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--dir", dir_, "--loglevel", "notice"};
-    args.insert(args.end(), extra_.begin(), extra_.end());
-    child_ = std::make_unique<Child>(args, tmp_.Sub("redis-stderr.log"));
-    if (child_->WaitForLine("Ready to accept connections").empty()) {
+  // Starts redis-server and waits until it serves (after loading its data).
+  void Start(const std::vector<std::string>& more = {}) {
+    Spawn(more);
+    WaitLoaded();
+  }
+  // Starts redis-server and returns once it accepts connections, possibly still loading its
+  // data (then every command but a few answers LOADING). WaitLoaded() waits for the rest.
+  void StartLoading(const std::vector<std::string>& more) {
+    Spawn(more);
+    if (child_->WaitForLine("Server initialized").empty()) {
       throw std::runtime_error("redis-server did not start on port " + std::to_string(port_));
+    }
+  }
+  void WaitLoaded() {
+    if (child_->WaitForLine("Ready to accept connections").empty()) {
+      throw std::runtime_error("redis-server did not get ready on port " + std::to_string(port_));
     }
   }
   int Kill() {
@@ -64,10 +73,20 @@ class RedisServer {
     Start();
   }
   int port() const { return port_; }
+  pid_t pid() const { return child_->pid(); }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   const std::string& dir() const { return dir_; }
 
  private:
+  void Spawn(const std::vector<std::string>& more) {
+    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+                                     "--save", "", "--appendonly", "no", "--dir", dir_, "--loglevel", "notice"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    args.insert(args.end(), more.begin(), more.end());
+    child_.reset();
+    child_ = std::make_unique<Child>(args, tmp_.Sub("redis-stderr.log"));
+  }
+
   TempDir tmp_;
   std::vector<std::string> extra_;
   std::string dir_;

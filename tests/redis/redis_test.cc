@@ -214,6 +214,56 @@ TEST(RedisStore, UnreachableRedisIsAClearUnavailable) {
   EXPECT_TRUE((*live)->Enqueue("down", Job("3")).ok()) << "reconnects once Redis is back";
 }
 
+// Redis down, then loading its data after a restart: every call answers kUnavailable (HTTP 503,
+// "try again"), never an internal error, and the store is not healthy (GET /readyz: 503) until
+// Redis serves again.
+TEST(RedisStore, ARedisThatIsDownOrLoadingIsUnavailableAndNotReady) {
+  TempDir dir;
+  RedisServer redis({"--loading-process-events-interval-bytes", "1024"}, dir.path());
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok());
+  ServerProcess server({"--store", redis.url()});
+  auto client = server.NewClient();
+  auto first = (*q)->Enqueue("load", Job("x"));
+  ASSERT_TRUE(first.ok());
+  // Data that takes seconds to load with key-load-delay (a pause per key while loading).
+  auto fill = (*q)->client().Call("", {"EVAL", "for i=1,5000 do redis.call('SET','filler:'..i,'v') end", "0"});
+  ASSERT_TRUE(fill.ok() && !fill->is_error());
+  ASSERT_TRUE((*q)->client().Call("", {"SAVE"}).ok());
+  EXPECT_TRUE((*q)->Health().ok());
+  EXPECT_TRUE(client->Health().ok());
+
+  redis.Kill();
+  EXPECT_EQ((*q)->Stats("load").code(), Code::kUnavailable);
+  EXPECT_EQ((*q)->Health().code(), Code::kUnavailable);
+  auto e = client->Enqueue("load", Job("y"));
+  EXPECT_EQ(e.code(), Code::kUnavailable) << e.status().ToString();
+  EXPECT_EQ(client->Health().code(), Code::kUnavailable) << "/readyz said ready with Redis down";
+
+  redis.StartLoading({"--key-load-delay", "500"});
+  auto expect_loading = [](const Status& s, const char* what) {
+    EXPECT_EQ(s.code(), Code::kUnavailable) << what << ": " << s.ToString();
+    EXPECT_NE(s.message().find("loading"), std::string::npos) << what << ": " << s.message();
+  };
+  expect_loading((*q)->Stats("load").status(), "stats");
+  expect_loading((*q)->Enqueue("load", Job("z")).status(), "enqueue");
+  expect_loading((*q)->Get("load", JobRef::ById(first->id)).status(), "get");
+  expect_loading((*q)->Reserve("load", {}).status(), "reserve");
+  expect_loading((*q)->Ack("load", first->id + ".00000000000000aa"), "ack");
+  expect_loading((*q)->Health(), "health");
+  expect_loading(client->Enqueue("load", Job("z")).status(), "enqueue over HTTP");
+  expect_loading(client->Health(), "GET /readyz");
+
+  redis.WaitLoaded();
+  EXPECT_TRUE((*q)->Stats("load").ok());
+  EXPECT_TRUE((*q)->Health().ok());
+  EXPECT_TRUE(client->Enqueue("load", Job("after")).ok());
+  EXPECT_TRUE(client->Health().ok());
+  EXPECT_TRUE((*q)->Get("load", JobRef::ById(first->id)).ok()) << "it was in the saved RDB";
+}
+
 TEST(RedisDoctor, NamesEveryProblemWithItsFix) {
   RedisServer bad({"--maxmemory-policy", "allkeys-lru"});
   RunResult r = RunProcess({DELAYQ_BIN, "doctor", bad.url()});
