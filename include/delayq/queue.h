@@ -88,8 +88,10 @@ class Queue {
 
   // Dead jobs, oldest death first, at most `limit` (1..1000).
   virtual Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) = 0;
-  // Makes dead jobs ready again with attempt 0; no ids means all. Unknown ids are skipped.
-  // Returns how many were replayed.
+  // Makes dead jobs ready again with attempt 0; no ids means all. Unknown ids, and ids given
+  // twice, are skipped. A dead job released its key: a replayed job takes it back unless a
+  // live job holds it by then, and otherwise comes back without a key (so no two live jobs
+  // share one). Returns how many were replayed.
   virtual Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) = 0;
   // Deletes every dead job of the queue; returns how many.
   virtual Result<int64_t> PurgeDead(std::string_view queue) = 0;

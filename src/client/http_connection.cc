@@ -124,12 +124,25 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     }
     c->SetTimeout(timeout_ms);
     if (cancel_fd) cancel_fd->store(c->socket.native_handle());
+    // A signal that arrives while the socket blocks (EINTR: sockets with a timeout are never
+    // restarted, whatever SA_RESTART says) interrupts the call; the serializer and the parser
+    // keep their place, so the write or read simply goes on. Giving up instead would lose an
+    // answer the server already gave, e.g. for an enqueue that is stored.
     beast::error_code ec;
-    bhttp::write(c->socket, req, ec);
+    bhttp::request_serializer<bhttp::string_body> serializer{req};
+    do {
+      ec = {};
+      bhttp::write(c->socket, serializer, ec);
+    } while (ec == net::error::interrupted);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(256 << 20);
     size_t read = 0;
-    if (!ec) read = bhttp::read(c->socket, c->buffer, parser, ec);
+    if (!ec) {
+      do {
+        ec = {};
+        read += bhttp::read(c->socket, c->buffer, parser, ec);
+      } while (ec == net::error::interrupted && !parser.is_done());
+    }
     if (cancel_fd) cancel_fd->store(-1);
     if (ec) {
       if (reused && read == 0 && attempt == 0 &&

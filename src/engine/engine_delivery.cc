@@ -512,12 +512,19 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
         record.attempt = 0;
         record.dead_at_ms = 0;
         record.due_at_ms = now_ms;
-        if (!record.key.empty()) {  // take the key back unless a live job holds it now
+        // The job takes its key back unless a live job holds it now; then it comes back
+        // without a key (a dead job released it), so no two live jobs show one key. The Lua
+        // twin is kReplayScript.
+        if (!record.key.empty()) {
           std::string holder;
           Status s = storage_->Get(Cf::kKeys, IdemKey(queue, record.key), &holder);
           if (!s.ok() && s.code() != Code::kNotFound) return s;
           record.key_indexed = s.code() == Code::kNotFound && claimed.insert(record.key).second;
-          if (record.key_indexed) batch->Put(Cf::kKeys, IdemKey(queue, record.key), id.Raw());
+          if (record.key_indexed) {
+            batch->Put(Cf::kKeys, IdemKey(queue, record.key), id.Raw());
+          } else {
+            record.key.clear();
+          }
         }
         batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
         batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, 0, 0}));

@@ -525,9 +525,15 @@ for _, id in ipairs(ids) do
   if m and m.state == 'd' then
     redis.call('ZREM', K_DEAD, id)
     m.base, m.attempt, m.delivery, m.due = 0, 0, '0', now
-    if m.key ~= '' and not redis.call('HGET', K_KEYS, m.key) then
-      redis.call('HSET', K_KEYS, m.key, id)
-      m.ki = '1'
+    -- The key comes back unless a live job holds it now; then the job comes back without
+    -- one. The C++ twin is EngineImpl::ReplayDead.
+    if m.key ~= '' then
+      if redis.call('HGET', K_KEYS, m.key) then
+        m.key, m.ki = '', '0'
+      else
+        redis.call('HSET', K_KEYS, m.key, id)
+        m.ki = '1'
+      end
     end
     place(id, m, now)
     meta_put(id, m)

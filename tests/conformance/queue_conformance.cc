@@ -610,6 +610,44 @@ TEST_P(QueueConformance, ARepeatedIdOrReceiptCountsOnce) {
   EXPECT_EQ(s.ready, 1);
 }
 
+// A dead job releases its key; replayed after another job took the key, it comes back without
+// one, so no two live jobs show the same key. (Found by delayq-check.)
+TEST_P(QueueConformance, ReplayedJobWhoseKeyWasTakenComesBackWithoutIt) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job("first");
+  r.key = "order-7";
+  r.max_attempts = 1;
+  const std::string first = MustEnqueue(q(), queue, r).id;
+  auto got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(q().Nack(queue, {got[0].receipt, 0, "x", false}).ok());
+  r.payload = "second";
+  EnqueueResult second = MustEnqueue(q(), queue, r);
+  EXPECT_FALSE(second.duplicate) << "a dead job releases its key";
+  EXPECT_NE(second.id, first);
+  auto replayed = q().ReplayDead(queue, std::vector<std::string>{first});
+  ASSERT_TRUE(replayed.ok());
+  EXPECT_EQ(*replayed, 1);
+  auto job = q().Get(queue, JobRef::ById(first));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReady);
+  EXPECT_EQ(job->key, "") << "the key belongs to the live job " << second.id;
+  EXPECT_EQ(q().Get(queue, JobRef::ByKey("order-7"))->id, second.id);
+  // With the key free, a replay takes it back.
+  EnqueueRequest other = Job("other");
+  other.key = "order-8";
+  other.max_attempts = 1;
+  const std::string third = MustEnqueue(q(), queue, other).id;
+  for (auto& d : MustReserve(q(), queue)) {
+    if (d.id == third) {
+      ASSERT_TRUE(q().Nack(queue, {d.receipt, 0, "x", false}).ok());
+    }
+  }
+  ASSERT_EQ(*q().ReplayDead(queue, std::vector<std::string>{third}), 1);
+  EXPECT_EQ(q().Get(queue, JobRef::ById(third))->key, "order-8");
+  EXPECT_EQ(q().Get(queue, JobRef::ByKey("order-8"))->id, third);
+}
+
 TEST_P(QueueConformance, PausedQueueHandsOutNothing) {
   const std::string queue = QueueName();
   MustEnqueue(q(), queue, Job("a"));

@@ -1,0 +1,481 @@
+#include "check/run.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "check/history.h"
+#include "check/proc.h"
+#include "check/worker.h"
+#include "delayq/client.h"
+
+namespace delayq::check {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kQueues = {"chk.a", "chk.b", "chk.c"};
+constexpr int64_t kLongestLeaseMs = 4000;  // what the workers ask for at most
+
+void SleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::string FakeTimeLibrary() {
+  for (const char* p : {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1"}) {
+    if (fs::exists(p)) return p;
+  }
+  return "";
+}
+
+class Run {
+ public:
+  explicit Run(const RunOptions& o) : o_(o), rng_(o.seed) {
+    if (!o_.keep.empty()) {
+      root_ = o_.keep;
+      fs::remove_all(root_);
+      fs::create_directories(root_);
+    } else {
+      std::string tmpl = (fs::temp_directory_path() / "delayq-check-XXXXXX").string();
+      root_ = ::mkdtemp(tmpl.data());
+    }
+    faults_ = std::make_unique<Recorder>(root_ + "/faults.jsonl");
+  }
+
+  ~Run() {
+    workers_.clear();
+    servers_.clear();
+    redis_.clear();
+    if (o_.keep.empty() && !keep_) fs::remove_all(root_);
+  }
+
+  RunResult Go() {
+    StartStore();
+    for (int i = 0; i < Servers(); ++i) StartServer(i);
+    SetUpQueues();
+    const int64_t start = WallUs();
+    until_us_ = start + o_.duration_ms * 1000;
+    for (int i = 0; i < o_.clients; ++i) StartWorker(i == 0);
+    Nemesis();
+    StopWorkers();
+    FinalState final_state = Settle();
+    std::vector<std::string> paths = histories_;
+    paths.push_back(root_ + "/faults.jsonl");
+    History history = ReadHistory(paths);
+
+    VerifyOptions vo;
+    vo.loss_expected = LossExpected(o_);
+    vo.clock_steps = o_.fault == "clock-step";
+    vo.killed_clients = killed_;
+    RunResult r;
+    r.report = Verify(history, final_state, vo);
+    r.faults_injected = injected_;
+    r.mode = Mode();
+    for (const Op& op : history.ops) {
+      if (op.op == "enqueue" && op.ok()) r.acknowledged += static_cast<int64_t>(op.result["jobs"].size());
+    }
+    r.pass = r.report.anomalies.empty() && final_state.settled;
+    if (!r.pass) keep_ = true;
+    const Report& rep = r.report;
+    r.verdict = fmt::format(
+        "delayq-check {} {}: {} ops ({} in doubt, {} errors answered), {} jobs, {} deliveries, {} faults, "
+        "{} anomalies, {} lost, {} resurrected; lateness p50 {:.0f} ms p99 {:.0f} ms max {:.0f} ms ({} samples){}",
+        r.pass ? "PASS" : "FAIL", r.mode, rep.ops, rep.in_doubt, rep.errors, rep.jobs, rep.deliveries, injected_,
+        rep.anomalies.size(), rep.lost, rep.resurrected, rep.lateness_p50_ms, rep.lateness_p99_ms,
+        rep.lateness_max_ms, rep.lateness_samples, final_state.settled ? "" : "; the store never settled");
+    if (keep_ || !o_.keep.empty()) r.verdict += "; history in " + root_;
+    return r;
+  }
+
+ private:
+  int Servers() const { return o_.store == "embedded" ? 1 : o_.servers; }
+  std::string Mode() const {
+    std::string m = o_.store == "embedded" ? "embedded/" + o_.durability : o_.store;
+    if (o_.store == "redis" && (o_.fault == "redis-restart" || o_.fault == "redis-failover")) {
+      m += "/appendfsync=" + o_.redis_appendfsync;
+    }
+    if (o_.redis_wait_replicas > 0) m += fmt::format("/wait={}", o_.redis_wait_replicas);
+    if (Servers() > 1) m += fmt::format("/{}-servers", Servers());
+    return m + " fault=" + o_.fault;
+  }
+  int64_t Uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+
+  // --- the store ---
+  std::unique_ptr<Proc> StartRedis(const std::string& name, int port, const std::vector<std::string>& more) {
+    const std::string dir = root_ + "/" + name;
+    fs::create_directories(dir);
+    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1",
+                                     "--save", "", "--dir", dir, "--loglevel", "notice"};
+    args.insert(args.end(), more.begin(), more.end());
+    auto p = std::make_unique<Proc>(args, root_ + "/" + name + ".log");
+    if (!p->WaitForLine("Ready to accept connections", std::chrono::seconds(60))) {
+      throw std::runtime_error("redis-server " + name + " did not start; see " + p->log_path());
+    }
+    return p;
+  }
+
+  std::vector<std::string> RedisPersistence() const {
+    return {"--appendonly", "yes", "--appendfsync", o_.redis_appendfsync};
+  }
+
+  void StartStore() {
+    if (o_.store == "embedded") return;
+    if (o_.store == "redis") {
+      redis_ports_ = {FreePort()};
+      redis_.push_back(StartRedis("redis0", redis_ports_[0], RedisPersistence()));
+      if (o_.fault == "redis-failover") {
+        redis_ports_.push_back(FreePort());
+        redis_.push_back(StartReplica(1, redis_ports_[0]));
+      }
+      store_url_ = fmt::format("redis://127.0.0.1:{}", redis_ports_[0]);
+      return;
+    }
+    // redis-cluster: three masters, every slot assigned.
+    std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
+    for (int i = 0; i < 3; ++i) {
+      int port;
+      do {
+        port = static_cast<int>(Uniform(20000, 45000));
+      } while (!PortFree(port) || !PortFree(port + 10000));
+      redis_ports_.push_back(port);
+      redis_.push_back(StartRedis(fmt::format("node{}", i), port,
+                                  {"--cluster-enabled", "yes", "--cluster-config-file",
+                                   root_ + fmt::format("/node{}/nodes.conf", i), "--cluster-node-timeout", "5000",
+                                   "--appendonly", "yes"}));
+      create.push_back(fmt::format("127.0.0.1:{}", port));
+    }
+    create.insert(create.end(), {"--cluster-replicas", "0", "--cluster-yes"});
+    Proc cli(create, root_ + "/cluster-create.log");
+    if (cli.Wait() != 0) throw std::runtime_error("redis-cli --cluster create failed; see " + root_);
+    for (int i = 0; i < 600; ++i) {
+      bool ok = true;
+      for (int port : redis_ports_) {
+        Proc info({"redis-cli", "-p", std::to_string(port), "cluster", "info"}, root_ + "/cluster-info.log");
+        ok = ok && info.WaitForLine("cluster_state:ok", std::chrono::seconds(2));
+        info.Wait();
+      }
+      if (ok) break;
+      SleepMs(100);  // gossip rounds: a poll of a condition, paced
+    }
+    store_url_ = "redis-cluster://";
+    for (size_t i = 0; i < redis_ports_.size(); ++i) {
+      store_url_ += (i ? "," : "") + fmt::format("127.0.0.1:{}", redis_ports_[i]);
+    }
+  }
+
+  static bool PortFree(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    return ok;
+  }
+
+  std::unique_ptr<Proc> StartReplica(int index, int primary_port) {
+    const std::string name = fmt::format("redis{}", index);
+    fs::remove_all(root_ + "/" + name);  // a fresh copy, taken from the primary
+    std::vector<std::string> more = RedisPersistence();
+    more.insert(more.end(), {"--replicaof", "127.0.0.1", std::to_string(primary_port)});
+    auto p = StartRedis(name, redis_ports_[static_cast<size_t>(index)], more);
+    if (!p->WaitForLine("MASTER <-> REPLICA sync: Finished with success", std::chrono::seconds(60))) {
+      throw std::runtime_error("the Redis replica did not sync; see " + p->log_path());
+    }
+    return p;
+  }
+
+  // --- servers ---
+  void StartServer(int i) {
+    if (server_ports_.size() <= static_cast<size_t>(i)) server_ports_.push_back(FreePort());
+    std::vector<std::string> args = {o_.delayq_bin, "serve", "--listen",
+                                     fmt::format("127.0.0.1:{}", server_ports_[static_cast<size_t>(i)]), "--data",
+                                     DataDir(i)};
+    if (o_.store == "embedded") {
+      args.insert(args.end(), {"--durability", o_.durability});
+    } else {
+      args.insert(args.end(), {"--store", store_url_});
+    }
+    if (o_.redis_wait_replicas > 0) {
+      args.insert(args.end(), {"--redis-wait-replicas", std::to_string(o_.redis_wait_replicas)});
+    }
+    std::map<std::string, std::string> env;
+    if (o_.fault == "clock-step") {
+      const std::string lib = FakeTimeLibrary();
+      if (lib.empty()) throw std::runtime_error("clock-step needs libfaketime (Debian package faketime)");
+      if (!fs::exists(FakeTimeFile())) SetFakeTime("+0");
+      env = {{"LD_PRELOAD", lib}, {"FAKETIME_TIMESTAMP_FILE", FakeTimeFile()}, {"FAKETIME_NO_CACHE", "1"},
+             {"DONT_FAKE_MONOTONIC", "1"}};
+    }
+    if (servers_.size() <= static_cast<size_t>(i)) servers_.resize(static_cast<size_t>(i) + 1);
+    servers_[static_cast<size_t>(i)].reset();
+    auto p = std::make_unique<Proc>(args, root_ + fmt::format("/server{}.log", i), env);
+    if (!p->WaitForLine("delayq serving", std::chrono::seconds(120))) {
+      throw std::runtime_error(fmt::format("delayq serve did not start; see {}", p->log_path()));
+    }
+    servers_[static_cast<size_t>(i)] = std::move(p);
+  }
+  std::string DataDir(int i) const { return root_ + fmt::format("/data{}", i); }
+  std::string Url(int i) const { return fmt::format("http://127.0.0.1:{}", server_ports_[static_cast<size_t>(i)]); }
+  std::string FakeTimeFile() const { return root_ + "/faketime"; }
+  void SetFakeTime(const std::string& offset) {
+    std::ofstream(FakeTimeFile() + ".tmp") << offset << "\n";
+    fs::rename(FakeTimeFile() + ".tmp", FakeTimeFile());
+  }
+
+  std::unique_ptr<Client> NewClient(int server = 0) {
+    auto c = Client::Connect(Url(server), {.timeout_ms = 15'000});
+    if (!c.ok()) throw std::runtime_error(c.status().ToString());
+    return std::move(*c);
+  }
+
+  void SetUpQueues() {
+    auto c = NewClient();
+    for (const auto& q : kQueues) {
+      QueueConfig config;
+      config.max_attempts = StartConfig::kMaxAttempts;
+      config.lease_ms = StartConfig::kLeaseMs;
+      config.backoff.base_ms = 200;
+      config.backoff.max_ms = 3000;
+      config.backoff.jitter = 0.2;
+      Status s = c->SetConfig(q, config);
+      if (!s.ok()) throw std::runtime_error("setting up queue " + q + ": " + s.ToString());
+    }
+  }
+
+  // --- workers ---
+  void StartWorker(bool admin) {
+    const int id = next_worker_++;
+    std::vector<std::string> urls;
+    for (int i = 0; i < Servers(); ++i) urls.push_back(Url(i));
+    const std::string history = root_ + fmt::format("/history{}.jsonl", id);
+    histories_.push_back(history);
+    std::vector<std::string> args = {o_.self_bin, "--worker", "--id", std::to_string(id), "--seed",
+                                     std::to_string(o_.seed * 1000 + static_cast<uint64_t>(id)), "--urls", Join(urls, ","),
+                                     "--queues", Join(kQueues, ","), "--history", history, "--until-us",
+                                     std::to_string(until_us_)};
+    if (admin) args.push_back("--admin");
+    workers_[id] = std::make_unique<Proc>(args, root_ + fmt::format("/worker{}.log", id));
+    if (admin) admin_ = id;
+  }
+
+  void StopWorkers() {
+    for (auto& [id, w] : workers_) w->Signal(SIGTERM);
+    for (auto& [id, w] : workers_) {
+      // A worker ends its request in flight first: at most a long poll and a client timeout.
+      const int code = w->Wait();
+      if (code != 0) {
+        std::cerr << fmt::format("worker {} exited with {}; see {}\n", id, code, w->log_path());
+        if (code == 128 + SIGKILL) killed_.push_back(id);
+      }
+    }
+  }
+
+  // --- faults ---
+  void Fault(const std::string& name, int64_t t0) {
+    faults_->Line({{"k", "f"}, {"name", name}, {"t0", t0}, {"t1", WallUs()}});
+    ++injected_;
+  }
+
+  void Nemesis() {
+    int round = 0;
+    while (true) {
+      const int64_t jitter = o_.fault_every_ms / 5;
+      const int64_t next = WallUs() + (o_.fault_every_ms + Uniform(-jitter, jitter)) * 1000;
+      if (o_.fault == "none" || next + o_.fault_every_ms * 500 > until_us_) {
+        while (WallUs() < until_us_) SleepMs(std::min<int64_t>(200, (until_us_ - WallUs()) / 1000 + 1));
+        return;
+      }
+      while (WallUs() < next) SleepMs(std::min<int64_t>(100, (next - WallUs()) / 1000 + 1));
+      Inject(round++);
+    }
+  }
+
+  void Inject(int round) {
+    const int64_t t0 = WallUs();
+    const std::string& f = o_.fault;
+    if (f == "kill-server") {
+      const int i = static_cast<int>(Uniform(0, Servers() - 1));
+      servers_[static_cast<size_t>(i)]->Signal(SIGKILL);
+      servers_[static_cast<size_t>(i)]->Wait();
+      StartServer(i);
+      Fault("kill-server", t0);
+    } else if (f == "kill-consumers") {
+      std::vector<int> mixed;
+      for (auto& [id, w] : workers_) {
+        if (id != admin_) mixed.push_back(id);
+      }
+      const int victim = mixed[static_cast<size_t>(Uniform(0, static_cast<int64_t>(mixed.size()) - 1))];
+      workers_[victim]->Signal(SIGKILL);
+      workers_[victim]->Wait();
+      workers_.erase(victim);
+      killed_.push_back(victim);
+      StartWorker(false);
+      Fault("kill-consumer", t0);
+    } else if (f == "stop-server") {
+      const int i = static_cast<int>(Uniform(0, Servers() - 1));
+      servers_[static_cast<size_t>(i)]->Signal(SIGSTOP);
+      SleepMs(kLongestLeaseMs + 2000);  // longer than any lease: they all run out meanwhile
+      servers_[static_cast<size_t>(i)]->Signal(SIGCONT);
+      Fault("stop-server", t0);
+    } else if (f == "redis-restart") {
+      redis_[0]->Signal(SIGKILL);
+      redis_[0]->Wait();
+      redis_[0] = StartRedis("redis0", redis_ports_[0], RedisPersistence());
+      Fault("redis-restart", t0);
+    } else if (f == "redis-failover") {
+      // The primary dies; its replica takes over; delayq is pointed at it (as a Sentinel-aware
+      // deployment would be); the old primary returns as the new replica.
+      redis_[0]->Signal(SIGKILL);
+      redis_[0]->Wait();
+      Proc promote({"redis-cli", "-p", std::to_string(redis_ports_[1]), "replicaof", "no", "one"},
+                   root_ + "/failover.log");
+      promote.Wait();
+      std::swap(redis_[0], redis_[1]);
+      std::swap(redis_ports_[0], redis_ports_[1]);
+      store_url_ = fmt::format("redis://127.0.0.1:{}", redis_ports_[0]);
+      for (int i = 0; i < Servers(); ++i) {
+        servers_[static_cast<size_t>(i)]->Signal(SIGKILL);
+        servers_[static_cast<size_t>(i)]->Wait();
+        StartServer(i);
+      }
+      redis_[1] = StartReplica(1, redis_ports_[0]);
+      Fault("redis-failover", t0);
+    } else if (f == "clock-step") {
+      const bool forward = round % 2 == 0;
+      SetFakeTime(forward ? "+1h" : "-1h");
+      SleepMs(3000);
+      SetFakeTime("+0");
+      Fault(forward ? "clock+1h" : "clock-1h", t0);
+    } else {
+      throw std::runtime_error("fault " + f + " is not available in this build");
+    }
+  }
+
+  // --- the end ---
+  // Resumes every queue, waits until nothing is reserved and nothing is due soon, then reads
+  // every job the history names, the stats and /metrics.
+  FinalState Settle() {
+    FinalState out;
+    auto c = NewClient();
+    for (const auto& q : kQueues) {
+      for (int i = 0; i < 50 && !c->Resume(q).ok(); ++i) SleepMs(200);
+    }
+    const int64_t settle_until = WallUs() + 30'000'000;
+    bool settled = false;
+    while (!settled && WallUs() < settle_until) {
+      settled = true;
+      for (const auto& q : kQueues) {
+        auto s = c->Stats(q);
+        settled = settled && s.ok() && s->reserved == 0 && s->due_next_60s == 0;
+      }
+      if (!settled) SleepMs(250);  // leases run out and jobs come due: paced polling
+    }
+    out.settled = settled;
+    auto counts = [&](std::map<std::string, QueueCounts>* into) {
+      for (const auto& q : kQueues) {
+        auto s = c->Stats(q);
+        if (s.ok()) (*into)[q] = {s->scheduled, s->ready, s->reserved, s->dead};
+      }
+    };
+    counts(&out.stats);
+    std::vector<std::string> paths = histories_;
+    History h = ReadHistory(paths);
+    std::set<std::pair<std::string, std::string>> ids;
+    for (const Op& op : h.ops) {
+      if (op.op == "enqueue" && op.ok()) {
+        for (const Json& j : op.result["jobs"]) ids.insert({op.queue, j["id"]});
+      } else if (op.op == "reserve" && op.ok()) {
+        for (const Json& d : op.result["d"]) ids.insert({op.queue, d["id"]});
+      } else if ((op.op == "reschedule" || op.op == "get") && op.ok()) {
+        ids.insert({op.queue, op.result["id"]});
+      }
+    }
+    for (const auto& [q, id] : ids) {
+      FinalJob f;
+      Result<Job> job = Status::Unavailable("");
+      for (int i = 0; i < 20; ++i) {
+        job = c->Get(q, JobRef::ById(id));
+        if (job.ok() || job.code() == Code::kNotFound) break;
+        SleepMs(100);
+      }
+      if (job.ok()) {
+        f.found = true;
+        f.state = JobStateName(job->state);
+        f.key = job->key;
+        f.attempt = job->attempt;
+      } else if (job.code() != Code::kNotFound) {
+        out.settled = false;
+      }
+      out.jobs[id] = f;
+    }
+    std::map<std::string, QueueCounts> again;
+    counts(&again);
+    if (again != out.stats) out.settled = false;
+    auto metrics = c->Metrics();
+    if (metrics.ok()) {
+      static const std::regex re(R"re(delayq_jobs\{queue="([^"]+)",state="([a-z]+)"\} (\d+))re");
+      for (std::sregex_iterator it(metrics->begin(), metrics->end(), re), end; it != end; ++it) {
+        QueueCounts& qc = out.metrics[(*it)[1]];
+        const std::string state = (*it)[2];
+        const int64_t n = std::stoll((*it)[3]);
+        (state == "scheduled" ? qc.scheduled : state == "ready" ? qc.ready : state == "reserved" ? qc.reserved : qc.dead) = n;
+      }
+    }
+    return out;
+  }
+
+  const RunOptions o_;
+  std::mt19937_64 rng_;
+  std::string root_;
+  bool keep_ = false;
+  std::unique_ptr<Recorder> faults_;
+  std::vector<std::unique_ptr<Proc>> redis_;
+  std::vector<int> redis_ports_;
+  std::string store_url_;
+  std::vector<std::unique_ptr<Proc>> servers_;
+  std::vector<int> server_ports_;
+  std::map<int, std::unique_ptr<Proc>> workers_;
+  std::vector<std::string> histories_;
+  std::vector<int> killed_;
+  int next_worker_ = 0;
+  int admin_ = -1;
+  int64_t until_us_ = 0;
+  int64_t injected_ = 0;
+};
+
+}  // namespace
+
+bool LossExpected(const RunOptions& o) {
+  if (o.fault == "redis-restart") return o.redis_appendfsync != "always";
+  if (o.fault == "redis-failover") return o.redis_wait_replicas == 0;
+  if (o.fault == "power-cut") return o.durability != "sync";
+  return false;
+}
+
+RunResult RunCheck(const RunOptions& options) {
+  Run run(options);
+  return run.Go();
+}
+
+}  // namespace delayq::check

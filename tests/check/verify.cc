@@ -1,0 +1,514 @@
+#include "check/verify.h"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace delayq::check {
+namespace {
+
+constexpr int64_t kNever = INT64_MAX;
+
+// An answer that leaves open whether the request took effect.
+bool Doubtful(const std::string& code) {
+  return code.empty() || code == "unavailable" || code == "io_error" || code == "internal";
+}
+
+std::string IdOf(const std::string& receipt) { return receipt.substr(0, std::min<size_t>(26, receipt.size())); }
+
+struct DeliveryRec {
+  const Op* reserve = nullptr;
+  std::string id, receipt, queue;
+  int64_t attempt = 0, max = 0;
+  int64_t due = 0, deadline = 0, lease_ms = 0;
+  int64_t lease_end = 0;      // the deadline, as set again by the last touch that answered ok
+  bool acked = false, nacked = false;
+  bool unsure = false;        // a nack or touch of it is in doubt
+  int64_t at() const { return deadline - lease_ms; }  // when it was handed out (store's clock, ms)
+};
+
+struct Trace {
+  std::string id, queue, key;
+  const Op* created = nullptr;
+  std::vector<size_t> deliveries;
+  std::vector<const Op*> ops;
+  std::set<int64_t> dues;
+  bool due_unknown = false;
+  int64_t removed_ok_t1 = kNever;  // first ack or cancel by id that answered ok
+  bool removed_in_doubt = false;
+  bool may_be_dead = false;
+};
+
+class Verifier {
+ public:
+  Verifier(const History& h, const FinalState& f, const VerifyOptions& o) : h_(h), f_(f), o_(o) {
+    origin_ = h.ops.empty() ? 0 : h.ops.front().t0;
+  }
+
+  Report Run() {
+    Index();
+    CheckAnswers();
+    CheckDeliveries();
+    CheckJobs();
+    CheckKeys();
+    CheckCounts();
+    CheckLateness();
+    r_.jobs = static_cast<int64_t>(traces_.size());
+    r_.deliveries = static_cast<int64_t>(deliveries_.size());
+    r_.faults = static_cast<int64_t>(h_.faults.size());
+    return r_;
+  }
+
+ private:
+  Trace& T(const std::string& id, const std::string& queue) {
+    Trace& t = traces_[id];
+    if (t.id.empty()) {
+      t.id = id;
+      t.queue = queue;
+    }
+    return t;
+  }
+
+  bool InFault(int64_t t0, int64_t t1) const {
+    for (const Fault& f : h_.faults) {
+      if (t0 <= f.t1 + o_.fault_grace_us && t1 >= f.t0) return true;
+    }
+    return false;
+  }
+
+  std::string Line(const Op& op) const {
+    std::string res = op.result.is_null() || op.result.empty() ? "" : " " + op.result.dump();
+    if (res.size() > 400) res = res.substr(0, 400) + "…";
+    std::string args = op.args.is_null() || op.args.empty() ? "" : " " + op.args.dump();
+    if (args.size() > 300) args = args.substr(0, 300) + "…";
+    return fmt::format("  +{:.3f}s c{}#{} {} {}{} -> {}{}{}", (op.t0 - origin_) / 1e6, op.client, op.seq, op.op,
+                       op.queue, args, op.answered() ? op.code : "(no answer)",
+                       op.answered() ? fmt::format(" after {:.1f} ms", (op.t1 - op.t0) / 1e3) : "", res);
+  }
+
+  void Add(const std::string& kind, std::string what, std::vector<const Op*> ops) {
+    std::sort(ops.begin(), ops.end(), [](const Op* a, const Op* b) { return a->t0 < b->t0; });
+    ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+    Anomaly a{kind, std::move(what), {}};
+    // Requests that failed with a definite answer changed nothing: they are left out, unless
+    // the slice would be empty without them.
+    size_t shown = 0;
+    for (const Op* op : ops) {
+      if (ops.size() > 1 && op->answered() && !op->ok() && op->code != "mixed" && !Doubtful(op->code)) continue;
+      if (++shown > 60) {
+        a.slice.push_back("  …");
+        break;
+      }
+      a.slice.push_back(Line(*op));
+    }
+    for (const Fault& f : h_.faults) {
+      if (!ops.empty() && f.t0 <= ops.back()->t0 && f.t1 >= ops.front()->t0) {
+        a.slice.push_back(fmt::format("  fault {} from +{:.3f}s to +{:.3f}s", f.name, (f.t0 - origin_) / 1e6,
+                                      (f.t1 - origin_) / 1e6));
+      }
+    }
+    r_.anomalies.push_back(std::move(a));
+  }
+  void AddJob(const std::string& kind, const std::string& what, const Trace& t) { Add(kind, what, t.ops); }
+
+  DeliveryRec* DeliveryOf(const std::string& receipt) {
+    auto it = by_receipt_.find(receipt);
+    return it == by_receipt_.end() ? nullptr : &deliveries_[it->second];
+  }
+
+  // Builds one trace per job from every operation that names it.
+  void Index() {
+    for (const Op& op : h_.ops) {
+      ++r_.ops;
+      ++r_.by_op[op.op];
+      if (op.answered()) ++r_.answered;
+      else ++r_.in_doubt;
+      if (op.answered() && !op.ok() && op.code != "mixed") ++r_.errors;
+      const std::string& q = op.queue;
+      if (op.op == "enqueue") {
+        const Json& jobs = op.args.value("jobs", Json::array());
+        if (!op.ok()) {
+          if (Doubtful(op.code)) in_doubt_jobs_[q] += static_cast<int64_t>(jobs.size());
+          continue;
+        }
+        const Json& res = op.result["jobs"];
+        for (size_t i = 0; i < res.size(); ++i) {
+          Trace& t = T(res[i]["id"], q);
+          t.ops.push_back(&op);
+          t.dues.insert(res[i]["due"].get<int64_t>());
+          if (!res[i]["dup"].get<bool>() && !t.created) {
+            t.created = &op;
+            if (i < jobs.size()) t.key = jobs[i].value("key", "");
+          }
+        }
+      } else if (op.op == "reserve" && op.ok()) {
+        for (const Json& d : op.result["d"]) {
+          DeliveryRec rec;
+          rec.reserve = &op;
+          rec.id = d["id"];
+          rec.receipt = d["rc"];
+          rec.queue = q;
+          rec.attempt = d["att"];
+          rec.max = d["max"];
+          rec.due = d["due"];
+          rec.deadline = d["ld"];
+          rec.lease_ms = op.args["lease"];
+          rec.lease_end = rec.deadline;
+          by_receipt_[rec.receipt] = deliveries_.size();
+          Trace& t = T(rec.id, q);
+          t.ops.push_back(&op);
+          if (t.key.empty()) t.key = d.value("key", "");
+          t.deliveries.push_back(deliveries_.size());
+          deliveries_.push_back(std::move(rec));
+        }
+      } else if (op.op == "ack" || op.op == "nack" || op.op == "touch") {
+        std::vector<std::string> receipts;
+        if (op.op == "ack") {
+          receipts = op.args["rc"].get<std::vector<std::string>>();
+        } else {
+          receipts = {op.args["rc"].get<std::string>()};
+        }
+        for (size_t i = 0; i < receipts.size(); ++i) {
+          std::string code = op.code;
+          if (op.op == "ack" && op.answered() && op.result.contains("codes") && i < op.result["codes"].size()) {
+            code = op.result["codes"][i];
+          }
+          Trace& t = T(IdOf(receipts[i]), q);
+          t.ops.push_back(&op);
+          DeliveryRec* d = DeliveryOf(receipts[i]);
+          if (code == "ok") {
+            if (op.args.value("why", "") == "forged") {
+              Add("stale", fmt::format("a forged receipt {} was accepted by {}", receipts[i], op.op), {&op});
+            }
+            if (op.op == "ack") {
+              t.removed_ok_t1 = std::min(t.removed_ok_t1, op.t1);
+              if (d) d->acked = true;
+            } else if (op.op == "nack") {
+              if (d) d->nacked = true;
+              if (op.result["state"] == "dead") t.may_be_dead = true;
+              else t.dues.insert(op.result["due"].get<int64_t>());
+            } else if (d) {
+              d->lease_end = op.result["ld"].get<int64_t>();  // a touch may shorten the lease too
+            }
+          } else if (Doubtful(code)) {
+            if (op.op == "ack") t.removed_in_doubt = true;
+            if (op.op == "nack") {
+              t.may_be_dead = true;
+              t.due_unknown = true;
+            }
+            if (d) d->unsure = true;
+          }
+        }
+      } else if (op.op == "cancel" || op.op == "reschedule" || op.op == "get") {
+        const bool by_key = op.args.contains("key");
+        if (by_key) {
+          keyed_ops_[{q, op.args["key"].get<std::string>()}].push_back(&op);
+          if (op.op == "cancel") key_cancels_[{q, op.args["key"].get<std::string>()}].push_back(&op);
+        }
+        std::string id = by_key ? (op.ok() && op.result.contains("id") ? op.result["id"].get<std::string>() : "")
+                                : op.args["id"].get<std::string>();
+        if (id.empty()) continue;
+        Trace& t = T(id, q);
+        t.ops.push_back(&op);
+        if (op.op == "cancel") {
+          if (op.ok()) t.removed_ok_t1 = std::min(t.removed_ok_t1, op.t1);
+          else if (Doubtful(op.code)) t.removed_in_doubt = true;
+        } else if (op.op == "reschedule") {
+          if (op.ok()) t.dues.insert(op.result["due"].get<int64_t>());
+          else if (Doubtful(op.code)) t.due_unknown = true;
+        } else if (op.ok() && op.result["state"] == "dead") {
+          t.may_be_dead = true;
+        }
+      } else if (op.op == "dead_list" && op.ok()) {
+        for (const Json& j : op.result["jobs"]) {
+          Trace& t = T(j["id"], q);
+          t.ops.push_back(&op);
+          t.may_be_dead = true;
+        }
+      } else if (op.op == "replay") {
+        replays_[q].push_back(&op);
+        for (const Json& id : op.args["ids"]) T(id, q).ops.push_back(&op);
+      } else if (op.op == "purge") {
+        purges_[q].push_back(&op);
+      } else if (op.op == "pause" || op.op == "resume") {
+        pauses_[q].push_back(&op);
+      }
+    }
+    // A cancel by key names a job only by key: it joins the slice of every job with that key.
+    for (auto& [id, t] : traces_) {
+      if (t.key.empty()) continue;
+      auto it = keyed_ops_.find({t.queue, t.key});
+      if (it != keyed_ops_.end()) t.ops.insert(t.ops.end(), it->second.begin(), it->second.end());
+    }
+  }
+
+  void CheckAnswers() {
+    std::set<int> killed(o_.killed_clients.begin(), o_.killed_clients.end());
+    for (const Op& op : h_.ops) {
+      if (!op.answered()) {
+        if (!killed.contains(op.client)) Add("answered", "a request was never answered", {&op});
+        continue;
+      }
+      const int64_t took = op.t1 - op.t0;
+      const bool fault = InFault(op.t0, op.t1);
+      if (op.op == "must_fail") {
+        if (op.ok()) Add("must_fail", "a request that must fail succeeded: " + op.args.value("kind", ""), {&op});
+      }
+      if (op.code == "internal") Add("answered", "an internal error: " + op.message, {&op});
+      if (fault) continue;
+      if (op.code == "unavailable" || op.code == "io_error") {
+        Add("answered", "the store was unavailable outside any fault: " + op.message, {&op});
+      }
+      const int64_t limit = op.op == "reserve" ? op.args.value("wait", int64_t{0}) * 1000 + 1'000'000 : 5'000'000;
+      if (took > limit) {
+        Add("answered", fmt::format("answered after {:.0f} ms; the limit is {:.0f} ms", took / 1e3, limit / 1e3), {&op});
+      }
+    }
+  }
+
+  bool DueExplained(const Trace& t, const DeliveryRec& d) const {
+    if (t.due_unknown || t.dues.contains(d.due)) return true;
+    // A replay makes a job due at the store's "now" during the replay request.
+    auto it = replays_.find(t.queue);
+    if (it == replays_.end()) return false;
+    for (const Op* op : it->second) {
+      const int64_t end = op->answered() ? op->t1 : kNever;
+      if (o_.clock_steps || (d.due * 1000 >= op->t0 - 50'000 && d.due * 1000 <= end + 50'000)) return true;
+    }
+    return false;
+  }
+
+  void CheckDeliveries() {
+    for (auto& [id, t] : traces_) {
+      std::sort(t.deliveries.begin(), t.deliveries.end(),
+                [&](size_t a, size_t b) { return deliveries_[a].at() < deliveries_[b].at(); });
+      for (size_t k = 0; k < t.deliveries.size(); ++k) {
+        const DeliveryRec& d = deliveries_[t.deliveries[k]];
+        if (d.at() < d.due) {
+          AddJob("early", fmt::format("job {} was handed out at {} ms, {} ms before it was due at {}", id, d.at(),
+                                      d.due - d.at(), d.due), t);
+        }
+        if (d.attempt > d.max) {
+          AddJob("attempts", fmt::format("job {} was delivered for attempt {} of {}", id, d.attempt, d.max), t);
+        }
+        if (!DueExplained(t, d)) {
+          AddJob("early", fmt::format("job {} was delivered with due time {}, which no answer gave it", id, d.due), t);
+        }
+        if (k == 0) continue;
+        const DeliveryRec& prev = deliveries_[t.deliveries[k - 1]];
+        if (d.attempt != prev.attempt + 1 && d.attempt != 1) {
+          AddJob("attempts", fmt::format("job {} went from attempt {} to attempt {}", id, prev.attempt, d.attempt), t);
+        }
+        if (prev.nacked || prev.unsure || prev.acked) continue;  // acked: see CheckJobs
+        if (d.at() < prev.lease_end) {
+          AddJob("lease", fmt::format("job {} was handed out again at {} while the lease of attempt {} lasted until {}",
+                                      id, d.at(), prev.attempt, prev.lease_end), t);
+        }
+      }
+    }
+    // A receipt acts only while its delivery is the job's newest one.
+    for (const Op& op : h_.ops) {
+      if (op.op != "ack" && op.op != "nack" && op.op != "touch") continue;
+      std::vector<std::string> receipts =
+          op.op == "ack" ? op.args["rc"].get<std::vector<std::string>>() : std::vector<std::string>{op.args["rc"]};
+      for (size_t i = 0; i < receipts.size(); ++i) {
+        std::string code = op.code;
+        if (op.op == "ack" && op.answered() && op.result.contains("codes") && i < op.result["codes"].size()) {
+          code = op.result["codes"][i];
+        }
+        if (code != "ok") continue;
+        const DeliveryRec* d = DeliveryOf(receipts[i]);
+        if (!d) continue;
+        const Trace& t = traces_[d->id];
+        for (size_t k : t.deliveries) {
+          const DeliveryRec& later = deliveries_[k];
+          if (later.at() > d->at() && later.reserve->answered() && later.reserve->t1 < op.t0) {
+            AddJob("stale", fmt::format("a {} with the receipt of attempt {} of job {} succeeded after attempt {} "
+                                        "had been handed out",
+                                        op.op, d->attempt, d->id, later.attempt),
+                   t);
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  bool RemovalExplained(const Trace& t) const {
+    if (t.removed_ok_t1 != kNever || t.removed_in_doubt) return true;
+    if (!t.key.empty()) {
+      auto it = key_cancels_.find({t.queue, t.key});
+      if (it != key_cancels_.end()) {
+        for (const Op* op : it->second) {
+          if ((op->ok() || Doubtful(op->code)) && op->t0 >= t.created->t0) return true;
+        }
+      }
+    }
+    bool dead = t.may_be_dead;
+    for (size_t k : t.deliveries) dead = dead || deliveries_[k].attempt >= deliveries_[k].max;
+    if (!dead) return false;
+    auto it = purges_.find(t.queue);
+    if (it == purges_.end()) return false;
+    for (const Op* op : it->second) {
+      if ((op->ok() || Doubtful(op->code)) && op->t0 >= t.created->t0) return true;
+    }
+    return false;
+  }
+
+  void CheckJobs() {
+    for (const auto& [id, t] : traces_) {
+      auto f = f_.jobs.find(id);
+      const bool present = f != f_.jobs.end() && f->second.found;
+      if (t.removed_ok_t1 != kNever) {
+        bool again = present;
+        for (size_t k : t.deliveries) again = again || deliveries_[k].reserve->t0 > t.removed_ok_t1;
+        if (again) {
+          ++r_.resurrected;
+          if (!o_.loss_expected) {
+            AddJob("resurrected", fmt::format("job {} was {} after an ack or cancel of it answered ok", id,
+                                              present ? "still there at the end" : "delivered again"),
+                   t);
+          }
+        }
+      }
+      if (!t.created || present) continue;
+      if (!RemovalExplained(t)) {
+        ++r_.lost;
+        if (!o_.loss_expected) {
+          AddJob("lost", fmt::format("job {} was enqueued (acknowledged) and is gone, with no ack, cancel or purge "
+                                     "that explains it",
+                                     id),
+                 t);
+        }
+      }
+    }
+    // A nack of the last attempt makes the job dead.
+    for (const Op& op : h_.ops) {
+      if (op.op != "nack" || !op.ok()) continue;
+      const DeliveryRec* d = DeliveryOf(op.args["rc"]);
+      if (d && d->attempt >= d->max && op.result["state"] != "dead") {
+        AddJob("attempts", fmt::format("the nack of attempt {} of {} of job {} scheduled it again instead of making it dead",
+                                       d->attempt, d->max, d->id),
+               traces_[d->id]);
+      }
+    }
+  }
+
+  void CheckKeys() {
+    std::map<std::pair<std::string, std::string>, std::vector<const Trace*>> live;
+    for (const auto& [id, t] : traces_) {
+      auto f = f_.jobs.find(id);
+      if (f == f_.jobs.end() || !f->second.found || f->second.state == "dead" || f->second.key.empty()) continue;
+      live[{t.queue, f->second.key}].push_back(&t);
+    }
+    for (const auto& [qk, jobs] : live) {
+      if (jobs.size() < 2) continue;
+      std::vector<const Op*> ops;
+      for (const Trace* t : jobs) ops.insert(ops.end(), t->ops.begin(), t->ops.end());
+      Add("keys", fmt::format("{} live jobs of queue {} share the key {}", jobs.size(), qk.first, qk.second), ops);
+    }
+  }
+
+  void CheckCounts() {
+    if (!f_.settled) return;
+    std::map<std::string, QueueCounts> recount;
+    for (const auto& [id, t] : traces_) {
+      auto f = f_.jobs.find(id);
+      if (f == f_.jobs.end() || !f->second.found) continue;
+      QueueCounts& c = recount[t.queue];
+      const std::string& s = f->second.state;
+      (s == "scheduled" ? c.scheduled : s == "ready" ? c.ready : s == "reserved" ? c.reserved : c.dead) += 1;
+    }
+    for (const auto& [q, stats] : f_.stats) {
+      const QueueCounts& mine = recount[q];
+      auto slack = in_doubt_jobs_.count(q) ? in_doubt_jobs_.at(q) : 0;
+      const int64_t extra = (stats.scheduled - mine.scheduled) + (stats.ready - mine.ready) +
+                            (stats.reserved - mine.reserved) + (stats.dead - mine.dead);
+      const bool each_at_least = stats.scheduled >= mine.scheduled && stats.ready >= mine.ready &&
+                                 stats.reserved >= mine.reserved && stats.dead >= mine.dead;
+      if (!each_at_least || extra > slack) {
+        Add("counts", fmt::format("queue {}: stats say scheduled {} ready {} reserved {} dead {}; a recount of the "
+                                  "jobs finds {} {} {} {} (and up to {} unknown from enqueues in doubt)",
+                                  q, stats.scheduled, stats.ready, stats.reserved, stats.dead, mine.scheduled,
+                                  mine.ready, mine.reserved, mine.dead, slack),
+            {});
+      }
+      auto m = f_.metrics.find(q);
+      if (m == f_.metrics.end() || !(m->second == stats)) {
+        Add("counts", fmt::format("queue {}: /metrics does not match the stats", q), {});
+      }
+    }
+  }
+
+  bool PausedBetween(const std::string& queue, int64_t from_us, int64_t to_us) const {
+    auto it = pauses_.find(queue);
+    if (it == pauses_.end()) return false;
+    bool paused = false;
+    int64_t since = 0;
+    for (const Op* op : it->second) {  // in send order
+      if (op->op == "pause") {
+        if (!paused) since = op->t0;
+        paused = true;
+      } else if (paused) {
+        if (since <= to_us && op->t1 >= from_us) return true;
+        paused = false;
+      }
+    }
+    return paused && since <= to_us;
+  }
+
+  // Jobs that a poll was already waiting for when they came due: how late they were handed out.
+  void CheckLateness() {
+    std::vector<double> lateness;
+    std::vector<const DeliveryRec*> which;
+    for (const auto& [id, t] : traces_) {
+      std::set<int64_t> seen_due;
+      for (size_t k : t.deliveries) {
+        const DeliveryRec& d = deliveries_[k];
+        if (!seen_due.insert(d.due).second) continue;  // a redelivery of the same due time
+        if (d.reserve->args.value("wait", int64_t{0}) == 0 || d.reserve->t0 + 5'000 > d.due * 1000) continue;
+        const int64_t handed_us = d.at() * 1000;
+        if (InFault(d.due * 1000, handed_us) || PausedBetween(d.queue, d.due * 1000, handed_us)) continue;
+        lateness.push_back(static_cast<double>(d.at() - d.due));
+        which.push_back(&d);
+      }
+    }
+    r_.lateness_samples = static_cast<int64_t>(lateness.size());
+    if (lateness.empty()) return;
+    std::vector<size_t> order(lateness.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lateness[a] < lateness[b]; });
+    auto at = [&](double q) { return lateness[order[std::min(order.size() - 1, static_cast<size_t>(q * order.size()))]]; };
+    r_.lateness_p50_ms = at(0.5);
+    r_.lateness_p99_ms = at(0.99);
+    r_.lateness_max_ms = lateness[order.back()];
+    if (!o_.clock_steps && r_.lateness_p99_ms > 1000) {
+      const DeliveryRec& worst = *which[order.back()];
+      AddJob("lateness", fmt::format("p99 lateness of jobs a poll was waiting for is {:.0f} ms (max {:.0f} ms, job {})",
+                                     r_.lateness_p99_ms, r_.lateness_max_ms, worst.id),
+             traces_.at(worst.id));
+    }
+  }
+
+  const History& h_;
+  const FinalState& f_;
+  const VerifyOptions& o_;
+  int64_t origin_ = 0;
+  Report r_;
+  std::map<std::string, Trace> traces_;
+  std::vector<DeliveryRec> deliveries_;
+  std::map<std::string, size_t> by_receipt_;
+  std::map<std::string, int64_t> in_doubt_jobs_;
+  std::map<std::pair<std::string, std::string>, std::vector<const Op*>> keyed_ops_, key_cancels_;
+  std::map<std::string, std::vector<const Op*>> replays_, purges_, pauses_;
+};
+
+}  // namespace
+
+Report Verify(const History& history, const FinalState& final_state, const VerifyOptions& options) {
+  return Verifier(history, final_state, options).Run();
+}
+
+}  // namespace delayq::check

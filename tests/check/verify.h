@@ -1,0 +1,77 @@
+// The invariants delayq-check verifies over a history and the final state it read back.
+//
+//   early        no job is delivered before its due time (both on the store's clock: a
+//                delivery's time is its lease deadline minus the lease it asked for)
+//   attempts     attempt <= max_attempts; a nack of the last attempt makes the job dead
+//   lease        a job has at most one live lease: a delivery begins after the last one's lease
+//                (as touched) ran out, unless that one was nacked
+//   stale        a receipt acts only while its delivery is the job's newest: no ack, nack or
+//                touch succeeds after the client saw a later delivery; a forged one never does
+//   lost         every acknowledged enqueue ends acked, cancelled, dead, purged or present
+//   resurrected  nothing is delivered or present after an ack or cancel answered ok
+//   keys         no two live jobs share a key
+//   answered     every request is answered; a long poll within wait_ms + 1 s, anything else
+//                within 5 s; no internal errors, no 503 outside a fault
+//   must_fail    a request that must fail does
+//   counts       stats and /metrics equal a recount of the final state
+//   lateness     p99 lateness of jobs that a waiting poll could take at once stays under 1 s
+//
+// Faults open windows in which slow answers and 503s are expected; a mode that loses data by
+// design (a Redis that fsyncs every second, power loss without sync) reports what it lost
+// instead of failing on it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "check/history.h"
+
+namespace delayq::check {
+
+struct FinalJob {
+  bool found = false;
+  std::string state;  // scheduled | ready | reserved | dead
+  std::string key;
+  int32_t attempt = 0;
+};
+
+struct QueueCounts {
+  int64_t scheduled = 0, ready = 0, reserved = 0, dead = 0;
+  bool operator==(const QueueCounts&) const = default;
+};
+
+struct FinalState {
+  std::map<std::string, FinalJob> jobs;            // by id: a Get of every id the history names
+  std::map<std::string, QueueCounts> stats;        // GET /v1/queues/{q}
+  std::map<std::string, QueueCounts> metrics;      // delayq_jobs{queue,state} from /metrics
+  bool settled = true;  // every job due and every lease over when it was read
+};
+
+struct VerifyOptions {
+  bool loss_expected = false;          // report lost/resurrected jobs instead of failing on them
+  bool clock_steps = false;            // the server's wall clock steps: skip wall-clock checks
+  int64_t fault_grace_us = 3'000'000;  // after a fault ends, errors are still expected this long
+  std::vector<int> killed_clients;     // workers killed with SIGKILL (their last op is in doubt)
+};
+
+struct Anomaly {
+  std::string kind;     // one of the invariant names above
+  std::string what;     // one sentence
+  std::vector<std::string> slice;  // the smallest slice of history that shows it
+};
+
+struct Report {
+  int64_t ops = 0, answered = 0, in_doubt = 0, errors = 0, faults = 0;
+  int64_t jobs = 0, deliveries = 0;
+  int64_t lost = 0, resurrected = 0;
+  double lateness_p50_ms = 0, lateness_p99_ms = 0, lateness_max_ms = 0;
+  int64_t lateness_samples = 0;
+  std::vector<Anomaly> anomalies;
+  std::map<std::string, int64_t> by_op;  // operations per kind
+};
+
+Report Verify(const History& history, const FinalState& final_state, const VerifyOptions& options);
+
+}  // namespace delayq::check
