@@ -33,8 +33,9 @@ class Queue {
   virtual ~Queue() = default;
 
   // Adds one job. A key naming a live job (scheduled, ready or reserved) returns that job with
-  // duplicate=true; with replace=true its payload, headers and due time are replaced first
-  // (kConflict while it is reserved). Errors: kInvalidArgument (empty payload, negative delay,
+  // duplicate=true; with replace=true its payload, headers, due time (and max_attempts, when
+  // given) are replaced first and its attempts start again from 0 (kConflict while it is
+  // reserved). Errors: kInvalidArgument (empty payload, negative delay,
   // delay past the queue's max_delay_ms, bad key or headers), kTooLarge (payload over
   // max_payload). When this returns ok the job is durable as the store's durability promises.
   virtual Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) = 0;

@@ -218,12 +218,14 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
           record.headers = r.headers;
           record.due_at_ms = dues[i];
           if (r.max_attempts) record.max_attempts = *r.max_attempts;
+          // Replaced: new content in the old job's place, so its attempts start again (the
+          // Lua twin is kEnqueueScript).
+          record.attempt = 0;
           DueKey key{dues[i], id};
           batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
           batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
-          batch->Put(Cf::kDue, DueIndexKey(queue, key),
-                     EncodeDueRecord({key.due_ms, due_rec.attempt, 0, 0}));
-          placements.push_back({id, old_key, key, due_rec.attempt, true});
+          batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, 0, 0}));
+          placements.push_back({id, old_key, key, 0, true});
           results[i] = {id.ToString(), dues[i], true, true};
           continue;
         }

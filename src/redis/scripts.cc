@@ -205,8 +205,10 @@ for i = 1, n do
     if m then
       if m.state == 's' then redis.call('ZREM', K_DUE, id) end
       leave_stream(m)
+      -- Replaced: new content in the old job's place, so its attempts start again (the C++
+      -- twin is EngineImpl::EnqueueImpl).
       m.delivery = '0'
-      m.base = m.attempt
+      m.base, m.attempt = 0, 0
       if j.max ~= '' then m.max = tonumber(j.max) end
     else
       m = { due = 0, base = 0, attempt = 0, max = tonumber(j.max), delivery = '0', sid = '-',

@@ -360,6 +360,24 @@ TEST_P(QueueConformance, ReplaceByKeyRewritesPayloadHeadersAndDueTime) {
   auto job = q().Get(queue, JobRef::ById(a.id));
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->payload, "v2");
+  // Replaced after a failed attempt, with fewer attempts allowed: its attempts start again, so
+  // it is never delivered for "attempt 2 of 1". (Found by delayq-check.)
+  ASSERT_TRUE(q().Nack(queue, {got[0].receipt, 0, "failed", false}).ok());
+  r.payload = "v4";
+  r.max_attempts = 1;
+  EXPECT_TRUE(MustEnqueue(q(), queue, r).replaced);
+  job = q().Get(queue, JobRef::ById(a.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->attempt, 0);
+  EXPECT_EQ(job->max_attempts, 1);
+  got = MustReserve(q(), queue);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, "v4");
+  EXPECT_EQ(got[0].attempt, 1);
+  EXPECT_EQ(got[0].max_attempts, 1);
+  auto nack = q().Nack(queue, {got[0].receipt, 0, "failed again", false});
+  ASSERT_TRUE(nack.ok());
+  EXPECT_EQ(nack->state, JobState::kDead) << "its one attempt is used";
 }
 
 TEST_P(QueueConformance, CancelByIdAndByKey) {
