@@ -130,6 +130,16 @@ int Main(int argc, char** argv) {
   s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
   s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
       ->capture_default_str();
+  s->add_option("--redis-wait-replicas", serve.redis_wait_replicas,
+                "With a Redis store: every write a client is answered ok for (enqueue, reserve, ack, nack, "
+                "touch, cancel, reschedule, replay, purge) first reaches this many replicas (Redis WAIT), so a "
+                "failover cannot lose it")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
+  s->add_option("--redis-wait-timeout-ms", serve.redis_wait_timeout_ms,
+                "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60'000));
   s->callback([&] {
     if (!ParseDurability(durability, &serve.durability)) {
       throw CLI::ValidationError("--durability", "must be sync, interval or none, not " + durability);

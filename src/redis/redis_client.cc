@@ -366,28 +366,40 @@ Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<st
 Result<std::vector<Value>> RedisClient::Pipeline(std::string_view route_key,
                                                  const std::vector<std::vector<std::string>>& commands) {
   Node* node = NodeFor(route_key);
-  auto r = node->Run(commands, false);
-  if (!r.ok()) return r;
-  for (const auto& v : *r) {
-    if (auto transient = TransientError(v, node->endpoint())) return *transient;
-  }
-  // A redirect in a pipeline: redo the commands one by one (they follow redirects).
-  for (const auto& v : *r) {
-    if (v.is_error() && (v.str.rfind("MOVED ", 0) == 0 || v.str.rfind("ASK ", 0) == 0)) {
-      std::vector<Value> out;
-      for (const auto& c : commands) {
-        auto one = Call(route_key, c);
-        if (!one.ok()) return one.status();
-        out.push_back(std::move(*one));
+  bool asking = false;
+  for (int redirects = 0; redirects < 5; ++redirects) {
+    auto r = node->Run(commands, asking);
+    if (!r.ok()) {
+      if (cluster_ && redirects == 0 && RefreshSlots().ok()) {  // the node may have failed over
+        node = NodeFor(route_key);
+        continue;
       }
-      return out;
+      return r;
     }
+    for (const auto& v : *r) {
+      if (auto transient = TransientError(v, node->endpoint())) return *transient;
+    }
+    // Every command routes to one slot, so a redirect refused them all: the whole pipeline
+    // goes again, on one connection of the node that owns the slot (a WAIT after a write
+    // must share that write's connection).
+    const Value* redirect = nullptr;
+    for (const auto& v : *r) {
+      if (v.is_error() && (v.str.rfind("MOVED ", 0) == 0 || v.str.rfind("ASK ", 0) == 0)) redirect = &v;
+    }
+    if (!cluster_ || !redirect) return r;
+    const std::string& e = redirect->str;
+    auto space = e.rfind(' '), colon = e.rfind(':');
+    if (space == std::string::npos || colon == std::string::npos || colon < space) return r;
+    asking = e.rfind("ASK ", 0) == 0;
+    node = NodeAt({e.substr(space + 1, colon - space - 1), std::atoi(e.c_str() + colon + 1)});
+    if (!asking) (void)RefreshSlots();
   }
-  return r;
+  return Status::Unavailable("Redis Cluster kept redirecting the request (slots moving?)");
 }
 
 Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args) {
+                                const std::vector<std::string>& args, int wait_replicas,
+                                int wait_timeout_ms) {
   std::string sha;
   {
     std::lock_guard lock(mu_);
@@ -408,7 +420,23 @@ Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::str
     std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(keys.size())};
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
-    auto v = Call(route, argv);
+    Result<Value> v = Status::Internal("unset");
+    if (wait_replicas > 0) {
+      // WAIT on the script's own connection: it returns once that many replicas have every
+      // write made on it so far (or the timeout passed), and says how many did.
+      auto both = Pipeline(route, {argv, {"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)}});
+      if (!both.ok()) return both.status();
+      v = std::move((*both)[0]);
+      const int64_t replicas = (*both)[1].AsInt();
+      if (!v->is_error() && replicas < wait_replicas) {
+        return Status::Unavailable(fmt::format(
+            "the write reached {} of {} replicas within {} ms (--redis-wait-replicas): it is on the primary "
+            "but a failover could lose it; retry it (with the same key, a retry is not a duplicate)",
+            replicas, wait_replicas, wait_timeout_ms));
+      }
+    } else {
+      v = Call(route, argv);
+    }
     if (!v.ok()) return v;
     if (v->is_error() && v->str.rfind("NOSCRIPT", 0) == 0) {  // restarted, flushed, or another master
       auto loaded = Call(route, {"SCRIPT", "LOAD", script.source});

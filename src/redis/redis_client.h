@@ -62,12 +62,16 @@ class RedisClient {
   // now: kUnavailable for LOADING, BUSY, MASTERDOWN, READONLY, NOREPLICAS, MISCONF, TRYAGAIN
   // and CLUSTERDOWN, kResourceExhausted for OOM. kUnavailable also when Redis cannot be reached.
   Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);
-  // Several commands to the same slot in one round trip (pipelined).
+  // Several commands to the same slot in one round trip (pipelined), on one connection; a
+  // redirect sends them all again to the node it names.
   Result<std::vector<Value>> Pipeline(std::string_view route_key,
                                       const std::vector<std::vector<std::string>>& commands);
-  // EVALSHA (loading the script first where needed). keys[0] decides the slot.
+  // EVALSHA (loading the script first where needed). keys[0] decides the slot. With
+  // wait_replicas > 0 the script is followed by WAIT on its connection; kUnavailable when fewer
+  // replicas confirmed its writes within wait_timeout_ms (they are on the primary only).
   Result<Value> Eval(const Script& script, const std::vector<std::string>& keys,
-                     const std::vector<std::string>& args);
+                     const std::vector<std::string>& args, int wait_replicas = 0,
+                     int wait_timeout_ms = 1000);
   // One command on every master (CONFIG GET, INFO, SCRIPT LOAD, ...), in node order.
   Result<std::vector<std::pair<Endpoint, Value>>> CallAll(const std::vector<std::string>& argv);
 

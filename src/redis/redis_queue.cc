@@ -172,13 +172,14 @@ std::vector<std::string> RedisQueue::Keys(const std::string& queue, int shard) c
 }
 
 Result<Value> RedisQueue::Run(const Script& script, const std::string& queue, int shard,
-                              const std::vector<std::string>& args) {
+                              const std::vector<std::string>& args, bool confirm) {
   std::vector<std::string> keys;
   {
     std::lock_guard lock(mu_);
     keys = Keys(queue, shard);
   }
-  auto v = client_->Eval(script, keys, args);
+  auto v = confirm ? client_->Eval(script, keys, args, options_.wait_replicas, options_.wait_timeout_ms)
+                   : client_->Eval(script, keys, args);
   Observe(v.ok() ? Status::Ok() : v.status());
   return v;
 }
@@ -410,7 +411,7 @@ Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view que
       args.push_back(r.key);
       args.push_back(r.replace ? "1" : "0");
     }
-    auto v = Run(kEnqueueScript, queue, shard, args);
+    auto v = Run(kEnqueueScript, queue, shard, args, true);
     if (!v.ok()) return v.status();
     if (v->is_error()) {
       // "delayq:INVALID:<i>:<message>" / "delayq:CONFLICT:<i>:<id>" (i within this shard's list)
@@ -526,7 +527,7 @@ Status RedisQueue::Cancel(std::string_view queue, const JobRef& ref) {
     std::lock_guard lock(mu_);
     shard = ShardOf(**info, *Ulid::Parse(job->id));
   }
-  auto v = Run(kCancelScript, std::string(queue), shard, {job->id, ""});
+  auto v = Run(kCancelScript, std::string(queue), shard, {job->id, ""}, true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->str == "N") return Status::NotFound(fmt::format("job {} no longer exists", job->id));
@@ -561,7 +562,7 @@ Result<Job> RedisQueue::Reschedule(std::string_view queue, const JobRef& ref, co
     value = std::to_string(*when.deliver_at_ms);
   }
   auto v = Run(kRescheduleScript, std::string(queue), shard,
-               {job->id, "", mode, value, std::to_string(config.max_delay_ms)});
+               {job->id, "", mode, value, std::to_string(config.max_delay_ms)}, true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kArray) {
@@ -611,7 +612,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
         args.push_back(Hex(t));
       }
     }
-    auto v = Run(kReserveScript, queue, shard, args);
+    auto v = Run(kReserveScript, queue, shard, args, true);
     if (!v.ok()) return v.status();
     if (v->is_error()) return ScriptError(*v);
     int64_t deadline = -1;
@@ -736,7 +737,7 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
       args.push_back(parsed[i].id.ToString());
       args.push_back(Hex(parsed[i].delivery));
     }
-    auto v = Run(kAckScript, queue, shard, args);
+    auto v = Run(kAckScript, queue, shard, args, true);
     for (size_t j = 0; j < members.size(); ++j) {
       const size_t i = members[j];
       if (!v.ok()) {
@@ -777,7 +778,7 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
                {receipt->id.ToString(), Hex(receipt->delivery), std::to_string(request.retry_in_ms.value_or(-1)),
                 error, request.dead ? "1" : "0", std::to_string(config.backoff.base_ms),
                 fmt::format("{}", config.backoff.factor), std::to_string(config.backoff.max_ms),
-                fmt::format("{}", unit * config.backoff.jitter)});
+                fmt::format("{}", unit * config.backoff.jitter)}, true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kArray) return DeliveryError(v->str, receipt->id);
@@ -806,7 +807,7 @@ Result<TouchResult> RedisQueue::Touch(std::string_view queue_view, std::string_v
   }
   auto v = Run(kTouchScript, std::string(queue_view), shard,
                {receipt->id.ToString(), Hex(receipt->delivery), std::to_string(lease),
-                std::to_string(kClaimIdleMs), options_.consumer});
+                std::to_string(kClaimIdleMs), options_.consumer}, true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kInteger) return DeliveryError(v->str, receipt->id);
@@ -876,7 +877,7 @@ Result<int64_t> RedisQueue::ReplayDead(std::string_view queue_view, std::span<co
         if (parsed.bytes[15] % shards == shard) args.push_back(parsed.ToString());
       }
       if (args.size() == 1) continue;
-      auto v = Run(kReplayScript, queue, shard, args);
+      auto v = Run(kReplayScript, queue, shard, args, true);
       if (!v.ok()) return v.status();
       if (v->is_error()) return ScriptError(*v);
       replayed += v->AsInt();
@@ -891,7 +892,7 @@ Result<int64_t> RedisQueue::ReplayDead(std::string_view queue_view, std::span<co
     if (!count.ok()) return count.status();
     int64_t budget = count->AsInt();
     while (budget > 0) {
-      auto v = Run(kReplayScript, queue, shard, {std::to_string(std::min<int64_t>(budget, kChunk))});
+      auto v = Run(kReplayScript, queue, shard, {std::to_string(std::min<int64_t>(budget, kChunk))}, true);
       if (!v.ok()) return v.status();
       if (v->is_error()) return ScriptError(*v);
       if (v->AsInt() == 0) break;
@@ -917,7 +918,7 @@ Result<int64_t> RedisQueue::PurgeDead(std::string_view queue_view) {
   int64_t purged = 0;
   for (int shard = 0; shard < shards; ++shard) {
     while (true) {
-      auto v = Run(kPurgeScript, queue, shard, {std::to_string(kChunk)});
+      auto v = Run(kPurgeScript, queue, shard, {std::to_string(kChunk)}, true);
       if (!v.ok()) return v.status();
       if (v->is_error()) return ScriptError(*v);
       purged += v->AsInt();

@@ -37,6 +37,14 @@ struct RedisQueueOptions {
   int64_t safety_interval_ms = 1000;  // the longest a lost wake message can delay a job
   QueueConfig default_queue_config;
   std::string consumer;               // consumer name in the stream groups; default host:pid
+  // A write a client is told succeeded (enqueue, reserve, ack, nack, touch, cancel, reschedule,
+  // replay, purge) first waits until this many replicas have it (Redis WAIT), at most
+  // wait_timeout_ms; when
+  // fewer confirm, the call answers kUnavailable (the write is on the primary only, and a
+  // failover to a replica could lose it). Default 0: no waiting (a failover can lose the last
+  // writes; docs/reliability.md measures how many).
+  int wait_replicas = 0;
+  int wait_timeout_ms = 1000;
   // Tests only: runs after a queue's config was read from Redis and before it is cached.
   std::function<void(const std::string& queue)> after_config_read_for_test;
 };
@@ -109,8 +117,10 @@ class RedisQueue final : public Queue {
   // (then nullptr: Info reads again, and on its last try caches without the check).
   Result<QueueInfo*> ReadConfig(const std::string& queue, const std::string& home, bool create,
                                 std::optional<uint64_t> writes_before);
+  // Runs a script on the queue's shard. `confirm`: a write the caller is told succeeded, which
+  // waits for options_.wait_replicas.
   Result<Value> Run(const Script& script, const std::string& queue, int shard,
-                    const std::vector<std::string>& args);
+                    const std::vector<std::string>& args, bool confirm = false);
   // Records what a call to Redis found, for Health().
   void Observe(const Status& s);
   int ShardOf(const QueueInfo& q, const Ulid& id) const { return id.bytes[15] % q.shards; }

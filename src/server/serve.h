@@ -21,6 +21,8 @@ struct ServeOptions {
   int64_t max_waiting = 50'000;
   std::string port_file;                  // when set, the bound port is written here (tests)
   int redis_shards = 1;                   // shards of a queue created on Redis (1..256)
+  int redis_wait_replicas = 0;            // Redis: writes wait for this many replicas (WAIT)
+  int redis_wait_timeout_ms = 1000;       // ... at most this long, else 503
 };
 
 // Runs the server; returns the process exit code (0 after a clean stop).

@@ -26,13 +26,17 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     redis::RedisQueueOptions redis_options;
     redis_options.url = o.store;
     redis_options.shards = o.redis_shards;
+    redis_options.wait_replicas = o.redis_wait_replicas;
+    redis_options.wait_timeout_ms = o.redis_wait_timeout_ms;
     auto redis = redis::RedisQueue::Open(redis_options);
     if (!redis.ok()) return redis.status();
     redis::RedisQueue* raw = redis->get();
     out.queue = std::move(*redis);
     out.close = [raw] { raw->Close(); };
-    out.description = fmt::format("Redis at {}{}", o.store,
-                                  o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "");
+    out.description = fmt::format(
+        "Redis at {}{}{}", o.store,
+        o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "",
+        o.redis_wait_replicas > 0 ? fmt::format(", writes wait for {} replica(s)", o.redis_wait_replicas) : "");
     return out;
   }
   return Status::InvalidArgument(fmt::format(

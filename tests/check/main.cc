@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
                           {"faults", r.faults_injected}, {"anomalies", rep.anomalies.size()}, {"lost", rep.lost},
                           {"resurrected", rep.resurrected}, {"lateness_p50_ms", rep.lateness_p50_ms},
                           {"lateness_p99_ms", rep.lateness_p99_ms}, {"lateness_max_ms", rep.lateness_max_ms},
-                          {"loss_expected", LossExpected(o)}, {"duration_ms", o.duration_ms}, {"clients", o.clients}};
+                          {"loss_expected", LossExpected(o)}, {"loss_effects", rep.loss_effects},
+                          {"duration_ms", o.duration_ms}, {"clients", o.clients}};
       std::ofstream(o.json, std::ios::app) << j.dump() << "\n";
     }
     return r.pass ? 0 : 1;

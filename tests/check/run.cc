@@ -33,6 +33,16 @@ constexpr int64_t kLongestLeaseMs = 4000;  // what the workers ask for at most
 
 void SleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+// "(loss by design: 3 lease, 1 due)" for a mode that loses writes by design.
+std::string LossEffects(const Report& r) {
+  std::string out;
+  for (const auto& [kind, n] : r.loss_effects) {
+    if (kind == "lost" || kind == "resurrected") continue;
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, kind);
+  }
+  return out.empty() ? "" : " (and of the lost writes: " + out + ")";
+}
+
 std::string Join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
@@ -98,9 +108,9 @@ class Run {
     const Report& rep = r.report;
     r.verdict = fmt::format(
         "delayq-check {} {}: {} ops ({} in doubt, {} errors answered), {} jobs, {} deliveries, {} faults, "
-        "{} anomalies, {} lost, {} resurrected; lateness p50 {:.0f} ms p99 {:.0f} ms max {:.0f} ms ({} samples){}",
+        "{} anomalies, {} lost, {} resurrected{}; lateness p50 {:.0f} ms p99 {:.0f} ms max {:.0f} ms ({} samples){}",
         r.pass ? "PASS" : "FAIL", r.mode, rep.ops, rep.in_doubt, rep.errors, rep.jobs, rep.deliveries, injected_,
-        rep.anomalies.size(), rep.lost, rep.resurrected, rep.lateness_p50_ms, rep.lateness_p99_ms,
+        rep.anomalies.size(), rep.lost, rep.resurrected, LossEffects(rep), rep.lateness_p50_ms, rep.lateness_p99_ms,
         rep.lateness_max_ms, rep.lateness_samples, final_state.settled ? "" : "; the store never settled");
     if (keep_ || !o_.keep.empty()) r.verdict += "; history in " + root_;
     return r;
@@ -344,10 +354,14 @@ class Run {
       redis_[0] = StartRedis("redis0", redis_ports_[0], RedisPersistence());
       Fault("redis-restart", t0);
     } else if (f == "redis-failover") {
-      // The primary dies; its replica takes over; delayq is pointed at it (as a Sentinel-aware
-      // deployment would be); the old primary returns as the new replica.
+      // The replica falls half a second behind (replication lag, as under load or over a slow
+      // link); the primary dies; the replica takes over; delayq is pointed at it (as a
+      // Sentinel-aware deployment would be); the old primary returns as the new replica.
+      redis_[1]->Signal(SIGSTOP);
+      SleepMs(500);
       redis_[0]->Signal(SIGKILL);
       redis_[0]->Wait();
+      redis_[1]->Signal(SIGCONT);
       Proc promote({"redis-cli", "-p", std::to_string(redis_ports_[1]), "replicaof", "no", "one"},
                    root_ + "/failover.log");
       promote.Wait();

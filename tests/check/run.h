@@ -16,8 +16,9 @@ namespace delayq::check {
 //   kill-consumers    SIGKILL a worker (a consumer holding jobs), start a new one
 //   stop-server       SIGSTOP a delayq server for longer than the longest lease, then SIGCONT
 //   redis-restart     SIGKILL Redis, restart it from its AOF (--redis-appendfsync)
-//   redis-failover    SIGKILL the Redis primary, promote its replica (REPLICAOF NO ONE), restart
-//                     delayq on it; the old primary comes back as the new replica
+//   redis-failover    hold the replica 0.5 s behind, SIGKILL the Redis primary, promote the
+//                     replica (REPLICAOF NO ONE), restart delayq on it; the old primary comes
+//                     back as the new replica
 //   clock-step        step the server's wall clock an hour forward, then back; later an hour
 //                     back, then forward (libfaketime; the monotonic clock is untouched)
 //   disk-full         the data directory answers ENOSPC for a while (delayq-fuse)

@@ -2,6 +2,7 @@
 //
 //   early        no job is delivered before its due time (both on the store's clock: a
 //                delivery's time is its lease deadline minus the lease it asked for)
+//   due          a delivery's due time is one that an answer gave the job
 //   attempts     attempt <= max_attempts; a nack of the last attempt makes the job dead
 //   lease        a job has at most one live lease: a delivery begins after the last one's lease
 //                (as touched) ran out, unless that one was nacked
@@ -70,6 +71,9 @@ struct Report {
   int64_t lateness_samples = 0;
   std::vector<Anomaly> anomalies;
   std::map<std::string, int64_t> by_op;  // operations per kind
+  // In a mode that loses writes by design: what the lost writes caused, by invariant
+  // (lost, resurrected, lease, stale, due, attempts), instead of anomalies.
+  std::map<std::string, int64_t> loss_effects;
 };
 
 Report Verify(const History& history, const FinalState& final_state, const VerifyOptions& options);
