@@ -65,7 +65,12 @@ EngineInfo EngineImpl::Info() {
 
 Status EngineImpl::Health() {
   std::lock_guard lock(mu_);
-  return CheckOpenLocked();
+  DELAYQ_RETURN_IF_ERROR(CheckOpenLocked());
+  Status why;
+  if (!storage_->Healthy(&why)) {
+    return Status::Unavailable("the store cannot write until its disk works again: " + why.message());
+  }
+  return Status::Ok();
 }
 
 Status EngineImpl::CheckOpenLocked() const {
@@ -81,6 +86,7 @@ EngineImpl::Op::Op(EngineImpl& engine, Kind kind)
       lock_(engine.mu_),
       now_(engine.NowLocked()),
       status_(engine.CheckOpenLocked()) {
+  if (status_.ok() && !engine_.storage_->Healthy()) engine_.HealLocked(deferred_);
   if (status_.ok()) engine_.TickLocked(now_, deferred_);
 }
 

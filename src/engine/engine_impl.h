@@ -276,6 +276,7 @@ class EngineImpl final : public Engine {
 
   // --- recovery (engine_recovery.cc) ---
   Status RecoverLocked();
+  void HealLocked(Deferred& deferred);
 
   const EngineOptions options_;
   std::shared_ptr<Clock> clock_;

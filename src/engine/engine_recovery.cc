@@ -10,6 +10,32 @@
 
 namespace delayq {
 
+// A store that refused writes (a full disk, an I/O error) is made writable again by Heal; when
+// that reopened it, writes that were not synced may be gone, so memory is rebuilt from the
+// store as at open. The queues stay (waiting reserves point at them), with their counters.
+void EngineImpl::HealLocked(Deferred& deferred) {
+  bool reopened = false;
+  if (!storage_->Heal(&reopened).ok() || !reopened) return;
+  for (auto& [name, q] : queues_) {
+    q->window = DueWindow();
+    q->window_end = kNoBucket;
+    q->window_complete = true;
+    q->ready.clear();
+    q->schedule.clear();
+    q->live = q->reserved = q->dead = 0;
+  }
+  heads_.clear();
+  refill_pending_.clear();
+  refill_retry_mono_us_ = Clock::kNever;
+  window_entries_ = ready_entries_ = 0;
+  leases_.clear();
+  lease_deadlines_.clear();
+  Status s = RecoverLocked();
+  if (!s.ok()) spdlog::error("rebuilding memory from the reopened store failed: {}", s.ToString());
+  const Instant now = NowLocked();
+  for (auto& [name, q] : queues_) ServeWaitersLocked(q.get(), now, deferred);
+}
+
 Status EngineImpl::RecoverLocked() {
   const auto started = std::chrono::steady_clock::now();
   const Instant now = NowLocked();

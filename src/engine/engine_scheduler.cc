@@ -205,7 +205,9 @@ void EngineImpl::SchedulerLoop() {
     Deferred deferred;  // declared before the lock: runs after it is released
     std::unique_lock lock(mu_);
     if (closed_) return;
+    if (!storage_->Healthy()) HealLocked(deferred);  // service resumes without waiting for a client
     wake_at_ = TickLocked(NowLocked(), deferred);
+    if (!storage_->Healthy()) wake_at_.mono_us = std::min(wake_at_.mono_us, NowLocked().mono_us + kRetryAfterErrorUs);
     poked_ = false;
     if (!deferred.empty()) continue;  // answer the waiters first, then look again
     auto wait = clock_->RealTimeUntil(wake_at_.wall_us, wake_at_.mono_us);

@@ -33,13 +33,16 @@ Status GroupCommit::WaitDurable(uint64_t seq) {
 void GroupCommit::StartInterval(int64_t interval_ms) {
   interval_thread_ = std::thread([this, interval_ms] {
     std::unique_lock lock(mu_);
+    bool failing = false;  // logs a failure once, not every interval
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
       if (stop_) break;
       if (synced_ < written() && !syncing_) {
         lock.unlock();
         Status s = WaitDurable(written());
-        if (!s.ok()) spdlog::error("interval sync failed: {}", s.ToString());
+        if (!s.ok() && !failing) spdlog::error("interval sync failed: {}", s.ToString());
+        if (s.ok() && failing) spdlog::info("interval syncs work again");
+        failing = !s.ok();
         lock.lock();
       }
     }

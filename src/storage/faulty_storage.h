@@ -45,6 +45,8 @@ class FaultyStorage final : public Storage {
     return base_->Scan(cf, lower, upper);
   }
   uint64_t DiskBytes() override { return base_->DiskBytes(); }
+  bool Healthy(Status* why = nullptr) const override { return base_->Healthy(why); }
+  Status Heal(bool* reopened) override { return base_->Heal(reopened); }
 
  private:
   std::unique_ptr<Storage> base_;

@@ -4,7 +4,11 @@
 //
 // Contract: Write applies a whole batch or nothing and makes it visible to later reads at once,
 // but durable only after a later SyncWal returns ok (or when the OS writes it back). Reads
-// see every applied batch. All methods are thread-safe.
+// see every applied batch. All methods are thread-safe, but Heal must not run while another
+// thread reads or writes (the engine calls everything but SyncWal under its lock).
+//
+// A failed write or sync (a full disk, an I/O error) leaves the store refusing writes: Write
+// and SyncWal answer that error at once until Heal() makes it writable again.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +67,15 @@ class Storage {
   virtual std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) = 0;
   // Bytes on disk (SST files and logs), approximately.
   virtual uint64_t DiskBytes() = 0;
+
+  // False after a write or sync failed, until Heal succeeds; then `why` (when given) is that
+  // failure.
+  virtual bool Healthy(Status* why = nullptr) const = 0;
+  // Tries to make a store that refuses writes writable again: resumes it, or closes and reopens
+  // it, which is what a restart would do and drops whatever had not been synced; *reopened
+  // tells which (then the caller rebuilds what it keeps in memory from the store). Tries at
+  // most every second; in between, and while the disk still fails, answers the error at once.
+  virtual Status Heal(bool* reopened) = 0;
 };
 
 // Opens or creates a RocksDB store at options.path. kIoError names the path and the cause

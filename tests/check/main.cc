@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
                           {"faults", r.faults_injected}, {"anomalies", rep.anomalies.size()}, {"lost", rep.lost},
                           {"resurrected", rep.resurrected}, {"lateness_p50_ms", rep.lateness_p50_ms},
                           {"lateness_p99_ms", rep.lateness_p99_ms}, {"lateness_max_ms", rep.lateness_max_ms},
-                          {"loss_expected", LossExpected(o)}, {"loss_effects", rep.loss_effects},
+                          {"loss_expected", LossExpected(o)}, {"loss_effects", rep.loss_effects}, {"lost_window_ms", rep.lost_window_ms},
                           {"duration_ms", o.duration_ms}, {"clients", o.clients}};
       std::ofstream(o.json, std::ios::app) << j.dump() << "\n";
     }

@@ -397,6 +397,14 @@ class Verifier {
       if (!t.created || present) continue;
       if (!RemovalExplained(t)) {
         ++r_.lost;
+        // How long before the next fault its enqueue was acknowledged: a loss bounded by a sync
+        // interval shows here.
+        for (const Fault& f : h_.faults) {
+          if (f.t0 >= t.created->t0 && t.created->answered()) {
+            r_.lost_window_ms = std::max(r_.lost_window_ms, (f.t0 - t.created->t1) / 1000.0);
+            break;
+          }
+        }
         AddJob("lost", fmt::format("job {} was enqueued (acknowledged) and is gone, with no ack, cancel or purge "
                                    "that explains it",
                                    id),

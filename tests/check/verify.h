@@ -67,6 +67,7 @@ struct Report {
   int64_t ops = 0, answered = 0, in_doubt = 0, errors = 0, faults = 0;
   int64_t jobs = 0, deliveries = 0;
   int64_t lost = 0, resurrected = 0;
+  double lost_window_ms = 0;  // the oldest lost job was acknowledged this long before its fault
   double lateness_p50_ms = 0, lateness_p99_ms = 0, lateness_max_ms = 0;
   int64_t lateness_samples = 0;
   std::vector<Anomaly> anomalies;
