@@ -303,13 +303,40 @@ class Verifier {
     return false;
   }
 
+  // A wall-clock step near [t0, t1] (the store's times of that span are not comparable).
+  bool NearClockStep(int64_t t0, int64_t t1) const {
+    for (const Fault& f : h_.faults) {
+      if (f.name.rfind("clock", 0) == 0 && t0 <= f.t1 + o_.fault_grace_us && t1 + 5'000'000 >= f.t0) return true;
+    }
+    return false;
+  }
+
   void CheckDeliveries() {
+    // When the store's clock steps back, a job that came due before the step stays due. What
+    // the store's clock had reached before each delivery: the latest delivery time the clients
+    // had seen by then.
+    std::vector<int64_t> reached(deliveries_.size(), 0);
+    if (o_.clock_steps) {
+      std::vector<size_t> order(deliveries_.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::sort(order.begin(), order.end(),
+                [&](size_t a, size_t b) { return deliveries_[a].reserve->t1 < deliveries_[b].reserve->t1; });
+      int64_t most = 0;
+      for (size_t i : order) {
+        reached[i] = most;
+        most = std::max(most, deliveries_[i].at());
+      }
+    }
     for (auto& [id, t] : traces_) {
-      std::sort(t.deliveries.begin(), t.deliveries.end(),
-                [&](size_t a, size_t b) { return deliveries_[a].at() < deliveries_[b].at(); });
+      // In the store's order, or (when its clock steps) in the order the clients received them.
+      std::sort(t.deliveries.begin(), t.deliveries.end(), [&](size_t a, size_t b) {
+        return o_.clock_steps ? deliveries_[a].reserve->t1 < deliveries_[b].reserve->t1
+                              : deliveries_[a].at() < deliveries_[b].at();
+      });
+      std::set<int64_t> came_due;  // a job that came due stays due: its redeliveries are not early
       for (size_t k = 0; k < t.deliveries.size(); ++k) {
         const DeliveryRec& d = deliveries_[t.deliveries[k]];
-        if (d.at() < d.due) {
+        if (came_due.insert(d.due).second && d.at() < d.due && reached[t.deliveries[k]] < d.due) {
           AddJob("early", fmt::format("job {} was handed out at {} ms, {} ms before it was due at {}", id, d.at(),
                                       d.due - d.at(), d.due), t);
         }
@@ -325,6 +352,7 @@ class Verifier {
           AddJob("attempts", fmt::format("job {} went from attempt {} to attempt {}", id, prev.attempt, d.attempt), t);
         }
         if (prev.nacked || prev.unsure || prev.acked) continue;  // acked: see CheckJobs
+        if (o_.clock_steps && NearClockStep(prev.reserve->t0, d.reserve->t1)) continue;
         if (d.at() < prev.lease_end) {
           AddJob("lease", fmt::format("job {} was handed out again at {} while the lease of attempt {} lasted until {}",
                                       id, d.at(), prev.attempt, prev.lease_end), t);
@@ -345,9 +373,12 @@ class Verifier {
         const DeliveryRec* d = DeliveryOf(receipts[i]);
         if (!d) continue;
         const Trace& t = traces_[d->id];
-        for (size_t k : t.deliveries) {
-          const DeliveryRec& later = deliveries_[k];
-          if (later.at() > d->at() && later.reserve->answered() && later.reserve->t1 < op.t0) {
+        // The deliveries after this one, in the order sorted above.
+        auto self = std::find_if(t.deliveries.begin(), t.deliveries.end(),
+                                 [&](size_t k) { return &deliveries_[k] == d; });
+        for (auto it = self == t.deliveries.end() ? self : std::next(self); it != t.deliveries.end(); ++it) {
+          const DeliveryRec& later = deliveries_[*it];
+          if (later.reserve->answered() && later.reserve->t1 < op.t0) {
             AddJob("stale", fmt::format("a {} with the receipt of attempt {} of job {} succeeded after attempt {} "
                                         "had been handed out",
                                         op.op, d->attempt, d->id, later.attempt),
