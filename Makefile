@@ -3,10 +3,11 @@
 #   make test   build and run the whole test suite
 BUILD ?= build
 SAN_BUILD ?= build-sanitize
+TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-sanitize fuzz bench bench-redis bench-kafka bench-peers clean
+.PHONY: all deps build run test test-sanitize test-tsan check-history fuzz bench bench-redis bench-kafka bench-peers clean
 
 all: build
 
@@ -28,6 +29,22 @@ test-sanitize: deps
 	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDELAYQ_SANITIZE=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# The suite under ThreadSanitizer. RocksDB, librdkafka and hiredis come from Debian without TSan
+# instrumentation; suppressions for what happens inside them are in tests/tsan.supp. The
+# dashboard (a browser) and the history checker's long runs are left to the other builds.
+TSAN_EXCLUDE ?= Dashboard|PeersSmoke|Modes/Check
+test-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_TSAN=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS)
+	@cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --output-on-failure -j $(JOBS) --timeout 900 -E "$(TSAN_EXCLUDE)"
+
+# The history checker (docs/reliability.md) in every mode for CHECK_DURATION each; prints one
+# verdict per mode and appends them to $(BUILD)/check-history.jsonl. `make test` runs short ones.
+CHECK_DURATION ?= 60s
+check-history: build
+	@./scripts/check-history.sh $(BUILD) $(CHECK_DURATION)
 
 # Fuzz the request/JSON handling and the duration parser for FUZZ_SECONDS each (CI: 60).
 FUZZ_SECONDS ?= 60
@@ -60,4 +77,4 @@ bench-peers: build
 	@./scripts/bench-peers.sh
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) build-fuzz

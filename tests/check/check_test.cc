@@ -1,0 +1,99 @@
+// The short version of `make check-history`: delayq-check in each mode for a few seconds, on
+// the embedded store and on Redis, with every fault. A run passes when every invariant of
+// verify.h held; a mode that loses writes by design must lose only within its bound.
+// Each run prints its verdict (the figures docs/reliability.md quotes come from the long runs).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "check/run.h"
+
+namespace delayq::check {
+namespace {
+
+struct Mode {
+  std::string name;  // the test's name
+  RunOptions options;
+  double max_lost_window_ms = 0;  // loss by design: acknowledged at most this long before a fault
+};
+
+RunOptions Base(std::string store, std::string fault) {
+  RunOptions o;
+  o.delayq_bin = DELAYQ_BIN;
+  o.self_bin = DELAYQ_CHECK_BIN;
+  o.fuse_bin = DELAYQ_FUSE_BIN;
+  o.store = std::move(store);
+  o.fault = std::move(fault);
+  o.clients = 4;
+  o.duration_ms = 8'000;
+  o.fault_every_ms = 3'000;
+  o.seed = 7;
+  return o;
+}
+
+std::vector<Mode> Modes() {
+  std::vector<Mode> m;
+  for (const char* fault : {"none", "kill-server", "kill-consumers", "stop-server", "clock-step", "disk-full",
+                            "disk-error", "power-cut"}) {
+    std::string name = std::string("embedded_sync_") + fault;
+    std::replace(name.begin(), name.end(), '-', '_');
+    m.push_back({name, Base("embedded", fault)});
+  }
+  Mode interval{"embedded_interval_power_cut", Base("embedded", "power-cut"), 0};
+  interval.options.durability = "interval";  // 10 ms group commit: loses at most that
+  interval.max_lost_window_ms = 500;
+  m.push_back(interval);
+
+  m.push_back({"redis_kill_server", Base("redis", "kill-server")});
+  m.push_back({"redis_stop_server", Base("redis", "stop-server")});
+  Mode two{"redis_two_servers_kill_server", Base("redis", "kill-server")};
+  two.options.servers = 2;
+  m.push_back(two);
+  Mode always{"redis_restart_appendfsync_always", Base("redis", "redis-restart")};
+  always.options.redis_appendfsync = "always";
+  m.push_back(always);
+  Mode cut{"redis_power_cut_appendfsync_always", Base("redis", "power-cut")};
+  cut.options.redis_appendfsync = "always";
+  m.push_back(cut);
+  Mode everysec{"redis_power_cut_appendfsync_everysec", Base("redis", "power-cut")};
+  everysec.max_lost_window_ms = 2'000;  // Redis: "you may lose 1 second of data"
+  m.push_back(everysec);
+  Mode failover{"redis_failover_wait_replicas_1", Base("redis", "redis-failover")};
+  failover.options.redis_wait_replicas = 1;
+  m.push_back(failover);
+  m.push_back({"redis_cluster_kill_server", Base("redis-cluster", "kill-server")});
+  return m;
+}
+
+void PrintTo(const Mode& mode, std::ostream* os) { *os << mode.name; }
+
+class Check : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(Check, EveryInvariantHolds) {
+  const Mode& mode = GetParam();
+  const RunResult r = RunCheck(mode.options);
+  std::cout << r.verdict << std::endl;
+  for (size_t i = 0; i < r.report.anomalies.size() && i < 10; ++i) {
+    const Anomaly& a = r.report.anomalies[i];
+    std::string slice;
+    for (const std::string& line : a.slice) slice += line + "\n";
+    ADD_FAILURE() << "[" << a.kind << "] " << a.what << "\n" << slice;
+  }
+  EXPECT_TRUE(r.pass) << r.verdict;
+  if (mode.options.fault != "none") {
+    EXPECT_GT(r.faults_injected, 0) << "no fault was injected";
+  }
+  EXPECT_GT(r.report.deliveries, 100) << "too little traffic to judge";
+  if (LossExpected(mode.options)) {
+    EXPECT_LE(r.report.lost_window_ms, mode.max_lost_window_ms) << r.verdict;
+  } else {
+    EXPECT_EQ(r.report.lost, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Check, ::testing::ValuesIn(Modes()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace delayq::check

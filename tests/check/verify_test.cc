@@ -1,0 +1,189 @@
+// The verifier must fail on histories that break a promise: each test below writes a small
+// history by hand, first one that keeps every promise, then the same with one thing broken.
+#include "check/verify.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace delayq::check {
+namespace {
+
+constexpr int64_t kT0 = 1'000'000'000'000;  // µs; the store's times are in ms around kT0 / 1000
+
+// Builds a history one operation at a time; each operation takes 1 ms of checker time.
+class HistoryBuilder {
+ public:
+  Op& Add(const std::string& op, Json args, const std::string& code, Json result, int64_t at_ms) {
+    Op o;
+    o.client = 1;
+    o.seq = static_cast<int64_t>(h_.ops.size());
+    o.op = op;
+    o.queue = "q";
+    o.t0 = kT0 + at_ms * 1000;
+    o.t1 = o.t0 + 1000;
+    o.code = code;
+    o.args = std::move(args);
+    o.result = std::move(result);
+    h_.ops.push_back(std::move(o));
+    return h_.ops.back();
+  }
+  void Enqueue(const std::string& id, int64_t due_ms, int64_t at_ms) {
+    Add("enqueue", {{"jobs", Json::array({{{"d", due_ms - at_ms}}})}}, "ok",
+        {{"jobs", Json::array({{{"id", id}, {"due", Due(due_ms)}, {"dup", false}, {"rep", false}}})}}, at_ms);
+  }
+  // A reserve answered at handed_ms (store time) with one delivery.
+  void Reserve(const std::string& id, const std::string& receipt, int attempt, int64_t due_ms, int64_t handed_ms,
+               int64_t lease_ms = 1000) {
+    Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", lease_ms}}, "ok",
+        {{"d", Json::array({{{"id", id},
+                              {"rc", receipt},
+                              {"att", attempt},
+                              {"max", 3},
+                              {"due", Due(due_ms)},
+                              {"ld", Due(handed_ms + lease_ms)},
+                              {"key", ""}}})}},
+        handed_ms);
+  }
+  void Ack(const std::string& receipt, int64_t at_ms, const std::string& code = "ok") {
+    Add("ack", {{"rc", Json::array({receipt})}}, "ok", {{"codes", Json::array({code})}}, at_ms);
+  }
+  static int64_t Due(int64_t ms) { return kT0 / 1000 + ms; }
+  History& history() { return h_; }
+
+ private:
+  History h_;
+};
+
+std::vector<std::string> Kinds(const Report& r) {
+  std::vector<std::string> kinds;
+  for (const Anomaly& a : r.anomalies) kinds.push_back(a.kind);
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
+}
+
+FinalState Empty() {
+  FinalState f;
+  f.stats["q"] = {};
+  f.metrics["q"] = {};
+  return f;
+}
+
+const std::string kId = "01M8QM5DPMD95MBYEG6H73V5MB";
+const std::string kReceipt = kId + ".a8906686ee763945";
+
+TEST(Verify, AJobEnqueuedDeliveredOnTimeAndAckedKeepsEveryPromise) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Ack(kReceipt, 150);
+  const Report r = Verify(b.history(), Empty(), {});
+  EXPECT_TRUE(r.anomalies.empty()) << r.anomalies.front().what;
+  EXPECT_EQ(r.jobs, 1);
+  EXPECT_EQ(r.deliveries, 1);
+}
+
+TEST(Verify, AnAcknowledgedJobThatIsGoneWithoutAnAckIsLost) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  const Report r = Verify(b.history(), Empty(), {});
+  EXPECT_EQ(Kinds(r), std::vector<std::string>{"lost"});
+  EXPECT_EQ(r.lost, 1);
+  // In a mode that loses writes by design, the loss is counted, not failed on.
+  const Report tolerated = Verify(b.history(), Empty(), {.loss_expected = true});
+  EXPECT_TRUE(tolerated.anomalies.empty());
+  EXPECT_EQ(tolerated.loss_effects.at("lost"), 1);
+}
+
+TEST(Verify, ADeliveryBeforeTheDueTimeIsEarly) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 99);
+  b.Ack(kReceipt, 150);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"early"});
+}
+
+TEST(Verify, ASecondDeliveryWithinTheFirstLeaseIsADoubleLease) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100, 1000);
+  b.Reserve(kId, kId + ".1111111111111111", 2, 100, 600, 1000);  // the first lease lasts until 1100
+  b.Ack(kId + ".1111111111111111", 700);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"lease"});
+}
+
+TEST(Verify, AnAckWithTheReceiptOfAnOlderDeliveryThatSucceedsIsStale) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100, 100);
+  b.Reserve(kId, kId + ".1111111111111111", 2, 100, 300, 1000);  // after the first lease ran out
+  b.Ack(kReceipt, 400);                                           // the old receipt: must fail
+  b.Ack(kId + ".1111111111111111", 500);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"stale"});
+}
+
+TEST(Verify, AForgedReceiptThatIsAcceptedIsStale) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Add("ack", {{"rc", Json::array({kId + ".0000000000000000"})}, {"why", "forged"}}, "ok",
+        {{"codes", Json::array({"ok"})}}, 120);
+  const auto kinds = Kinds(Verify(b.history(), Empty(), {}));
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "stale"), kinds.end());
+}
+
+TEST(Verify, AJobDeliveredAfterItsAckAnsweredIsResurrected) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100, 100);
+  b.Ack(kReceipt, 150);
+  b.Reserve(kId, kId + ".1111111111111111", 2, 100, 300);
+  const auto kinds = Kinds(Verify(b.history(), Empty(), {}));
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "resurrected"), kinds.end());
+}
+
+TEST(Verify, ARequestNeverAnsweredOrAnsweredWithAnInternalErrorIsReported) {
+  HistoryBuilder b;
+  b.Add("stats", Json::object(), "", Json(), 0).t1 = -1;
+  b.Add("stats", Json::object(), "internal", Json(), 10);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), (std::vector<std::string>{"answered", "answered"}));
+  // A client killed with SIGKILL leaves its last request in doubt: that is not an anomaly.
+  HistoryBuilder killed;
+  killed.Add("stats", Json::object(), "", Json(), 0).t1 = -1;
+  EXPECT_TRUE(Verify(killed.history(), Empty(), {.killed_clients = {1}}).anomalies.empty());
+}
+
+TEST(Verify, ServiceUnavailableIsAnAnomalyOutsideAFaultAndExpectedInside) {
+  HistoryBuilder b;
+  b.Add("stats", Json::object(), "unavailable", Json(), 0);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"answered"});
+  b.history().faults.push_back({"kill-server", kT0 - 1000, kT0 + 500});
+  EXPECT_TRUE(Verify(b.history(), Empty(), {}).anomalies.empty());
+}
+
+TEST(Verify, StatsThatDisagreeWithARecountAreReported) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  FinalState f = Empty();
+  f.jobs[kId] = {.found = true, .state = "scheduled"};
+  f.stats["q"].scheduled = 1;
+  f.metrics["q"].scheduled = 1;
+  EXPECT_TRUE(Verify(b.history(), f, {}).anomalies.empty());
+  f.stats["q"].dead = -1;  // a count gone negative
+  f.metrics["q"].dead = -1;
+  EXPECT_EQ(Kinds(Verify(b.history(), f, {})), std::vector<std::string>{"counts"});
+}
+
+TEST(Verify, TwoLiveJobsWithOneKeyAreReported) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Enqueue("01M8QM5DPMD95MBYEG6H73V5MC", 100, 1);
+  FinalState f = Empty();
+  f.jobs[kId] = {.found = true, .state = "scheduled", .key = "k"};
+  f.jobs["01M8QM5DPMD95MBYEG6H73V5MC"] = {.found = true, .state = "scheduled", .key = "k"};
+  f.stats["q"].scheduled = f.metrics["q"].scheduled = 2;
+  EXPECT_EQ(Kinds(Verify(b.history(), f, {})), std::vector<std::string>{"keys"});
+}
+
+}  // namespace
+}  // namespace delayq::check
