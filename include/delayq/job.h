@@ -111,7 +111,8 @@ struct JobRef {
 struct ReserveRequest {
   int32_t max = 1;                  // 1..1000 jobs
   int64_t wait_ms = 0;              // 0..60000: how long to wait for a first ready job
-  std::optional<int64_t> lease_ms;  // 1000..43200000; default: the queue's lease_ms
+  std::optional<int64_t> lease_ms;  // 1000..43200000; default: the queue's lease_ms (as read
+                                    // while the reserve runs or waits)
 };
 
 // One delivery of a job to a consumer. The receipt names this delivery only.

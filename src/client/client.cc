@@ -48,7 +48,7 @@ class HttpClient final : public Client {
 
   ~HttpClient() override {
     std::unique_lock lock(mu_);
-    for (auto& [handle, call] : calls_) Abort(*call);
+    for (auto& [handle, call] : calls_) call->cancel.Cancel();
     cv_.wait(lock, [this] { return calls_.empty(); });
   }
 
@@ -138,8 +138,8 @@ class HttpClient final : public Client {
       calls_[handle] = call;
     }
     std::thread([this, call, handle, q = std::string(queue), request, done = std::move(done)] {
-      auto result = ReserveCall(q, request, &call->fd);
-      if (call->cancelled) result = std::vector<Delivery>{};
+      auto result = ReserveCall(q, request, &call->cancel);
+      if (call->cancel.cancelled()) result = std::vector<Delivery>{};
       done(std::move(result));
       std::lock_guard lock(mu_);
       calls_.erase(handle);
@@ -151,7 +151,7 @@ class HttpClient final : public Client {
   void CancelReserve(uint64_t handle) override {
     std::lock_guard lock(mu_);
     auto it = calls_.find(handle);
-    if (it != calls_.end()) Abort(*it->second);
+    if (it != calls_.end()) it->second->cancel.Cancel();
   }
 
   Status Ack(std::string_view queue, std::string_view receipt) override {
@@ -284,15 +284,8 @@ class HttpClient final : public Client {
 
  private:
   struct AsyncCall {
-    std::atomic<int> fd{-1};
-    std::atomic<bool> cancelled{false};
+    client::RequestCancel cancel;
   };
-
-  static void Abort(AsyncCall& call) {
-    call.cancelled = true;
-    int fd = call.fd.load();
-    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // wakes the blocked read at once
-  }
 
   static std::string Path(std::string_view queue, std::string_view rest) {
     return fmt::format("/v1/queues/{}{}", UrlEncode(queue), rest);
@@ -304,22 +297,22 @@ class HttpClient final : public Client {
 
   // A request whose non-2xx answers become the server's Status.
   Result<HttpResult> Call(std::string_view method, const std::string& target, std::string_view body,
-                          int64_t timeout_ms = 0, std::atomic<int>* cancel_fd = nullptr) {
-    auto r = pool_->Request(method, target, body, timeout_ms, cancel_fd);
+                          int64_t timeout_ms = 0, client::RequestCancel* cancel = nullptr) {
+    auto r = pool_->Request(method, target, body, timeout_ms, cancel);
     if (!r.ok()) return r.status();
     if (r->status < 200 || r->status >= 300) return http::ParseErrorResponse(r->status, r->body);
     return r;
   }
 
   Result<std::vector<Delivery>> ReserveCall(std::string_view queue, const ReserveRequest& request,
-                                            std::atomic<int>* cancel_fd) {
+                                            client::RequestCancel* cancel) {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     JsonWriter w;
     w.BeginObject().Key("max").Int(request.max).Key("wait_ms").Int(request.wait_ms);
     if (request.lease_ms) w.Key("lease_ms").Int(*request.lease_ms);
     w.EndObject();
     auto r = Call("POST", Path(queue, "/reserve"), w.str(),
-                  std::max<int64_t>(0, request.wait_ms) + 30'000, cancel_fd);
+                  std::max<int64_t>(0, request.wait_ms) + 30'000, cancel);
     if (!r.ok()) return r.status();
     return http::ParseReserveResponse(r->body);
   }

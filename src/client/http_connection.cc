@@ -90,7 +90,7 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
 
 Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::string_view target,
                                                std::string_view body, int64_t timeout_ms,
-                                               std::atomic<int>* cancel_fd) {
+                                               RequestCancel* cancel) {
   if (timeout_ms <= 0) timeout_ms = timeout_ms_;
   bhttp::request<bhttp::string_body> req;
   req.method(bhttp::string_to_verb(beast::string_view(method.data(), method.size())));
@@ -109,7 +109,7 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Connection> c;
     bool reused = false;
-    if (!cancel_fd) {
+    if (!cancel) {
       std::lock_guard lock(mu_);
       if (!idle_.empty()) {
         c = std::move(idle_.back());
@@ -123,7 +123,9 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
       c = std::move(*fresh);
     }
     c->SetTimeout(timeout_ms);
-    if (cancel_fd) cancel_fd->store(c->socket.native_handle());
+    if (cancel && !cancel->Attach(c->socket.native_handle())) {
+      return Status::Unavailable(fmt::format("the request to delayq at {} was cancelled", url_));
+    }
     // A signal that arrives while the socket blocks (EINTR: sockets with a timeout are never
     // restarted, whatever SA_RESTART says) interrupts the call; the serializer and the parser
     // keep their place, so the write or read simply goes on. Giving up instead would lose an
@@ -143,7 +145,7 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
         read += bhttp::read(c->socket, c->buffer, parser, ec);
       } while (ec == net::error::interrupted && !parser.is_done());
     }
-    if (cancel_fd) cancel_fd->store(-1);
+    if (cancel) cancel->Detach();  // before the socket can be closed
     if (ec) {
       if (reused && read == 0 && attempt == 0 &&
           (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
@@ -159,13 +161,36 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     }
     auto& res = parser.get();
     HttpResult out{static_cast<int>(res.result_int()), std::move(res.body())};
-    if (res.keep_alive() && !cancel_fd) {
+    if (res.keep_alive() && !cancel) {
       std::lock_guard lock(mu_);
       if (idle_.size() < 64) idle_.push_back(std::move(c));
     }
     return out;
   }
   return Status::Unavailable(fmt::format("lost the connection to delayq at {}", url_));
+}
+
+void RequestCancel::Cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);  // wakes the blocked read or write at once
+}
+
+bool RequestCancel::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+bool RequestCancel::Attach(int fd) {
+  std::lock_guard lock(mu_);
+  if (cancelled_) return false;
+  fd_ = fd;
+  return true;
+}
+
+void RequestCancel::Detach() {
+  std::lock_guard lock(mu_);
+  fd_ = -1;
 }
 
 std::string UrlEncode(std::string_view s) {

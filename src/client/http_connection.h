@@ -18,6 +18,23 @@ struct HttpResult {
   std::string body;
 };
 
+// Aborts a request in flight from another thread (a long poll whose caller hung up). The
+// socket is shut down under a lock, so a Cancel that races the request's end can never touch a
+// descriptor that has been closed and reused. Thread-safe.
+class RequestCancel {
+ public:
+  void Cancel();  // aborts the request in flight, or makes the next one fail at once
+  bool cancelled() const;
+
+ private:
+  friend class HttpConnectionPool;
+  bool Attach(int fd);  // false when already cancelled
+  void Detach();
+  mutable std::mutex mu_;
+  int fd_ = -1;
+  bool cancelled_ = false;
+};
+
 class HttpConnectionPool {
  public:
   // `url`: http://HOST[:PORT] (default port 7070). kInvalidArgument for anything else.
@@ -28,10 +45,11 @@ class HttpConnectionPool {
 
   // Sends one request and reads the answer. kUnavailable when the server cannot be reached
   // (the message names the address and the reason). `timeout_ms` 0 means the pool's timeout.
-  // `cancel`, when given, is set to a function that aborts the request from another thread.
+  // With `cancel`, the request runs on a connection of its own that cancel->Cancel() can abort
+  // from another thread, before or while it runs (then kUnavailable, "cancelled").
   Result<HttpResult> Request(std::string_view method, std::string_view target,
                              std::string_view body, int64_t timeout_ms = 0,
-                             std::atomic<int>* cancel_fd = nullptr);
+                             RequestCancel* cancel = nullptr);
 
   const std::string& url() const { return url_; }
 

@@ -864,6 +864,73 @@ TEST_P(QueueConformance, WaitingReserveIsAnsweredWhenAJobArrivesOrComesDue) {
   EXPECT_GE(h_->NowMs(), later.due_at_ms);
 }
 
+// The long-poll paths besides "a job arrives": a client that hangs up, a pause and a resume, a
+// config change. Each waiting reserve is answered exactly once, and no job is handed to a
+// waiter that is gone.
+TEST_P(QueueConformance, EveryWaitingReserveIsAnsweredOnceThroughHangUpPauseAndConfigChanges) {
+  const std::string queue = QueueName();
+  // A client hangs up: its waiter answers empty at once, and a job enqueued afterwards goes to
+  // the next waiter, not to the one that left.
+  auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+  auto gone = promise->get_future();
+  std::atomic<int> calls{0};
+  ReserveRequest r;
+  r.wait_ms = 60'000;
+  const uint64_t handle = q().ReserveAsync(queue, r, [promise, &calls](Result<std::vector<Delivery>> res) {
+    if (calls.fetch_add(1) == 0) promise->set_value(std::move(res));
+  });
+  q().CancelReserve(handle);
+  auto left = Await(gone);
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+  auto next = ReserveWaiting(q(), queue, 60'000);
+  EnqueueResult first = MustEnqueue(q(), queue, Job("for the next waiter"));
+  auto got = Await(next);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, first.id);
+  q().CancelReserve(handle);  // a second hang-up of an answered waiter changes nothing
+  EXPECT_EQ(calls.load(), 1);
+
+  // A paused queue hands nothing to a waiter; the resume does.
+  ASSERT_TRUE(q().Pause(queue).ok());
+  auto paused = ReserveWaiting(q(), queue, 60'000);
+  EnqueueResult second = MustEnqueue(q(), queue, Job("after the resume"));
+  auto job = q().Get(queue, JobRef::ById(second.id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReady);
+  ASSERT_TRUE(q().Resume(queue).ok());
+  got = Await(paused);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, second.id);
+
+  // A config change while a reserve waits: the waiter is still served, with the queue's lease as
+  // read during its wait (the old or the new one: the Redis store reads the config before it
+  // runs the reserve script, and a pass that began before the change may take the job).
+  auto waiting = ReserveWaiting(q(), queue, 60'000);
+  auto config = q().GetConfig(queue);
+  ASSERT_TRUE(config.ok());
+  const int64_t old_lease_ms = config->lease_ms;
+  config->lease_ms = 7'000;
+  ASSERT_TRUE(q().SetConfig(queue, *config).ok());
+  EnqueueResult third = MustEnqueue(q(), queue, Job("after the config change"));
+  got = Await(waiting);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, third.id);
+  const int64_t lease_left = (*got)[0].lease_deadline_ms - h_->NowMs();
+  const bool new_lease = lease_left > 7'000 - 2'000 && lease_left < 7'000 + 2'000;
+  const bool old_lease = lease_left > old_lease_ms - 2'000 && lease_left < old_lease_ms + 2'000;
+  EXPECT_TRUE(new_lease || old_lease) << "a lease of " << lease_left << " ms is neither the old nor the new one";
+  // A reserve that starts after the change gets the new lease.
+  EnqueueResult fourth = MustEnqueue(q(), queue, Job("later"));
+  auto d = MustReserve(q(), queue);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].id, fourth.id);
+  EXPECT_NEAR(static_cast<double>(d[0].lease_deadline_ms - h_->NowMs()), 7'000.0, 2'000.0);
+}
+
 TEST_P(QueueConformance, WaitingReserveTimesOutEmpty) {
   const std::string queue = QueueName();
   auto waiting = ReserveWaiting(q(), queue, 2 * h_->unit_ms());
