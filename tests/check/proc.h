@@ -44,7 +44,4 @@ class Proc {
   std::thread drain_;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int FreePort();
-
 }  // namespace delayq::check

@@ -22,6 +22,7 @@
 #include "check/history.h"
 #include "check/proc.h"
 #include "check/worker.h"
+#include "support/process.h"
 #include "delayq/client.h"
 
 namespace delayq::check {
@@ -203,10 +204,10 @@ class Run {
   void StartStore() {
     if (o_.store == "embedded") return;
     if (o_.store == "redis") {
-      redis_ports_ = {FreePort()};
+      redis_ports_ = {testing::FreeTcpPort()};
       redis_.push_back(StartRedis("redis0", redis_ports_[0], RedisPersistence()));
       if (o_.fault == "redis-failover") {
-        redis_ports_.push_back(FreePort());
+        redis_ports_.push_back(testing::FreeTcpPort());
         redis_.push_back(StartReplica(1, redis_ports_[0]));
       }
       store_url_ = fmt::format("redis://127.0.0.1:{}", redis_ports_[0]);
@@ -270,7 +271,7 @@ class Run {
 
   // --- servers ---
   void StartServer(int i) {
-    if (server_ports_.size() <= static_cast<size_t>(i)) server_ports_.push_back(FreePort());
+    if (server_ports_.size() <= static_cast<size_t>(i)) server_ports_.push_back(testing::FreeTcpPort());
     std::vector<std::string> args = {o_.delayq_bin, "serve", "--listen",
                                      fmt::format("127.0.0.1:{}", server_ports_[static_cast<size_t>(i)]), "--data",
                                      DataDir(i)};
