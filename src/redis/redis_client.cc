@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
@@ -170,7 +171,11 @@ class RedisClient::Node {
   Result<std::vector<Value>> Run(const std::vector<std::vector<std::string>>& commands, bool asking) {
     redisContext* c = Take();
     if (!c) {
-      std::string why = last_error_;
+      std::string why;
+      {
+        std::lock_guard lock(mu_);  // another thread's failed connect may be writing it (TSan)
+        why = last_error_;
+      }
       return Status::Unavailable(fmt::format("cannot reach Redis at {}: {}", endpoint_.ToString(), why));
     }
     std::vector<std::vector<std::string>> all;
@@ -202,13 +207,16 @@ class RedisClient::Node {
 
  private:
   redisContext* Take() {
-    {
-      std::lock_guard lock(mu_);
-      if (!idle_.empty()) {
-        redisContext* c = idle_.back();
+    for (;;) {
+      redisContext* c = nullptr;
+      {
+        std::lock_guard lock(mu_);
+        if (idle_.empty()) break;
+        c = idle_.back();
         idle_.pop_back();
-        return c;
       }
+      if (StillOpen(c)) return c;
+      redisFree(c);  // Redis closed it while idle (it restarted): nothing was sent on it
     }
     redisContext* c = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, Tv(timeout_ms_));
     if (!c || c->err) {
@@ -220,6 +228,14 @@ class RedisClient::Node {
     redisSetTimeout(c, Tv(timeout_ms_));
     redisEnableKeepAlive(c);
     return c;
+  }
+  // Whether an idle connection is still open: a peek that would block means no EOF and no
+  // reset is waiting. Checked before anything is sent, so dropping it cannot lose or repeat a
+  // command (after a Redis restart, the first request would otherwise fail on a dead socket).
+  static bool StillOpen(redisContext* c) {
+    char byte;
+    const ssize_t n = ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
   void Give(redisContext* c) {
     std::lock_guard lock(mu_);

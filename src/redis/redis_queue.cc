@@ -592,13 +592,14 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
   if (!info.ok()) return info.status();
   int64_t lease;
   int shards;
+  int start;  // the shard to try first (rng_ is shared: under mu_, found by ThreadSanitizer)
   {
     std::lock_guard lock(mu_);
     lease = request.lease_ms.value_or((*info)->config.lease_ms);
     shards = (*info)->shards;
+    start = shards > 1 ? static_cast<int>(rng_() % static_cast<uint64_t>(shards)) : 0;
   }
   std::vector<Delivery> out;
-  const int start = shards > 1 ? static_cast<int>(rng_() % static_cast<uint64_t>(shards)) : 0;
   for (int k = 0; k < shards && static_cast<int32_t>(out.size()) < request.max; ++k) {
     const int shard = (start + k) % shards;
     const int32_t want = request.max - static_cast<int32_t>(out.size());
