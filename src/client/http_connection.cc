@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <sys/socket.h>
+#include <cerrno>
 #include <sys/time.h>
 
 #include <boost/asio/connect.hpp>
@@ -30,6 +31,14 @@ class HttpConnectionPool::Connection {
     tv.tv_usec = (ms % 1000) * 1000;
     ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  // Whether an idle connection is still open: no end, no reset and no stray bytes are waiting
+  // (a peek that would block). Nothing has been sent on it yet, so dropping it is always safe.
+  bool StillOpen() {
+    if (buffer.size() > 0) return false;
+    char byte;
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
 };
 
@@ -104,18 +113,26 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
   req.body() = std::string(body);
   req.prepare_payload();
 
-  // A pooled connection may have been closed by the server while idle; then the request is
-  // sent once more on a fresh connection (the server cannot have handled it).
+  // A pooled connection that the server closed while it sat idle is dropped before use (a
+  // peek sees its end). One that fails once the request is sent is in doubt: the server may
+  // have died after acting on it (kill -9 after an enqueue was stored), so only a GET, which
+  // changes nothing, is sent again; anything else answers kUnavailable and the caller decides
+  // (found by delayq-check: an enqueue retried this way stored its job twice).
+  const bool safe_to_repeat = method == "GET" || method == "HEAD";
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Connection> c;
     bool reused = false;
-    if (!cancel) {
-      std::lock_guard lock(mu_);
-      if (!idle_.empty()) {
-        c = std::move(idle_.back());
-        idle_.pop_back();
+    while (!cancel) {
+      std::unique_lock lock(mu_);
+      if (idle_.empty()) break;
+      c = std::move(idle_.back());
+      idle_.pop_back();
+      lock.unlock();
+      if (c->StillOpen()) {
         reused = true;
+        break;
       }
+      c.reset();
     }
     if (!c) {
       auto fresh = Connect(timeout_ms);
@@ -147,7 +164,7 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     }
     if (cancel) cancel->Detach();  // before the socket can be closed
     if (ec) {
-      if (reused && read == 0 && attempt == 0 &&
+      if (reused && safe_to_repeat && read == 0 && attempt == 0 &&
           (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
            ec == net::error::broken_pipe || ec == net::error::eof)) {
         continue;

@@ -1,0 +1,141 @@
+// The client's connection pool against a scripted HTTP server on 127.0.0.1: which requests it
+// sends again when a connection fails, and which it must not (a repeated enqueue stores its job
+// twice). delayq-check found the double enqueue when the server was killed mid-request.
+#include "client/http_connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace delayq::client {
+namespace {
+
+// One request as the scripted server read it.
+struct Seen {
+  std::string method, target;
+};
+
+// Accepts connections one after another; for the n-th request overall, `script(n)` says what to
+// do after reading it: answer and keep the connection, answer and close, or close unanswered.
+enum class Then { kAnswer, kAnswerAndClose, kCloseUnanswered };
+
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::function<Then(int)> script) : script_(std::move(script)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 8), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return count_.load(); }
+  // Blocks until the server has closed `n` connections.
+  void WaitClosed(int n) {
+    for (int c = closed_.load(); c < n; c = closed_.load()) closed_.wait(c);
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string buf;
+      bool open = true;
+      while (open) {
+        size_t end;
+        while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
+          char chunk[4096];
+          const ssize_t n = ::read(c, chunk, sizeof chunk);
+          if (n <= 0) {
+            open = false;
+            break;
+          }
+          buf.append(chunk, static_cast<size_t>(n));
+        }
+        if (!open) break;
+        size_t length = 0;
+        if (auto at = buf.find("Content-Length: "); at != std::string::npos && at < end) {
+          length = std::stoul(buf.substr(at + 16));
+        }
+        while (buf.size() < end + 4 + length) {
+          char chunk[4096];
+          const ssize_t n = ::read(c, chunk, sizeof chunk);
+          if (n <= 0) break;
+          buf.append(chunk, static_cast<size_t>(n));
+        }
+        buf.erase(0, end + 4 + length);
+        const Then then = script_(count_++);
+        if (then == Then::kCloseUnanswered) break;
+        const std::string answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        if (::write(c, answer.data(), answer.size()) < 0) break;
+        if (then == Then::kAnswerAndClose) break;
+      }
+      ::close(c);
+      closed_.fetch_add(1);
+      closed_.notify_all();
+    }
+  }
+
+  std::function<Then(int)> script_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> count_{0}, closed_{0};
+  std::thread thread_;
+};
+
+TEST(HttpConnectionPool, AWriteWhoseConnectionFailsAfterItWasSentIsNotSentAgain) {
+  // The second request is read and the connection closes unanswered, as when the server dies
+  // after storing an enqueue.
+  ScriptedServer server([](int n) { return n == 1 ? Then::kCloseUnanswered : Then::kAnswer; });
+  auto pool = HttpConnectionPool::Create(server.url(), "", 5000);
+  ASSERT_TRUE(pool.ok());
+  ASSERT_TRUE((*pool)->Request("POST", "/v1/queues/q/jobs", R"({"payload":1})").ok());
+  auto second = (*pool)->Request("POST", "/v1/queues/q/jobs", R"({"payload":2})");
+  EXPECT_EQ(second.code(), Code::kUnavailable) << "the enqueue was sent again";
+  EXPECT_EQ(server.requests(), 2);
+}
+
+TEST(HttpConnectionPool, AReadWhoseConnectionFailsIsSentOnceMore) {
+  ScriptedServer server([](int n) { return n == 1 ? Then::kCloseUnanswered : Then::kAnswer; });
+  auto pool = HttpConnectionPool::Create(server.url(), "", 5000);
+  ASSERT_TRUE(pool.ok());
+  ASSERT_TRUE((*pool)->Request("GET", "/v1/queues", "").ok());
+  auto second = (*pool)->Request("GET", "/v1/queues", "");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->status, 200);
+  EXPECT_EQ(server.requests(), 3);
+}
+
+TEST(HttpConnectionPool, AConnectionTheServerClosedWhileIdleIsNotUsed) {
+  ScriptedServer server([](int) { return Then::kAnswerAndClose; });
+  auto pool = HttpConnectionPool::Create(server.url(), "", 5000);
+  ASSERT_TRUE(pool.ok());
+  ASSERT_TRUE((*pool)->Request("POST", "/v1/queues/q/jobs", "{}").ok());
+  // The server closed the first connection after answering; the write goes on a fresh one.
+  server.WaitClosed(1);
+  auto second = (*pool)->Request("POST", "/v1/queues/q/jobs", "{}");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(server.requests(), 2);
+}
+
+}  // namespace
+}  // namespace delayq::client
