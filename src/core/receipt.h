@@ -1,6 +1,7 @@
 // Receipts name one delivery of one job: "<job id>.<delivery token in hex>". The token is drawn
-// at random for each delivery and stored with the job, so a receipt from an earlier delivery
-// no longer matches once the job was delivered again.
+// for each delivery from the OS CSPRNG (128 bits) and stored with the job, so a receipt from an
+// earlier delivery no longer matches once the job was delivered again, and no client can guess
+// the receipt of a delivery it did not receive.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "core/delivery_token.h"
 #include "core/ulid.h"
 #include "delayq/status.h"
 
@@ -20,9 +22,9 @@ namespace delayq {
 
 struct Receipt {
   Ulid id;
-  uint64_t delivery = 0;
+  DeliveryToken token;
 
-  std::string ToString() const { return fmt::format("{}.{:016x}", id.ToString(), delivery); }
+  std::string ToString() const { return id.ToString() + "." + token.Hex(); }
 
   static Result<Receipt> Parse(std::string_view text) {
     auto bad = [&] {
@@ -30,19 +32,12 @@ struct Receipt {
           "receipt \"{}\" is not a delayq receipt; use the receipt field of a reserved job as is",
           text.substr(0, 80)));
     };
-    if (text.size() != 26 + 1 + 16 || text[26] != '.') return bad();
+    if (text.size() < 27 || text[26] != '.') return bad();
     auto id = Ulid::Parse(text.substr(0, 26));
     if (!id) return bad();
-    uint64_t delivery = 0;
-    for (char c : text.substr(27)) {
-      int d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else return bad();
-      delivery = (delivery << 4) | static_cast<uint64_t>(d);
-    }
-    if (delivery == 0) return bad();
-    return Receipt{*id, delivery};
+    auto token = DeliveryToken::Parse(text.substr(27));
+    if (!token) return bad();
+    return Receipt{*id, *token};
   }
 };
 
@@ -52,10 +47,10 @@ struct Receipt {
 // answers what the first did; the HTTP API counts it once.
 inline std::vector<size_t> FirstOccurrences(std::span<const std::string> receipts) {
   std::vector<size_t> first(receipts.size());
-  std::map<std::pair<Ulid, uint64_t>, size_t> seen;
+  std::map<std::pair<Ulid, DeliveryToken>, size_t> seen;
   for (size_t i = 0; i < receipts.size(); ++i) {
     auto r = Receipt::Parse(receipts[i]);
-    first[i] = r.ok() ? seen.try_emplace({r->id, r->delivery}, i).first->second : i;
+    first[i] = r.ok() ? seen.try_emplace({r->id, r->token}, i).first->second : i;
   }
   return first;
 }

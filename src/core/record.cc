@@ -7,12 +7,12 @@
 namespace delayq {
 namespace {
 
-Status VersionError(const char* what, uint8_t version) {
-  if (version > kRecordVersion) {
+Status VersionError(const char* what, uint8_t version, uint8_t known) {
+  if (version > known) {
     return Status::Corruption(fmt::format(
         "{} record has format version {}, newer than this delayq understands ({}); "
         "run the delayq version that wrote it",
-        what, version, kRecordVersion));
+        what, version, known));
   }
   return Status::Corruption(fmt::format("{} record has unknown format version {}", what, version));
 }
@@ -51,7 +51,7 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   ByteReader in(data);
   uint8_t version, state, flags;
   if (!in.U8(&version)) return Truncated("job");
-  if (version != 1) return VersionError("job", version);
+  if (version != 1) return VersionError("job", version, kRecordVersion);
   uint64_t due, created, max_attempts, attempt, dead_at, header_count;
   if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) ||
       !in.Varint(&max_attempts) || !in.Varint(&attempt) || !in.Varint(&dead_at) ||
@@ -79,13 +79,14 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
 
 std::string EncodeDueRecord(const DueRecord& r) {
   std::string out;
-  out.reserve(24);
+  out.reserve(32);
   ByteWriter w(&out);
-  w.U8(kRecordVersion);
+  w.U8(kDueRecordVersion);
   w.Varint(static_cast<uint64_t>(r.due_ms));
   w.Varint(static_cast<uint64_t>(r.attempt));
-  w.Fixed64(r.delivery);
+  w.Fixed64(r.delivery.lo);
   w.Varint(static_cast<uint64_t>(r.lease_deadline_ms));
+  w.Fixed64(r.delivery.hi);
   return out;
 }
 
@@ -93,11 +94,14 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   ByteReader in(data);
   uint8_t version;
   if (!in.U8(&version)) return Truncated("due");
-  if (version != 1) return VersionError("due", version);
+  if (version != 1 && version != 2) return VersionError("due", version, kDueRecordVersion);
   uint64_t due, attempt, lease;
-  if (!in.Varint(&due) || !in.Varint(&attempt) || !in.Fixed64(&r->delivery) || !in.Varint(&lease) || !in.empty()) {
+  r->delivery = {};
+  if (!in.Varint(&due) || !in.Varint(&attempt) || !in.Fixed64(&r->delivery.lo) || !in.Varint(&lease)) {
     return Truncated("due");
   }
+  if (version >= 2 && !in.Fixed64(&r->delivery.hi)) return Truncated("due");
+  if (!in.empty()) return Truncated("due");
   r->due_ms = static_cast<int64_t>(due);
   r->attempt = static_cast<int32_t>(attempt);
   r->lease_deadline_ms = static_cast<int64_t>(lease);

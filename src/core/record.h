@@ -1,12 +1,14 @@
 // The stored form of a job, shared by every store that keeps jobs as byte strings.
 //
-// Record format, version 1 (byte 0 is the version):
+// Record format (byte 0 is the version):
 //   JobRecord: u8 version=1, u8 state, u8 flags (bit 0: key_indexed, bit 1: binary),
 //              varint due_at_ms, varint created_at_ms, varint max_attempts, varint attempt,
 //              varint dead_at_ms, bytes queue, bytes key, bytes last_error,
 //              varint header_count, (bytes name, bytes value)*, bytes payload
-//   DueRecord: u8 version=1, varint due_ms, varint attempt, fixed64 delivery,
-//              varint lease_deadline_ms
+//   DueRecord: u8 version=2, varint due_ms, varint attempt, fixed64 delivery (low half),
+//              varint lease_deadline_ms, fixed64 delivery (high half)
+//   DueRecord version 1 (read, no longer written): the same without the high half (a 64-bit
+//              token; its receipts stay valid).
 //   (bytes = varint length + raw bytes; varints are LEB128.)
 //
 // How to change the format safely:
@@ -23,12 +25,14 @@
 #include <string>
 #include <string_view>
 
+#include "core/delivery_token.h"
 #include "delayq/job.h"
 #include "delayq/status.h"
 
 namespace delayq {
 
-inline constexpr uint8_t kRecordVersion = 1;
+inline constexpr uint8_t kRecordVersion = 1;     // JobRecord
+inline constexpr uint8_t kDueRecordVersion = 2;  // DueRecord
 
 struct JobRecord {
   std::string queue;
@@ -51,7 +55,7 @@ struct JobRecord {
 struct DueRecord {
   int64_t due_ms = 0;
   int32_t attempt = 0;
-  uint64_t delivery = 0;          // token of the current delivery; 0 = never delivered
+  DeliveryToken delivery;         // token of the current delivery; empty = never delivered
   int64_t lease_deadline_ms = 0;  // 0 = not reserved
 };
 

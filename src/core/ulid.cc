@@ -1,5 +1,7 @@
 #include "core/ulid.h"
 
+#include "core/random.h"
+
 namespace delayq {
 namespace {
 
@@ -62,8 +64,6 @@ Ulid Ulid::FromRaw(std::string_view raw16) {
   return u;
 }
 
-UlidGenerator::UlidGenerator() : rng_(std::random_device{}()) {}
-
 Ulid UlidGenerator::Next(int64_t now_ms) {
   Ulid u;
   if (now_ms > last_.TimestampMs()) {
@@ -71,14 +71,19 @@ Ulid UlidGenerator::Next(int64_t now_ms) {
       u.bytes[i] = static_cast<uint8_t>(now_ms & 0xff);
       now_ms >>= 8;
     }
-    uint64_t a = rng_(), b = rng_();
-    std::memcpy(u.bytes.data() + 6, &a, 8);
-    std::memcpy(u.bytes.data() + 14, &b, 2);
+    SecureRandomBytes(u.bytes.data() + 6, 10);
     u.bytes[6] &= 0x7f;  // leave room to increment within the millisecond
   } else {
+    // Within the millisecond: add a random step of 1..2^32 to the 80-bit random part, so that
+    // ids stay ordered without the next one being the previous plus one.
     u = last_;
-    for (int i = 15; i >= 6; --i) {  // increment the 80-bit random part
-      if (++u.bytes[i] != 0) break;
+    uint64_t step = 0;
+    SecureRandomBytes(&step, 4);
+    step += 1;
+    for (int i = 15; i >= 6 && step != 0; --i) {
+      const uint64_t sum = u.bytes[i] + (step & 0xff);
+      u.bytes[i] = static_cast<uint8_t>(sum);
+      step = (step >> 8) + (sum >> 8);
     }
   }
   last_ = u;

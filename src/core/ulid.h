@@ -8,7 +8,6 @@
 #include <cstring>
 #include <functional>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 
@@ -37,18 +36,18 @@ struct UlidHash {
   }
 };
 
-// Generates strictly increasing ULIDs: within one millisecond (or if the clock steps back) the
-// random part of the previous id is incremented. Not thread-safe; callers serialize.
+// Generates strictly increasing ULIDs whose random part comes from the OS CSPRNG: within one
+// millisecond (or if the clock steps back) the random part of the previous id grows by a random
+// step of 1..2^32, so a client cannot tell the next id from its own. Not thread-safe; callers
+// serialize.
 class UlidGenerator {
  public:
-  UlidGenerator();
   Ulid Next(int64_t now_ms);
   // Ensures later ids sort after `id` (used after recovery).
   void Observe(const Ulid& id);
 
  private:
   Ulid last_{};
-  std::mt19937_64 rng_;
 };
 
 }  // namespace delayq

@@ -230,7 +230,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
           DueKey key{dues[i], id};
           batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
           batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
-          batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, 0, 0}));
+          batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
           placements.push_back({id, old_key, key, 0, true});
           results[i] = {id.ToString(), dues[i], true, true};
           continue;
@@ -250,7 +250,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
       record.binary = r.binary;
       DueKey key{dues[i], id};
       batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-      batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, 0, 0}));
+      batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
       if (!idem.empty()) batch->Put(Cf::kKeys, idem, id.Raw());
       placements.push_back({id, {}, key, 0, false});
       results[i] = {id.ToString(), dues[i], false, false};
@@ -265,7 +265,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
         ++q->live;
         ++q->counters.enqueued;
       }
-      PlaceLocked(q, p.key, p.attempt, 0, false, op.now().wall_us);
+      PlaceLocked(q, p.key, p.attempt, {}, false, op.now().wall_us);
     }
     ServeWaitersLocked(q, op.now(), op.deferred());
   }
@@ -431,10 +431,10 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
     batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
     batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
     batch->Put(Cf::kDue, DueIndexKey(queue, key),
-               EncodeDueRecord({key.due_ms, due_rec.attempt, 0, 0}));
+               EncodeDueRecord({key.due_ms, due_rec.attempt, {}, 0}));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     UnplaceLocked(q, old_key);
-    PlaceLocked(q, key, due_rec.attempt, 0, false, op.now().wall_us);
+    PlaceLocked(q, key, due_rec.attempt, {}, false, op.now().wall_us);
     ServeWaitersLocked(q, op.now(), op.deferred());
     result = JobViewLocked(q, id, record);
   }

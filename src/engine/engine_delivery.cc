@@ -31,7 +31,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   const int64_t deadline_mono_us = now.mono_us + lease_ms * 1000;
   struct Pick {
     std::map<DueKey, ReadyInfo>::iterator it;
-    uint64_t delivery;
+    DeliveryToken delivery;
     int32_t max_attempts;
     bool key_indexed;
   };
@@ -61,8 +61,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     }
     DELAYQ_RETURN_IF_ERROR(s);
     DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-    uint64_t delivery = 0;
-    while (delivery == 0) delivery = rng_();
+    const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
     const int32_t attempt = it->second.attempt + 1;
     batch->Put(Cf::kDue, DueIndexKey(q->name, key),
                EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
@@ -174,7 +173,7 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
     if (lease.queue != q) {
       return Status::NotFound(fmt::format("job {} is not in queue {}", id, q->name));
     }
-    if (lease.delivery != receipt.delivery) {
+    if (lease.delivery != receipt.token) {
       return Status::LeaseExpired(fmt::format(
           "the receipt names an earlier delivery of job {}; after its lease expired the job "
           "was delivered again (attempt {}), and only the newest receipt counts",
@@ -202,8 +201,8 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
   }
   DueKey key{record->due_at_ms, receipt.id};
   auto ready = q->ready.find(key);
-  if (ready != q->ready.end() && ready->second.delivery == receipt.delivery) {
-    *target = {receipt.id, key, false, ready->second.attempt, receipt.delivery};
+  if (ready != q->ready.end() && ready->second.delivery == receipt.token) {
+    *target = {receipt.id, key, false, ready->second.attempt, receipt.token};
     return Status::Ok();
   }
   return Status::LeaseExpired(fmt::format(
@@ -351,7 +350,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
       batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
       batch->Put(Cf::kDue, DueIndexKey(queue, new_key),
-                 EncodeDueRecord({new_key.due_ms, t.attempt, 0, 0}));
+                 EncodeDueRecord({new_key.due_ms, t.attempt, {}, 0}));
       result = {JobState::kScheduled, new_key.due_ms};
     }
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
@@ -367,7 +366,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       ++q->dead;
       ++q->counters.dead;
     } else {
-      PlaceLocked(q, new_key, t.attempt, 0, false, op.now().wall_us);
+      PlaceLocked(q, new_key, t.attempt, {}, false, op.now().wall_us);
       ServeWaitersLocked(q, op.now(), op.deferred());
     }
   }
@@ -527,13 +526,13 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
           }
         }
         batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, 0, 0}));
+        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, {}, 0}));
       }
       if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
       for (auto& [id, record] : chunk) {
         --q->dead;
         ++q->live;
-        PlaceLocked(q, {now_ms, id}, 0, 0, false, op.now().wall_us);
+        PlaceLocked(q, {now_ms, id}, 0, {}, false, op.now().wall_us);
       }
       replayed += static_cast<int64_t>(chunk.size());
       ServeWaitersLocked(q, op.now(), op.deferred());

@@ -87,7 +87,7 @@ struct Deadline {
 
 struct ReadyInfo {
   int32_t attempt = 0;
-  uint64_t delivery = 0;    // the last delivery (its receipt stays valid while ready)
+  DeliveryToken delivery;   // the last delivery (its receipt stays valid while ready)
   bool redelivery = false;  // back after a lease expired: no lateness sample
 };
 
@@ -115,7 +115,7 @@ struct Lease {
   DueKey key;
   int32_t attempt = 0;
   int32_t max_attempts = 0;
-  uint64_t delivery = 0;
+  DeliveryToken delivery;
   int64_t deadline_ms = 0;       // wall clock: shown to clients and stored
   int64_t deadline_mono_us = 0;  // monotonic: when it actually runs out
   std::string idem_key;  // the job's idempotency key
@@ -179,7 +179,7 @@ class EngineImpl final : public Engine {
     DueKey key;
     bool leased = false;  // reserved; else ready after its lease expired
     int32_t attempt = 0;
-    uint64_t delivery = 0;
+    DeliveryToken delivery;
   };
 
   // One operation on the engine, from its first line to its answer. Construction marks a
@@ -233,7 +233,7 @@ class EngineImpl final : public Engine {
   Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
 
   // --- placement of live jobs in memory (engine_index.cc) ---
-  void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, uint64_t delivery,
+  void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery,
                    bool redelivery, int64_t now_us);
   void UnplaceLocked(QueueState* q, const DueKey& key);
   void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt);
@@ -304,7 +304,7 @@ class EngineImpl final : public Engine {
   int64_t next_sweep_ms_ = 0;
 
   UlidGenerator ids_;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)
   std::thread scheduler_;
   uint64_t clock_listener_ = 0;
 };

@@ -9,7 +9,7 @@
 namespace delayq {
 
 void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt,
-                             uint64_t delivery, bool redelivery, int64_t now_us) {
+                             DeliveryToken delivery, bool redelivery, int64_t now_us) {
   if (key.due_ms * 1000 <= now_us) {
     q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery});
     ++ready_entries_;

@@ -76,7 +76,7 @@ Status EngineImpl::RecoverLocked() {
     if (rec.lease_deadline_ms != 0) {
       pending.push_back({q, key, rec});
     } else if (key.due_ms * 1000 <= now_us) {
-      q->ready.emplace(key, ReadyInfo{rec.attempt, rec.delivery, rec.delivery != 0});
+      q->ready.emplace(key, ReadyInfo{rec.attempt, rec.delivery, !rec.delivery.empty()});
       ++ready_entries_;
     } else {
       ScheduleCountLocked(q, key.due_ms, +1);

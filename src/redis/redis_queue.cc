@@ -37,7 +37,6 @@ std::string Tag(const std::string& queue, int shard, int shards) {
 }
 std::string HomeConfigKey(const std::string& queue) { return "dq:{" + queue + "}:config"; }
 
-std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
 // Redis answered a script with an error reply: a bug or a Redis-side limit.
 Status ScriptError(const Value& v) {
@@ -605,14 +604,9 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     const int32_t want = request.max - static_cast<int32_t>(out.size());
     std::vector<std::string> args = {options_.consumer, std::to_string(want), std::to_string(lease),
                                      std::to_string(kClaimIdleMs)};
-    {
-      std::lock_guard lock(mu_);
-      for (int32_t i = 0; i < want; ++i) {
-        uint64_t t = 0;
-        while (t == 0) t = rng_();
-        args.push_back(Hex(t));
-      }
-    }
+    // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
+    // receipt acts only when its token equals the stored one.
+    for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
     auto v = Run(kReserveScript, queue, shard, args, true);
     if (!v.ok()) return v.status();
     if (v->is_error()) return ScriptError(*v);
@@ -736,7 +730,7 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
     std::vector<std::string> args = {std::to_string(members.size())};
     for (size_t i : members) {
       args.push_back(parsed[i].id.ToString());
-      args.push_back(Hex(parsed[i].delivery));
+      args.push_back(parsed[i].token.Hex());
     }
     auto v = Run(kAckScript, queue, shard, args, true);
     for (size_t j = 0; j < members.size(); ++j) {
@@ -776,7 +770,7 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
   const std::string error = request.error.empty() ? "nacked without an error message"
                                                   : request.error.substr(0, Limits::kMaxErrorText);
   auto v = Run(kNackScript, std::string(queue_view), shard,
-               {receipt->id.ToString(), Hex(receipt->delivery), std::to_string(request.retry_in_ms.value_or(-1)),
+               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
                 error, request.dead ? "1" : "0", std::to_string(config.backoff.base_ms),
                 fmt::format("{}", config.backoff.factor), std::to_string(config.backoff.max_ms),
                 fmt::format("{}", unit * config.backoff.jitter)}, true);
@@ -807,7 +801,7 @@ Result<TouchResult> RedisQueue::Touch(std::string_view queue_view, std::string_v
     shard = ShardOf(**info, receipt->id);
   }
   auto v = Run(kTouchScript, std::string(queue_view), shard,
-               {receipt->id.ToString(), Hex(receipt->delivery), std::to_string(lease),
+               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(lease),
                 std::to_string(kClaimIdleMs), options_.consumer}, true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);

@@ -151,7 +151,7 @@ class RedisQueue final : public Queue {
   int64_t clock_offset_ms_ = 0;  // Redis time - local steady time
   Status health_;                // guarded by mu_; see Health()
   UlidGenerator ids_;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;  // shard choice and back-off jitter only (receipts: the OS CSPRNG); under mu_
   std::thread scheduler_, subscriber_;
 };
 

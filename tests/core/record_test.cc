@@ -67,7 +67,15 @@ TEST(Record, DecodesVersion1Bytes) {
           .ok());
   EXPECT_EQ(d.due_ms, 11);
   EXPECT_EQ(d.attempt, 2);
-  EXPECT_EQ(d.delivery, 9u);
+  EXPECT_EQ(d.delivery, (DeliveryToken{0, 9}));  // a 64-bit token: its receipts stay valid
+  EXPECT_EQ(d.lease_deadline_ms, 10);
+  // Version 2 (a 128-bit token), as written since receipts came from the OS CSPRNG.
+  ASSERT_TRUE(DecodeDueRecord(std::string("\x02\x0b\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a"
+                                          "\x00\x00\x00\x00\x00\x00\x00\x07",
+                                          20),
+                              &d)
+                  .ok());
+  EXPECT_EQ(d.delivery, (DeliveryToken{7, 9}));
   EXPECT_EQ(d.lease_deadline_ms, 10);
 }
 
@@ -86,6 +94,10 @@ TEST(Record, RefusesNewerVersionsAndGarbage) {
   DueRecord d;
   EXPECT_FALSE(DecodeDueRecord("", &d).ok());
   EXPECT_FALSE(DecodeDueRecord("\x01\x01", &d).ok());
+  std::string due = EncodeDueRecord({1, 2, DeliveryToken::Random(), 3});
+  for (size_t n = 0; n < due.size(); ++n) EXPECT_FALSE(DecodeDueRecord(due.substr(0, n), &d).ok()) << n;
+  due[0] = 3;
+  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (2)"), std::string::npos);
 }
 
 }  // namespace

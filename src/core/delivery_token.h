@@ -1,0 +1,53 @@
+// The token that names one delivery of a job: 128 bits from the OS CSPRNG, drawn at each
+// reserve and stored with the job. A receipt is "<job id>.<token in hex>".
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/random.h"
+
+namespace delayq {
+
+// The token of one delivery. {0, 0}: never delivered. Tokens of deliveries made before record
+// format 2 are 64 bits (hi == 0) and print as 16 hex digits; new ones as 32.
+struct DeliveryToken {
+  uint64_t hi = 0, lo = 0;
+
+  bool empty() const { return hi == 0 && lo == 0; }
+  auto operator<=>(const DeliveryToken&) const = default;
+  std::string Hex() const { return hi == 0 ? fmt::format("{:016x}", lo) : fmt::format("{:016x}{:016x}", hi, lo); }
+
+  static DeliveryToken Random() {
+    DeliveryToken t;
+    while (t.hi == 0 || t.lo == 0) {  // hi != 0 marks a 128-bit token
+      uint64_t v[2];
+      SecureRandomBytes(v, sizeof v);
+      t = {v[0], v[1]};
+    }
+    return t;
+  }
+  // 16 or 32 lowercase hex digits, not all zero.
+  static std::optional<DeliveryToken> Parse(std::string_view hex) {
+    if (hex.size() != 16 && hex.size() != 32) return std::nullopt;
+    DeliveryToken t;
+    for (size_t i = 0; i < hex.size(); ++i) {
+      const char c = hex[i];
+      int d;
+      if (c >= '0' && c <= '9') d = c - '0';
+      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+      else return std::nullopt;
+      uint64_t& half = hex.size() == 32 && i < 16 ? t.hi : t.lo;
+      half = (half << 4) | static_cast<uint64_t>(d);
+    }
+    if (t.empty() || (hex.size() == 32 && t.hi == 0)) return std::nullopt;  // one spelling each
+    return t;
+  }
+};
+
+}  // namespace delayq
