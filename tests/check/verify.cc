@@ -148,7 +148,10 @@ class Verifier {
           if (!op.ok() && Doubtful(op.code) && j.value("rep", false)) keyed_due_doubt_.insert({q, j["key"]});
         }
         if (!op.ok()) {
-          if (Doubtful(op.code)) in_doubt_jobs_[q] += static_cast<int64_t>(jobs.size());
+          if (Doubtful(op.code)) {
+            in_doubt_jobs_[q] += static_cast<int64_t>(jobs.size());
+            enqueues_in_doubt_[q].push_back(&op);
+          }
           continue;
         }
         const Json& res = op.result["jobs"];
@@ -161,6 +164,8 @@ class Verifier {
             if (i < jobs.size()) t.key = jobs[i].value("key", "");
           }
         }
+      } else if (op.op == "reserve" && !op.ok()) {
+        if (Doubtful(op.code)) reserves_in_doubt_[q].push_back(&op);
       } else if (op.op == "reserve" && op.ok()) {
         for (const Json& d : op.result["d"]) {
           DeliveryRec rec;
@@ -291,8 +296,12 @@ class Verifier {
 
   bool DueExplained(const Trace& t, const DeliveryRec& d) const {
     if (t.due_unknown || t.dues.contains(d.due)) return true;
-    // A job no answer named: an enqueue in doubt (its answer was lost) created it.
-    if (!t.created && t.dues.empty() && in_doubt_jobs_.count(t.queue) > 0) return true;
+    // A job no answer created: an enqueue in doubt (its answer was lost) sent before this
+    // delivery created it, with a due time no answer shows (later nacks may add others).
+    if (!t.created) {
+      auto it = enqueues_in_doubt_.find(t.queue);
+      if (it != enqueues_in_doubt_.end() && it->second.front()->t0 <= d.reserve->t1) return true;
+    }
     // A replay makes a job due at the store's "now" during the replay request.
     auto it = replays_.find(t.queue);
     if (it == replays_.end()) return false;
@@ -311,6 +320,52 @@ class Verifier {
     return false;
   }
 
+  // Whether a reserve on the queue that overlaps [from, to] got no definite answer.
+  bool ReserveInDoubt(const std::string& queue, int64_t from, int64_t to) const {
+    auto it = reserves_in_doubt_.find(queue);
+    if (it == reserves_in_doubt_.end()) return false;
+    for (const Op* op : it->second) {
+      if (op->t0 <= to && (!op->answered() || op->t1 >= from)) return true;
+    }
+    return false;
+  }
+
+  // Whether a replay naming the job (or all) or a replace of its key, ok or in doubt, overlaps
+  // [from, to]: its attempts start again.
+  bool Restarted(const Trace& t, int64_t from, int64_t to) const {
+    auto overlaps = [&](const Op* op) { return op->t0 <= to && (!op->answered() || op->t1 >= from); };
+    auto replays = replays_.find(t.queue);
+    if (replays != replays_.end()) {
+      for (const Op* op : replays->second) {
+        if (!(op->ok() || Doubtful(op->code)) || !overlaps(op)) continue;
+        const Json& ids = op->args.value("ids", Json::array());
+        if (ids.empty() || std::find(ids.begin(), ids.end(), Json(t.id)) != ids.end()) return true;
+      }
+    }
+    if (t.key.empty()) return false;
+    auto keyed = keyed_ops_.find({t.queue, t.key});
+    if (keyed == keyed_ops_.end()) return false;
+    for (const Op* op : keyed->second) {
+      if (op->op != "enqueue" || !(op->ok() || Doubtful(op->code)) || !overlaps(op)) continue;
+      for (const Json& j : op->args.value("jobs", Json::array())) {
+        if (j.value("key", "") == t.key && j.value("rep", false)) return true;
+      }
+    }
+    return false;
+  }
+
+  // The latest time (ms) the store's clock may have shown by checker time t_us because of a
+  // forward step: during "clock+1h" it ran an hour ahead, and a job that came due then stays
+  // due after the step back. The moment of the step back is only known to lie before the
+  // fault's end, so the whole window counts.
+  int64_t ForwardStepReach(int64_t t_us) const {
+    int64_t reach = 0;
+    for (const Fault& f : h_.faults) {
+      if (f.name == "clock+1h" && f.t0 <= t_us) reach = std::max(reach, std::min(f.t1, t_us) / 1000 + 3'600'000);
+    }
+    return reach;
+  }
+
   void CheckDeliveries() {
     // When the store's clock steps back, a job that came due before the step stays due. What
     // the store's clock had reached before each delivery: the latest delivery time the clients
@@ -323,7 +378,7 @@ class Verifier {
                 [&](size_t a, size_t b) { return deliveries_[a].reserve->t1 < deliveries_[b].reserve->t1; });
       int64_t most = 0;
       for (size_t i : order) {
-        reached[i] = most;
+        reached[i] = std::max(most, ForwardStepReach(deliveries_[i].reserve->t1));
         most = std::max(most, deliveries_[i].at());
       }
     }
@@ -348,7 +403,15 @@ class Verifier {
         }
         if (k == 0) continue;
         const DeliveryRec& prev = deliveries_[t.deliveries[k - 1]];
-        if (d.attempt != prev.attempt + 1 && d.attempt != 1) {
+        // Attempts go up by one. A reserve whose answer was lost (a server killed mid-request)
+        // may have made a delivery no one saw, so attempts may skip then; a replay or a replace
+        // starts them again.
+        const int64_t from = prev.reserve->t0, to = d.reserve->t1;
+        const bool hidden = ReserveInDoubt(t.queue, from, to);
+        const bool reset = Restarted(t, from, to);
+        const bool fine = d.attempt == prev.attempt + 1 || d.attempt == 1 ||
+                          (hidden && (d.attempt > prev.attempt || reset));
+        if (!fine) {
           AddJob("attempts", fmt::format("job {} went from attempt {} to attempt {}", id, prev.attempt, d.attempt), t);
         }
         if (prev.nacked || prev.unsure || prev.acked) continue;  // acked: see CheckJobs
@@ -561,7 +624,8 @@ class Verifier {
   std::map<std::string, int64_t> in_doubt_jobs_;
   std::map<std::pair<std::string, std::string>, std::vector<const Op*>> keyed_ops_, key_cancels_;
   std::set<std::pair<std::string, std::string>> keyed_due_doubt_;
-  std::map<std::string, std::vector<const Op*>> replays_, purges_, pauses_;
+  std::map<std::string, std::vector<const Op*>> replays_, purges_, pauses_, reserves_in_doubt_,
+      enqueues_in_doubt_;
 };
 
 }  // namespace

@@ -103,6 +103,53 @@ TEST(Verify, ADeliveryBeforeTheDueTimeIsEarly) {
   EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"early"});
 }
 
+// When the store's clock ran an hour ahead, a job that came due then stays due after the step
+// back: handing it out is not early (found by make check-history's clock-step mode). The same
+// delivery with no step is early.
+TEST(Verify, AJobThatCameDueDuringAForwardStepIsNotEarlyAfterTheStepBack) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 3'600'000 + 100, 50);  // enqueued during the step: due an hour ahead
+  b.Reserve(kId, kReceipt, 1, 3'600'000 + 100, 200);  // handed out after the step back
+  b.Ack(kReceipt, 250);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {.clock_steps = true})), std::vector<std::string>{"early"});
+  b.history().faults.push_back({"clock+1h", kT0, kT0 + 199'000});
+  EXPECT_TRUE(Verify(b.history(), Empty(), {.clock_steps = true}).anomalies.empty());
+}
+
+// Found by make check-history (Redis failover with --redis-wait-replicas): an enqueue answered
+// 503 created its job anyway; a nack later gave the job a due time, and the first delivery's
+// due time, from the enqueue in doubt, was taken for one no answer gave.
+TEST(Verify, AJobCreatedByAnEnqueueInDoubtMayBeDeliveredAtTheDueTimeItAskedFor) {
+  HistoryBuilder b;
+  b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}}})}}, "unavailable", Json(), 0);
+  b.history().faults.push_back({"redis-failover", kT0 - 1000, kT0 + 2000});
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Add("nack", {{"rc", kReceipt}, {"retry", 50}}, "ok", {{"state", "scheduled"}, {"due", HistoryBuilder::Due(200)}}, 150);
+  b.Reserve(kId, kId + ".1111111111111111", 2, 200, 200);
+  b.Ack(kId + ".1111111111111111", 250);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{});
+}
+
+// A delivery whose answer was lost (a server killed mid-reserve) skips an attempt; a replay
+// starts the attempts again (found by make check-history with two servers on one Redis).
+TEST(Verify, AttemptsMaySkipAfterAReserveInDoubtAndRestartAfterAReplay) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100, 100);
+  b.Reserve(kId, kId + ".1111111111111111", 3, 100, 400, 100);  // attempt 2 went unseen
+  FinalState reserved = Empty();  // still held at the end
+  reserved.jobs[kId] = {.found = true, .state = "reserved"};
+  reserved.stats["q"].reserved = reserved.metrics["q"].reserved = 1;
+  EXPECT_EQ(Kinds(Verify(b.history(), reserved, {})), std::vector<std::string>{"attempts"});
+  b.Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", 100}}, "unavailable", Json(), 250);
+  b.history().faults.push_back({"kill-server", kT0 + 249'000, kT0 + 252'000});
+  EXPECT_EQ(Kinds(Verify(b.history(), reserved, {})), std::vector<std::string>{});
+  b.Add("replay", {{"ids", Json::array()}}, "ok", {{"replayed", 1}}, 500);
+  b.Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", 100}}, "", Json(), 510).t1 = -1;
+  b.Reserve(kId, kId + ".2222222222222222", 2, 500, 700, 100);  // after the replay: 1 unseen, then 2
+  EXPECT_EQ(Kinds(Verify(b.history(), reserved, {.killed_clients = {1}})), std::vector<std::string>{});
+}
+
 TEST(Verify, ASecondDeliveryWithinTheFirstLeaseIsADoubleLease) {
   HistoryBuilder b;
   b.Enqueue(kId, 100, 0);

@@ -39,3 +39,28 @@ TEST(Ulid, StrictlyIncreasingWithinAMillisecondAndWhenTheClockStepsBack) {
 
 }  // namespace
 }  // namespace delayq
+
+namespace delayq {
+namespace {
+
+// Ids within one millisecond grow by a random step, so a client cannot name the next job's id
+// from its own (they were sequential: +1).
+TEST(Ulid, IdsWithinAMillisecondAreNotSequential) {
+  UlidGenerator gen;
+  Ulid prev = gen.Next(1000);
+  int plus_one = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Ulid next = gen.Next(1000);
+    ASSERT_LT(prev, next);
+    Ulid successor = prev;
+    for (int b = 15; b >= 6; --b) {
+      if (++successor.bytes[b] != 0) break;
+    }
+    if (successor == next) ++plus_one;
+    prev = next;
+  }
+  EXPECT_LT(plus_one, 3);  // a step of exactly 1 has odds 2^-32 each
+}
+
+}  // namespace
+}  // namespace delayq
