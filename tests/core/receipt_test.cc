@@ -43,7 +43,9 @@ TEST(Receipt, MalformedReceiptsAreRefusedWithAClearMessage) {
         id + ".a8906686ee76394g"}) {
     auto r = Receipt::Parse(bad);
     EXPECT_EQ(r.code(), Code::kInvalidArgument) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().message().find("is not a delayq receipt"), std::string::npos);
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("is not a delayq receipt"), std::string::npos);
+    }
   }
 }
 
