@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -31,6 +32,23 @@ int HttpStatusOf(Code code) {
 }
 
 namespace {
+
+// "Authorization: Bearer TOKEN", the scheme in any case (RFC 7235), compared in time that does
+// not depend on where the token differs (a timing side channel would reveal it byte by byte).
+bool BearerMatches(std::string_view header, std::string_view token) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() < kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  }
+  std::string_view given = header.substr(kScheme.size());
+  while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  unsigned char diff = given.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < token.size(); ++i) {
+    diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
+  }
+  return diff == 0;
+}
 
 HttpResponse JsonResponse(int status, std::string body) {
   HttpResponse r;
@@ -167,8 +185,7 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   // before it calls the API).
   const bool public_route = (target.segments.size() == 1 && target.segments[0] == "healthz") ||
                             (target.segments.empty() && (request.method == "GET" || request.method == "HEAD"));
-  if (!options_.auth_token.empty() && !public_route &&
-      request.authorization != "Bearer " + options_.auth_token) {
+  if (!options_.auth_token.empty() && !public_route && !BearerMatches(request.authorization, options_.auth_token)) {
     HttpResponse r = ErrorResponse(401, "unauthenticated",
                                    request.authorization.empty()
                                        ? "this server needs a bearer token: send \"Authorization: "

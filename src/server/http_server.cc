@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cctype>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -173,15 +174,48 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_.options().max_body_bytes);
     parser_->header_limit(64 * 1024);
     stream_.expires_after(std::chrono::seconds(server_.options().idle_timeout_s));
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    // The header first: what it says decides whether the body is read at all.
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  static bool Gone(beast::error_code ec) {
+    return ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted || ec == beast::error::timeout ||
+           ec == net::error::eof || ec == net::error::connection_reset;
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (Gone(ec)) return Close();
+    if (!ec) {
+      // Request smuggling: a Transfer-Encoding that is not exactly "chunked" (e.g. "chunked,
+      // identity") was read as no body, and the bytes after it ran as a second request. Refuse
+      // it, and Transfer-Encoding beside Content-Length, and close (RFC 9112 6.1, 6.3).
+      const auto& req = parser_->get();
+      auto te = req.find(bhttp::field::transfer_encoding);
+      if (te != req.end()) {
+        std::string value(te->value());
+        for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+        if (value != "chunked") {
+          return Fail(400, "invalid_argument",
+                      fmt::format("Transfer-Encoding \"{}\" is not supported; send \"chunked\" or a "
+                                  "Content-Length",
+                                  std::string(te->value()).substr(0, 100)));
+        }
+        if (req.find(bhttp::field::content_length) != req.end()) {
+          return Fail(400, "invalid_argument", "send either Transfer-Encoding or Content-Length, not both");
+        }
+      }
+      if (parser_->is_done()) return OnRead(ec);
+      return bhttp::async_read(stream_, buffer_, *parser_,
+                               [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    }
+    OnRead(ec);
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted ||
-        ec == beast::error::timeout || ec == net::error::eof || ec == net::error::connection_reset) {
-      return Close();
-    }
+    if (Gone(ec)) return Close();
     if (ec == bhttp::error::body_limit) {
       return Fail(413, "too_large",
                   fmt::format("the request body is over {} bytes; send smaller batches",

@@ -158,7 +158,7 @@ class Run {
   }
   std::string Mode() const {
     std::string m = o_.store == "embedded" ? "embedded/" + o_.durability : o_.store;
-    if (o_.store == "redis" && (o_.fault == "redis-restart" || o_.fault == "redis-failover")) {
+    if (o_.store == "redis" && (o_.fault == "redis-restart" || o_.fault == "redis-failover" || o_.fault == "power-cut")) {
       m += "/appendfsync=" + o_.redis_appendfsync;
     }
     if (o_.redis_wait_replicas > 0) m += fmt::format("/wait={}", o_.redis_wait_replicas);

@@ -296,6 +296,53 @@ TEST(Server, BearerTokenEndToEnd) {
   EXPECT_TRUE(server.NewClient({.auth_token = "t0ken"})->ListQueues().ok());
 }
 
+// The scheme is case-insensitive (RFC 7235); tokens that differ anywhere, or only in length,
+// are refused.
+TEST(Server, BearerSchemeInAnyCaseAndNearMissTokens) {
+  ServerProcess server({"--auth-token", "t0ken"});
+  auto status = [&](const std::string& authorization) {
+    std::string response = RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+                                                          authorization + "\r\nConnection: close\r\n\r\n");
+    return response.substr(0, 12);
+  };
+  EXPECT_EQ(status("Bearer t0ken"), "HTTP/1.1 200");
+  EXPECT_EQ(status("bearer t0ken"), "HTTP/1.1 200");
+  EXPECT_EQ(status("BEARER t0ken"), "HTTP/1.1 200");
+  for (const char* wrong : {"Bearer t0ke", "Bearer t0kenn", "Bearer T0ken", "Bearer", "Basic t0ken", "t0ken",
+                            "Bearer x0ken"}) {
+    EXPECT_EQ(status(wrong), "HTTP/1.1 401") << wrong;
+  }
+}
+
+// Request smuggling: "Transfer-Encoding: chunked, identity" was read as a request without a
+// body, and the bytes after it ran as a second request (201). Any Transfer-Encoding but
+// "chunked", or one beside Content-Length, is 400 and the connection closes.
+TEST(Server, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
+  ServerProcess server;
+  const std::string smuggled =
+      "POST /v1/queues/smuggled/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+  for (const std::string& te : {std::string("chunked, identity"), std::string("identity"), std::string("gzip"),
+                                std::string("chunked, chunked"), std::string("xchunked")}) {
+    std::string response = RawExchange(
+        server.port(), "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + te + "\r\n\r\n" +
+                           smuggled);
+    EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 400") << te << ": " << response;
+    EXPECT_EQ(response.find("HTTP/1.1 201"), std::string::npos) << te << ": the second request ran";
+  }
+  std::string both = RawExchange(server.port(),
+                                 "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n" + smuggled);
+  EXPECT_EQ(both.substr(0, 12), "HTTP/1.1 400") << both;
+  EXPECT_EQ(both.find("HTTP/1.1 201"), std::string::npos);
+  // Chunked alone is fine.
+  std::string chunked = RawExchange(server.port(),
+                                    "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                    "Connection: close\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.substr(0, 12), "HTTP/1.1 201") << chunked;
+  auto client = server.NewClient();
+  EXPECT_EQ(client->Stats("smuggled").code(), Code::kNotFound) << "the smuggled request created a queue";
+}
+
 TEST(Server, RefusesAPortInUseWithAClearError) {
   ServerProcess first;
   TempDir dir;
