@@ -123,6 +123,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   s->add_option("--auth-token", serve.auth_token, "Require this bearer token (or DELAYQ_AUTH_TOKEN)")
       ->envname("DELAYQ_AUTH_TOKEN");
+  s->add_option("--auth-token-file", serve.auth_token_file,
+                "Require the bearer token on this file's first line (not visible in ps)");
+  s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
+              "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
   s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();
   s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes")->capture_default_str();
   s->add_option("--max-connections", serve.max_connections, "Open connections at most")->capture_default_str();

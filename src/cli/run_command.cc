@@ -33,10 +33,14 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
   posix_spawnattr_setsigmask(&attr, &none);  // the worker blocks SIGTERM; the command must not
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
 
+  // The handler gets the worker's environment without the token: a job's command has no
+  // business holding the key to the whole queue server.
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string s(*e);
-    if (!env.contains(s.substr(0, s.find('=')))) env_strings.push_back(std::move(s));
+    const std::string name = s.substr(0, s.find('='));
+    if (name == "DELAYQ_AUTH_TOKEN") continue;
+    if (!env.contains(name)) env_strings.push_back(std::move(s));
   }
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, args;

@@ -1,5 +1,6 @@
 // Runs a command for `delayq work`: the job's payload on its stdin, the job's fields in its
-// environment; its stdout and stderr pass through, and the end of its stderr is kept.
+// environment (the worker's own, less DELAYQ_AUTH_TOKEN); its stdout and stderr pass through,
+// and the end of its stderr is kept.
 #pragma once
 
 #include <map>

@@ -1,8 +1,10 @@
 #include "server/serve.h"
 
+#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -54,12 +56,56 @@ class HistorySampler {
 };
 
 
+// Whether a listen host only accepts connections from this machine.
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr v4{};
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+// The token from a file: its first line, without surrounding white space; the file must hold
+// one, and should be readable by the server's user only.
+Result<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument(fmt::format("--auth-token-file {}: cannot read it", path));
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
+  if (token.empty()) {
+    return Status::InvalidArgument(fmt::format("--auth-token-file {}: the first line is empty; put the token there",
+                                               path));
+  }
+  return token;
+}
+
 }  // namespace
 
-int Serve(const ServeOptions& o) {
+int Serve(const ServeOptions& options) {
+  ServeOptions o = options;
   HttpServerOptions http;
   if (!SplitHostPort(o.listen, &http.host, &http.port)) {
     spdlog::error("--listen \"{}\" is not HOST:PORT (for example 127.0.0.1:7070)", o.listen);
+    return 2;
+  }
+  if (!o.auth_token_file.empty()) {
+    if (!o.auth_token.empty()) {
+      spdlog::error("give --auth-token or --auth-token-file, not both");
+      return 2;
+    }
+    auto token = ReadTokenFile(o.auth_token_file);
+    if (!token.ok()) {
+      spdlog::error("{}", token.status().message());
+      return 2;
+    }
+    o.auth_token = *token;
+  }
+  // Anyone who can reach the port can use the whole API when there is no token.
+  if (o.auth_token.empty() && !IsLoopback(http.host) && !o.insecure_no_auth) {
+    spdlog::error("--listen {} is reachable beyond this machine and no token is set: give --auth-token-file "
+                  "(or --auth-token / DELAYQ_AUTH_TOKEN), listen on 127.0.0.1, or accept the risk with "
+                  "--insecure-no-auth",
+                  o.listen);
     return 2;
   }
   auto store = OpenStore(o);

@@ -15,6 +15,8 @@ struct ServeOptions {
   Durability durability = Durability::kSync;
   int64_t sync_interval_ms = 50;
   std::string auth_token;                 // empty: no authentication
+  std::string auth_token_file;            // read the token from this file (not visible in ps)
+  bool insecure_no_auth = false;          // allow listening beyond loopback without a token
   int threads = 8;
   size_t max_body_bytes = 64 << 20;
   size_t max_connections = 20'000;

@@ -71,6 +71,30 @@ TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
   EXPECT_NE(bad.err.find("units ms, s, m, h, d"), std::string::npos) << bad.err;
 }
 
+// `delayq work` runs handlers without the token in their environment.
+TEST(CliWork, HandlersDoNotSeeTheToken) {
+  ServerProcess server({"--auth-token", "w0rker-token"});
+  TempDir dir;
+  const std::string script = dir.Sub("handler.sh"), log = dir.Sub("env.log");
+  std::ofstream(script) << "#!/bin/sh\ncat >/dev/null\necho \"token=${DELAYQ_AUTH_TOKEN:-unset} id=$DELAYQ_JOB_ID\" >> "
+                        << log << "\n";
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  auto client = server.NewClient({.auth_token = "w0rker-token"});
+  ASSERT_TRUE(client->Enqueue("env", {.payload = "1"}).ok());
+  Child worker({DELAYQ_BIN, "--server", server.url(), "work", "env", "--wait", "1s", "--", script},
+               dir.Sub("worker.log"), {{"DELAYQ_AUTH_TOKEN", "w0rker-token"}});
+  for (int i = 0; i < 1000; ++i) {
+    auto s = client->Stats("env");
+    if (s.ok() && s->counters.acked == 1) break;
+    (void)client->Reserve("env-tick", {.max = 1, .wait_ms = 20});  // a 20 ms server-side wait
+  }
+  worker.Signal(SIGTERM);
+  EXPECT_EQ(worker.Wait(), 0) << ReadFile(dir.Sub("worker.log"));
+  const std::string seen = ReadFile(log);
+  EXPECT_NE(seen.find("token=unset"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("w0rker-token"), std::string::npos) << seen;
+}
+
 TEST_F(CliTest, WorkAcksOnExitZeroAndNacksOtherwise) {
   TempDir dir;
   const std::string script = dir.Sub("handler.sh"), log = dir.Sub("handled.log");

@@ -2,6 +2,8 @@
 // spoken raw (bad input battery), kill -9 under load, SIGTERM.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -341,6 +343,31 @@ TEST(Server, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
   EXPECT_EQ(chunked.substr(0, 12), "HTTP/1.1 201") << chunked;
   auto client = server.NewClient();
   EXPECT_EQ(client->Stats("smuggled").code(), Code::kNotFound) << "the smuggled request created a queue";
+}
+
+// The token from a file (not visible in ps); a server reachable beyond loopback refuses to
+// start without one unless told --insecure-no-auth (it exits before it binds).
+TEST(Server, TokenFileAndNoTokenBeyondLoopback) {
+  TempDir dir;
+  std::ofstream(dir.Sub("token")) << "  s3cret-from-file \n";
+  ServerProcess server({"--auth-token-file", dir.Sub("token")});
+  EXPECT_EQ(server.NewClient()->ListQueues().code(), Code::kUnauthenticated);
+  EXPECT_TRUE(server.NewClient({.auth_token = "s3cret-from-file"})->ListQueues().ok());
+
+  std::ofstream(dir.Sub("empty")) << "\n";
+  RunResult empty = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d1"),
+                                "--auth-token-file", dir.Sub("empty")});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("the first line is empty"), std::string::npos) << empty.err;
+  RunResult missing = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d2"),
+                                  "--auth-token-file", dir.Sub("nope")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("cannot read it"), std::string::npos) << missing.err;
+
+  RunResult open = RunProcess({DELAYQ_BIN, "serve", "--listen", "0.0.0.0:0", "--data", dir.Sub("d3")});
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_NE(open.err.find("--insecure-no-auth"), std::string::npos) << open.err;
+  EXPECT_NE(open.err.find("--auth-token-file"), std::string::npos) << open.err;
 }
 
 TEST(Server, RefusesAPortInUseWithAClearError) {
