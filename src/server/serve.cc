@@ -1,6 +1,7 @@
 #include "server/serve.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -82,6 +83,10 @@ Result<std::string> ReadTokenFile(const std::string& path) {
 }  // namespace
 
 int Serve(const ServeOptions& options) {
+  // Buffers of 1 MiB and more (a large request's body and parse) are mmapped and so go back to
+  // the system when freed; glibc would otherwise raise this threshold after the first large free
+  // and keep later ones in its heap.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
   ServeOptions o = options;
   HttpServerOptions http;
   if (!SplitHostPort(o.listen, &http.host, &http.port)) {
