@@ -125,6 +125,10 @@ int Main(int argc, char** argv) {
       ->envname("DELAYQ_AUTH_TOKEN");
   s->add_option("--auth-token-file", serve.auth_token_file,
                 "Require the bearer token on this file's first line (not visible in ps)");
+  s->add_option("--allowed-hosts", serve.allowed_hosts,
+                "Host names clients may use to reach this server, besides IP addresses and localhost "
+                "(e.g. delayq.internal); * allows any. Other names are 403: a guard against DNS rebinding")
+      ->delimiter(',');
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
   s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();

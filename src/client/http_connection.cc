@@ -108,7 +108,8 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
   req.set(bhttp::field::host, host_ + ":" + port_);
   req.set(bhttp::field::user_agent, "delayq-client");
   if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
-  if (!body.empty()) req.set(bhttp::field::content_type, "application/json");
+  // The server refuses a POST, PUT or PATCH without a JSON content type, body or not.
+  if (method != "GET" && method != "HEAD" && method != "DELETE") req.set(bhttp::field::content_type, "application/json");
   req.keep_alive(true);
   req.body() = std::string(body);
   req.prepare_payload();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,6 +22,9 @@ struct HttpRequest {
   std::string target;         // path and query: "/v1/queues/orders/jobs?key=k"
   std::string authorization;  // the Authorization header, if any
   std::string body;
+  std::string content_type;   // the Content-Type header, if any
+  std::string host;           // the Host header, if any
+  std::string origin;         // the Origin header, if any (browsers send it)
 };
 
 struct HttpResponse {
@@ -37,7 +41,15 @@ struct ApiOptions {
   int64_t max_waiting = 50'000;             // waiting reserves at once; more are refused (429)
   std::function<bool()> ready = [] { return true; };  // /readyz
   std::string dashboard_html;               // served at GET /
+  // Host names (besides IP addresses and localhost) that requests may name in Host: a guard
+  // against DNS rebinding. "*" allows any.
+  std::vector<std::string> allowed_hosts;
 };
+
+// A response refusing a request a browser page could have sent on a user's behalf (DNS rebinding,
+// a foreign Origin, a body that is not JSON), or nothing when the request may go on.
+std::optional<HttpResponse> RefuseBrowserAttack(const HttpRequest& request,
+                                                const std::vector<std::string>& allowed_hosts);
 
 // The HTTP status of a Status code (the one table; the CLI has its exit-code twin).
 int HttpStatusOf(Code code);

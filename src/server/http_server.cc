@@ -233,6 +233,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     request.method = std::string(head_ ? "GET" : req.method_string());
     request.target = std::string(req.target());
     request.authorization = std::string(req[bhttp::field::authorization]);
+    request.host = std::string(req[bhttp::field::host]);
+    request.origin = std::string(req[bhttp::field::origin]);
+    request.content_type = std::string(req[bhttp::field::content_type]);
     request.body = std::move(req.body());
     busy_ = true;
     answered_ = false;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "delayq/engine.h"
 
@@ -17,6 +18,7 @@ struct ServeOptions {
   std::string auth_token;                 // empty: no authentication
   std::string auth_token_file;            // read the token from this file (not visible in ps)
   bool insecure_no_auth = false;          // allow listening beyond loopback without a token
+  std::vector<std::string> allowed_hosts; // Host names answered besides IPs and localhost
   int threads = 8;
   size_t max_body_bytes = 64 << 20;
   size_t max_connections = 20'000;

@@ -41,6 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   req.method = input.substr(0, space);
   req.target = input.substr(space + 1, nl - space - 1);
   req.body = input.substr(nl + 1);
+  req.content_type = "application/json";  // past the browser guard, into the parsers
   // Waits would make the fuzzer slow, not find more: keep reserves immediate.
   if (req.body.find("wait_ms") != std::string::npos) return 0;
   std::promise<delayq::http::HttpResponse> p;

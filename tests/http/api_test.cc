@@ -22,7 +22,9 @@ class ApiTest : public ::testing::Test {
                           const std::string& body = "", const std::string& auth = "") {
     std::promise<http::HttpResponse> p;
     auto f = p.get_future();
-    api_.Handle({method, target, auth, body}, [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+    const bool has_body = method == "POST" || method == "PUT" || method == "PATCH";
+    api_.Handle({method, target, auth, body, has_body ? "application/json" : ""},
+                [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
     return f.get();
   }
   json J(const http::HttpResponse& r) { return json::parse(r.body); }
@@ -185,7 +187,7 @@ TEST_F(ApiTest, ReserveLimitsAndLongPoll) {
   // A long poll is answered by the enqueue, without the calling thread waiting.
   std::promise<http::HttpResponse> p;
   auto f = p.get_future();
-  auto cancel = api_.Handle({"POST", "/v1/queues/r/reserve", "", R"({"wait_ms":20000})"},
+  auto cancel = api_.Handle({"POST", "/v1/queues/r/reserve", "", R"({"wait_ms":20000})", "application/json"},
                             [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
   EXPECT_TRUE(cancel) << "a waiting reserve can be abandoned";
   EXPECT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
@@ -199,7 +201,7 @@ TEST_F(ApiTest, ReserveLimitsAndLongPoll) {
   // Abandoned (the client hung up): answered empty, nothing reserved.
   std::promise<http::HttpResponse> p2;
   auto f2 = p2.get_future();
-  auto cancel2 = api_.Handle({"POST", "/v1/queues/r/reserve", "", R"({"wait_ms":20000})"},
+  auto cancel2 = api_.Handle({"POST", "/v1/queues/r/reserve", "", R"({"wait_ms":20000})", "application/json"},
                              [&p2](http::HttpResponse r) { p2.set_value(std::move(r)); });
   cancel2();
   EXPECT_EQ(J(f2.get())["jobs"].size(), 0u);
@@ -341,6 +343,53 @@ TEST_F(ApiTest, HistoryKeepsRecentSamplesPerQueue) {
   json one = J(Call("GET", "/v1/history?queue=hist&queue=nope"));
   EXPECT_EQ(one["queues"].size(), 1u);
   ExpectError(Call("POST", "/v1/history"), 405, "method_not_allowed");
+}
+
+// A web page must not drive delayq through a browser (it enqueued and paused with no token):
+// DNS rebinding (a foreign Host), a foreign Origin, and bodies that are not JSON are refused,
+// and nothing changes.
+TEST(ApiBrowserGuard, ForeignHostsOriginsAndNonJsonBodiesAreRefused) {
+  EngineHarness h;
+  http::ApiOptions o;
+  o.allowed_hosts = {"delayq.internal"};
+  http::Api api(h.queue(), o);
+  auto call = [&](std::string method, std::string target, std::string content_type, std::string host,
+                  std::string origin, std::string body = "") {
+    http::HttpRequest r;
+    r.method = std::move(method);
+    r.target = std::move(target);
+    r.content_type = std::move(content_type);
+    r.host = std::move(host);
+    r.origin = std::move(origin);
+    r.body = std::move(body);
+    std::promise<http::HttpResponse> p;
+    auto f = p.get_future();
+    api.Handle(std::move(r), [&p](http::HttpResponse resp) { p.set_value(std::move(resp)); });
+    return f.get();
+  };
+  const std::string job = R"({"payload":1})", jobs = "/v1/queues/g/jobs";
+  // What the issue saw: text/plain, a foreign Origin and Host.
+  auto attack = call("POST", jobs, "text/plain", "evil.example", "http://evil.example", job);
+  EXPECT_EQ(attack.status, 403) << attack.body;
+  EXPECT_NE(attack.body.find("forbidden"), std::string::npos);
+  EXPECT_EQ(call("POST", jobs, "text/plain", "127.0.0.1:7070", "http://evil.example", job).status, 403);
+  EXPECT_EQ(call("POST", jobs, "application/json", "127.0.0.1:7070", "null", job).status, 403);
+  auto plain = call("POST", jobs, "text/plain", "127.0.0.1:7070", "", job);
+  EXPECT_EQ(plain.status, 415) << plain.body;
+  EXPECT_NE(plain.body.find("Content-Type: application/json"), std::string::npos) << plain.body;
+  EXPECT_EQ(call("POST", "/v1/queues/g/pause", "", "localhost:7070", "").status, 415) << "a form could pause";
+  EXPECT_EQ(call("POST", "/v1/queues/g/pause", "application/x-www-form-urlencoded", "localhost", "").status, 415);
+  EXPECT_EQ(call("GET", "/v1/queues", "", "rebound.example:7070", "").status, 403) << "DNS rebinding reads too";
+  EXPECT_EQ(h.queue().Stats("g").code(), Code::kNotFound) << "a refused request changed something";
+  // What is allowed: no Origin (not a browser), the dashboard's own origin, IP literals,
+  // localhost, --allowed-hosts, JSON with parameters, GET without a content type.
+  EXPECT_EQ(call("POST", jobs, "application/json", "127.0.0.1:7070", "", job).status, 201);
+  EXPECT_EQ(call("POST", jobs, "Application/JSON; charset=utf-8", "[::1]:7070", "http://[::1]:7070", job).status, 201);
+  EXPECT_EQ(call("POST", jobs, "application/json", "localhost:7070", "http://localhost:7070", job).status, 201);
+  EXPECT_EQ(call("POST", jobs, "application/json", "Delayq.Internal", "http://delayq.internal", job).status, 201);
+  EXPECT_EQ(call("POST", "/v1/queues/g/pause", "application/json", "10.1.2.3:7070", "").status, 200);
+  EXPECT_EQ(call("GET", "/v1/queues/g", "", "", "").status, 200) << "no Host (HTTP/1.0 tools)";
+  EXPECT_EQ(call("DELETE", "/v1/queues/g/dead", "", "127.0.0.1", "").status, 200) << "DELETE needs no body";
 }
 
 TEST(ApiAuth, BearerTokenOnEverythingButHealthz) {

@@ -78,7 +78,7 @@ std::string RawExchange(int port, const std::string& bytes, size_t limit = 1 << 
 }
 
 std::string Post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
@@ -108,11 +108,11 @@ TEST(Server, BadInputBatteryLeavesTheServerUpAndTheStoreUnchanged) {
       {"bad queue name", Post("/v1/queues/%00bad/jobs", R"({"payload":1})"), 400},
       {"negative delay", Post(path, R"({"payload":1,"delay_ms":-5})"), 400},
       {"bad duration", Post(path, R"({"payload":1,"delay":"5 parsecs"})"), 400},
-      {"unknown route", "GET /v2/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404},
-      {"wrong method", "PUT " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 405},
+      {"unknown route", "GET /v2/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 404},
+      {"wrong method", "PUT " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 405},
       {"malformed HTTP", "HELLO\r\n\r\n", 400},
-      {"body shorter than Content-Length", "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pay", 400},
-      {"huge header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + std::string(100000, 'a') + "\r\n\r\n", 431},
+      {"body shorter than Content-Length", "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"pay", 400},
+      {"huge header", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + std::string(100000, 'a') + "\r\n\r\n", 431},
   };
   for (const auto& c : cases) {
     std::string response = RawExchange(server.port(), c.request);
@@ -132,9 +132,9 @@ TEST(Server, KeepAliveServesManyRequestsOnOneConnection) {
   ServerProcess server;
   std::string requests;
   for (int i = 0; i < 50; ++i) {
-    requests += "POST /v1/queues/ka/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+    requests += "POST /v1/queues/ka/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
   }
-  requests += "GET /v1/queues/ka HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  requests += "GET /v1/queues/ka HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   std::string response = RawExchange(server.port(), requests);
   size_t created = 0;
   for (size_t pos = 0; (pos = response.find("HTTP/1.1 201", pos)) != std::string::npos; ++pos) ++created;
@@ -304,7 +304,7 @@ TEST(Server, BearerTokenEndToEnd) {
 TEST(Server, BearerSchemeInAnyCaseAndNearMissTokens) {
   ServerProcess server({"--auth-token", "t0ken"});
   auto status = [&](const std::string& authorization) {
-    std::string response = RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+    std::string response = RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " +
                                                           authorization + "\r\nConnection: close\r\n\r\n");
     return response.substr(0, 12);
   };
@@ -323,23 +323,23 @@ TEST(Server, BearerSchemeInAnyCaseAndNearMissTokens) {
 TEST(Server, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
   ServerProcess server;
   const std::string smuggled =
-      "POST /v1/queues/smuggled/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+      "POST /v1/queues/smuggled/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
   for (const std::string& te : {std::string("chunked, identity"), std::string("identity"), std::string("gzip"),
                                 std::string("chunked, chunked"), std::string("xchunked")}) {
     std::string response = RawExchange(
-        server.port(), "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + te + "\r\n\r\n" +
+        server.port(), "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: " + te + "\r\n\r\n" +
                            smuggled);
     EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 400") << te << ": " << response;
     EXPECT_EQ(response.find("HTTP/1.1 201"), std::string::npos) << te << ": the second request ran";
   }
   std::string both = RawExchange(server.port(),
-                                 "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n"
+                                 "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 13\r\n"
                                  "Transfer-Encoding: chunked\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n" + smuggled);
   EXPECT_EQ(both.substr(0, 12), "HTTP/1.1 400") << both;
   EXPECT_EQ(both.find("HTTP/1.1 201"), std::string::npos);
   // Chunked alone is fine.
   std::string chunked = RawExchange(server.port(),
-                                    "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                    "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                                     "Connection: close\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n");
   EXPECT_EQ(chunked.substr(0, 12), "HTTP/1.1 201") << chunked;
   auto client = server.NewClient();
@@ -376,7 +376,7 @@ TEST(Server, TokenFileAndNoTokenBeyondLoopback) {
 TEST(Server, MemoryGoesBackAfterLargeRequests) {
   ServerProcess server({"--threads", "2"});
   auto rss = [&] {
-    std::string metrics = RawExchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    std::string metrics = RawExchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     const std::string name = "\ndelayq_process_resident_memory_bytes ";
     const size_t at = metrics.find(name);
     return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size()));
@@ -389,7 +389,7 @@ TEST(Server, MemoryGoesBackAfterLargeRequests) {
   const double before = rss();
   ASSERT_GT(before, 0);
   for (int i = 0; i < 4; ++i) {  // on both server threads, twice
-    std::string response = RawExchange(server.port(), "POST /v1/queues/big/jobs HTTP/1.1\r\nHost: x\r\n"
+    std::string response = RawExchange(server.port(), "POST /v1/queues/big/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                                       "Content-Type: application/json\r\nConnection: close\r\n"
                                                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
     EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 413") << response.substr(0, 300);
@@ -398,6 +398,25 @@ TEST(Server, MemoryGoesBackAfterLargeRequests) {
   std::cout << "RSS " << before / 1048576 << " MiB before, " << after / 1048576 << " MiB after 4 bodies of "
             << body.size() / 1048576 << " MiB" << std::endl;
   EXPECT_LT(after - before, 64.0 * 1048576) << "the parse of a 20 MiB body stayed resident";
+}
+
+// The attack of the security issue, over the wire: with no token, a page's cross-site request
+// (text/plain, Origin and Host of evil.example) enqueued (201) and paused a queue (200).
+TEST(Server, ACrossSiteOrRebindingRequestChangesNothing) {
+  ServerProcess server;
+  auto send = [&](const std::string& path, const std::string& headers, const std::string& body) {
+    return RawExchange(server.port(), "POST " + path + " HTTP/1.1\r\n" + headers + "Connection: close\r\n"
+                                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body)
+        .substr(0, 12);
+  };
+  const std::string evil = "Host: evil.example\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n";
+  EXPECT_EQ(send("/v1/queues/x/jobs", evil, R"({"payload":1})"), "HTTP/1.1 403");
+  EXPECT_EQ(send("/v1/queues/x/pause", evil, ""), "HTTP/1.1 403");
+  const std::string page = "Host: 127.0.0.1\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n";
+  EXPECT_EQ(send("/v1/queues/x/jobs", page, R"({"payload":1})"), "HTTP/1.1 403");
+  EXPECT_EQ(send("/v1/queues/x/pause", "Host: 127.0.0.1\r\nContent-Type: text/plain\r\n", ""), "HTTP/1.1 415");
+  EXPECT_EQ(server.NewClient()->Stats("x").code(), Code::kNotFound) << "a refused request created the queue";
+  EXPECT_TRUE(server.NewClient()->Pause("x").ok()) << "the client sends JSON even without a body";
 }
 
 TEST(Server, RefusesAPortInUseWithAClearError) {

@@ -121,7 +121,8 @@ async function api(method, path, body) {
     const headers = {};
     const token = sessionStorage.getItem('delayq-token');
     if (token) headers.Authorization = 'Bearer ' + token;
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    // The server refuses a POST, PUT or PATCH that does not say JSON (a cross-site guard).
+    if (method !== 'GET') headers['Content-Type'] = 'application/json';
     let res;
     try {
       res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
