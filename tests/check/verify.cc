@@ -39,6 +39,7 @@ struct Trace {
   int64_t removed_ok_t1 = kNever;  // first ack or cancel by id that answered ok
   bool removed_in_doubt = false;
   bool may_be_dead = false;
+  int64_t max_asked = 0;  // max_attempts its enqueue asked for (0: the queue's default)
 };
 
 class Verifier {
@@ -161,7 +162,10 @@ class Verifier {
           t.dues.insert(res[i]["due"].get<int64_t>());
           if (!res[i]["dup"].get<bool>() && !t.created) {
             t.created = &op;
-            if (i < jobs.size()) t.key = jobs[i].value("key", "");
+            if (i < jobs.size()) {
+              t.key = jobs[i].value("key", "");
+              t.max_asked = jobs[i].value("max", int64_t{0});
+            }
           }
         }
       } else if (op.op == "reserve" && !op.ok()) {
@@ -465,6 +469,22 @@ class Verifier {
     }
     bool dead = t.may_be_dead;
     for (size_t k : t.deliveries) dead = dead || deliveries_[k].attempt >= deliveries_[k].max;
+    // Deliveries no one saw (reserves whose answer was lost) may have used up the attempts; then
+    // the lease ran out on the last one and the job went dead (found by the Redis failover mode:
+    // max_attempts 1, reserves answered 503 when the replica lagged, then a purge).
+    if (!dead) {
+      int64_t seen = 0, max = t.max_asked > 0 ? t.max_asked : 1000;
+      for (size_t k : t.deliveries) {
+        seen = std::max(seen, deliveries_[k].attempt);
+        max = deliveries_[k].max;
+      }
+      int64_t unseen = 0;
+      auto it = reserves_in_doubt_.find(t.queue);
+      if (it != reserves_in_doubt_.end()) {
+        for (const Op* op : it->second) unseen += op->t0 >= t.created->t0 ? 1 : 0;
+      }
+      dead = seen + unseen >= max;
+    }
     if (!dead) return false;
     auto it = purges_.find(t.queue);
     if (it == purges_.end()) return false;

@@ -150,6 +150,20 @@ TEST(Verify, AttemptsMaySkipAfterAReserveInDoubtAndRestartAfterAReplay) {
   EXPECT_EQ(Kinds(Verify(b.history(), reserved, {.killed_clients = {1}})), std::vector<std::string>{});
 }
 
+// A job with one attempt, reserved by requests whose answers were lost, went dead unseen and
+// was purged: not lost (found by the Redis failover mode with --redis-wait-replicas).
+TEST(Verify, AJobWhoseAttemptsUnseenDeliveriesMayHaveUsedUpCanBePurged) {
+  HistoryBuilder b;
+  b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}, {"max", 1}}})}}, "ok",
+        {{"jobs", Json::array({{{"id", kId}, {"due", HistoryBuilder::Due(100)}, {"dup", false}, {"rep", false}}})}},
+        0);
+  b.Add("purge", Json::object(), "ok", {{"n", 1}}, 5000);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"lost"});
+  b.Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", 1000}}, "unavailable", Json(), 150);
+  b.history().faults.push_back({"redis-failover", kT0 + 100'000, kT0 + 200'000});
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{});
+}
+
 TEST(Verify, ASecondDeliveryWithinTheFirstLeaseIsADoubleLease) {
   HistoryBuilder b;
   b.Enqueue(kId, 100, 0);
