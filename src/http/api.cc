@@ -242,6 +242,28 @@ std::optional<HttpResponse> RefuseBrowserAttack(const HttpRequest& request,
   return std::nullopt;
 }
 
+std::optional<HttpResponse> Api::Unauthenticated(const HttpRequest& request, const Target& target) const {
+  // Public: /healthz, and the dashboard's page itself (it holds no data; it asks for the token
+  // before it calls the API).
+  const bool public_route = (target.segments.size() == 1 && target.segments[0] == "healthz") ||
+                            (target.segments.empty() && (request.method == "GET" || request.method == "HEAD"));
+  if (options_.auth_token.empty() || public_route || BearerMatches(request.authorization, options_.auth_token)) {
+    return std::nullopt;
+  }
+  HttpResponse r = ErrorResponse(401, "unauthenticated",
+                                 request.authorization.empty()
+                                     ? "this server needs a bearer token: send \"Authorization: "
+                                       "Bearer <token>\" (the token given to delayq serve)"
+                                     : "the bearer token is wrong");
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+std::optional<HttpResponse> Api::Admit(const HttpRequest& head) const {
+  if (auto refused = RefuseBrowserAttack(head, options_.allowed_hosts)) return refused;
+  return Unauthenticated(head, Target::Parse(head.target));
+}
+
 Api::Api(Queue& queue, ApiOptions options) : queue_(queue), options_(std::move(options)) {}
 
 std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
@@ -262,18 +284,8 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
     return {};
   }
 
-  // Public: /healthz, and the dashboard's page itself (it holds no data; it asks for the token
-  // before it calls the API).
-  const bool public_route = (target.segments.size() == 1 && target.segments[0] == "healthz") ||
-                            (target.segments.empty() && (request.method == "GET" || request.method == "HEAD"));
-  if (!options_.auth_token.empty() && !public_route && !BearerMatches(request.authorization, options_.auth_token)) {
-    HttpResponse r = ErrorResponse(401, "unauthenticated",
-                                   request.authorization.empty()
-                                       ? "this server needs a bearer token: send \"Authorization: "
-                                         "Bearer <token>\" (the token given to delayq serve)"
-                                       : "the bearer token is wrong");
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    finish(Route::kOther, std::move(r));
+  if (auto refused = Unauthenticated(request, target)) {
+    finish(Route::kOther, std::move(*refused));
     return {};
   }
 

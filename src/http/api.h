@@ -58,6 +58,11 @@ class Api {
  public:
   Api(Queue& queue, ApiOptions options);
 
+  // Decides from a request's header alone (its body empty) whether it may go on: a response
+  // when it is refused (a foreign Host or Origin, not JSON, no or a wrong token). Handle makes
+  // the same checks; the server asks this first so that it never reads a refused body.
+  std::optional<HttpResponse> Admit(const HttpRequest& head) const;
+
   // Handles one request. `reply` is called exactly once: before Handle returns, or later from
   // another thread for a reserve that waits. The returned function (when not empty) abandons a
   // waiting reserve: call it when the client has gone away. It is safe to call at any time.
@@ -68,6 +73,8 @@ class Api {
 
  private:
   struct Target;
+  // 401 when a token is required and missing or wrong (not on /healthz or the dashboard page).
+  std::optional<HttpResponse> Unauthenticated(const HttpRequest& request, const Target& target) const;
   // Every route but reserve: answered at once.
   HttpResponse Dispatch(const HttpRequest& request, const Target& target, Route* route);
 

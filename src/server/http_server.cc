@@ -22,6 +22,8 @@ namespace delayq::server {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
+
+constexpr uint64_t kAdmitAboveBytes = 64 * 1024;  // see HttpServerOptions::admit
 using tcp = net::ip::tcp;
 
 class HttpServer::Impl {
@@ -208,6 +210,23 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
         }
       }
       if (parser_->is_done()) return OnRead(ec);
+      // A large body is read only if the request may go on (auth, Host, Origin, content type).
+      const auto length = parser_->content_length();
+      if (server_.options().admit && (!length || *length > kAdmitAboveBytes)) {
+        http::HttpRequest head;
+        head.method = std::string(req.method_string());
+        head.target = std::string(req.target());
+        head.authorization = std::string(req[bhttp::field::authorization]);
+        head.content_type = std::string(req[bhttp::field::content_type]);
+        head.host = std::string(req[bhttp::field::host]);
+        head.origin = std::string(req[bhttp::field::origin]);
+        if (auto refused = server_.options().admit(head)) {
+          keep_alive_ = false;
+          head_ = false;
+          busy_ = true;
+          return Write(std::move(*refused));
+        }
+      }
       return bhttp::async_read(stream_, buffer_, *parser_,
                                [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
     }
@@ -383,7 +402,11 @@ HttpServer::HttpServer(http::Api& api, HttpServerOptions options)
     : HttpServer([&api](http::HttpRequest request, http::Reply reply) {
                    return api.Handle(std::move(request), std::move(reply));
                  },
-                 std::move(options), &api.metrics().connections) {}
+                 [&] {
+                   options.admit = [&api](const http::HttpRequest& head) { return api.Admit(head); };
+                   return std::move(options);
+                 }(),
+                 &api.metrics().connections) {}
 HttpServer::~HttpServer() = default;
 Status HttpServer::Start() { return impl_->Start(); }
 uint16_t HttpServer::port() const { return impl_->port(); }

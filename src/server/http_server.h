@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,11 @@ struct HttpServerOptions {
   size_t max_body_bytes = 64 << 20;    // larger bodies get 413
   size_t max_connections = 20'000;     // more get 503
   int idle_timeout_s = 120;            // an idle keep-alive connection is closed after this
+  // Decides from the header alone (the body is empty) whether a request may go on; a response
+  // refuses it before its body is read, so an unauthenticated client cannot make the server
+  // hold a large body. Asked for bodies over 64 KiB (smaller ones are read and refused by the
+  // handler, so the client reads the answer instead of a reset).
+  std::function<std::optional<http::HttpResponse>(const http::HttpRequest&)> admit;
 };
 
 // "127.0.0.1:7070", "[::1]:7070", ":7070" (loopback); false when it is not HOST:PORT.
