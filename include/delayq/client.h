@@ -5,7 +5,9 @@
 //   (*client)->Enqueue("orders", {.payload = R"({"orderId":42})", .when = {.delay_ms = 1800000}});
 //
 // Every method answers kUnavailable when the server cannot be reached; other errors are the
-// server's, with its message. Thread-safe; connections are pooled and kept alive.
+// server's, with its message. A write whose connection fails after it was sent is not sent
+// again (the server may have done it: a kUnavailable write is in doubt, so retry enqueues with
+// a key); reads are sent once more. Thread-safe; connections are pooled and kept alive.
 #pragma once
 
 #include <memory>

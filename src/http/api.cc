@@ -264,7 +264,9 @@ std::optional<HttpResponse> Api::Admit(const HttpRequest& head) const {
   return Unauthenticated(head, Target::Parse(head.target));
 }
 
-Api::Api(Queue& queue, ApiOptions options) : queue_(queue), options_(std::move(options)) {}
+Api::Api(Queue& queue, ApiOptions options) : queue_(queue), options_(std::move(options)) {
+  for (std::string& host : options_.allowed_hosts) host = Lower(host);  // host names ignore case
+}
 
 std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   const auto started = std::chrono::steady_clock::now();

@@ -122,11 +122,7 @@ int Serve(const ServeOptions& options) {
   std::atomic<bool> ready{true};
   http::ApiOptions api_options;
   api_options.auth_token = o.auth_token;
-  for (const std::string& h : o.allowed_hosts) {
-    std::string lower = h;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    api_options.allowed_hosts.push_back(lower);
-  }
+  api_options.allowed_hosts = o.allowed_hosts;
   api_options.max_waiting = o.max_waiting;
   api_options.ready = [&ready] { return ready.load(); };
   api_options.dashboard_html = kDashboardHtml;

@@ -62,6 +62,16 @@ class Worker {
   int64_t Uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   const std::string& AnyQueue() { return o_.queues[static_cast<size_t>(Uniform(0, static_cast<int64_t>(o_.queues.size()) - 1))]; }
+  // Records an answer that is a count ({"n": ...}), or the error's code and message.
+  static std::string CountAnswer(const Result<int64_t>& n, Json& r, std::string& m) {
+    if (!n.ok()) {
+      m = n.status().message();
+      return std::string(Name(n.code()));
+    }
+    r["n"] = *n;
+    return "ok";
+  }
+
   std::string ForgedReceipt() {
     static const char* kB32 = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     std::string id = "0";
@@ -471,25 +481,11 @@ class Worker {
         auto& d = dead_[queue];
         for (int i = 0; i < 5; ++i) ids.push_back(d[static_cast<size_t>(Uniform(0, static_cast<int64_t>(d.size()) - 1))]);
       }
-      Do("replay", queue, {{"ids", ids}}, [&](Json& r, std::string& m) {
-        auto n = client_->ReplayDead(queue, ids);
-        if (!n.ok()) {
-          m = n.status().message();
-          return std::string(Name(n.code()));
-        }
-        r["n"] = *n;
-        return std::string("ok");
-      });
+      Do("replay", queue, {{"ids", ids}},
+         [&](Json& r, std::string& m) { return CountAnswer(client_->ReplayDead(queue, ids), r, m); });
     } else if (p < 0.63) {
-      Do("purge", queue, Json::object(), [&](Json& r, std::string& m) {
-        auto n = client_->PurgeDead(queue);
-        if (!n.ok()) {
-          m = n.status().message();
-          return std::string(Name(n.code()));
-        }
-        r["n"] = *n;
-        return std::string("ok");
-      });
+      Do("purge", queue, Json::object(),
+         [&](Json& r, std::string& m) { return CountAnswer(client_->PurgeDead(queue), r, m); });
     } else if (p < 0.85) {
       Do("stats", queue, Json::object(), [&](Json& r, std::string& m) {
         auto s = client_->Stats(queue);

@@ -77,6 +77,15 @@ std::string RawExchange(int port, const std::string& bytes, size_t limit = 1 << 
   return out;
 }
 
+// The server's resident memory, as its /metrics reports it (-1 when it cannot be read).
+double ResidentBytes(int port, const std::string& authorization = "") {
+  std::string metrics = RawExchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization +
+                                              "Connection: close\r\n\r\n");
+  const std::string name = "\ndelayq_process_resident_memory_bytes ";
+  const size_t at = metrics.find(name);
+  return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size()));
+}
+
 std::string Post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -375,12 +384,7 @@ TEST(Server, TokenFileAndNoTokenBeyondLoopback) {
 // 60 MiB bodies left 2.3 GiB resident. After large requests, memory goes back near its baseline.
 TEST(Server, MemoryGoesBackAfterLargeRequests) {
   ServerProcess server({"--threads", "2"});
-  auto rss = [&] {
-    std::string metrics = RawExchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    const std::string name = "\ndelayq_process_resident_memory_bytes ";
-    const size_t at = metrics.find(name);
-    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size()));
-  };
+  auto rss = [&] { return ResidentBytes(server.port()); };
   // A batch of 2 000 jobs of 10 KiB each: valid JSON, parsed whole, then refused (over 1 000).
   std::string body = R"({"jobs":[)";
   const std::string job = R"({"payload":")" + std::string(10 * 1024, 'x') + R"("})";
@@ -429,13 +433,7 @@ TEST(Server, ALargeBodyIsNotReadBeforeItsTokenIsChecked) {
   // The header alone: answered 401 at once (before, the server waited for the body).
   std::string response = RawExchange(server.port(), header);
   EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 401") << response.substr(0, 200);
-  auto rss = [&] {
-    std::string metrics = RawExchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                                     "Authorization: Bearer t0ken\r\nConnection: close\r\n\r\n");
-    const std::string name = "\ndelayq_process_resident_memory_bytes ";
-    const size_t at = metrics.find(name);
-    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size()));
-  };
+  auto rss = [&] { return ResidentBytes(server.port(), "Authorization: Bearer t0ken\r\n"); };
   const double before = rss();
   ASSERT_GT(before, 0);
   // Ten clients push 30 MiB each of a declared 60 MiB body, all at once.
