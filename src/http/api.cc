@@ -300,6 +300,10 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
       finish(Route::kReserve, ErrorResponse(parsed.status()));
       return {};
     }
+    if (request.peer_closed && request.peer_closed()) {
+      finish(Route::kReserve, JsonResponse(200, R"({"jobs":[]})"));
+      return {};
+    }
     const bool waits = parsed->wait_ms > 0;
     if (waits && metrics_.waiting.load() >= options_.max_waiting) {
       finish(Route::kReserve,

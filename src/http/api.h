@@ -25,6 +25,10 @@ struct HttpRequest {
   std::string content_type;   // the Content-Type header, if any
   std::string host;           // the Host header, if any
   std::string origin;         // the Origin header, if any (browsers send it)
+  // True when the client had already hung up (sent its end) as the request was read. Call it
+  // only during the handler call. A reserve for a client that is gone takes no job, which would
+  // otherwise sit leased to nobody until its lease ran out.
+  std::function<bool()> peer_closed;
 };
 
 struct HttpResponse {

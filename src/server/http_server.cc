@@ -256,6 +256,13 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     request.origin = std::string(req[bhttp::field::origin]);
     request.content_type = std::string(req[bhttp::field::content_type]);
     request.body = std::move(req.body());
+    // Bytes already buffered are a pipelined request: that client is still talking.
+    if (buffer_.size() == 0) {
+      request.peer_closed = [fd = stream_.socket().native_handle()] {
+        char byte;
+        return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+      };
+    }
     busy_ = true;
     answered_ = false;
     auto self = shared_from_this();

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -45,9 +46,10 @@ INSTANTIATE_TEST_SUITE_P(HttpClient, QueueConformance,
                              "server", [] { return std::make_unique<ClientHarness>(); }}),
                          HarnessName);
 
-// Sends raw bytes on a fresh connection and returns everything the server answers until it
-// closes or `limit` bytes arrived.
-std::string RawExchange(int port, const std::string& bytes, size_t limit = 1 << 20) {
+// Sends raw bytes on a fresh connection, then its end (with `cork`, bytes and end leave in one
+// segment, so the server reads them together), and returns everything the server answers until
+// it closes or `limit` bytes arrived.
+std::string RawExchange(int port, const std::string& bytes, size_t limit = 1 << 20, bool cork = false) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -59,6 +61,8 @@ std::string RawExchange(int port, const std::string& bytes, size_t limit = 1 << 
   }
   timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int on = 1;
+  if (cork) ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
   size_t sent = 0;
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
@@ -149,6 +153,34 @@ TEST(Server, KeepAliveServesManyRequestsOnOneConnection) {
   for (size_t pos = 0; (pos = response.find("HTTP/1.1 201", pos)) != std::string::npos; ++pos) ++created;
   EXPECT_EQ(created, 50u);
   EXPECT_NE(response.find("\"ready\":50"), std::string::npos);
+}
+
+// A client that sends a reserve and hangs up at once (a consumer killed, a cancelled long poll)
+// is gone before the server reads the request: the reserve takes no job. It used to take one,
+// which then sat leased to nobody for the whole lease (the HTTP client's cancel raced this in
+// the conformance suite under ASan: the next waiter got nothing for 30 s).
+TEST(Server, AReserveFromAClientThatHungUpTakesNoJob) {
+  auto client = SharedServer().NewClient();
+  static int run = 0;
+  const std::string queue = "hung-up-reserve-" + std::to_string(++run);
+  for (const int wait_ms : {0, 5'000}) {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(client->Enqueue(queue, EnqueueRequest{.payload = "\"p\""}).ok());
+      RawExchange(SharedServer().port(),
+                  Post("/v1/queues/" + queue + "/reserve", R"({"max":10,"wait_ms":)" + std::to_string(wait_ms) + "}"),
+                  1 << 20, /*cork=*/true);
+    }
+  }
+  auto s = client->Stats(queue);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->reserved, 0);
+  EXPECT_EQ(s->ready, 40);
+  // A client that stays to read the answer gets them.
+  ReserveRequest r;
+  r.max = 100;
+  auto got = client->Reserve(queue, r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), 40u);
 }
 
 TEST(Server, KillNineUnderLoadLosesNoAcknowledgedEnqueue) {
