@@ -315,11 +315,23 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
     }
     if (waits) ++metrics_.waiting;
     const uint64_t handle = queue_.ReserveAsync(
-        s[2], *parsed, [this, finish, waits](Result<std::vector<Delivery>> jobs) {
+        s[2], *parsed,
+        [this, finish, waits, queue = std::string(s[2]), peer_closed = request.peer_closed](
+            Result<std::vector<Delivery>> jobs) {
           if (waits) --metrics_.waiting;
           if (!jobs.ok()) {
             finish(Route::kReserve, ErrorResponse(jobs.status()));
             return;
+          }
+          if (!jobs->empty() && peer_closed && peer_closed()) {
+            // The consumer left while the jobs were taken for it: they are ready again now
+            // rather than at the end of a lease nobody holds (the delivery counts as an attempt).
+            for (const auto& d : *jobs) {
+              (void)queue_.Nack(queue, NackRequest{.receipt = d.receipt,
+                                                   .retry_in_ms = 0,
+                                                   .error = "the consumer hung up before the delivery reached it"});
+            }
+            jobs->clear();
           }
           JsonWriter w;
           w.BeginObject().Key("jobs").BeginArray();

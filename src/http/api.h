@@ -25,9 +25,9 @@ struct HttpRequest {
   std::string content_type;   // the Content-Type header, if any
   std::string host;           // the Host header, if any
   std::string origin;         // the Origin header, if any (browsers send it)
-  // True when the client had already hung up (sent its end) as the request was read. Call it
-  // only during the handler call. A reserve for a client that is gone takes no job, which would
-  // otherwise sit leased to nobody until its lease ran out.
+  // True when the client has hung up (sent its end). Callable until the reply is given. A
+  // reserve for a client that is gone takes no job, and jobs a waiting reserve took for a client
+  // that left meanwhile go back at once: they would sit leased to nobody for the whole lease.
   std::function<bool()> peer_closed;
 };
 

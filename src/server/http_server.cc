@@ -256,7 +256,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     request.origin = std::string(req[bhttp::field::origin]);
     request.content_type = std::string(req[bhttp::field::content_type]);
     request.body = std::move(req.body());
-    // Bytes already buffered are a pipelined request: that client is still talking.
+    // Bytes already buffered are a pipelined request: that client is still talking. The socket
+    // stays open until the reply is written, which is as long as the Api may ask.
     if (buffer_.size() == 0) {
       request.peer_closed = [fd = stream_.socket().native_handle()] {
         char byte;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <nlohmann/json.hpp>
 
@@ -205,6 +206,39 @@ TEST_F(ApiTest, ReserveLimitsAndLongPoll) {
                              [&p2](http::HttpResponse r) { p2.set_value(std::move(r)); });
   cancel2();
   EXPECT_EQ(J(f2.get())["jobs"].size(), 0u);
+}
+
+// A client gone before its reserve is handled takes no job; one that leaves while its reserve
+// waits (before the server noticed) does not keep the jobs taken for it: they are ready again at
+// once, the delivery counted as an attempt, instead of leased to nobody for the whole lease.
+TEST_F(ApiTest, JobsAreNotLeasedToAConsumerThatHungUp) {
+  ASSERT_EQ(Call("POST", "/v1/queues/h/jobs", R"({"payload":"first"})").status, 201);
+  std::atomic<bool> gone{true};
+  http::HttpRequest req{"POST", "/v1/queues/h/reserve", "", R"({"max":5})", "application/json"};
+  req.peer_closed = [&gone] { return gone.load(); };
+  std::promise<http::HttpResponse> p;
+  api_.Handle(req, [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+  EXPECT_EQ(J(p.get_future().get())["jobs"].size(), 0u);
+  EXPECT_EQ(J(Call("GET", "/v1/queues/h"))["ready"], 1);
+
+  ASSERT_EQ(J(Call("POST", "/v1/queues/h/reserve", R"({"max":5})"))["jobs"].size(), 1u);  // now held
+  gone = false;
+  req.body = R"({"max":5,"wait_ms":20000})";
+  std::promise<http::HttpResponse> p2;
+  auto f2 = p2.get_future();
+  auto cancel = api_.Handle(req, [&p2](http::HttpResponse r) { p2.set_value(std::move(r)); });
+  ASSERT_TRUE(cancel);
+  gone = true;  // the client leaves; the server has not noticed yet
+  auto e = Call("POST", "/v1/queues/h/jobs", R"({"payload":"second"})");
+  ASSERT_EQ(e.status, 201);
+  EXPECT_EQ(J(f2.get())["jobs"].size(), 0u);
+  auto job = J(Call("GET", "/v1/queues/h/jobs/" + J(e)["id"].get<std::string>()));
+  EXPECT_EQ(job["state"], "ready");
+  EXPECT_EQ(job["attempt"], 1);
+  EXPECT_NE(job["last_error"].get<std::string>().find("hung up"), std::string::npos) << job;
+  auto again = J(Call("POST", "/v1/queues/h/reserve", R"({"max":5})"));
+  ASSERT_EQ(again["jobs"].size(), 1u);
+  EXPECT_EQ(again["jobs"][0]["payload"], "second");
 }
 
 TEST_F(ApiTest, AckNackTouchSingleAndBatch) {
