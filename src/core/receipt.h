@@ -1,11 +1,13 @@
-// Receipts name one delivery of one job: "<job id>.<delivery token in hex>". The token is drawn
-// for each delivery from the OS CSPRNG (128 bits) and stored with the job, so a receipt from an
-// earlier delivery no longer matches once the job was delivered again, and no client can guess
-// the receipt of a delivery it did not receive.
+// Receipts name one delivery of one job: "<job id>.<delivery token in hex>.<tag>". The token is
+// drawn for each delivery from the OS CSPRNG (128 bits) and stored with the job, so a receipt
+// from an earlier delivery no longer matches once the job was delivered again, and no client can
+// guess the receipt of a delivery it did not receive. The tag (receipt_signer.h) lets a store
+// refuse a receipt it never issued before it looks the job up.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,9 +25,13 @@ namespace delayq {
 struct Receipt {
   Ulid id;
   DeliveryToken token;
+  std::optional<uint64_t> tag;  // absent in receipts from before tags (refused by the stores)
 
+  // "<id>.<token>", without the tag (ReceiptSigner::Issue adds it).
   std::string ToString() const { return id.ToString() + "." + token.Hex(); }
 
+  // The three parts; kInvalidArgument when it is not shaped like a receipt. Says nothing about
+  // whether the tag is right: ReceiptSigner::Open does.
   static Result<Receipt> Parse(std::string_view text) {
     auto bad = [&] {
       return Status::InvalidArgument(fmt::format(
@@ -35,9 +41,25 @@ struct Receipt {
     if (text.size() < 27 || text[26] != '.') return bad();
     auto id = Ulid::Parse(text.substr(0, 26));
     if (!id) return bad();
-    auto token = DeliveryToken::Parse(text.substr(27));
+    std::string_view rest = text.substr(27);
+    std::optional<uint64_t> tag;
+    if (const size_t dot = rest.find('.'); dot != std::string_view::npos) {
+      std::string_view hex = rest.substr(dot + 1);
+      uint64_t v = 0;
+      if (hex.size() != 16) return bad();
+      for (char c : hex) {
+        int d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else return bad();
+        v = (v << 4) | static_cast<uint64_t>(d);
+      }
+      tag = v;
+      rest = rest.substr(0, dot);
+    }
+    auto token = DeliveryToken::Parse(rest);
     if (!token) return bad();
-    return Receipt{*id, *token};
+    return Receipt{*id, *token, tag};
   }
 };
 

@@ -22,6 +22,7 @@ EngineImpl::~EngineImpl() { Close(); }
 Status EngineImpl::Start() {
   {
     std::lock_guard lock(mu_);
+    DELAYQ_RETURN_IF_ERROR(LoadReceiptSecretLocked());
     DELAYQ_RETURN_IF_ERROR(RecoverLocked());
   }
   clock_listener_ = clock_->AddListener([this] {
@@ -33,6 +34,25 @@ Status EngineImpl::Start() {
     commit_.StartInterval(options_.sync_interval_ms);
   }
   scheduler_ = std::thread([this] { SchedulerLoop(); });
+  return Status::Ok();
+}
+
+// The secret that signs receipts: made once, stored durably before any receipt is issued, so
+// receipts stay valid across restarts.
+Status EngineImpl::LoadReceiptSecretLocked() {
+  static constexpr std::string_view kKey = "receipt-secret";
+  std::string secret;
+  Status s = storage_->Get(Cf::kMeta, kKey, &secret);
+  if (s.code() == Code::kNotFound || (s.ok() && secret.size() != ReceiptSigner::kSecretBytes)) {
+    secret = ReceiptSigner::NewSecret();
+    auto batch = storage_->NewBatch();
+    batch->Put(Cf::kMeta, kKey, secret);
+    DELAYQ_RETURN_IF_ERROR(storage_->Write(*batch));
+    DELAYQ_RETURN_IF_ERROR(storage_->SyncWal());
+  } else {
+    DELAYQ_RETURN_IF_ERROR(s);
+  }
+  signer_.emplace(std::move(secret));
   return Status::Ok();
 }
 

@@ -67,7 +67,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
                EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
     Delivery d;
     d.id = key.id.ToString();
-    d.receipt = Receipt{key.id, delivery}.ToString();
+    d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
     d.payload = std::move(record.payload);
     d.binary = record.binary;
     d.headers = std::move(record.headers);
@@ -228,7 +228,7 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
   const std::vector<size_t> first = FirstOccurrences(receipts);
   std::vector<Result<Receipt>> parsed;
   parsed.reserve(receipts.size());
-  for (const auto& r : receipts) parsed.push_back(Receipt::Parse(r));
+  for (const auto& r : receipts) parsed.push_back(signer_->Open(queue, r));
   Op op(*this, Op::kWrites);
   QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
   if (!op.status().ok() || !q) {
@@ -308,8 +308,7 @@ void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* 
 
 Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& request) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  auto receipt = Receipt::Parse(request.receipt);
-  if (!receipt.ok()) return receipt.status();
+  auto receipt = signer_->Open(queue, request.receipt);  // answered after the queue's existence
   NackResult result;
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
@@ -317,6 +316,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
   {
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
+    if (!receipt.ok()) return receipt.status();
     const QueueConfig& config = ConfigOf(q);
     if (request.retry_in_ms &&
         (*request.retry_in_ms < 0 || *request.retry_in_ms > config.max_delay_ms)) {
@@ -378,14 +378,14 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
                                       std::optional<int64_t> lease_ms) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
-  auto receipt = Receipt::Parse(receipt_text);
-  if (!receipt.ok()) return receipt.status();
+  auto receipt = signer_->Open(queue, receipt_text);  // answered after the queue's existence
   TouchResult result;
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
   {
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
+    if (!receipt.ok()) return receipt.status();
     Target t;
     JobRecord record;
     bool have_record;

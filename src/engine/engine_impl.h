@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -44,6 +45,7 @@
 #include "engine/group_commit.h"
 #include "engine/keys.h"
 #include "core/receipt.h"
+#include "core/receipt_signer.h"
 #include "storage/storage.h"
 
 namespace delayq {
@@ -230,6 +232,7 @@ class EngineImpl final : public Engine {
     return q->meta.has_config ? q->meta.config : options_.default_queue_config;
   }
   Status CheckOpenLocked() const;
+  Status LoadReceiptSecretLocked();
   Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
 
   // --- placement of live jobs in memory (engine_index.cc) ---
@@ -280,6 +283,7 @@ class EngineImpl final : public Engine {
 
   const EngineOptions options_;
   std::shared_ptr<Clock> clock_;
+  std::optional<ReceiptSigner> signer_;  // set in Start, before any operation (then read-only)
   std::unique_ptr<Storage> storage_;
   GroupCommit commit_;
 

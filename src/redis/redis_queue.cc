@@ -10,6 +10,7 @@
 
 #include "core/histogram.h"
 #include "core/receipt.h"
+#include "core/receipt_signer.h"
 #include "core/record.h"
 #include "core/validate.h"
 #include "redis/scripts.h"
@@ -130,6 +131,7 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisQueueOptions& op
     o.consumer = fmt::format("{}:{}", host, ::getpid());
   }
   auto q = std::unique_ptr<RedisQueue>(new RedisQueue(std::move(o), std::move(*client)));
+  DELAYQ_RETURN_IF_ERROR(q->LoadReceiptSecret());
   q->Start();
   return q;
 }
@@ -138,6 +140,26 @@ RedisQueue::RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> c
     : options_(std::move(options)), client_(std::move(client)), rng_(std::random_device{}()) {}
 
 RedisQueue::~RedisQueue() { Close(); }
+
+Status RedisQueue::LoadReceiptSecret() {
+  static const std::string kKey = "dq:receipt-secret";
+  auto set = client_->Call(kKey, {"SET", kKey, ReceiptSigner::NewSecret(), "NX"});
+  if (!set.ok()) return set.status();
+  auto v = client_->Call(kKey, {"GET", kKey});
+  if (!v.ok()) return v.status();
+  if (v->str.size() != ReceiptSigner::kSecretBytes) {
+    return Status::Internal(fmt::format("{} in Redis holds {} bytes, not {}; delete it and restart", kKey,
+                                        v->str.size(), ReceiptSigner::kSecretBytes));
+  }
+  std::lock_guard lock(mu_);
+  signer_ = std::make_shared<const ReceiptSigner>(v->str);
+  return Status::Ok();
+}
+
+std::shared_ptr<const ReceiptSigner> RedisQueue::Signer() {
+  std::lock_guard lock(mu_);
+  return signer_;
+}
 
 void RedisQueue::Start() {
   scheduler_ = std::thread([this] { SchedulerLoop(); });
@@ -598,6 +620,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     shards = (*info)->shards;
     start = shards > 1 ? static_cast<int>(rng_() % static_cast<uint64_t>(shards)) : 0;
   }
+  const auto signer = Signer();
   std::vector<Delivery> out;
   for (int k = 0; k < shards && static_cast<int32_t>(out.size()) < request.max; ++k) {
     const int shard = (start + k) % shards;
@@ -618,7 +641,9 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
       if (!a[1].str.empty()) DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(a[1].str, &record));
       Delivery d;
       d.id = a[0].str;
-      d.receipt = a[0].str + "." + a[3].str;
+      auto receipt = Receipt::Parse(a[0].str + "." + a[3].str);
+      if (!receipt.ok()) return Status::Internal("the reserve script answered a malformed delivery: " + receipt.status().message());
+      d.receipt = signer->Issue(queue, *receipt);
       d.payload = std::move(record.payload);
       d.binary = record.binary;
       d.headers = std::move(record.headers);
@@ -714,9 +739,10 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
   std::vector<Receipt> parsed(receipts.size());
   // A receipt given twice is acked once, and every copy answers what the first did.
   const std::vector<size_t> first = FirstOccurrences(receipts);
+  const auto signer = Signer();
   for (size_t i = 0; i < receipts.size(); ++i) {
     if (first[i] != i) continue;
-    auto r = Receipt::Parse(receipts[i]);
+    auto r = signer->Open(queue, receipts[i]);
     if (!r.ok()) {
       out[i] = r.status();
       continue;
@@ -751,7 +777,7 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
 Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackRequest& request) {
   auto info = Info(queue_view, false);
   if (!info.ok()) return info.status();
-  auto receipt = Receipt::Parse(request.receipt);
+  auto receipt = Signer()->Open(queue_view, request.receipt);
   if (!receipt.ok()) return receipt.status();
   QueueConfig config;
   int shard;
@@ -791,7 +817,7 @@ Result<TouchResult> RedisQueue::Touch(std::string_view queue_view, std::string_v
   if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
   auto info = Info(queue_view, false);
   if (!info.ok()) return info.status();
-  auto receipt = Receipt::Parse(receipt_text);
+  auto receipt = Signer()->Open(queue_view, receipt_text);
   if (!receipt.ok()) return receipt.status();
   int64_t lease;
   int shard;
@@ -1168,6 +1194,8 @@ void RedisQueue::SchedulerLoop() {
       }
     }
     if (refresh_registry) {
+      Status secret = LoadReceiptSecret();
+      if (!secret.ok()) spdlog::warn("reading the receipt secret from Redis: {}", secret.message());
       auto names = client_->Call(kRegistry, {"SMEMBERS", kRegistry});
       if (names.ok()) {
         for (const auto& n : names->array) {

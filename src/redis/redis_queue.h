@@ -25,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/receipt_signer.h"
 #include "core/ulid.h"
 #include "delayq/queue.h"
 #include "redis/redis_client.h"
@@ -133,6 +134,9 @@ class RedisQueue final : public Queue {
   void SubscriberLoop();
   void ServeWaiters(const std::string& queue);
   void Poke();
+  // Reads the receipt secret from Redis, making it first if it is missing (SET NX).
+  Status LoadReceiptSecret();
+  std::shared_ptr<const ReceiptSigner> Signer();
 
   const RedisQueueOptions options_;
   std::unique_ptr<RedisClient> client_;
@@ -152,6 +156,9 @@ class RedisQueue final : public Queue {
   Status health_;                // guarded by mu_; see Health()
   UlidGenerator ids_;
   std::mt19937_64 rng_;  // shard choice and back-off jitter only (receipts: the OS CSPRNG); under mu_
+  // Signs receipts with the secret kept in Redis, which every server sharing it reads (and
+  // reads again after Redis lost its data and another server made a new one). Under mu_.
+  std::shared_ptr<const ReceiptSigner> signer_;
   std::thread scheduler_, subscriber_;
 };
 

@@ -77,7 +77,9 @@ class Worker {
     std::string id = "0";
     for (int i = 1; i < 26; ++i) id += kB32[Uniform(0, 31)];
     if (!known_.empty() && Chance(0.5)) id = known_[static_cast<size_t>(Uniform(0, static_cast<int64_t>(known_.size()) - 1))].second;
-    return fmt::format("{}.{:016x}", id, static_cast<uint64_t>(Uniform(1, INT64_MAX)));
+    // Shaped like a real receipt (id, 128-bit token, 64-bit tag), so only its tag gives it away.
+    return fmt::format("{}.{:016x}{:016x}.{:016x}", id, static_cast<uint64_t>(Uniform(1, INT64_MAX)),
+                       static_cast<uint64_t>(Uniform(1, INT64_MAX)), static_cast<uint64_t>(Uniform(1, INT64_MAX)));
   }
 
   // --- recording ---

@@ -311,15 +311,17 @@ TEST_P(QueueConformance, AReceiptWithAnyOtherTokenActsOnNothing) {
   ASSERT_EQ(got.size(), 2u);
   const std::string& a = got[0].receipt;
   const std::string& b = got[1].receipt;
-  ASSERT_EQ(a.size(), 26u + 1 + 32) << a;
+  ASSERT_EQ(a.size(), 26u + 1 + 32 + 1 + 16) << a;  // id . token . tag
   EXPECT_NE(a.substr(27), b.substr(27));
   std::vector<std::string> forged;
-  for (size_t i : {27u, 40u, 58u}) {  // one hex digit changed, at the start, middle and end
+  for (size_t i : {27u, 40u, 58u, 60u, 75u}) {  // one hex digit changed: token, then tag
     std::string f = a;
     f[i] = f[i] == '0' ? '1' : '0';
     forged.push_back(f);
   }
-  forged.push_back(a.substr(0, 27) + b.substr(27));                 // a's id with b's token
+  forged.push_back(a.substr(0, 27) + b.substr(27));                 // a's id with b's token and tag
+  forged.push_back(b.substr(0, 27) + a.substr(27));                 // b's id with a's token and tag
+  forged.push_back(a.substr(0, 27 + 32));                           // a's token without its tag
   forged.push_back(a.substr(0, 27) + a.substr(27 + 16));            // half of a's token
   forged.push_back(a.substr(0, 27) + std::string(16, 'f'));         // a 64-bit guess
   for (const std::string& f : forged) {
@@ -338,6 +340,44 @@ TEST_P(QueueConformance, AReceiptWithAnyOtherTokenActsOnNothing) {
   }
   EXPECT_TRUE(q().Ack(queue, a).ok());
   EXPECT_TRUE(q().Ack(queue, b).ok());
+}
+
+// A forged receipt is refused before the job is looked up, with one answer whether or not its
+// id names a job, so forging receipts cannot probe which jobs exist. A receipt is good only on
+// the queue it was issued for. A genuine receipt keeps its precise answers (404 once the job is
+// gone, 409 once it was delivered again).
+TEST_P(QueueConformance, AForgedReceiptTellsNothingAboutWhichJobsExist) {
+  const std::string queue = QueueName(), other = QueueName() + "-other";
+  EnqueueResult live = MustEnqueue(q(), queue, Job("live"));
+  MustEnqueue(q(), other, Job("elsewhere"));
+  const std::string token_and_tag = "." + std::string(32, 'a') + "." + std::string(16, 'b');
+  const std::string missing_id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+  auto answer = [&](const std::string& receipt) {
+    Status s = q().Ack(queue, receipt);
+    std::string message = s.message();
+    for (size_t at; (at = message.find(receipt)) != std::string::npos;) message.erase(at, receipt.size());
+    return std::make_pair(s.code(), message);
+  };
+  const auto for_live = answer(live.id + token_and_tag);
+  const auto for_missing = answer(missing_id + token_and_tag);
+  EXPECT_EQ(for_live.first, Code::kInvalidArgument);
+  EXPECT_EQ(for_live, for_missing) << "the answers differ by whether the job exists";
+  EXPECT_EQ(for_live.second.find(live.id), std::string::npos) << for_live.second;
+  MustReserve(q(), queue);  // held now: still the same answer
+  EXPECT_EQ(answer(live.id + token_and_tag), for_missing);
+
+  auto d = MustReserve(q(), other);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(q().Ack(queue, d[0].receipt).code(), Code::kInvalidArgument) << "a receipt of another queue";
+  NackRequest n;
+  n.receipt = d[0].receipt;
+  EXPECT_EQ(q().Nack(queue, n).code(), Code::kInvalidArgument);
+  EXPECT_EQ(q().Touch(queue, d[0].receipt, std::nullopt).code(), Code::kInvalidArgument);
+  auto job = q().Get(other, JobRef::ById(d[0].id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kReserved);
+  EXPECT_TRUE(q().Ack(other, d[0].receipt).ok());
+  EXPECT_EQ(q().Ack(other, d[0].receipt).code(), Code::kNotFound) << "genuine, and the job is gone";
 }
 
 TEST_P(QueueConformance, DuplicateKeyReturnsTheLiveJob) {

@@ -59,8 +59,8 @@ Result<std::vector<Delivery>> Await(Answer& f) {
 struct FailingCall {
   const char* name;
   // Runs a call that fails; `dead_id` is a dead job of queue "a", `held` a receipt of a job
-  // that is reserved right now.
-  std::function<bool(Queue&, const std::string& dead_id, const std::string& held)> run;
+  // that is reserved right now, `gone` the receipt of a job that was acked.
+  std::function<bool(Queue&, const std::string& dead_id, const std::string& held, const std::string& gone)> run;
 };
 
 // Every call below fails after catching up with the clock. Before the operation guard, each of
@@ -68,70 +68,64 @@ struct FailingCall {
 // client gave up, and the job it had been handed sat reserved by no one until its lease ran out.
 const FailingCall kFailingCalls[] = {
     {"ack on a queue that does not exist",
-     [](Queue& q, auto&, auto& held) { return q.Ack("nope", held).code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto& held, auto&) { return q.Ack("nope", held).code() == Code::kNotFound; }},
     {"ack of a receipt for a job that does not exist",
-     [](Queue& q, auto&, auto&) {
-       return q.Ack("a", "01ARZ3NDEKTSV4RRFFQ69G5FAV.00000000000000aa").code() == Code::kNotFound;
-     }},
+     [](Queue& q, auto&, auto&, auto& gone) { return q.Ack("a", gone).code() == Code::kNotFound; }},
     {"nack on a queue that does not exist",
-     [](Queue& q, auto&, auto& held) {
+     [](Queue& q, auto&, auto& held, auto&) {
        return q.Nack("nope", {held, std::nullopt, "", false}).code() == Code::kNotFound;
      }},
     {"nack of a receipt for a job that does not exist",
-     [](Queue& q, auto&, auto&) {
-       return q.Nack("a", {"01ARZ3NDEKTSV4RRFFQ69G5FAV.00000000000000aa", std::nullopt, "", false})
-                  .code() == Code::kNotFound;
+     [](Queue& q, auto&, auto&, auto& gone) {
+       return q.Nack("a", {gone, std::nullopt, "", false}).code() == Code::kNotFound;
      }},
     {"nack with a retry beyond max_delay",
-     [](Queue& q, auto&, auto& held) {
+     [](Queue& q, auto&, auto& held, auto&) {
        return q.Nack("a", {held, int64_t{1} << 50, "", false}).code() == Code::kInvalidArgument;
      }},
     {"touch of a receipt for a job that does not exist",
-     [](Queue& q, auto&, auto&) {
-       return q.Touch("a", "01ARZ3NDEKTSV4RRFFQ69G5FAV.00000000000000aa", std::nullopt).code() ==
-              Code::kNotFound;
-     }},
+     [](Queue& q, auto&, auto&, auto& gone) { return q.Touch("a", gone, std::nullopt).code() == Code::kNotFound; }},
     {"touch on a queue that does not exist",
-     [](Queue& q, auto&, auto& held) {
+     [](Queue& q, auto&, auto& held, auto&) {
        return q.Touch("nope", held, std::nullopt).code() == Code::kNotFound;
      }},
     {"get of a job that does not exist",
-     [](Queue& q, auto&, auto&) {
+     [](Queue& q, auto&, auto&, auto&) {
        return q.Get("a", JobRef::ById("01ARZ3NDEKTSV4RRFFQ69G5FAV")).code() == Code::kNotFound;
      }},
     {"get on a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.Get("nope", JobRef::ByKey("k")).code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.Get("nope", JobRef::ByKey("k")).code() == Code::kNotFound; }},
     {"cancel of a reserved job",
-     [](Queue& q, auto&, auto& held) {
+     [](Queue& q, auto&, auto& held, auto&) {
        return q.Cancel("a", JobRef::ById(held.substr(0, 26))).code() == Code::kConflict;
      }},
     {"cancel on a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.Cancel("nope", JobRef::ByKey("k")).code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.Cancel("nope", JobRef::ByKey("k")).code() == Code::kNotFound; }},
     {"reschedule of a dead job",
-     [](Queue& q, auto& dead, auto&) {
+     [](Queue& q, auto& dead, auto&, auto&) {
        return q.Reschedule("a", JobRef::ById(dead), When{0, {}}).code() == Code::kConflict;
      }},
     {"enqueue with a delay beyond max_delay",
-     [](Queue& q, auto&, auto&) {
+     [](Queue& q, auto&, auto&, auto&) {
        return q.Enqueue("a", Job("x", int64_t{1} << 50)).code() == Code::kInvalidArgument;
      }},
     {"enqueue replacing a reserved job",
-     [](Queue& q, auto&, auto&) {
+     [](Queue& q, auto&, auto&, auto&) {
        EnqueueRequest r = Job("y");
        r.key = "held";
        r.replace = true;
        return q.Enqueue("a", r).code() == Code::kConflict;
      }},
     {"stats of a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.Stats("nope").code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.Stats("nope").code() == Code::kNotFound; }},
     {"dead list of a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.ListDead("nope", 10).code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.ListDead("nope", 10).code() == Code::kNotFound; }},
     {"dead replay of a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.ReplayDead("nope", {}).code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.ReplayDead("nope", {}).code() == Code::kNotFound; }},
     {"dead purge of a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.PurgeDead("nope").code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.PurgeDead("nope").code() == Code::kNotFound; }},
     {"schedule of a queue that does not exist",
-     [](Queue& q, auto&, auto&) { return q.Schedule("nope", 60'000, 10).code() == Code::kNotFound; }},
+     [](Queue& q, auto&, auto&, auto&) { return q.Schedule("nope", 60'000, 10).code() == Code::kNotFound; }},
 };
 
 TEST(EngineWaiters, EveryWayOutOfAnOperationAnswersTheWaitersItServed) {
@@ -152,12 +146,16 @@ TEST(EngineWaiters, EveryWayOutOfAnOperationAnswersTheWaitersItServed) {
     ASSERT_TRUE(q.Enqueue("a", held).ok());
     auto h1 = q.Reserve("a", {1, 0, 3'600'000});
     ASSERT_EQ(h1->size(), 1u);
+    ASSERT_TRUE(q.Enqueue("a", Job("acked")).ok());
+    auto acked = q.Reserve("a", {});
+    ASSERT_EQ(acked->size(), 1u);
+    ASSERT_TRUE(q.Ack("a", (*acked)[0].receipt).ok());
 
     // A consumer waits; a job comes due while the scheduler sleeps.
     Answer waiting = WaitFor(q, "a", 60'000);
     ASSERT_TRUE(q.Enqueue("a", Job("due", 1000)).ok());
     clock->AdvanceMs(1000);
-    EXPECT_TRUE(call.run(q, (*d)[0].id, (*h1)[0].receipt)) << "the call did not fail as planned";
+    EXPECT_TRUE(call.run(q, (*d)[0].id, (*h1)[0].receipt, (*acked)[0].receipt)) << "the call did not fail as planned";
     (void)q.Stats("a");  // a later call catches up too, in case the failing one did not
 
     auto got = Await(waiting);

@@ -64,6 +64,30 @@ EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::n
   return r;
 }
 
+// Receipts are signed with a secret kept in Redis: a receipt issued by one server is good on
+// every other server sharing that Redis, and a second store opened later reads the same secret.
+TEST(RedisStore, AReceiptFromOneServerIsGoodOnAnother) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto a = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*a)->Enqueue("signed", Job(std::to_string(i))).ok());
+  auto got = (*a)->Reserve("signed", {.max = 3});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_TRUE((*b)->Ack("signed", (*got)[0].receipt).ok());
+  EXPECT_TRUE((*b)->Touch("signed", (*got)[1].receipt, std::nullopt).ok());
+  NackRequest n;
+  n.receipt = (*got)[2].receipt;
+  EXPECT_TRUE((*b)->Nack("signed", n).ok());
+  std::string tampered = (*got)[1].receipt;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  EXPECT_EQ((*b)->Ack("signed", tampered).code(), Code::kInvalidArgument);
+}
+
 TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
   RedisServer redis;
   ServerProcess a({"--store", redis.url()});
@@ -250,6 +274,9 @@ TEST(RedisStore, ARedisThatIsDownOrLoadingIsUnavailableAndNotReady) {
   auto client = server.NewClient();
   auto first = (*q)->Enqueue("load", Job("x"));
   ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*q)->Enqueue("load", Job("held")).ok());
+  auto held = (*q)->Reserve("load", {});
+  ASSERT_TRUE(held.ok() && !held->empty());
   // Data that takes seconds to load with key-load-delay (a pause per key while loading).
   auto fill = (*q)->client().Call("", {"EVAL", "for i=1,5000 do redis.call('SET','filler:'..i,'v') end", "0"});
   ASSERT_TRUE(fill.ok() && !fill->is_error());
@@ -273,7 +300,7 @@ TEST(RedisStore, ARedisThatIsDownOrLoadingIsUnavailableAndNotReady) {
   expect_loading((*q)->Enqueue("load", Job("z")).status(), "enqueue");
   expect_loading((*q)->Get("load", JobRef::ById(first->id)).status(), "get");
   expect_loading((*q)->Reserve("load", {}).status(), "reserve");
-  expect_loading((*q)->Ack("load", first->id + ".00000000000000aa"), "ack");
+  expect_loading((*q)->Ack("load", (*held)[0].receipt), "ack");
   expect_loading((*q)->Health(), "health");
   expect_loading(client->Enqueue("load", Job("z")).status(), "enqueue over HTTP");
   expect_loading(client->Health(), "GET /readyz");
