@@ -132,8 +132,21 @@ int Main(int argc, char** argv) {
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
   s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();
-  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes")->capture_default_str();
+  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")
+      ->capture_default_str();
+  s->add_option("--max-body-memory", serve.max_body_memory,
+                "Bytes of request bodies held at once across all connections (more: 503, body not read)")
+      ->capture_default_str();
   s->add_option("--max-connections", serve.max_connections, "Open connections at most")->capture_default_str();
+  s->add_option("--max-connections-per-address", serve.max_connections_per_address,
+                "Open connections from one client address at most (more: 429); 0 for no cap. Raise it "
+                "behind a proxy")
+      ->capture_default_str();
+  s->add_option("--header-timeout", serve.header_timeout_s,
+                "Seconds a request's header may take once its first byte arrived (its body: this plus 1 s "
+                "per 64 KiB); slower clients are closed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")->capture_default_str();
   s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
   s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")

@@ -169,6 +169,9 @@ std::string Metrics::Render(const std::vector<QueueStats>& stats, bool store_up)
   }
   Header(out, "delayq_http_connections", "gauge", "Open HTTP connections.");
   out += fmt::format("delayq_http_connections {}\n", connections.load());
+  Header(out, "delayq_http_body_bytes", "gauge",
+         "Bytes of request bodies held now, counted from Content-Length (bounded by --max-body-memory).");
+  out += fmt::format("delayq_http_body_bytes {}\n", body_bytes.load());
   Header(out, "delayq_reserve_waiting", "gauge", "Reserve requests waiting for a job (long polls).");
   out += fmt::format("delayq_reserve_waiting {}\n", waiting.load());
   Header(out, "delayq_process_resident_memory_bytes", "gauge", "Resident memory of the server.");

@@ -28,6 +28,7 @@ class Metrics {
   void Observe(Route route, int status, double seconds);
 
   std::atomic<int64_t> connections{0};  // open HTTP connections
+  std::atomic<int64_t> body_bytes{0};   // request body bytes held now (of --max-body-memory)
   std::atomic<int64_t> waiting{0};      // reserves waiting for a job
 
   // Prometheus text for the HTTP metrics, the process, the store's health (`store_up`) and the

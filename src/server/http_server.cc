@@ -11,6 +11,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -30,9 +31,11 @@ class HttpServer::Impl {
  public:
   class Session;
 
-  Impl(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections)
+  Impl(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections,
+       std::atomic<int64_t>* body_bytes)
       : handler_(std::move(handler)),
         connections_(connections != nullptr ? connections : &own_connections_),
+        body_bytes_(body_bytes != nullptr ? body_bytes : &own_body_bytes_),
         options_(std::move(options)),
         ioc_(options_.threads),
         acceptor_(ioc_) {}
@@ -104,14 +107,26 @@ class HttpServer::Impl {
     std::lock_guard lock(mu_);
     sessions_.insert(s.get());
   }
-  void Unregister(Session* s) {
+  void Unregister(Session* s, const net::ip::address& peer) {
     {
       std::lock_guard lock(mu_);
       sessions_.erase(s);
+      if (auto it = per_address_.find(peer); it != per_address_.end() && --it->second == 0) {
+        per_address_.erase(it);
+      }
     }
     if (stopping_ && !ioc_.stopped()) net::post(ioc_, [this] { MaybeFinish(); });
   }
   bool stopping() const { return stopping_; }
+  // Takes `bytes` of the bodies' budget (max_body_memory); false when it would go over.
+  bool TakeBodyBytes(size_t bytes) {
+    int64_t held = body_bytes_->load();
+    do {
+      if (static_cast<size_t>(held) + bytes > options_.max_body_memory) return false;
+    } while (!body_bytes_->compare_exchange_weak(held, held + static_cast<int64_t>(bytes)));
+    return true;
+  }
+  void GiveBodyBytes(size_t bytes) { *body_bytes_ -= static_cast<int64_t>(bytes); }
   const Handler& handler() const { return handler_; }
   std::atomic<int64_t>& connections() { return *connections_; }
   const HttpServerOptions& options() const { return options_; }
@@ -119,6 +134,8 @@ class HttpServer::Impl {
  private:
   void Accept();
   void CloseIdle();
+  // A whole HTTP answer refusing a connection at accept.
+  static std::string Refusal(int status, std::string_view reason, Code code, std::string_view message);
   void MaybeFinish() {
     std::lock_guard lock(mu_);
     if (sessions_.empty() && stop_timer_) {
@@ -129,14 +146,16 @@ class HttpServer::Impl {
   }
 
   Handler handler_;
-  std::atomic<int64_t> own_connections_{0};
+  std::atomic<int64_t> own_connections_{0}, own_body_bytes_{0};
   std::atomic<int64_t>* connections_;
+  std::atomic<int64_t>* body_bytes_;  // see TakeBodyBytes
   HttpServerOptions options_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::function<void()> on_stop_;
   std::mutex mu_;
   std::set<Session*> sessions_;
+  std::map<net::ip::address, size_t> per_address_;  // open connections by client address
   // Destroyed first (see ~Impl): the loop, then what runs on it.
   net::io_context ioc_;
   tcp::acceptor acceptor_;
@@ -145,12 +164,13 @@ class HttpServer::Impl {
 
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Impl& server, tcp::socket socket)
-      : server_(server), stream_(std::move(socket)) {}
+  Session(Impl& server, tcp::socket socket, net::ip::address peer)
+      : server_(server), stream_(std::move(socket)), peer_(std::move(peer)) {}
 
   ~Session() {
+    ReleaseBody();
     --server_.connections();
-    server_.Unregister(this);
+    server_.Unregister(this, peer_);
   }
 
   void Start() {
@@ -171,14 +191,31 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  // Between requests a connection may idle (idle_timeout_s); once a request's first byte is in,
+  // its header has header_timeout_s, so a client trickling bytes cannot hold the slot.
   void Read() {
     parser_.emplace();
     parser_->body_limit(server_.options().max_body_bytes);
     parser_->header_limit(64 * 1024);
+    if (buffer_.size() > 0) return ReadHeader();  // a pipelined request is already here
     stream_.expires_after(std::chrono::seconds(server_.options().idle_timeout_s));
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->buffer_.commit(n);
+      if (ec) return self->Close();
+      self->ReadHeader();
+    });
+  }
+
+  void ReadHeader() {
+    stream_.expires_after(std::chrono::seconds(server_.options().header_timeout_s));
     // The header first: what it says decides whether the body is read at all.
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void ReleaseBody() {
+    server_.GiveBodyBytes(body_bytes_);
+    body_bytes_ = 0;
   }
 
   static bool Gone(beast::error_code ec) {
@@ -227,6 +264,18 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
           return Write(std::move(*refused));
         }
       }
+      // The bytes this body may hold count against the budget of all bodies until it is answered.
+      const size_t limit = server_.options().max_body_bytes;
+      const size_t take = length ? static_cast<size_t>(std::min<uint64_t>(*length, limit)) : limit;
+      if (!server_.TakeBodyBytes(take)) {
+        return Fail(503, "unavailable",
+                    fmt::format("the server holds the most request bodies it may at once (--max-body-memory "
+                                "{} bytes); retry shortly",
+                                server_.options().max_body_memory));
+      }
+      body_bytes_ = take;
+      stream_.expires_after(std::chrono::seconds(server_.options().header_timeout_s) +
+                            std::chrono::seconds(take / (64 * 1024)));
       return bhttp::async_read(stream_, buffer_, *parser_,
                                [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
     }
@@ -294,6 +343,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void Write(http::HttpResponse r) {
     answered_ = true;
     cancel_ = nullptr;
+    ReleaseBody();
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
     res->version(11);
     res->result(static_cast<unsigned>(r.status));
@@ -336,6 +386,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  net::ip::address peer_;
+  size_t body_bytes_ = 0;  // of the body budget, held until the answer
   std::function<void()> cancel_;
   bool keep_alive_ = true;
   bool head_ = false;
@@ -350,31 +402,44 @@ void HttpServer::Impl::Accept() {
       spdlog::warn("accept failed: {}", ec.message());
     } else {
       socket.set_option(tcp::no_delay(true), ec);
-      size_t open;
+      const auto peer = socket.remote_endpoint(ec).address();
+      // Over a limit: a short answer and close, so the client knows why. Written without
+      // waiting (non-blocking); a client that does not read it just sees the close.
+      const std::string* refusal = nullptr;
       {
         std::lock_guard lock(mu_);
-        open = sessions_.size();
+        size_t& from_peer = per_address_[peer];
+        if (sessions_.size() >= options_.max_connections || stopping_) {
+          static const std::string kBusy = Refusal(503, "Service Unavailable", Code::kUnavailable,
+              "delayq is at its connection limit (--max-connections); retry later");
+          refusal = &kBusy;
+        } else if (options_.max_connections_per_address > 0 && from_peer >= options_.max_connections_per_address) {
+          static const std::string kTooMany = Refusal(429, "Too Many Requests", Code::kResourceExhausted,
+              "this address has the most connections one client may open (--max-connections-per-address); "
+              "reuse connections (keep-alive) or close some");
+          refusal = &kTooMany;
+        }
+        if (refusal == nullptr) ++from_peer;
+        else if (from_peer == 0) per_address_.erase(peer);
       }
-      if (open >= options_.max_connections || stopping_) {
-        // Over the limit: a short 503 and close, so the client knows why.
-        static const std::string kBusy = [] {
-          std::string body = http::ErrorBody(
-              Code::kUnavailable, "delayq is at its connection limit (--max-connections); retry later");
-          return fmt::format(
-              "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-              "Connection: close\r\nContent-Length: {}\r\n\r\n{}",
-              body.size(), body);
-        }();
-        net::write(socket, net::buffer(kBusy), ec);
+      if (refusal != nullptr) {
+        socket.non_blocking(true, ec);
+        (void)::send(socket.native_handle(), refusal->data(), refusal->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         socket.close(ec);
       } else {
-        auto session = std::make_shared<Session>(*this, std::move(socket));
+        auto session = std::make_shared<Session>(*this, std::move(socket), peer);
         Register(session);
         session->Start();
       }
     }
     Accept();
   });
+}
+
+std::string HttpServer::Impl::Refusal(int status, std::string_view reason, Code code, std::string_view message) {
+  std::string body = http::ErrorBody(code, message);
+  return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+                     status, reason, body.size(), body);
 }
 
 void HttpServer::Impl::CloseIdle() {
@@ -404,8 +469,9 @@ bool SplitHostPort(const std::string& listen, std::string* host, uint16_t* port)
   return true;
 }
 
-HttpServer::HttpServer(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections)
-    : impl_(std::make_unique<Impl>(std::move(handler), std::move(options), connections)) {}
+HttpServer::HttpServer(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections,
+                       std::atomic<int64_t>* body_bytes)
+    : impl_(std::make_unique<Impl>(std::move(handler), std::move(options), connections, body_bytes)) {}
 HttpServer::HttpServer(http::Api& api, HttpServerOptions options)
     : HttpServer([&api](http::HttpRequest request, http::Reply reply) {
                    return api.Handle(std::move(request), std::move(reply));
@@ -414,7 +480,7 @@ HttpServer::HttpServer(http::Api& api, HttpServerOptions options)
                    options.admit = [&api](const http::HttpRequest& head) { return api.Admit(head); };
                    return std::move(options);
                  }(),
-                 &api.metrics().connections) {}
+                 &api.metrics().connections, &api.metrics().body_bytes) {}
 HttpServer::~HttpServer() = default;
 Status HttpServer::Start() { return impl_->Start(); }
 uint16_t HttpServer::port() const { return impl_->port(); }

@@ -132,6 +132,9 @@ int Serve(const ServeOptions& options) {
   http.threads = o.threads;
   http.max_body_bytes = o.max_body_bytes;
   http.max_connections = o.max_connections;
+  http.max_body_memory = o.max_body_memory;
+  http.max_connections_per_address = o.max_connections_per_address;
+  http.header_timeout_s = o.header_timeout_s;
   HttpServer server(api, http);
   Status s = server.Start();
   if (!s.ok()) {

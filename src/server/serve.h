@@ -20,8 +20,11 @@ struct ServeOptions {
   bool insecure_no_auth = false;          // allow listening beyond loopback without a token
   std::vector<std::string> allowed_hosts; // Host names answered besides IPs and localhost
   int threads = 8;
-  size_t max_body_bytes = 64 << 20;
+  size_t max_body_bytes = 16 << 20;
+  size_t max_body_memory = 256 << 20;     // request bodies held at once, all connections
   size_t max_connections = 20'000;
+  size_t max_connections_per_address = 1'000;
+  int header_timeout_s = 10;
   int64_t max_waiting = 50'000;
   std::string port_file;                  // when set, the bound port is written here (tests)
   int redis_shards = 1;                   // shards of a queue created on Redis (1..256)

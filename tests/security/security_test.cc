@@ -1,0 +1,362 @@
+// The hostile-client battery of the security issue, against the real `delayq serve`: each test
+// reproduces one attack and holds its bound, measured as answer codes, RSS growth and nothing
+// changed. docs/security.md lists what each covers.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/server_fixture.h"
+#include "support/raw_http.h"
+
+namespace delayq::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Sends `bytes` on an open connection; false when the server has closed it.
+bool SendAll(int fd, const std::string& bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+const std::string kHalfHeader = "POST /v1/queues/slow/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+
+// Slowloris: with --max-connections 100, 150 connections sending a header slowly made every
+// normal request a 503 for up to 120 s. One address now holds at most
+// --max-connections-per-address (the rest get 429 at once), and a header not complete within
+// --header-timeout of its first byte is closed, even when bytes keep trickling in.
+TEST(Security, SlowClientsAreCappedPerAddressAndClosedAtTheHeaderDeadline) {
+  ServerProcess server({"--max-connections", "100", "--max-connections-per-address", "20", "--header-timeout", "3"});
+  std::vector<int> slow;
+  for (int i = 0; i < 150; ++i) {
+    int fd = ConnectFrom(server.port(), "127.0.0.2", 15);
+    ASSERT_GE(fd, 0);
+    SendAll(fd, kHalfHeader);
+    slow.push_back(fd);
+  }
+  const auto opened = Clock::now();
+  // A normal client, meanwhile: served at once.
+  auto client = server.NewClient();
+  for (int i = 0; i < 10; ++i) {
+    auto e = client->Enqueue("normal", EnqueueRequest{.payload = "1"});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+  }
+  const double served_ms = MsSince(opened);
+  // A client trickling a header, a byte every 100 ms, is closed at the deadline all the same.
+  int trickle = ConnectFrom(server.port(), "127.0.0.3", 15);
+  ASSERT_GE(trickle, 0);
+  const auto trickle_start = Clock::now();
+  const std::string header = kHalfHeader + "X-Padding: " + std::string(200, 'p');
+  size_t sent = 0;
+  while (sent < header.size() && SendAll(trickle, header.substr(sent, 1))) {
+    ++sent;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the attack's pace, not a wait for the server
+  }
+  const double trickle_ms = MsSince(trickle_start);
+  EXPECT_LT(sent, header.size()) << "a header trickled over " << trickle_ms << " ms was still being read";
+  ::close(trickle);
+
+  int refused = 0, closed = 0, other = 0;
+  for (int fd : slow) {
+    std::string answer = ReadAll(fd);
+    if (StatusOf(answer) == 429) {
+      ++refused;
+      EXPECT_NE(answer.find("max-connections-per-address"), std::string::npos) << answer;
+    } else if (answer.empty()) {
+      ++closed;
+    } else {
+      ++other;
+      ADD_FAILURE() << answer.substr(0, 200);
+    }
+    ::close(fd);
+  }
+  const double all_closed_ms = MsSince(opened);
+  EXPECT_EQ(refused, 130);
+  EXPECT_EQ(closed, 20);
+  EXPECT_EQ(other, 0);
+  EXPECT_LT(all_closed_ms, 12'000) << "slow headers were not closed at the 3 s deadline";
+  std::cout << "150 slow connections from one address: " << refused << " refused (429), " << closed
+            << " closed at the header deadline; a normal client's 10 enqueues took " << served_ms
+            << " ms; every slow connection gone after " << all_closed_ms << " ms; a trickled header closed after "
+            << trickle_ms << " ms" << std::endl;
+}
+
+// 1 000 slow connections from five addresses, all under the limits: a normal client is served,
+// and the server's memory stays small.
+TEST(Security, ANormalClientIsServedWhileAThousandSlowConnectionsAreOpen) {
+  rlimit l{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &l), 0);
+  l.rlim_cur = l.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &l);
+  ASSERT_GE(l.rlim_cur, 1'200u) << "this test needs 1 200 descriptors";
+  ServerProcess server({"--header-timeout", "60"});
+  auto client = server.NewClient();
+  auto latencies = [&] {
+    std::vector<double> ms;
+    for (int i = 0; i < 50; ++i) {
+      const auto t = Clock::now();
+      auto e = client->Enqueue("normal", EnqueueRequest{.payload = "1"});
+      EXPECT_TRUE(e.ok()) << e.status().ToString();
+      ms.push_back(MsSince(t));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms;
+  };
+  const auto quiet = latencies();
+  const double rss_before = ResidentBytes(server.port());
+  std::vector<int> slow;
+  const char* sources[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"};
+  for (int i = 0; i < 1000; ++i) {
+    int fd = ConnectFrom(server.port(), sources[i % 5], 1);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    ASSERT_TRUE(SendAll(fd, kHalfHeader));
+    slow.push_back(fd);
+  }
+  const auto attacked = latencies();
+  const double rss_after = ResidentBytes(server.port());
+  auto m = client->Metrics();
+  ASSERT_TRUE(m.ok());
+  EXPECT_NE(m->find("delayq_http_connections 1001"), std::string::npos) << "the slow connections are not all open";
+  for (int fd : slow) ::close(fd);
+  std::cout << "a normal client's enqueue, median / max: " << quiet[25] << " / " << quiet.back()
+            << " ms alone, " << attacked[25] << " / " << attacked.back() << " ms beside 1 000 slow connections; RSS "
+            << rss_before / 1048576 << " -> " << rss_after / 1048576 << " MiB" << std::endl;
+  EXPECT_LT(rss_after - rss_before, 64.0 * 1048576);
+}
+
+// Bodies held at once have a global bound (--max-body-memory): a request whose body would go
+// over is refused from its header (503, body not read) while the others are read; the budget
+// comes back as requests are answered. A body that trickles is closed at its deadline.
+TEST(Security, BodiesHeldAtOnceHaveAGlobalBoundAndADeadline) {
+  ServerProcess server({"--max-body", "200000", "--max-body-memory", "400000", "--header-timeout", "2"});
+  auto client = server.NewClient();
+  auto held = [&] {  // the server's gauge of body bytes held
+    auto m = client->Metrics();
+    const std::string name = "\ndelayq_http_body_bytes ";
+    const size_t at = m.ok() ? m->find(name) : std::string::npos;
+    return at == std::string::npos ? -1L : std::stol(m->substr(at + name.size()));
+  };
+  const std::string header = "POST /v1/queues/b/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             "Connection: close\r\nContent-Length: 150000\r\n\r\n";
+  const std::string body = R"({"payload":")" + std::string(150000 - 14, 'x') + R"("})";
+  ASSERT_EQ(body.size(), 150000u);
+  int a = ConnectFrom(server.port()), b = ConnectFrom(server.port(), "127.0.0.1", 30), c = ConnectFrom(server.port());
+  ASSERT_TRUE(SendAll(a, header + body.substr(0, 1000)));
+  ASSERT_TRUE(SendAll(b, header + body.substr(0, 1000)));
+  // Until both are being read (the server says so; each look is a round trip).
+  for (int i = 0; i < 500 && held() < 300000; ++i) std::this_thread::yield();
+  ASSERT_EQ(held(), 300000);
+  const auto t = Clock::now();
+  SendAll(c, header);
+  std::string refused = ReadAll(c);
+  EXPECT_EQ(StatusOf(refused), 503) << refused.substr(0, 300);
+  EXPECT_NE(refused.find("max-body-memory"), std::string::npos) << refused;
+  EXPECT_LT(MsSince(t), 5'000);
+  ::close(c);
+  // a completes and is answered; its share of the budget comes back.
+  ASSERT_TRUE(SendAll(a, body.substr(1000)));
+  EXPECT_EQ(StatusOf(ReadAll(a, 64 * 1024)), 201);
+  ::close(a);
+  EXPECT_EQ(held(), 150000);
+  int d = ConnectFrom(server.port());
+  ASSERT_TRUE(SendAll(d, header + body));
+  EXPECT_EQ(StatusOf(ReadAll(d, 64 * 1024)), 201) << "the budget did not come back";
+  ::close(d);
+  // b never finishes its body: closed at its deadline (2 s + 150 000 / 64 KiB = 4 s).
+  const auto waiting = Clock::now();
+  EXPECT_EQ(ReadAll(b), "");
+  const double closed_ms = MsSince(waiting);
+  EXPECT_LT(closed_ms, 20'000) << "a stalled body was not closed at its deadline";
+  std::cout << "a stalled 150 KB body was closed " << closed_ms << " ms after the test stopped sending" << std::endl;
+  EXPECT_EQ(held(), 0);
+  ::close(b);
+}
+
+TEST(Security, BearerTokenEndToEnd) {
+  ServerProcess server({"--auth-token", "t0ken"});
+  EXPECT_TRUE(server.NewClient()->Ping().ok()) << "/healthz needs no token";
+  EXPECT_EQ(server.NewClient()->ListQueues().code(), Code::kUnauthenticated);
+  EXPECT_EQ(server.NewClient({.auth_token = "wrong"})->ListQueues().code(), Code::kUnauthenticated);
+  EXPECT_TRUE(server.NewClient({.auth_token = "t0ken"})->ListQueues().ok());
+}
+
+// The scheme is case-insensitive (RFC 7235); tokens that differ anywhere, or only in length,
+// are refused.
+TEST(Security, BearerSchemeInAnyCaseAndNearMissTokens) {
+  ServerProcess server({"--auth-token", "t0ken"});
+  auto status = [&](const std::string& authorization) {
+    std::string response = RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " +
+                                                          authorization + "\r\nConnection: close\r\n\r\n");
+    return response.substr(0, 12);
+  };
+  EXPECT_EQ(status("Bearer t0ken"), "HTTP/1.1 200");
+  EXPECT_EQ(status("bearer t0ken"), "HTTP/1.1 200");
+  EXPECT_EQ(status("BEARER t0ken"), "HTTP/1.1 200");
+  for (const char* wrong : {"Bearer t0ke", "Bearer t0kenn", "Bearer T0ken", "Bearer", "Basic t0ken", "t0ken",
+                            "Bearer x0ken"}) {
+    EXPECT_EQ(status(wrong), "HTTP/1.1 401") << wrong;
+  }
+}
+
+// Request smuggling: "Transfer-Encoding: chunked, identity" was read as a request without a
+// body, and the bytes after it ran as a second request (201). Any Transfer-Encoding but
+// "chunked", or one beside Content-Length, is 400 and the connection closes.
+TEST(Security, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
+  ServerProcess server;
+  const std::string smuggled =
+      "POST /v1/queues/smuggled/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+  for (const std::string& te : {std::string("chunked, identity"), std::string("identity"), std::string("gzip"),
+                                std::string("chunked, chunked"), std::string("xchunked")}) {
+    std::string response = RawExchange(
+        server.port(), "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: " + te + "\r\n\r\n" +
+                           smuggled);
+    EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 400") << te << ": " << response;
+    EXPECT_EQ(response.find("HTTP/1.1 201"), std::string::npos) << te << ": the second request ran";
+  }
+  std::string both = RawExchange(server.port(),
+                                 "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 13\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n" + smuggled);
+  EXPECT_EQ(both.substr(0, 12), "HTTP/1.1 400") << both;
+  EXPECT_EQ(both.find("HTTP/1.1 201"), std::string::npos);
+  // Chunked alone is fine.
+  std::string chunked = RawExchange(server.port(),
+                                    "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                                    "Connection: close\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.substr(0, 12), "HTTP/1.1 201") << chunked;
+  auto client = server.NewClient();
+  EXPECT_EQ(client->Stats("smuggled").code(), Code::kNotFound) << "the smuggled request created a queue";
+}
+
+// The token from a file (not visible in ps); a server reachable beyond loopback refuses to
+// start without one unless told --insecure-no-auth (it exits before it binds).
+TEST(Security, TokenFileAndNoTokenBeyondLoopback) {
+  TempDir dir;
+  std::ofstream(dir.Sub("token")) << "  s3cret-from-file \n";
+  ServerProcess server({"--auth-token-file", dir.Sub("token")});
+  EXPECT_EQ(server.NewClient()->ListQueues().code(), Code::kUnauthenticated);
+  EXPECT_TRUE(server.NewClient({.auth_token = "s3cret-from-file"})->ListQueues().ok());
+
+  std::ofstream(dir.Sub("empty")) << "\n";
+  RunResult empty = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d1"),
+                                "--auth-token-file", dir.Sub("empty")});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("the first line is empty"), std::string::npos) << empty.err;
+  RunResult missing = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d2"),
+                                  "--auth-token-file", dir.Sub("nope")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("cannot read it"), std::string::npos) << missing.err;
+
+  RunResult open = RunProcess({DELAYQ_BIN, "serve", "--listen", "0.0.0.0:0", "--data", dir.Sub("d3")});
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_NE(open.err.find("--insecure-no-auth"), std::string::npos) << open.err;
+  EXPECT_NE(open.err.find("--auth-token-file"), std::string::npos) << open.err;
+}
+
+// The JSON parser kept buffers of several times the largest body it had parsed, for good: three
+// 60 MiB bodies left 2.3 GiB resident. After large requests, memory goes back near its baseline.
+TEST(Security, MemoryGoesBackAfterLargeRequests) {
+  ServerProcess server({"--threads", "2", "--max-body", std::to_string(64 << 20)});
+  auto rss = [&] { return ResidentBytes(server.port()); };
+  // A batch of 2 000 jobs of 10 KiB each: valid JSON, parsed whole, then refused (over 1 000).
+  std::string body = R"({"jobs":[)";
+  const std::string job = R"({"payload":")" + std::string(10 * 1024, 'x') + R"("})";
+  for (int i = 0; i < 2000; ++i) body += (i ? "," : "") + job;
+  body += "]}";
+  const double before = rss();
+  ASSERT_GT(before, 0);
+  for (int i = 0; i < 4; ++i) {  // on both server threads, twice
+    std::string response = RawExchange(server.port(), "POST /v1/queues/big/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                      "Content-Type: application/json\r\nConnection: close\r\n"
+                                                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 413") << response.substr(0, 300);
+  }
+  const double after = rss();
+  std::cout << "RSS " << before / 1048576 << " MiB before, " << after / 1048576 << " MiB after 4 bodies of "
+            << body.size() / 1048576 << " MiB" << std::endl;
+  EXPECT_LT(after - before, 64.0 * 1048576) << "the parse of a 20 MiB body stayed resident";
+}
+
+// The attack of the security issue, over the wire: with no token, a page's cross-site request
+// (text/plain, Origin and Host of evil.example) enqueued (201) and paused a queue (200).
+TEST(Security, ACrossSiteOrRebindingRequestChangesNothing) {
+  ServerProcess server;
+  auto send = [&](const std::string& path, const std::string& headers, const std::string& body) {
+    return RawExchange(server.port(), "POST " + path + " HTTP/1.1\r\n" + headers + "Connection: close\r\n"
+                                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body)
+        .substr(0, 12);
+  };
+  const std::string evil = "Host: evil.example\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n";
+  EXPECT_EQ(send("/v1/queues/x/jobs", evil, R"({"payload":1})"), "HTTP/1.1 403");
+  EXPECT_EQ(send("/v1/queues/x/pause", evil, ""), "HTTP/1.1 403");
+  const std::string page = "Host: 127.0.0.1\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n";
+  EXPECT_EQ(send("/v1/queues/x/jobs", page, R"({"payload":1})"), "HTTP/1.1 403");
+  EXPECT_EQ(send("/v1/queues/x/pause", "Host: 127.0.0.1\r\nContent-Type: text/plain\r\n", ""), "HTTP/1.1 415");
+  EXPECT_EQ(server.NewClient()->Stats("x").code(), Code::kNotFound) << "a refused request created the queue";
+  EXPECT_TRUE(server.NewClient()->Pause("x").ok()) << "the client sends JSON even without a body";
+}
+
+// The body was read before the token was checked: 20 unauthenticated connections, each sending
+// 63 MiB of a declared 64 MiB body, took RSS from 20 to 1 280 MiB. A large body is now refused
+// from its header (401) and never read.
+TEST(Security, ALargeBodyIsNotReadBeforeItsTokenIsChecked) {
+  // Over the default --max-body (16 MiB): 413 from the header alone.
+  ServerProcess small({"--auth-token", "t0ken"});
+  EXPECT_EQ(StatusOf(RawExchange(small.port(), "POST /v1/queues/x/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                               "Content-Length: 60000000\r\n\r\n")), 413);
+  ServerProcess server({"--auth-token", "t0ken", "--max-body", std::to_string(64 << 20)});
+  const std::string header = "POST /v1/queues/x/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             "Content-Length: " + std::to_string(60 << 20) + "\r\n\r\n";
+  // The header alone: answered 401 at once (before, the server waited for the body).
+  std::string response = RawExchange(server.port(), header);
+  EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 401") << response.substr(0, 200);
+  auto rss = [&] { return ResidentBytes(server.port(), "Authorization: Bearer t0ken\r\n"); };
+  const double before = rss();
+  ASSERT_GT(before, 0);
+  // Ten clients push 30 MiB each of a declared 60 MiB body, all at once.
+  std::vector<std::thread> attackers;
+  for (int i = 0; i < 10; ++i) {
+    attackers.emplace_back([&] {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+        timeval tv{5, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        std::string chunk = header + std::string(1 << 20, ' ');
+        for (int mib = 0; mib < 30; ++mib) {
+          if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) <= 0) break;  // refused and closed
+          chunk.assign(1 << 20, ' ');
+        }
+      }
+      ::close(fd);
+    });
+  }
+  for (auto& t : attackers) t.join();
+  const double after = rss();
+  std::cout << "RSS " << before / 1048576 << " MiB before, " << after / 1048576
+            << " MiB after 10 unauthenticated 30 MiB bodies" << std::endl;
+  EXPECT_LT(after - before, 32.0 * 1048576) << "unauthenticated bodies were buffered";
+  // Small bodies are still read and answered (so the client reads the 401, not a reset).
+  EXPECT_EQ(RawExchange(server.port(), Post("/v1/queues/x/jobs", R"({"payload":1})")).substr(0, 12), "HTTP/1.1 401");
+}
+
+}  // namespace
+}  // namespace delayq::testing
