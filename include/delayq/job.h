@@ -33,6 +33,8 @@ struct Limits {
   static constexpr int64_t kMaxLeaseMs = 43'200'000;  // 12 h
   static constexpr int32_t kMaxAttempts = 1'000;
   static constexpr int64_t kMaxPayloadCeiling = 64 << 20;  // max_payload may not exceed 64 MiB
+  static constexpr int64_t kDefaultReserveBytes = 16 << 20;  // ReserveRequest::max_bytes
+  static constexpr int64_t kMaxReserveBytes = 256 << 20;
 };
 
 // Exponential back-off for a nack without an explicit retry delay:
@@ -113,6 +115,10 @@ struct ReserveRequest {
   int64_t wait_ms = 0;              // 0..60000: how long to wait for a first ready job
   std::optional<int64_t> lease_ms;  // 1000..43200000; default: the queue's lease_ms (as read
                                     // while the reserve runs or waits)
+  // 1..256 MiB: the answer stops before the job that would take the stored size of its jobs
+  // (payload, headers, key and bookkeeping, as the store keeps them) over this; the first job
+  // always comes, whatever its size.
+  int64_t max_bytes = Limits::kDefaultReserveBytes;
 };
 
 // One delivery of a job to a consumer. The receipt names this delivery only.

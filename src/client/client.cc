@@ -310,6 +310,7 @@ class HttpClient final : public Client {
     JsonWriter w;
     w.BeginObject().Key("max").Int(request.max).Key("wait_ms").Int(request.wait_ms);
     if (request.lease_ms) w.Key("lease_ms").Int(*request.lease_ms);
+    if (request.max_bytes != Limits::kDefaultReserveBytes) w.Key("max_bytes").Int(request.max_bytes);
     w.EndObject();
     auto r = Call("POST", Path(queue, "/reserve"), w.str(),
                   std::max<int64_t>(0, request.wait_ms) + 30'000, cancel);

@@ -100,6 +100,10 @@ Status ValidateReserve(const ReserveRequest& r) {
     return Status::InvalidArgument(
         fmt::format("wait_ms is {}; it must be between 0 and {}", r.wait_ms, Limits::kMaxWaitMs));
   }
+  if (r.max_bytes < 1 || r.max_bytes > Limits::kMaxReserveBytes) {
+    return Status::InvalidArgument(fmt::format("max_bytes is {}; it must be between 1 and {} (256 MiB)",
+                                               r.max_bytes, Limits::kMaxReserveBytes));
+  }
   if (r.lease_ms) return ValidateLeaseMs(*r.lease_ms);
   return Status::Ok();
 }

@@ -23,7 +23,7 @@ std::string Truncated(std::string_view text) {
 
 }  // namespace
 
-Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max,
+Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes,
                                                         int64_t lease_ms, const Instant& now) {
   std::vector<Delivery> out;
   if (q->meta.paused || q->ready.empty()) return out;
@@ -37,47 +37,62 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   };
   std::vector<Pick> picks;
   std::vector<DueKey> broken;
-  std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
-  std::vector<std::string> ids;
-  for (auto it = q->ready.begin(); it != q->ready.end() && static_cast<int32_t>(ids.size()) < max;
-       ++it) {
-    candidates.push_back(it);
-    ids.emplace_back(it->first.id.Raw());
-  }
-  std::vector<std::string> raws;
-  std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, ids, &raws);
   auto batch = storage_->NewBatch();
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    auto it = candidates[i];
-    const DueKey& key = it->first;
-    const std::string& raw = raws[i];
-    JobRecord record;
-    const Status& s = reads[i];
-    if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
-      spdlog::error("queue {}: ready job {} has no record; dropping it", q->name,
-                    key.id.ToString());
-      broken.push_back(key);
-      continue;
+  // Records are read a few at a time, so an answer bounded by max_bytes never reads far past
+  // it: the answer stops before the record that would take it over (the first always comes).
+  // The Redis reserve script applies the same rule to the same encoded records.
+  constexpr size_t kChunk = 8;
+  int64_t bytes = 0;
+  bool full = false;
+  auto next = q->ready.begin();
+  while (!full && next != q->ready.end() && static_cast<int32_t>(out.size() + broken.size()) < max) {
+    std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
+    std::vector<std::string> ids;
+    for (; next != q->ready.end() && candidates.size() < kChunk &&
+           static_cast<int32_t>(out.size() + broken.size() + candidates.size()) < max;
+         ++next) {
+      candidates.push_back(next);
+      ids.emplace_back(next->first.id.Raw());
     }
-    DELAYQ_RETURN_IF_ERROR(s);
-    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-    const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
-    const int32_t attempt = it->second.attempt + 1;
-    batch->Put(Cf::kDue, DueIndexKey(q->name, key),
-               EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
-    Delivery d;
-    d.id = key.id.ToString();
-    d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
-    d.payload = std::move(record.payload);
-    d.binary = record.binary;
-    d.headers = std::move(record.headers);
-    d.attempt = attempt;
-    d.max_attempts = record.max_attempts;
-    d.due_at_ms = key.due_ms;
-    d.key = std::move(record.key);
-    d.lease_deadline_ms = deadline;
-    out.push_back(std::move(d));
-    picks.push_back({it, delivery, record.max_attempts, record.key_indexed});
+    std::vector<std::string> raws;
+    std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, ids, &raws);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      auto it = candidates[i];
+      const DueKey& key = it->first;
+      const std::string& raw = raws[i];
+      JobRecord record;
+      const Status& s = reads[i];
+      if (s.ok() && !out.empty() && bytes + static_cast<int64_t>(raw.size()) > max_bytes) {
+        full = true;
+        break;
+      }
+      if (s.ok()) bytes += static_cast<int64_t>(raw.size());
+      if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
+        spdlog::error("queue {}: ready job {} has no record; dropping it", q->name,
+                      key.id.ToString());
+        broken.push_back(key);
+        continue;
+      }
+      DELAYQ_RETURN_IF_ERROR(s);
+      DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+      const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
+      const int32_t attempt = it->second.attempt + 1;
+      batch->Put(Cf::kDue, DueIndexKey(q->name, key),
+                 EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
+      Delivery d;
+      d.id = key.id.ToString();
+      d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
+      d.payload = std::move(record.payload);
+      d.binary = record.binary;
+      d.headers = std::move(record.headers);
+      d.attempt = attempt;
+      d.max_attempts = record.max_attempts;
+      d.due_at_ms = key.due_ms;
+      d.key = std::move(record.key);
+      d.lease_deadline_ms = deadline;
+      out.push_back(std::move(d));
+      picks.push_back({it, delivery, record.max_attempts, record.key_indexed});
+    }
   }
   if (batch->Count() > 0) {
     uint64_t seq;  // a reserve is not waited on for durability: losing it only redelivers
@@ -117,7 +132,8 @@ Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
   Op op(*this, Op::kReads);  // a reserve is not waited on for durability: losing it redelivers
   DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = GetOrCreateQueueLocked(queue);
-  return ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
+  return ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms),
+                       op.now());
 }
 
 uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& request,
@@ -135,7 +151,7 @@ uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& 
   }
   QueueState* q = GetOrCreateQueueLocked(queue);
   auto result =
-      ReserveLocked(q, request.max, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
+      ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
   if (!result.ok() || !result->empty() || request.wait_ms == 0) {
     op.deferred().Add([done = std::move(done), result = std::move(result)]() mutable {
       done(std::move(result));

@@ -262,7 +262,7 @@ class EngineImpl final : public Engine {
   void SchedulerLoop();
 
   // --- operations (engine.cc) ---
-  Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t lease_ms,
+  Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                               const Instant& now);
   Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
                              JobRecord* record, bool* have_record);

@@ -156,7 +156,7 @@ void EngineImpl::ServeWaitersLocked(QueueState* q, const Instant& now, Deferred&
     }
     Waiter& w = it->second;
     int64_t lease_ms = w.request.lease_ms.value_or(ConfigOf(q).lease_ms);
-    auto result = ReserveLocked(q, w.request.max, lease_ms, now);
+    auto result = ReserveLocked(q, w.request.max, w.request.max_bytes, lease_ms, now);
     if (result.ok() && result->empty()) return;
     q->waiters.pop_front();
     waiter_deadlines_.erase({w.deadline_mono_us, handle});

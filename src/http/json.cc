@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/duration.h"
+#include "core/validate.h"
 
 namespace delayq::http {
 namespace sj = simdjson::ondemand;
@@ -497,8 +498,12 @@ Result<ReserveRequest> ParseReserve(std::string_view body) {
     } else if (key == "lease_ms") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, "lease_ms", &n, "an integer from 1000 to 43200000"));
       r.lease_ms = n;
+    } else if (key == "max_bytes") {
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, "max_bytes", &n, "an integer from 1 to 268435456"));
+      r.max_bytes = n;
     }
   }
+  DELAYQ_RETURN_IF_ERROR(ValidateReserve(r));
   return r;
 }
 

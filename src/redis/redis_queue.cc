@@ -622,11 +622,15 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
   }
   const auto signer = Signer();
   std::vector<Delivery> out;
-  for (int k = 0; k < shards && static_cast<int32_t>(out.size()) < request.max; ++k) {
+  int64_t bytes = 0;  // of the stored records answered, against request.max_bytes
+  for (int k = 0; k < shards && static_cast<int32_t>(out.size()) < request.max &&
+                  (out.empty() || bytes < request.max_bytes);
+       ++k) {
     const int shard = (start + k) % shards;
     const int32_t want = request.max - static_cast<int32_t>(out.size());
     std::vector<std::string> args = {options_.consumer, std::to_string(want), std::to_string(lease),
-                                     std::to_string(kClaimIdleMs)};
+                                     std::to_string(kClaimIdleMs), std::to_string(request.max_bytes - bytes),
+                                     out.empty() ? "1" : "0"};
     // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
     // receipt acts only when its token equals the stored one.
     for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
@@ -638,6 +642,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
       const auto& a = row.array;
       if (a.size() < 8) continue;
       JobRecord record;
+      bytes += static_cast<int64_t>(a[1].str.size());
       if (!a[1].str.empty()) DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(a[1].str, &record));
       Delivery d;
       d.id = a[0].str;

@@ -276,32 +276,73 @@ const Script kReserveScript = Make("reserve", R"LUA(
 if redis.call('HGET', K_CONFIG, 'paused') == '1' then return {} end
 if redis.call('EXISTS', K_READY) == 0 then return {} end
 local consumer, max, lease, T = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_bytes, first_free = tonumber(ARGV[5]), ARGV[6] == '1'
 local nowu = now_us()
 local now = math.floor(nowu / 1000)
 local got = {}
+-- The answer stops before the job whose stored record would take it over max_bytes (the first
+-- job always comes when first_free): the embedded store's rule (ReserveLocked), on the same
+-- encoded records. Entries are peeked and sized before they are taken from the stream.
+local bytes, taken = 0, 0
+local function fits(id)
+  local n = redis.call('HSTRLEN', K_JOBS, id)
+  if bytes + n > max_bytes and not (first_free and taken == 0) then return false end
+  bytes, taken = bytes + n, taken + 1
+  return true
+end
 -- Deliveries whose lease ran out (idle > T) are claimed first; the pending list counts them.
 -- Only scanned while the reaper has flagged run-out leases ('_claim'); the flag goes when one
 -- scan from the start of the pending list reaches its end without filling the batch.
 if redis.call('HGET', K_COUNTERS, '_claim') then
   local cursor = redis.call('HGET', K_COUNTERS, '_claim_cursor') or '0-0'
-  local claimed = redis.call('XAUTOCLAIM', K_READY, GROUP, consumer, T, cursor, 'COUNT', max)
-  for _, e in ipairs(claimed[2]) do
-    if e[2] and e[2][2] then
-      local p = redis.call('XPENDING', K_READY, GROUP, e[1], e[1], 1)
-      got[#got + 1] = { e[1], e[2][2], p[1] and tonumber(p[1][4]) or 1 }
+  local n, whole = 0, true
+  for _, p in ipairs(redis.call('XPENDING', K_READY, GROUP, 'IDLE', T, cursor, '+', max)) do
+    local e = redis.call('XRANGE', K_READY, p[1], p[1])
+    if e[1] and e[1][2] and e[1][2][2] and not fits(e[1][2][2]) then
+      whole = false
+      break
+    end
+    n = n + 1
+  end
+  if n > 0 then
+    local claimed = redis.call('XAUTOCLAIM', K_READY, GROUP, consumer, T, cursor, 'COUNT', n)
+    for _, e in ipairs(claimed[2]) do
+      if e[2] and e[2][2] then
+        local p = redis.call('XPENDING', K_READY, GROUP, e[1], e[1], 1)
+        got[#got + 1] = { e[1], e[2][2], p[1] and tonumber(p[1][4]) or 1 }
+      end
+    end
+    if whole and cursor == '0-0' and claimed[1] == '0-0' and #claimed[2] < max then
+      redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
+    else
+      redis.call('HSET', K_COUNTERS, '_claim_cursor', claimed[1])
+    end
+  elseif whole then
+    if cursor == '0-0' then
+      redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
+    else
+      redis.call('HSET', K_COUNTERS, '_claim_cursor', '0-0')
     end
   end
-  if cursor == '0-0' and claimed[1] == '0-0' and #claimed[2] < max then
-    redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
-  else
-    redis.call('HSET', K_COUNTERS, '_claim_cursor', claimed[1])
-  end
 end
-if #got < max then
-  local r = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', max - #got, 'STREAMS', K_READY, '>')
-  if r then
-    for _, e in ipairs(r[1][2]) do
-      if e[2] and e[2][2] then got[#got + 1] = { e[1], e[2][2], 1 } end
+if #got < max and (taken == 0 or bytes < max_bytes) then
+  local last = '0-0'
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f['name'] == GROUP then last = f['last-delivered-id'] end
+  end
+  local n = 0
+  for _, e in ipairs(redis.call('XRANGE', K_READY, '(' .. last, '+', 'COUNT', max - #got)) do
+    if e[2] and e[2][2] and not fits(e[2][2]) then break end
+    n = n + 1
+  end
+  if n > 0 then
+    local r = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', K_READY, '>')
+    if r then
+      for _, e in ipairs(r[1][2]) do
+        if e[2] and e[2][2] then got[#got + 1] = { e[1], e[2][2], 1 } end
+      end
     end
   end
 end
@@ -310,7 +351,7 @@ end
 local ids = {}
 for i, g in ipairs(got) do ids[i] = g[2] end
 local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
-local out, token_at, acc = {}, 5, {}
+local out, token_at, acc = {}, 7, {}
 local stale, metas, leases, body_ids = {}, {}, {}, {}
 for i, g in ipairs(got) do
   local sid, id, count = g[1], g[2], g[3]
