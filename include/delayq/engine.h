@@ -41,6 +41,9 @@ struct EngineOptions {
   size_t window_refill = 4096;
   size_t block_cache_bytes = 64 << 20;      // RocksDB block cache; default 64 MiB
   size_t write_buffer_bytes = 128 << 20;    // RocksDB memtables, all column families; 128 MiB
+  // Queues at most: creating one more (an enqueue, config, pause or resume naming a new queue)
+  // is kResourceExhausted. Reads and reserves never create a queue. Default 10 000.
+  size_t max_queues = 10'000;
 };
 
 // Internal sizes, for tests and the bounded-memory benchmark.

@@ -57,7 +57,9 @@ class Queue {
 
   // Reserves up to request.max ready jobs for request.lease_ms, waiting up to request.wait_ms
   // for the first one. An empty vector means nothing became ready in time (or the queue is
-  // paused). Each job's attempt counts this delivery; each Delivery carries a fresh receipt.
+  // paused, or no queue has that name: a reserve never creates a queue, and one that waits on
+  // such a name is answered when a job is enqueued to it). Each job's attempt counts this
+  // delivery; each Delivery carries a fresh receipt.
   virtual Result<std::vector<Delivery>> Reserve(std::string_view queue,
                                                 const ReserveRequest& request) = 0;
 

@@ -148,6 +148,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")->capture_default_str();
+  s->add_option("--max-queues", serve.max_queues,
+                "Queues at most; an enqueue, config, pause or resume creating one more is 429 (reads and "
+                "reserves never create a queue)")
+      ->capture_default_str();
   s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
   s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
       ->capture_default_str();

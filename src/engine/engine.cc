@@ -130,14 +130,52 @@ Status EngineImpl::Op::Finish() {
 
 QueueState* EngineImpl::FindQueueLocked(std::string_view name) {
   auto it = queues_.find(name);
-  return it == queues_.end() ? nullptr : it->second.get();
+  return it == queues_.end() || it->second->provisional ? nullptr : it->second.get();
 }
 
 QueueState* EngineImpl::GetOrCreateQueueLocked(std::string_view name) {
   auto it = queues_.find(name);
+  if (it != queues_.end()) {
+    if (it->second->provisional) {
+      it->second->provisional = false;
+      ++queue_count_;
+    }
+    return it->second.get();
+  }
+  auto q = std::make_unique<QueueState>(std::string(name));
+  ++queue_count_;
+  return queues_.emplace(q->name, std::move(q)).first->second.get();
+}
+
+Status EngineImpl::RoomForQueueLocked(std::string_view name) {
+  if (FindQueueLocked(name) == nullptr && queue_count_ >= options_.max_queues) {
+    return Status::ResourceExhausted(fmt::format(
+        "queue \"{}\" would be queue {}, over the limit of {} (--max-queues); delete queues that are no "
+        "longer used (DELETE /v1/queues/NAME) or raise the limit",
+        name.substr(0, 200), queue_count_ + 1, options_.max_queues));
+  }
+  return Status::Ok();
+}
+
+Result<QueueState*> EngineImpl::CreateQueueLocked(std::string_view name) {
+  DELAYQ_RETURN_IF_ERROR(RoomForQueueLocked(name));
+  return GetOrCreateQueueLocked(name);
+}
+
+QueueState* EngineImpl::QueueForWaiterLocked(std::string_view name) {
+  auto it = queues_.find(name);
   if (it != queues_.end()) return it->second.get();
   auto q = std::make_unique<QueueState>(std::string(name));
+  q->provisional = true;
   return queues_.emplace(q->name, std::move(q)).first->second.get();
+}
+
+void EngineImpl::DropIfUnusedLocked(QueueState* q) {
+  if (q == nullptr || !q->provisional) return;
+  for (uint64_t handle : q->waiters) {
+    if (waiters_.contains(handle)) return;
+  }
+  queues_.erase(q->name);
 }
 
 Status EngineImpl::WriteLocked(WriteBatch& batch, uint64_t* seq) {
@@ -190,6 +228,7 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
   const int64_t now_ms = op.now().wall_ms();
   {
     QueueState* q = FindQueueLocked(queue);
+    if (!q) DELAYQ_RETURN_IF_ERROR(RoomForQueueLocked(queue));
     const QueueConfig& config = q ? ConfigOf(q) : options_.default_queue_config;
 
     std::vector<int64_t> dues(requests.size());
@@ -509,8 +548,10 @@ Result<std::vector<QueueStats>> EngineImpl::ListQueues() {
   Op op(*this, Op::kReads);
   DELAYQ_RETURN_IF_ERROR(op.status());
   std::vector<QueueStats> out;
-  out.reserve(queues_.size());
-  for (auto& [name, q] : queues_) out.push_back(StatsLocked(q.get(), op.now()));
+  out.reserve(queue_count_);
+  for (auto& [name, q] : queues_) {
+    if (!q->provisional) out.push_back(StatsLocked(q.get(), op.now()));
+  }
   return out;
 }
 
@@ -567,7 +608,9 @@ Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) 
   DELAYQ_RETURN_IF_ERROR(ValidateConfig(config));
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
-  QueueState* q = GetOrCreateQueueLocked(queue);
+  auto created = CreateQueueLocked(queue);
+  if (!created.ok()) return created.status();
+  QueueState* q = *created;
   QueueMeta meta = q->meta;
   meta.config = config;
   meta.has_config = true;
@@ -579,7 +622,9 @@ Status EngineImpl::Pause(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
-  QueueState* q = GetOrCreateQueueLocked(queue);
+  auto created = CreateQueueLocked(queue);
+  if (!created.ok()) return created.status();
+  QueueState* q = *created;
   QueueMeta meta = q->meta;
   meta.paused = true;
   DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
@@ -590,7 +635,9 @@ Status EngineImpl::Resume(std::string_view queue) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
-  QueueState* q = GetOrCreateQueueLocked(queue);
+  auto created = CreateQueueLocked(queue);
+  if (!created.ok()) return created.status();
+  QueueState* q = *created;
   QueueMeta meta = q->meta;
   meta.paused = false;
   DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));

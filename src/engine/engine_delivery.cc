@@ -131,7 +131,8 @@ Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
   DELAYQ_RETURN_IF_ERROR(ValidateReserve(request));
   Op op(*this, Op::kReads);  // a reserve is not waited on for durability: losing it redelivers
   DELAYQ_RETURN_IF_ERROR(op.status());
-  QueueState* q = GetOrCreateQueueLocked(queue);
+  QueueState* q = FindQueueLocked(queue);  // a reserve creates no queue
+  if (!q) return std::vector<Delivery>{};
   return ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms),
                        op.now());
 }
@@ -149,7 +150,13 @@ uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& 
     op.deferred().Add([done = std::move(done), open = op.status()] { done(open); });
     return 0;
   }
-  QueueState* q = GetOrCreateQueueLocked(queue);
+  // A reserve creates no queue; one that waits on a name that is not a queue yet waits on a
+  // provisional one, which goes with its last waiter.
+  QueueState* q = request.wait_ms > 0 ? QueueForWaiterLocked(queue) : FindQueueLocked(queue);
+  if (!q) {
+    op.deferred().Add([done = std::move(done)] { done(std::vector<Delivery>{}); });
+    return 0;
+  }
   auto result =
       ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
   if (!result.ok() || !result->empty() || request.wait_ms == 0) {
@@ -175,7 +182,9 @@ void EngineImpl::CancelReserve(uint64_t handle) {
     if (it == waiters_.end()) return;
     done = std::move(it->second.done);
     waiter_deadlines_.erase({it->second.deadline_mono_us, handle});
+    QueueState* q = it->second.queue;
     waiters_.erase(it);
+    DropIfUnusedLocked(q);
   }
   done(std::vector<Delivery>{});
 }

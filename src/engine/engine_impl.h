@@ -110,6 +110,9 @@ struct QueueState {
   QueueCounters counters;
   LatencyHistogram lateness;
   std::deque<uint64_t> waiters;  // handles, first come first served
+  // Made only to hold waiting reserves for a name that is not a queue: invisible to reads and
+  // lists, dropped when its last waiter leaves, made a queue by the first write to it.
+  bool provisional = false;
 };
 
 struct Lease {
@@ -226,8 +229,17 @@ class EngineImpl final : public Engine {
   Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
 
   // --- queues (engine.cc) ---
-  QueueState* FindQueueLocked(std::string_view name);
-  QueueState* GetOrCreateQueueLocked(std::string_view name);
+  QueueState* FindQueueLocked(std::string_view name);  // a queue (never a provisional one)
+  QueueState* GetOrCreateQueueLocked(std::string_view name);  // no limit: recovery
+  // kResourceExhausted when `name` is not a queue and there are options_.max_queues already.
+  Status RoomForQueueLocked(std::string_view name);
+  // The queue, created if it is new (RoomForQueueLocked first).
+  Result<QueueState*> CreateQueueLocked(std::string_view name);
+  // The queue or a provisional one, for a waiting reserve.
+  QueueState* QueueForWaiterLocked(std::string_view name);
+  // Drops `q` when it is provisional and no waiter is left on it.
+  void DropIfUnusedLocked(QueueState* q);
+  size_t queue_count_ = 0;  // queues, not counting provisional ones
   const QueueConfig& ConfigOf(const QueueState* q) const {
     return q->meta.has_config ? q->meta.config : options_.default_queue_config;
   }

@@ -142,7 +142,9 @@ void EngineImpl::ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred) {
     auto it = waiters_.find(handle);
     if (it == waiters_.end()) continue;
     deferred.Add([done = std::move(it->second.done)] { done(std::vector<Delivery>{}); });
+    QueueState* q = it->second.queue;
     waiters_.erase(it);  // its handle in the queue's deque is skipped later
+    DropIfUnusedLocked(q);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -83,9 +84,42 @@ void Header(std::string& out, const char* name, const char* type, const char* he
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// Keeps the kMaxQueueSeries queues holding the most jobs and sums the rest into "(other)".
+void FoldQueues(std::vector<QueueStats>& stats) {
+  if (stats.size() <= Metrics::kMaxQueueSeries) return;
+  auto jobs = [](const QueueStats& s) { return s.scheduled + s.ready + s.reserved + s.dead; };
+  std::nth_element(stats.begin(), stats.begin() + Metrics::kMaxQueueSeries - 1, stats.end(),
+                   [&](const QueueStats& a, const QueueStats& b) { return jobs(a) > jobs(b); });
+  QueueStats other;
+  other.name = "(other)";
+  for (auto it = stats.begin() + Metrics::kMaxQueueSeries - 1; it != stats.end(); ++it) {
+    other.scheduled += it->scheduled;
+    other.ready += it->ready;
+    other.reserved += it->reserved;
+    other.dead += it->dead;
+    other.due_next_60s += it->due_next_60s;
+    other.oldest_ready_ms = std::max(other.oldest_ready_ms, it->oldest_ready_ms);
+    other.counters.enqueued += it->counters.enqueued;
+    other.counters.delivered += it->counters.delivered;
+    other.counters.acked += it->counters.acked;
+    other.counters.nacked += it->counters.nacked;
+    other.counters.redelivered += it->counters.redelivered;
+    other.counters.dead += it->counters.dead;
+    auto& l = other.lateness;
+    if (l.cumulative.size() < it->lateness.cumulative.size()) l.cumulative.resize(it->lateness.cumulative.size());
+    for (size_t i = 0; i < it->lateness.cumulative.size(); ++i) l.cumulative[i] += it->lateness.cumulative[i];
+    l.count += it->lateness.count;
+    l.sum_ms += it->lateness.sum_ms;
+  }
+  stats.resize(Metrics::kMaxQueueSeries - 1);
+  std::sort(stats.begin(), stats.end(), [](const QueueStats& a, const QueueStats& b) { return a.name < b.name; });
+  stats.push_back(std::move(other));
+}
+
 }  // namespace
 
-std::string Metrics::Render(const std::vector<QueueStats>& stats, bool store_up) const {
+std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const {
+  FoldQueues(stats);
   std::string out;
   out.reserve(4096 + stats.size() * 2048);
   Header(out, "delayq_jobs", "gauge", "Jobs per queue and state.");

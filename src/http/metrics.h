@@ -31,9 +31,14 @@ class Metrics {
   std::atomic<int64_t> body_bytes{0};   // request body bytes held now (of --max-body-memory)
   std::atomic<int64_t> waiting{0};      // reserves waiting for a job
 
+  // Per-queue series are written for this many queues at most (those holding the most jobs);
+  // the others are summed into queue="(other)", which no queue can be named, so a scrape stays
+  // small whatever the number of queues.
+  static constexpr size_t kMaxQueueSeries = 500;
+
   // Prometheus text for the HTTP metrics, the process, the store's health (`store_up`) and the
   // queues in `stats`.
-  std::string Render(const std::vector<QueueStats>& stats, bool store_up) const;
+  std::string Render(std::vector<QueueStats> stats, bool store_up) const;
 
  private:
   struct PerRoute {

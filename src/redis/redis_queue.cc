@@ -235,10 +235,23 @@ Result<RedisQueue::QueueInfo*> RedisQueue::Info(std::string_view queue_view, boo
   }
   const std::string home = HomeConfigKey(queue);
   if (create) {
-    auto r = client_->Pipeline(home, {{"HSETNX", home, "shards", std::to_string(options_.shards)}});
-    if (!r.ok()) return r.status();
+    // Registered first: a queue over --max-queues is taken out again before it holds anything
+    // (servers racing at the limit may pass it by one each).
     auto reg = client_->Call(kRegistry, {"SADD", kRegistry, queue});
     if (!reg.ok()) return reg.status();
+    if (reg->AsInt() == 1) {
+      auto count = client_->Call(kRegistry, {"SCARD", kRegistry});
+      if (!count.ok()) return count.status();
+      if (count->AsInt() > static_cast<int64_t>(options_.max_queues)) {
+        (void)client_->Call(kRegistry, {"SREM", kRegistry, queue});
+        return Status::ResourceExhausted(fmt::format(
+            "queue \"{}\" would be queue {}, over the limit of {} (--max-queues); delete queues that are "
+            "no longer used (DELETE /v1/queues/NAME) or raise the limit",
+            queue.substr(0, 200), count->AsInt(), options_.max_queues));
+      }
+    }
+    auto r = client_->Pipeline(home, {{"HSETNX", home, "shards", std::to_string(options_.shards)}});
+    if (!r.ok()) return r.status();
   }
   // A SetConfig on another thread between our HGETALL and our store would be undone by what we
   // read (the scheduler reads configs too): read again when a write happened meanwhile.
@@ -609,7 +622,8 @@ Result<Job> RedisQueue::Reschedule(std::string_view queue, const JobRef& ref, co
 // Deliveries
 
 Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, const ReserveRequest& request) {
-  auto info = Info(queue, true);
+  auto info = Info(queue, false);  // a reserve creates no queue
+  if (!info.ok() && info.status().code() == Code::kNotFound) return std::vector<Delivery>{};
   if (!info.ok()) return info.status();
   int64_t lease;
   int shards;
@@ -717,9 +731,20 @@ void RedisQueue::CancelReserve(uint64_t handle) {
     auto it = waiters_.find(handle);
     if (it == waiters_.end()) return;
     done = std::move(it->second.done);
+    const std::string queue = it->second.queue;
     waiters_.erase(it);
+    DropIfUnusedLocked(queue);
   }
   done(std::vector<Delivery>{});
+}
+
+void RedisQueue::DropIfUnusedLocked(const std::string& queue) {
+  auto q = queues_.find(queue);
+  if (q == queues_.end() || q->second.config_read_at >= 0) return;
+  for (uint64_t handle : q->second.waiters) {
+    if (waiters_.contains(handle)) return;
+  }
+  queues_.erase(q);
 }
 
 Status RedisQueue::Ack(std::string_view queue, std::string_view receipt) {
@@ -1160,7 +1185,7 @@ void RedisQueue::SchedulerLoop() {
     std::vector<std::string> unloaded;  // learned from the wake channel: read their config first
     for (auto& [name, q] : queues_) {
       if (q.config_read_at < 0 || q.next_due.size() < static_cast<size_t>(q.shards)) {
-        unloaded.push_back(name);
+        if (q.absent_until <= steady) unloaded.push_back(name);
         continue;
       }
       for (int s = 0; s < q.shards; ++s) {
@@ -1171,14 +1196,17 @@ void RedisQueue::SchedulerLoop() {
       q.check = false;
     }
     std::vector<ReserveCallback> expired;
+    std::set<std::string> left;  // queues some waiter left
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       if (it->second.deadline <= steady) {
         expired.push_back(std::move(it->second.done));
+        left.insert(it->second.queue);
         it = waiters_.erase(it);
       } else {
         ++it;
       }
     }
+    for (const auto& name : left) DropIfUnusedLocked(name);
     const bool refresh_registry = steady >= next_registry;
     if (refresh_registry) next_registry = steady + kRegistryRefreshMs;
     std::set<std::string> notices;
@@ -1192,10 +1220,15 @@ void RedisQueue::SchedulerLoop() {
       Observe(pong.ok() ? Status::Ok() : pong.status());
     }
     for (const auto& name : unloaded) {
-      if (Info(name, false).ok()) {
-        std::lock_guard g(mu_);
-        queues_[name].check = true;
+      auto info = Info(name, false);
+      std::lock_guard g(mu_);
+      auto q = queues_.find(name);
+      if (q == queues_.end()) continue;
+      if (info.ok()) {
+        q->second.check = true;
         poked_ = true;
+      } else if (info.status().code() == Code::kNotFound) {
+        q->second.absent_until = SteadyMs() + options_.safety_interval_ms;
       }
     }
     if (refresh_registry) {
@@ -1299,6 +1332,7 @@ void RedisQueue::SubscriberLoop() {
           q.name = tag;
           q.check = true;
         }
+        q.absent_until = 0;  // it exists now, if it did not
         if (payload.rfind("due ", 0) == 0 && static_cast<size_t>(shard) < q.next_due.size()) {
           const int64_t due = std::atoll(payload.c_str() + 4);
           auto& next = q.next_due[static_cast<size_t>(shard)];

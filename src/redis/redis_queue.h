@@ -48,6 +48,9 @@ struct RedisQueueOptions {
   int wait_timeout_ms = 1000;
   // Tests only: runs after a queue's config was read from Redis and before it is cached.
   std::function<void(const std::string& queue)> after_config_read_for_test;
+  // Queues at most (the registry's size, shared by every server): creating one more is
+  // kResourceExhausted. Reads and reserves never create a queue. Default 10 000.
+  size_t max_queues = 10'000;
 };
 
 class RedisQueue final : public Queue {
@@ -101,6 +104,9 @@ class RedisQueue final : public Queue {
     std::vector<int64_t> next_lease;  // per shard
     std::deque<uint64_t> waiters;
     bool check = true;  // run promote/reap at the next tick
+    // Not a queue in Redis when last read (waiters wait on it): read again after this (steady
+    // ms) or when its wake channel speaks, not at every tick.
+    int64_t absent_until = 0;
   };
   struct Waiter {
     std::string queue;
@@ -134,6 +140,8 @@ class RedisQueue final : public Queue {
   void SubscriberLoop();
   void ServeWaiters(const std::string& queue);
   void Poke();
+  // Drops the local entry of `queue` when it was never read from Redis and no waiter is left.
+  void DropIfUnusedLocked(const std::string& queue);
   // Reads the receipt secret from Redis, making it first if it is missing (SET NX).
   Status LoadReceiptSecret();
   std::shared_ptr<const ReceiptSigner> Signer();

@@ -26,6 +26,7 @@ struct ServeOptions {
   size_t max_connections_per_address = 1'000;
   int header_timeout_s = 10;
   int64_t max_waiting = 50'000;
+  size_t max_queues = 10'000;             // creating more is 429
   std::string port_file;                  // when set, the bound port is written here (tests)
   int redis_shards = 1;                   // shards of a queue created on Redis (1..256)
   int redis_wait_replicas = 0;            // Redis: writes wait for this many replicas (WAIT)

@@ -14,6 +14,7 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     engine_options.path = o.data;
     engine_options.durability = o.durability;
     engine_options.sync_interval_ms = o.sync_interval_ms;
+    engine_options.max_queues = o.max_queues;
     auto engine = Engine::Open(engine_options);
     if (!engine.ok()) return engine.status();
     Engine* raw = engine->get();
@@ -28,6 +29,7 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     redis_options.shards = o.redis_shards;
     redis_options.wait_replicas = o.redis_wait_replicas;
     redis_options.wait_timeout_ms = o.redis_wait_timeout_ms;
+    redis_options.max_queues = o.max_queues;
     auto redis = redis::RedisQueue::Open(redis_options);
     if (!redis.ok()) return redis.status();
     redis::RedisQueue* raw = redis->get();

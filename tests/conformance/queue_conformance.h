@@ -59,4 +59,9 @@ class QueueConformance : public ::testing::TestWithParam<HarnessFactory> {
   std::unique_ptr<QueueHarness> h_;
 };
 
+// For a store opened with max_queues = 3 and no queue yet: the fourth queue is refused
+// (kResourceExhausted) by every way of creating one, and nothing else changes. Each store's own
+// test opens it so and calls this.
+void ExpectTheQueueLimitHolds(Queue& q);
+
 }  // namespace delayq::testing

@@ -7,6 +7,7 @@
 
 #include <future>
 
+#include "conformance/queue_conformance.h"
 #include "engine/engine_harness.h"
 
 namespace delayq::testing {
@@ -242,6 +243,11 @@ TEST(SystemClockTest, SleepsTowardsAWallClockDateAreCappedSoUnreportedStepsAreNo
   EXPECT_GT(clock.RealTimeUntil(Clock::kNever, clock.MonoUs() + 3'600'000'000LL).count(),
             SystemClock::kStepCheckUs)
       << "monotonic deadlines are not capped: they cannot step";
+}
+
+TEST(EngineQueues, TheQueueLimitHolds) {
+  EngineHarness h(Durability::kNone, [](EngineOptions& o) { o.max_queues = 3; });
+  ExpectTheQueueLimitHolds(h.queue());
 }
 
 }  // namespace

@@ -88,6 +88,19 @@ TEST(RedisStore, AReceiptFromOneServerIsGoodOnAnother) {
   EXPECT_EQ((*b)->Ack("signed", tampered).code(), Code::kInvalidArgument);
 }
 
+TEST(RedisStore, TheQueueLimitHolds) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  o.max_queues = 3;
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ExpectTheQueueLimitHolds(**q);
+  auto members = (*q)->client().Call("dq:queues", {"SCARD", "dq:queues"});
+  ASSERT_TRUE(members.ok());
+  EXPECT_EQ(members->AsInt(), 3) << "a refused queue stayed in the registry";
+}
+
 TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
   RedisServer redis;
   ServerProcess a({"--store", redis.url()});
