@@ -52,13 +52,15 @@ CHECK_DURATION ?= 60s
 check-history: build
 	@./scripts/check-history.sh $(BUILD) $(CHECK_DURATION)
 
-# Fuzz the request/JSON handling and the duration parser for FUZZ_SECONDS each (CI: 60).
+# Fuzz the request/JSON handling, raw connections to the whole server, Redis reply decoding,
+# the Kafka headers and the duration parser for FUZZ_SECONDS each (CI: 20).
+FUZZ_TARGETS = request connection redis_reply kafka_headers duration
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	@DELAYQ_EXTRA_PACKAGES="clang-14 libclang-rt-14-dev" ./scripts/install-deps.sh
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_FUZZ=ON -DDELAYQ_BUILD_TESTS=OFF -DDELAYQ_BUILD_BENCH=OFF >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_request fuzz_duration
-	@for t in request duration; do \
+	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
 	  ./build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \

@@ -63,7 +63,7 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
     const int32_t attempt = q->window.PopFront().second;  // the job at `key`
     --window_entries_;
     ScheduleCountLocked(q, key.due_ms, -1);
-    q->ready.emplace(key, ReadyInfo{attempt, 0, false});
+    q->ready.emplace(key, ReadyInfo{attempt, DeliveryToken{}, false});
     ++ready_entries_;
     if (q->window.empty() && !q->window_complete) {
       RefillOrRetryLocked(q);

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 namespace delayq::redis {
@@ -104,6 +105,23 @@ timeval Tv(int ms) {
 }
 
 }  // namespace
+
+Result<std::vector<Value>> DecodeReplies(std::string_view resp) {
+  std::unique_ptr<redisReader, void (*)(redisReader*)> reader(redisReaderCreate(), redisReaderFree);
+  if (!reader || redisReaderFeed(reader.get(), resp.data(), resp.size()) != REDIS_OK) {
+    return Status::Internal("hiredis could not take the bytes");
+  }
+  std::vector<Value> out;
+  while (true) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader.get(), &reply) != REDIS_OK) {
+      return Status::InvalidArgument(fmt::format("not RESP: {}", reader->errstr));
+    }
+    if (reply == nullptr) return out;
+    out.push_back(Convert(static_cast<redisReply*>(reply)));
+    freeReplyObject(reply);
+  }
+}
 
 int64_t Value::AsInt() const {
   if (type == kInteger) return integer;

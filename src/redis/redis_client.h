@@ -30,6 +30,11 @@ struct Value {
   const std::string& AsString() const { return str; }
 };
 
+// The replies in `resp` (RESP bytes, as Redis sends them), decoded by hiredis' reader as the
+// client decodes every reply; kInvalidArgument for bytes that are not RESP. A reply cut short at
+// the end is left out.
+Result<std::vector<Value>> DecodeReplies(std::string_view resp);
+
 struct Endpoint {
   std::string host;
   int port = 6379;
