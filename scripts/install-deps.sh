@@ -7,7 +7,7 @@ packages=(
   librocksdb-dev libhiredis-dev librdkafka-dev libboost-dev libboost-system-dev
   nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev redis-server nodejs
-  chromium chromium-driver fuse3 libfuse3-dev faketime libssl-dev
+  chromium chromium-driver fuse3 libfuse3-dev faketime libssl-dev openssl
 )
 # Extra packages for one target (e.g. the fuzz build's clang), from the environment.
 read -r -a extra <<< "${DELAYQ_EXTRA_PACKAGES:-}"

@@ -21,11 +21,15 @@ namespace delayq {
 struct ClientOptions {
   std::string auth_token;      // sent as "Authorization: Bearer <token>" when not empty
   int64_t timeout_ms = 30'000;  // per request (a waiting reserve adds its wait_ms)
+  // https:// only: trust the CAs in this PEM file instead of the system's. The server's
+  // certificate must name the URL's host (DNS name or IP address) either way.
+  std::string tls_ca_file;
 };
 
 class Client : public Queue {
  public:
-  // `url` is http://HOST[:PORT]. Does not contact the server (see Ping).
+  // `url` is http://HOST[:PORT] or https://HOST[:PORT] (port 7070 unless given). Does not
+  // contact the server (see Ping); kInvalidArgument for a malformed URL or an unreadable CA file.
   static Result<std::unique_ptr<Client>> Connect(std::string_view url, ClientOptions options = {});
   static Result<std::unique_ptr<Client>> connect(std::string_view url, ClientOptions options = {}) {
     return Connect(url, std::move(options));

@@ -112,6 +112,11 @@ class Queue {
   virtual Status SetConfig(std::string_view queue, const QueueConfig& config) = 0;
 
   // While paused, jobs still come due but none is handed out. Persisted across restarts.
+  // Deletes a queue: its config, pause state and counters, and with `force` every job in it
+  // (scheduled, ready, reserved and dead; their receipts then act on nothing). Returns the jobs
+  // deleted. kConflict when it holds jobs and `force` is false (nothing changes); kNotFound when
+  // no queue has that name. Reserves waiting on it keep waiting, as on a name that is not a queue.
+  virtual Result<int64_t> DeleteQueue(std::string_view queue, bool force) = 0;
   virtual Status Pause(std::string_view queue) = 0;
   virtual Status Resume(std::string_view queue) = 0;
 

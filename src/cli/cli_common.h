@@ -14,6 +14,7 @@ namespace delayq::cli {
 struct Global {
   std::string server = "http://127.0.0.1:7070";
   std::string token;
+  std::string ca_file;  // https: trust this PEM CA file (DELAYQ_CA_FILE)
   bool json = false;
 };
 

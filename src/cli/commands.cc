@@ -101,6 +101,8 @@ int Main(int argc, char** argv) {
   if (const char* url = std::getenv("DELAYQ_URL")) g.server = url;
   app.add_option("--server", g.server, "Server URL (or DELAYQ_URL)")->capture_default_str();
   app.add_option("--token", g.token, "Bearer token (or DELAYQ_AUTH_TOKEN)")->envname("DELAYQ_AUTH_TOKEN");
+  app.add_option("--ca-file", g.ca_file, "With an https:// server: trust the CAs in this PEM file (or DELAYQ_CA_FILE)")
+      ->envname("DELAYQ_CA_FILE");
   app.add_flag("--json", g.json, "Print the server's JSON instead of text");
   int rc = 0;
   auto run = [&rc](auto fn) {
@@ -129,6 +131,8 @@ int Main(int argc, char** argv) {
                 "Host names clients may use to reach this server, besides IP addresses and localhost "
                 "(e.g. delayq.internal); * allows any. Other names are 403: a guard against DNS rebinding")
       ->delimiter(',');
+  s->add_option("--tls-cert", serve.tls_cert, "Serve HTTPS with this PEM certificate chain (with --tls-key)");
+  s->add_option("--tls-key", serve.tls_key, "The PEM private key of --tls-cert");
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
   s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();
@@ -327,6 +331,23 @@ int Main(int argc, char** argv) {
     if (!client.ok()) return client.status();
     DELAYQ_RETURN_IF_ERROR((*client)->Resume(resume_queue));
     std::printf(g.json ? "{\"paused\":false}\n" : "resumed %s\n", resume_queue.c_str());
+    return Status::Ok();
+  }));
+  std::string delete_queue;
+  bool delete_force = false;
+  auto* dq = app.add_subcommand("delete-queue", "Delete a queue and its config (it must hold no job unless --force)");
+  dq->add_option("queue", delete_queue, "Queue name")->required();
+  dq->add_flag("--force", delete_force, "Delete its jobs too: scheduled, ready, reserved and dead");
+  dq->callback(run([&]() -> Status {
+    auto client = MakeClient(g);
+    if (!client.ok()) return client.status();
+    auto deleted = (*client)->DeleteQueue(delete_queue, delete_force);
+    if (!deleted.ok()) return deleted.status();
+    if (g.json) {
+      std::printf("{\"deleted\":true,\"jobs\":%lld}\n", static_cast<long long>(*deleted));
+    } else {
+      std::printf("deleted queue %s (%lld jobs)\n", delete_queue.c_str(), static_cast<long long>(*deleted));
+    }
     return Status::Ok();
   }));
   struct {

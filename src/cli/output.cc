@@ -9,7 +9,7 @@
 namespace delayq::cli {
 
 Result<std::unique_ptr<Client>> MakeClient(const Global& g) {
-  return Client::Connect(g.server, {g.token, 30'000});
+  return Client::Connect(g.server, {g.token, 30'000, g.ca_file});
 }
 
 int Fail(const Status& s) {

@@ -270,6 +270,13 @@ class HttpClient final : public Client {
     return r.ok() ? Status::Ok() : r.status();
   }
 
+  Result<int64_t> DeleteQueue(std::string_view queue, bool force) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    auto r = Call("DELETE", Path(queue, force ? "?force=true" : ""), "");
+    if (!r.ok()) return r.status();
+    return http::ParseCountResponse(r->body, "jobs");
+  }
+
   Status Pause(std::string_view queue) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("POST", Path(queue, "/pause"), "");
@@ -328,7 +335,7 @@ class HttpClient final : public Client {
 }  // namespace
 
 Result<std::unique_ptr<Client>> Client::Connect(std::string_view url, ClientOptions options) {
-  auto pool = client::HttpConnectionPool::Create(url, options.auth_token, options.timeout_ms);
+  auto pool = client::HttpConnectionPool::Create(url, options.auth_token, options.timeout_ms, options.tls_ca_file);
   if (!pool.ok()) return pool.status();
   return std::unique_ptr<Client>(std::make_unique<HttpClient>(std::move(*pool)));
 }

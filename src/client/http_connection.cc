@@ -12,6 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/asio/ssl.hpp>
 
 namespace delayq::client {
 namespace net = boost::asio;
@@ -19,11 +20,22 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = net::ip::tcp;
 
+struct HttpConnectionPool::Tls {
+  net::ssl::context context{net::ssl::context::tls_client};
+};
+
 class HttpConnectionPool::Connection {
  public:
   net::io_context ioc;
   tcp::socket socket{ioc};
   beast::flat_buffer buffer;
+  std::unique_ptr<net::ssl::stream<tcp::socket&>> tls;  // https: TLS over `socket`
+
+  // Runs `op` on the stream requests travel on: the TLS stream or the socket.
+  template <class Op>
+  auto OnStream(Op&& op) {
+    return tls ? op(*tls) : op(socket);
+  }
 
   void SetTimeout(int64_t ms) {
     timeval tv{};
@@ -38,19 +50,24 @@ class HttpConnectionPool::Connection {
     if (buffer.size() > 0) return false;
     char byte;
     const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    // Over TLS the server may send records on an idle connection (TLS 1.3 session tickets);
+    // they are read with the next answer, so only an end or an error counts there.
+    if (tls && n > 0) return true;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
 };
 
 Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::string_view url,
                                                                        std::string auth_token,
-                                                                       int64_t timeout_ms) {
+                                                                       int64_t timeout_ms,
+                                                                       const std::string& tls_ca_file) {
   std::string_view rest = url;
-  if (rest.substr(0, 7) != "http://") {
+  const bool https = rest.substr(0, 8) == "https://";
+  if (rest.substr(0, 7) != "http://" && !https) {
     return Status::InvalidArgument(fmt::format(
-        "server URL \"{}\" must start with http:// (for example http://127.0.0.1:7070)", url));
+        "server URL \"{}\" must start with http:// or https:// (for example http://127.0.0.1:7070)", url));
   }
-  rest.remove_prefix(7);
+  rest.remove_prefix(https ? 8 : 7);
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
     return Status::InvalidArgument(
@@ -66,14 +83,31 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
   }
   if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   if (host.empty()) return Status::InvalidArgument(fmt::format("server URL \"{}\" has no host", url));
+  std::unique_ptr<Tls> tls;
+  if (https) {
+    tls = std::make_unique<Tls>();
+    tls->context.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                             net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                             net::ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    if (tls_ca_file.empty()) {
+      tls->context.set_default_verify_paths(ec);
+    } else {
+      tls->context.load_verify_file(tls_ca_file, ec);
+    }
+    if (ec) {
+      return Status::InvalidArgument(fmt::format("cannot use the CA file \"{}\": {} (a PEM file is needed)",
+                                                 tls_ca_file.empty() ? "(the system's)" : tls_ca_file, ec.message()));
+    }
+  }
   return std::unique_ptr<HttpConnectionPool>(new HttpConnectionPool(
-      std::string(url), host, port, std::move(auth_token), timeout_ms));
+      std::string(url), host, port, std::move(auth_token), timeout_ms, std::move(tls)));
 }
 
 HttpConnectionPool::HttpConnectionPool(std::string url, std::string host, std::string port,
-                                       std::string token, int64_t timeout_ms)
+                                       std::string token, int64_t timeout_ms, std::unique_ptr<Tls> tls)
     : url_(std::move(url)), host_(std::move(host)), port_(std::move(port)),
-      token_(std::move(token)), timeout_ms_(timeout_ms) {}
+      token_(std::move(token)), timeout_ms_(timeout_ms), tls_(std::move(tls)) {}
 
 HttpConnectionPool::~HttpConnectionPool() = default;
 
@@ -94,6 +128,25 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
   }
   c->socket.set_option(tcp::no_delay(true), ec);
   c->SetTimeout(timeout_ms);
+  if (tls_) {
+    // The server's certificate must chain to a trusted CA and name the host of the URL (a DNS
+    // name by SNI and subjectAltName, or an IP address).
+    c->tls = std::make_unique<net::ssl::stream<tcp::socket&>>(c->socket, tls_->context);
+    beast::error_code bad_address;
+    net::ip::make_address(host_, bad_address);
+    if (bad_address && !SSL_set_tlsext_host_name(c->tls->native_handle(), host_.c_str())) {
+      return Status::Internal("OpenSSL refused the server name for SNI");
+    }
+    c->tls->set_verify_mode(net::ssl::verify_peer);
+    c->tls->set_verify_callback(net::ssl::host_name_verification(host_));
+    c->tls->handshake(net::ssl::stream_base::client, ec);
+    if (ec) {
+      return Status::Unavailable(fmt::format(
+          "the TLS handshake with delayq at {} failed: {} (is it serving https with a certificate for {}, "
+          "signed by a CA this client trusts? give one with --ca-file / DELAYQ_CA_FILE)",
+          url_, ec.message(), host_));
+    }
+  }
   return c;
 }
 
@@ -152,7 +205,7 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     bhttp::request_serializer<bhttp::string_body> serializer{req};
     do {
       ec = {};
-      bhttp::write(c->socket, serializer, ec);
+      c->OnStream([&](auto& stream) { bhttp::write(stream, serializer, ec); });
     } while (ec == net::error::interrupted);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(256 << 20);
@@ -160,7 +213,7 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     if (!ec) {
       do {
         ec = {};
-        read += bhttp::read(c->socket, c->buffer, parser, ec);
+        read += c->OnStream([&](auto& stream) { return bhttp::read(stream, c->buffer, parser, ec); });
       } while (ec == net::error::interrupted && !parser.is_done());
     }
     if (cancel) cancel->Detach();  // before the socket can be closed

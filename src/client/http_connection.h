@@ -37,10 +37,12 @@ class RequestCancel {
 
 class HttpConnectionPool {
  public:
-  // `url`: http://HOST[:PORT] (default port 7070). kInvalidArgument for anything else.
+  // `url`: http://HOST[:PORT] or https://HOST[:PORT] (default port 7070). kInvalidArgument for
+  // anything else, or a `tls_ca_file` (PEM; empty: the system's CAs) that cannot be read.
   static Result<std::unique_ptr<HttpConnectionPool>> Create(std::string_view url,
                                                             std::string auth_token,
-                                                            int64_t timeout_ms);
+                                                            int64_t timeout_ms,
+                                                            const std::string& tls_ca_file = "");
   ~HttpConnectionPool();
 
   // Sends one request and reads the answer. kUnavailable when the server cannot be reached
@@ -55,12 +57,14 @@ class HttpConnectionPool {
 
  private:
   class Connection;
+  struct Tls;
   HttpConnectionPool(std::string url, std::string host, std::string port, std::string token,
-                     int64_t timeout_ms);
+                     int64_t timeout_ms, std::unique_ptr<Tls> tls);
   Result<std::unique_ptr<Connection>> Connect(int64_t timeout_ms);
 
   std::string url_, host_, port_, token_;
   int64_t timeout_ms_;
+  std::unique_ptr<Tls> tls_;  // https only
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
 };

@@ -3,6 +3,7 @@
 // write it, apply it to memory, release the lock, wait for durability.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 
 #include "core/validate.h"
@@ -616,6 +617,70 @@ Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) 
   meta.has_config = true;
   DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
   return op.Finish();
+}
+
+Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  if (!force && (q->live > 0 || q->dead > 0)) {
+    return Status::Conflict(fmt::format(
+        "queue \"{}\" holds {} live and {} dead jobs; delete it with force=true to delete them too",
+        q->name, q->live, q->dead));
+  }
+  // Every row of the queue, in one batch: its due index and records, its dead index and
+  // records, its keys and its meta. (A queue of millions of jobs makes this one large write.)
+  auto batch = storage_->NewBatch();
+  int64_t deleted = 0;
+  for (Cf index : {Cf::kDue, Cf::kDead}) {
+    auto cursor = storage_->Scan(index, QueuePrefix(queue), QueuePrefixEnd(queue));
+    for (; cursor->Valid(); cursor->Next()) {
+      std::string_view name;
+      int64_t ms;
+      Ulid id;
+      if (!ParseTimeIdKey(cursor->key(), &name, &ms, &id)) {
+        return Status::Corruption("an index entry of queue " + q->name + " is malformed");
+      }
+      batch->Delete(Cf::kJobs, id.Raw());
+      batch->Delete(index, cursor->key());
+      ++deleted;
+    }
+    DELAYQ_RETURN_IF_ERROR(cursor->status());
+  }
+  auto keys = storage_->Scan(Cf::kKeys, QueuePrefix(queue), QueuePrefixEnd(queue));
+  for (; keys->Valid(); keys->Next()) batch->Delete(Cf::kKeys, keys->key());
+  DELAYQ_RETURN_IF_ERROR(keys->status());
+  batch->Delete(Cf::kMeta, MetaQueueKey(queue));
+  DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+
+  // Memory: its leases, its place among the windows, then the queue itself.
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.queue != q) {
+      ++it;
+      continue;
+    }
+    lease_deadlines_.erase({it->second.deadline_mono_us, it->first});
+    it = leases_.erase(it);
+  }
+  for (auto it = heads_.begin(); it != heads_.end();) it = it->second == q ? heads_.erase(it) : std::next(it);
+  refill_pending_.erase(q);
+  window_entries_ -= q->window.size();
+  ready_entries_ -= q->ready.size();
+  --queue_count_;
+  std::deque<uint64_t> waiting = std::move(q->waiters);
+  const std::string name = q->name;
+  queues_.erase(name);
+  if (std::any_of(waiting.begin(), waiting.end(), [&](uint64_t h) { return waiters_.contains(h); })) {
+    QueueState* fresh = QueueForWaiterLocked(name);  // they wait on, as on any name
+    fresh->waiters = std::move(waiting);
+    for (uint64_t h : fresh->waiters) {
+      if (auto w = waiters_.find(h); w != waiters_.end()) w->second.queue = fresh;
+    }
+  }
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return deleted;
 }
 
 Status EngineImpl::Pause(std::string_view queue) {

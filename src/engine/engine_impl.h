@@ -169,6 +169,7 @@ class EngineImpl final : public Engine {
                                      int32_t buckets) override;
   Result<QueueConfig> GetConfig(std::string_view queue) override;
   Status SetConfig(std::string_view queue, const QueueConfig& config) override;
+  Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
 

@@ -426,9 +426,24 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
     return JsonResponse(200, w.Take());
   }
   const std::string& q = s[2];
+  if (s.size() == 3 && m == "DELETE") {
+    *route = Route::kDeleteQueue;
+    bool force = false;
+    for (const auto& [k, v] : t.query) {
+      if (k != "force") continue;
+      if (v != "true" && v != "false") {
+        return ErrorResponse(400, "invalid_argument",
+                             fmt::format("force is \"{}\"; use true or false", v.substr(0, 40)));
+      }
+      force = v == "true";
+    }
+    auto deleted = queue_.DeleteQueue(q, force);
+    if (!deleted.ok()) return ErrorResponse(deleted.status());
+    return JsonResponse(200, fmt::format(R"({{"deleted":true,"jobs":{}}})", *deleted));
+  }
   if (s.size() == 3) {
     *route = Route::kStats;
-    if (m != "GET") return not_allowed("GET");
+    if (m != "GET") return not_allowed("GET, DELETE");
     auto stats = queue_.Stats(q);
     if (!stats.ok()) return ErrorResponse(stats.status());
     JsonWriter w;

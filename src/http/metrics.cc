@@ -23,6 +23,7 @@ const char* RouteName(Route route) {
     case Route::kStats: return "GET /v1/queues/{q}";
     case Route::kConfigGet: return "GET /v1/queues/{q}/config";
     case Route::kConfigPut: return "PUT /v1/queues/{q}/config";
+    case Route::kDeleteQueue: return "DELETE /v1/queues/{q}";
     case Route::kPause: return "POST /v1/queues/{q}/pause";
     case Route::kResume: return "POST /v1/queues/{q}/resume";
     case Route::kDeadList: return "GET /v1/queues/{q}/dead";

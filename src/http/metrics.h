@@ -15,7 +15,7 @@ namespace delayq::http {
 // The routes of the API, for per-route metrics.
 enum class Route {
   kEnqueue, kGetJob, kCancel, kReschedule, kReserve, kAck, kNack, kTouch, kListQueues, kStats,
-  kConfigGet, kConfigPut, kPause, kResume, kDeadList, kDeadReplay, kDeadPurge, kSchedule,
+  kConfigGet, kConfigPut, kDeleteQueue, kPause, kResume, kDeadList, kDeadReplay, kDeadPurge, kSchedule,
   kHistory, kMetrics, kHealth, kReady, kDashboard, kOther, kCount
 };
 const char* RouteName(Route route);  // "POST /v1/queues/{q}/jobs"

@@ -1094,6 +1094,47 @@ Status RedisQueue::SetConfig(std::string_view queue, const QueueConfig& config) 
   return WriteConfig(std::string(queue), config, shards);
 }
 
+Result<int64_t> RedisQueue::DeleteQueue(std::string_view queue_view, bool force) {
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  const std::string queue(queue_view);
+  int shards;
+  {
+    std::lock_guard lock(mu_);
+    shards = (*info)->shards;
+  }
+  // Shard by shard; without force a shard that holds jobs stops it (the empty shards before it
+  // are gone, which loses nothing: the queue stays, with its config and registry entry).
+  int64_t deleted = 0;
+  for (int shard = 0; shard < shards; ++shard) {
+    auto v = Run(kDeleteQueueScript, queue, shard, {force ? "1" : "0"}, true);
+    if (!v.ok()) return v.status();
+    if (v->is_error()) return ScriptError(*v);
+    if (v->array.size() < 2) return Status::Internal("the delete_queue script answered no counts");
+    if (v->array[0].AsInt() == 0) {
+      return Status::Conflict(fmt::format(
+          "queue \"{}\" holds {} jobs (live or dead); delete it with force=true to delete them too", queue,
+          v->array[1].AsInt()));
+    }
+    deleted += v->array[1].AsInt();
+  }
+  const std::string home = HomeConfigKey(queue);
+  auto unlinked = client_->Call(home, {"UNLINK", home});
+  if (!unlinked.ok()) return unlinked.status();
+  auto reg = client_->Call(kRegistry, {"SREM", kRegistry, queue});
+  if (!reg.ok()) return reg.status();
+  std::lock_guard lock(mu_);
+  if (auto q = queues_.find(queue); q != queues_.end()) {
+    QueueInfo fresh;  // waiters wait on, as on any name that is not a queue
+    fresh.name = queue;
+    fresh.waiters = std::move(q->second.waiters);
+    q->second = std::move(fresh);
+    DropIfUnusedLocked(queue);
+  }
+  ++config_writes_;  // a config read in flight must not bring the deleted config back
+  return deleted;
+}
+
 Status RedisQueue::Pause(std::string_view queue) { return SetPaused(queue, true); }
 
 Status RedisQueue::Resume(std::string_view queue) {

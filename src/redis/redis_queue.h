@@ -84,6 +84,7 @@ class RedisQueue final : public Queue {
   Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) override;
   Result<QueueConfig> GetConfig(std::string_view queue) override;
   Status SetConfig(std::string_view queue, const QueueConfig& config) override;
+  Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
   // What the last call to Redis found: ok, or why Redis cannot serve (unreachable, loading). The

@@ -598,6 +598,16 @@ return #ids
 )LUA");
 
 // ARGV: id, key. Returns {id, meta, body, last_error, lease_deadline|"", dead_at|"", now} or nil.
+// ARGV: force ('1'). Deletes every key of this shard of a queue; without force only when it
+// holds no job (every job, live or dead, has a meta entry). Returns {deleted (0/1), jobs}.
+const Script kDeleteQueueScript = Make("delete_queue", R"LUA(
+local jobs = redis.call('HLEN', K_META)
+if jobs > 0 and ARGV[1] ~= '1' then return {0, jobs} end
+redis.call('UNLINK', K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD, K_KEYS, K_ERRORS, K_COUNTERS,
+  K_LATENESS, K_CONFIG)
+return {1, jobs}
+)LUA");
+
 const Script kGetScript = Make("get", R"LUA(
 local id = ARGV[1]
 if id == '' then

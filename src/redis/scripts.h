@@ -46,6 +46,7 @@ extern const Script kCancelScript;
 extern const Script kRescheduleScript;
 extern const Script kReplayScript;
 extern const Script kPurgeScript;
+extern const Script kDeleteQueueScript;
 extern const Script kGetScript;
 extern const Script kStatsScript;
 extern const Script kScheduleScript;

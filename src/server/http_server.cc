@@ -11,10 +11,13 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "http/json.h"
@@ -29,6 +32,8 @@ using tcp = net::ip::tcp;
 
 class HttpServer::Impl {
  public:
+  class SessionBase;
+  template <class Stream>
   class Session;
 
   Impl(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections,
@@ -46,6 +51,9 @@ class HttpServer::Impl {
   ~Impl() = default;
 
   Status Start() {
+    if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+      DELAYQ_RETURN_IF_ERROR(LoadTls());
+    }
     beast::error_code ec;
     auto address = net::ip::make_address(options_.host, ec);
     if (ec) {
@@ -68,6 +76,31 @@ class HttpServer::Impl {
   }
 
   uint16_t port() const { return port_; }
+
+  // The certificate chain and key for TLS (OpenSSL through Asio): TLS 1.2 and later only.
+  Status LoadTls() {
+    if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+      return Status::InvalidArgument("give both --tls-cert and --tls-key (PEM files), or neither");
+    }
+    ssl_.emplace(net::ssl::context::tls_server);
+    ssl_->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                      net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1 |
+                      net::ssl::context::single_dh_use);
+    beast::error_code ec;
+    ssl_->use_certificate_chain_file(options_.tls_cert_file, ec);
+    if (ec) {
+      return Status::InvalidArgument(fmt::format("cannot use --tls-cert \"{}\": {} (a PEM certificate chain is needed)",
+                                                 options_.tls_cert_file, ec.message()));
+    }
+    ssl_->use_private_key_file(options_.tls_key_file, net::ssl::context::pem, ec);
+    if (ec) {
+      return Status::InvalidArgument(fmt::format(
+          "cannot use --tls-key \"{}\": {} (a PEM private key matching --tls-cert is needed)",
+          options_.tls_key_file, ec.message()));
+    }
+    return Status::Ok();
+  }
+  bool tls() const { return ssl_.has_value(); }
 
   void Run(bool handle_signals, std::function<void()> on_stop) {
     on_stop_ = std::move(on_stop);
@@ -103,11 +136,11 @@ class HttpServer::Impl {
     });
   }
 
-  void Register(const std::shared_ptr<Session>& s) {
+  void Register(const std::shared_ptr<SessionBase>& s) {
     std::lock_guard lock(mu_);
     sessions_.insert(s.get());
   }
-  void Unregister(Session* s, const net::ip::address& peer) {
+  void Unregister(SessionBase* s, const net::ip::address& peer) {
     {
       std::lock_guard lock(mu_);
       sessions_.erase(s);
@@ -154,43 +187,71 @@ class HttpServer::Impl {
   std::atomic<bool> stopping_{false};
   std::function<void()> on_stop_;
   std::mutex mu_;
-  std::set<Session*> sessions_;
+  std::set<SessionBase*> sessions_;
   std::map<net::ip::address, size_t> per_address_;  // open connections by client address
+  std::optional<net::ssl::context> ssl_;             // set when serving TLS
   // Destroyed first (see ~Impl): the loop, then what runs on it.
   net::io_context ioc_;
   tcp::acceptor acceptor_;
   std::shared_ptr<net::steady_timer> stop_timer_;
 };
 
-class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+// What the server keeps of a connection, whatever it is carried on.
+class HttpServer::Impl::SessionBase : public std::enable_shared_from_this<SessionBase> {
  public:
-  Session(Impl& server, tcp::socket socket, net::ip::address peer)
-      : server_(server), stream_(std::move(socket)), peer_(std::move(peer)) {}
+  virtual ~SessionBase() = default;
+  virtual void Start() = 0;
+  // Called (on any thread) when the server stops: closes the connection unless a request is
+  // being handled, in which case it closes after answering.
+  virtual void CloseIfIdle() = 0;
+};
 
-  ~Session() {
+// One connection: plain TCP (beast::tcp_stream) or TLS over it (beast::ssl_stream).
+template <class Stream>
+class HttpServer::Impl::Session final : public SessionBase {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <class... Args>
+  Session(Impl& server, net::ip::address peer, Args&&... stream_args)
+      : server_(server), stream_(std::forward<Args>(stream_args)...), peer_(std::move(peer)) {}
+
+  ~Session() override {
     ReleaseBody();
     --server_.connections();
     server_.Unregister(this, peer_);
   }
 
-  void Start() {
+  void Start() override {
     ++server_.connections();
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+    net::dispatch(stream_.get_executor(), [self = Self()] {
+      if constexpr (kTls) {
+        // The handshake gets the header's deadline: a client that stalls in it is closed.
+        self->Tcp().expires_after(std::chrono::seconds(self->server_.options().header_timeout_s));
+        self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+          if (ec) return self->Close();
+          self->Read();
+        });
+      } else {
+        self->Read();
+      }
+    });
   }
 
-  // Called (on any thread) when the server stops: closes the connection unless a request is
-  // being handled, in which case it closes after answering.
-  void CloseIfIdle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+  void CloseIfIdle() override {
+    net::post(stream_.get_executor(), [self = Self()] {
       if (!self->busy_) {
         beast::error_code ec;
-        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-        self->stream_.close();
+        self->Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+        self->Tcp().close();
       }
     });
   }
 
  private:
+  std::shared_ptr<Session> Self() { return std::static_pointer_cast<Session>(shared_from_this()); }
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
   // Between requests a connection may idle (idle_timeout_s); once a request's first byte is in,
   // its header has header_timeout_s, so a client trickling bytes cannot hold the slot.
   void Read() {
@@ -198,8 +259,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_.options().max_body_bytes);
     parser_->header_limit(64 * 1024);
     if (buffer_.size() > 0) return ReadHeader();  // a pipelined request is already here
-    stream_.expires_after(std::chrono::seconds(server_.options().idle_timeout_s));
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    Tcp().expires_after(std::chrono::seconds(server_.options().idle_timeout_s));
+    stream_.async_read_some(buffer_.prepare(4096), [self = Self()](beast::error_code ec, size_t n) {
       self->buffer_.commit(n);
       if (ec) return self->Close();
       self->ReadHeader();
@@ -207,10 +268,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadHeader() {
-    stream_.expires_after(std::chrono::seconds(server_.options().header_timeout_s));
+    Tcp().expires_after(std::chrono::seconds(server_.options().header_timeout_s));
     // The header first: what it says decides whether the body is read at all.
     bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+                             [self = Self()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void ReleaseBody() {
@@ -274,10 +335,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                                 server_.options().max_body_memory));
       }
       body_bytes_ = take;
-      stream_.expires_after(std::chrono::seconds(server_.options().header_timeout_s) +
+      Tcp().expires_after(std::chrono::seconds(server_.options().header_timeout_s) +
                             std::chrono::seconds(take / (64 * 1024)));
       return bhttp::async_read(stream_, buffer_, *parser_,
-                               [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+                               [self = Self()](beast::error_code ec, size_t) { self->OnRead(ec); });
     }
     OnRead(ec);
   }
@@ -308,14 +369,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     // Bytes already buffered are a pipelined request: that client is still talking. The socket
     // stays open until the reply is written, which is as long as the Api may ask.
     if (buffer_.size() == 0) {
-      request.peer_closed = [fd = stream_.socket().native_handle()] {
+      request.peer_closed = [fd = Tcp().socket().native_handle()] {
         char byte;
         return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
       };
     }
     busy_ = true;
     answered_ = false;
-    auto self = shared_from_this();
+    auto self = Self();
     // dispatch: answered on this strand (the usual case) it writes at once, without waking
     // another thread; answered later from a store thread it is queued onto the strand.
     cancel_ = server_.handler()(std::move(request), [self](http::HttpResponse response) {
@@ -327,11 +388,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   // While a reserve waits, notice a client that hangs up, and abandon the reserve.
   void WatchForHangUp() {
-    stream_.socket().async_wait(
-        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+    Tcp().socket().async_wait(
+        tcp::socket::wait_read, [self = Self()](beast::error_code ec) {
           if (self->answered_ || !self->cancel_) return;
           char byte;
-          ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
           if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
             auto cancel = std::move(self->cancel_);
             cancel();  // the reserve is answered (empty); the write then fails and closes
@@ -354,8 +415,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (!head_) res->body() = std::move(r.body);
     res->prepare_payload();
     if (head_) res->content_length(r.body.size());
-    stream_.expires_after(std::chrono::seconds(30));
-    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    Tcp().expires_after(std::chrono::seconds(30));
+    bhttp::async_write(stream_, *res, [self = Self(), res](beast::error_code ec, size_t) {
       self->busy_ = false;
       // Stopping: CloseIfIdle may have passed this connection over while the write was still
       // finishing (the client can hold the answer before this runs), so close it here.
@@ -378,12 +439,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.close();
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+    Tcp().close();
   }
 
   Impl& server_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   net::ip::address peer_;
@@ -427,7 +488,12 @@ void HttpServer::Impl::Accept() {
         (void)::send(socket.native_handle(), refusal->data(), refusal->size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         socket.close(ec);
       } else {
-        auto session = std::make_shared<Session>(*this, std::move(socket), peer);
+        std::shared_ptr<SessionBase> session;
+        if (ssl_) {
+          session = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, peer, std::move(socket), *ssl_);
+        } else {
+          session = std::make_shared<Session<beast::tcp_stream>>(*this, peer, std::move(socket));
+        }
         Register(session);
         session->Start();
       }
@@ -443,10 +509,10 @@ std::string HttpServer::Impl::Refusal(int status, std::string_view reason, Code 
 }
 
 void HttpServer::Impl::CloseIdle() {
-  std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::shared_ptr<SessionBase>> sessions;
   {
     std::lock_guard lock(mu_);
-    for (Session* s : sessions_) {
+    for (SessionBase* s : sessions_) {
       if (auto p = s->weak_from_this().lock()) sessions.push_back(std::move(p));
     }
   }

@@ -1,7 +1,8 @@
 // The HTTP/1.1 transport of `delayq serve`: asynchronous (Boost.Beast), keep-alive, one strand
 // per connection on a small pool of threads. It parses requests, hands them to http::Api, and
 // writes back what the Api answers — possibly much later, for a reserve that waits, without
-// holding a thread meanwhile. A waiting reserve whose client hangs up is abandoned.
+// holding a thread meanwhile. A waiting reserve whose client hangs up is abandoned. With a
+// certificate it serves TLS (OpenSSL) instead of plain HTTP.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,9 @@ struct HttpServerOptions {
   // Once a request's first byte arrived, its header must be complete within this, and its body
   // within this plus one second per 64 KiB (a client that trickles bytes is closed).
   int header_timeout_s = 10;
+  // Both set: every connection is TLS (1.2 or later) with this PEM certificate chain and key;
+  // Start() answers kInvalidArgument naming a file it cannot use.
+  std::string tls_cert_file, tls_key_file;
   // Decides from the header alone (the body is empty) whether a request may go on; a response
   // refuses it before its body is read, so an unauthenticated client cannot make the server
   // hold a large body. Asked for bodies over 64 KiB (smaller ones are read and refused by the

@@ -135,14 +135,16 @@ int Serve(const ServeOptions& options) {
   http.max_body_memory = o.max_body_memory;
   http.max_connections_per_address = o.max_connections_per_address;
   http.header_timeout_s = o.header_timeout_s;
+  http.tls_cert_file = o.tls_cert;
+  http.tls_key_file = o.tls_key;
   HttpServer server(api, http);
   Status s = server.Start();
   if (!s.ok()) {
     spdlog::error("{}", s.message());
-    return 1;
+    return s.code() == Code::kInvalidArgument ? 2 : 1;
   }
   const std::string url = fmt::format(
-      "http://{}:{}", http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host,
+      "{}://{}:{}", o.tls_cert.empty() ? "http" : "https", http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host,
       server.port());
   if (!o.port_file.empty()) {
     std::ofstream(o.port_file) << server.port() << "\n";

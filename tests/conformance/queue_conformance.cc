@@ -494,6 +494,63 @@ TEST_P(QueueConformance, ReadsAndReservesCreateNoQueue) {
   EXPECT_TRUE(listed(later));
 }
 
+// DELETE /v1/queues/{q}: an empty queue goes with its config; one holding jobs is a conflict
+// unless forced, which deletes every job in every state. The name is then free: a reserve
+// waiting on it is answered by the next enqueue, and its keys and config start afresh.
+TEST_P(QueueConformance, DeleteQueueEmptyOrForced) {
+  const std::string queue = QueueName(), empty = QueueName() + "-empty";
+  EXPECT_EQ(q().DeleteQueue(QueueName() + "-none", false).code(), Code::kNotFound);
+  const int32_t default_attempts = q().GetConfig(QueueName() + "-fresh")->max_attempts;
+
+  QueueConfig config;
+  config.max_attempts = 1;
+  ASSERT_TRUE(q().SetConfig(empty, config).ok());
+  auto none = q().DeleteQueue(empty, false);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, 0);
+  EXPECT_EQ(q().Stats(empty).code(), Code::kNotFound);
+  EXPECT_EQ(q().GetConfig(empty)->max_attempts, default_attempts) << "the config outlived its queue";
+
+  ASSERT_TRUE(q().SetConfig(queue, config).ok());
+  EnqueueRequest dies = Job("dies");
+  ASSERT_TRUE(q().Enqueue(queue, dies).ok());
+  auto d = MustReserve(q(), queue);
+  ASSERT_EQ(d.size(), 1u);
+  ASSERT_TRUE(q().Nack(queue, {d[0].receipt, std::nullopt, "boom", false}).ok());  // dead
+  EnqueueRequest keyed = Job("held");
+  keyed.key = "k";
+  EnqueueResult held_job = MustEnqueue(q(), queue, keyed);
+  auto held = MustReserve(q(), queue);  // reserved
+  ASSERT_EQ(held.size(), 1u);
+  MustEnqueue(q(), queue, Job("ready"));
+  MustEnqueue(q(), queue, Job("later", 100 * h_->unit_ms()));  // scheduled
+  EXPECT_EQ(q().DeleteQueue(queue, false).code(), Code::kConflict);
+  QueueStats before = MustStats(q(), queue);
+  EXPECT_EQ(before.ready + before.reserved + before.scheduled + before.dead, 4) << "a refused delete changed the queue";
+
+  auto forced = q().DeleteQueue(queue, true);
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  EXPECT_EQ(*forced, 4);
+  EXPECT_EQ(q().Stats(queue).code(), Code::kNotFound);
+  EXPECT_EQ(q().Get(queue, JobRef::ById(held_job.id)).code(), Code::kNotFound);
+  EXPECT_FALSE(q().Ack(queue, held[0].receipt).ok()) << "a receipt of a deleted job acted";
+  auto all = q().ListQueues();
+  ASSERT_TRUE(all.ok());
+  for (const auto& s : *all) EXPECT_NE(s.name, queue);
+
+  auto waiting = ReserveWaiting(q(), queue, 60'000);
+  EnqueueResult again = MustEnqueue(q(), queue, keyed);
+  EXPECT_FALSE(again.duplicate) << "the key outlived its queue";
+  auto got = Await(waiting);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, again.id);
+  EXPECT_EQ((*got)[0].max_attempts, default_attempts) << "the config outlived its queue";
+  QueueStats after = MustStats(q(), queue);
+  EXPECT_EQ(after.reserved, 1);
+  EXPECT_EQ(after.dead, 0);
+}
+
 TEST_P(QueueConformance, DuplicateKeyReturnsTheLiveJob) {
   const std::string queue = QueueName();
   EnqueueRequest r = Job("first", 10 * h_->unit_ms());

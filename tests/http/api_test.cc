@@ -391,6 +391,20 @@ TEST_F(ApiTest, MetricsPerQueueAreBounded) {
   EXPECT_LT(m.body.size(), 1u << 20);
 }
 
+TEST_F(ApiTest, DeleteQueueRoute) {
+  ExpectError(Call("DELETE", "/v1/queues/gone"), 404, "not_found", "gone");
+  ASSERT_EQ(Call("POST", "/v1/queues/del/jobs", R"({"payload":1})").status, 201);
+  ExpectError(Call("DELETE", "/v1/queues/del"), 409, "conflict", "force=true");
+  ExpectError(Call("DELETE", "/v1/queues/del?force=yes"), 400, "invalid_argument", "force");
+  auto forced = Call("DELETE", "/v1/queues/del?force=true");
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  EXPECT_EQ(J(forced)["deleted"], true);
+  EXPECT_EQ(J(forced)["jobs"], 1);
+  ExpectError(Call("GET", "/v1/queues/del"), 404, "not_found");
+  auto wrong = Call("POST", "/v1/queues/del");
+  EXPECT_EQ(wrong.status, 405);
+}
+
 TEST_F(ApiTest, HistoryKeepsRecentSamplesPerQueue) {
   Call("POST", "/v1/queues/hist/jobs", R"({"payload":1})");
   auto stats = h_.queue().ListQueues();

@@ -26,7 +26,7 @@ class ServerProcess {
     child_ = std::make_unique<Child>(args, dir_.Sub("server.log"));
     std::string line = child_->WaitForLine("delayq serving");
     std::smatch m;
-    static const std::regex re("http://127\\.0\\.0\\.1:([0-9]+)");
+    static const std::regex re("https?://127\\.0\\.0\\.1:([0-9]+)");
     if (!std::regex_search(line, m, re)) {
       throw std::runtime_error("delayq serve did not start: " + ReadFile(dir_.Sub("server.log")));
     }

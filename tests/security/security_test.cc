@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -242,6 +243,63 @@ TEST(Security, QueueNamesCostNothingUntilAWriteAndAreBounded) {
   std::cout << "15 000 reads and reserves on 5 000 new names: RSS " << before / 1048576 << " -> " << after / 1048576
             << " MiB, 0 queues created; queue 101 refused with 429" << std::endl;
   EXPECT_LT(after - before, 16.0 * 1048576);
+}
+
+// TLS: with --tls-cert and --tls-key the server speaks only HTTPS; the client and the CLI take
+// https:// URLs and check the certificate against the system's CAs or --ca-file, and the name
+// in it against the URL's host.
+TEST(Security, TlsServesHttpsAndTheClientChecksTheCertificate) {
+  TempDir dir;
+  const std::string cert = dir.Sub("cert.pem"), key = dir.Sub("key.pem");
+  RunResult made = RunProcess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                               "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ServerProcess server({"--tls-cert", cert, "--tls-key", key});
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+
+  auto client = Client::Connect(url, {.tls_ca_file = cert});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ReserveRequest wait;
+  wait.wait_ms = 30'000;
+  auto waiting = std::async(std::launch::async, [&] { return (*client)->Reserve("tls", wait); });
+  auto second = Client::Connect(url, {.tls_ca_file = cert});
+  ASSERT_TRUE(second.ok());
+  for (int i = 0; i < 3; ++i) {  // on one kept-alive TLS connection
+    auto e = (*second)->Enqueue("tls", EnqueueRequest{.payload = "\"secret\""});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+  }
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u) << "a long poll over TLS was not answered";
+  EXPECT_EQ((*got)[0].payload, "\"secret\"");
+  EXPECT_TRUE((*second)->Ack("tls", (*got)[0].receipt).ok());
+
+  // A client that does not trust the certificate gets nothing, and sends nothing.
+  auto untrusting = Client::Connect(url);
+  ASSERT_TRUE(untrusting.ok());
+  auto refused = (*untrusting)->Enqueue("tls", EnqueueRequest{.payload = "1"});
+  EXPECT_EQ(refused.code(), Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("TLS handshake"), std::string::npos) << refused.status().message();
+  // Nor does plain HTTP on the TLS port.
+  auto plain = Client::Connect("http://127.0.0.1:" + std::to_string(server.port()));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->Enqueue("tls", EnqueueRequest{.payload = "1"}).ok());
+  auto stats = (*second)->Stats("tls");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->ready, 2) << "a refused client's enqueue got through";
+
+  // The CLI, with --ca-file.
+  RunResult cli = RunProcess({DELAYQ_BIN, "--server", url, "--ca-file", cert, "stats", "tls"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  RunResult no_ca = RunProcess({DELAYQ_BIN, "--server", url, "stats", "tls"});
+  EXPECT_EQ(no_ca.exit_code, 5) << no_ca.out << no_ca.err;
+  EXPECT_EQ(Client::Connect(url, {.tls_ca_file = dir.Sub("missing.pem")}).code(), Code::kInvalidArgument);
+
+  // A certificate the server cannot use stops it at start, naming the file.
+  RunResult bad = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d"), "--tls-cert",
+                              dir.Sub("missing.pem"), "--tls-key", key});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE((bad.out + bad.err).find("--tls-cert"), std::string::npos) << bad.out << bad.err;
 }
 
 TEST(Security, BearerTokenEndToEnd) {
