@@ -1252,6 +1252,13 @@ void RedisQueue::SchedulerLoop() {
     if (refresh_registry) next_registry = steady + kRegistryRefreshMs;
     std::set<std::string> notices;
     notices.swap(ready_notices_);
+    // A lost wake message (the channel was down, or not yet subscribed) must not strand a waiter
+    // on a job that is already ready: each safety interval, every queue with waiters is tried.
+    if (probe) {
+      for (auto& [name, q] : queues_) {
+        if (!q.waiters.empty()) notices.insert(name);
+      }
+    }
     poked_ = false;
     lock.unlock();
 
@@ -1342,7 +1349,10 @@ void RedisQueue::SubscriberLoop() {
       backoff_ms = 100;
       {
         std::lock_guard lock(mu_);  // messages may have been missed while disconnected
-        for (auto& [name, q] : queues_) q.check = true;
+        for (auto& [name, q] : queues_) {
+          q.check = true;
+          if (!q.waiters.empty()) ready_notices_.insert(name);  // a job may have come meanwhile
+        }
         Poke();
       }
       while (true) {

@@ -21,6 +21,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// RSS bounds hold for the release allocator; under a sanitizer the server's memory is the
+// sanitizer's (quarantine, shadow), so those runs check everything else.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kMeasuresMemory = false;
+#else
+constexpr bool kMeasuresMemory = true;
+#endif
+
 double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
@@ -138,7 +146,9 @@ TEST(Security, ANormalClientIsServedWhileAThousandSlowConnectionsAreOpen) {
   std::cout << "a normal client's enqueue, median / max: " << quiet[25] << " / " << quiet.back()
             << " ms alone, " << attacked[25] << " / " << attacked.back() << " ms beside 1 000 slow connections; RSS "
             << rss_before / 1048576 << " -> " << rss_after / 1048576 << " MiB" << std::endl;
-  EXPECT_LT(rss_after - rss_before, 64.0 * 1048576);
+  if (kMeasuresMemory) {
+    EXPECT_LT(rss_after - rss_before, 64.0 * 1048576);
+  }
 }
 
 // Bodies held at once have a global bound (--max-body-memory): a request whose body would go
@@ -185,6 +195,9 @@ TEST(Security, BodiesHeldAtOnceHaveAGlobalBoundAndADeadline) {
   const double closed_ms = MsSince(waiting);
   EXPECT_LT(closed_ms, 20'000) << "a stalled body was not closed at its deadline";
   std::cout << "a stalled 150 KB body was closed " << closed_ms << " ms after the test stopped sending" << std::endl;
+  // Its share comes back when the server has finished with the connection (just after the close
+  // the client saw; each look is a round trip).
+  for (int i = 0; i < 500 && held() != 0; ++i) std::this_thread::yield();
   EXPECT_EQ(held(), 0);
   ::close(b);
 }
@@ -213,7 +226,9 @@ TEST(Security, AReserveAnswerIsBoundedInBytes) {
   EXPECT_NE(too_big.find("max_bytes"), std::string::npos) << too_big;
   std::cout << "a reserve of max 40 from 40 jobs of 1 MB: " << got->size() << " jobs; RSS " << before / 1048576
             << " -> " << after / 1048576 << " MiB" << std::endl;
-  EXPECT_LT(after - before, 100.0 * 1048576);
+  if (kMeasuresMemory) {
+    EXPECT_LT(after - before, 100.0 * 1048576);
+  }
 }
 
 // Any name created a queue: 20 000 names (reserves on new names) took RSS to 323 MiB and
@@ -242,7 +257,9 @@ TEST(Security, QueueNamesCostNothingUntilAWriteAndAreBounded) {
   EXPECT_NE(raw.find("max-queues"), std::string::npos) << raw;
   std::cout << "15 000 reads and reserves on 5 000 new names: RSS " << before / 1048576 << " -> " << after / 1048576
             << " MiB, 0 queues created; queue 101 refused with 429" << std::endl;
-  EXPECT_LT(after - before, 16.0 * 1048576);
+  if (kMeasuresMemory) {
+    EXPECT_LT(after - before, 16.0 * 1048576);
+  }
 }
 
 // TLS: with --tls-cert and --tls-key the server speaks only HTTPS; the client and the CLI take
@@ -403,7 +420,9 @@ TEST(Security, MemoryGoesBackAfterLargeRequests) {
   const double after = rss();
   std::cout << "RSS " << before / 1048576 << " MiB before, " << after / 1048576 << " MiB after 4 bodies of "
             << body.size() / 1048576 << " MiB" << std::endl;
-  EXPECT_LT(after - before, 64.0 * 1048576) << "the parse of a 20 MiB body stayed resident";
+  if (kMeasuresMemory) {
+    EXPECT_LT(after - before, 64.0 * 1048576) << "the parse of a 20 MiB body stayed resident";
+  }
 }
 
 // The attack of the security issue, over the wire: with no token, a page's cross-site request
@@ -467,7 +486,9 @@ TEST(Security, ALargeBodyIsNotReadBeforeItsTokenIsChecked) {
   const double after = rss();
   std::cout << "RSS " << before / 1048576 << " MiB before, " << after / 1048576
             << " MiB after 10 unauthenticated 30 MiB bodies" << std::endl;
-  EXPECT_LT(after - before, 32.0 * 1048576) << "unauthenticated bodies were buffered";
+  if (kMeasuresMemory) {
+    EXPECT_LT(after - before, 32.0 * 1048576) << "unauthenticated bodies were buffered";
+  }
   // Small bodies are still read and answered (so the client reads the 401, not a reset).
   EXPECT_EQ(RawExchange(server.port(), Post("/v1/queues/x/jobs", R"({"payload":1})")).substr(0, 12), "HTTP/1.1 401");
 }
