@@ -729,7 +729,11 @@ void RedisQueue::CancelReserve(uint64_t handle) {
   {
     std::lock_guard lock(mu_);
     auto it = waiters_.find(handle);
-    if (it == waiters_.end()) return;
+    if (it == waiters_.end()) {
+      // Being served right now (ServeWaiters holds it while a reserve runs): answered there.
+      if (serving_.contains(handle)) cancelled_while_serving_.insert(handle);
+      return;
+    }
     done = std::move(it->second.done);
     const std::string queue = it->second.queue;
     waiters_.erase(it);
@@ -1188,13 +1192,16 @@ void RedisQueue::ServeWaiters(const std::string& queue) {
       auto it = waiters_.find(handle);
       w = std::move(it->second);
       waiters_.erase(it);
+      serving_.insert(handle);  // a CancelReserve meanwhile is noted, not lost
     }
     ReserveRequest now = w.request;
     now.wait_ms = 0;
     auto jobs = ReserveNow(queue, now);
-    if (jobs.ok() && jobs->empty()) {  // nothing for it after all: back at the front
+    {
       std::lock_guard lock(mu_);
-      if (!closed_) {
+      serving_.erase(handle);
+      const bool cancelled = cancelled_while_serving_.erase(handle) > 0;
+      if (jobs.ok() && jobs->empty() && !cancelled && !closed_) {  // nothing for it after all: back at the front
         waiters_.emplace(handle, std::move(w));
         queues_[queue].waiters.push_front(handle);
         return;

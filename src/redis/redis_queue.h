@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/receipt_signer.h"
 #include "core/ulid.h"
@@ -160,6 +161,10 @@ class RedisQueue final : public Queue {
   std::map<std::string, QueueInfo, std::less<>> queues_;
   std::set<std::string> ready_notices_;  // queues whose waiters should try again
   std::unordered_map<uint64_t, Waiter> waiters_;
+  // Waiters ServeWaiters has taken out while it tries a reserve for them, and those of them
+  // cancelled meanwhile (answered empty there instead of waiting on). Found by the conformance
+  // suite under sanitizers: a cancel in that window was lost and the reserve waited its full wait.
+  std::unordered_set<uint64_t> serving_, cancelled_while_serving_;
   uint64_t next_waiter_ = 1;
   int64_t clock_offset_ms_ = 0;  // Redis time - local steady time
   Status health_;                // guarded by mu_; see Health()
