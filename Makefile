@@ -53,7 +53,8 @@ check-history: build
 	@./scripts/check-history.sh $(BUILD) $(CHECK_DURATION)
 
 # Fuzz the request/JSON handling, raw connections to the whole server, Redis reply decoding,
-# the Kafka headers and the duration parser for FUZZ_SECONDS each (CI: 20).
+# the Kafka headers and the duration parser for FUZZ_SECONDS each (CI: 20). An input that crashes
+# or exhausts memory is kept as build-fuzz/fuzz-TARGET-crash-* (or -oom-*), never in the tree.
 FUZZ_TARGETS = request connection redis_reply kafka_headers duration
 FUZZ_SECONDS ?= 60
 fuzz: deps
@@ -64,7 +65,7 @@ fuzz: deps
 	  mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
 	  ./build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
-	    build-fuzz/corpus-$$t 2>build-fuzz/fuzz-$$t.log || { tail -40 build-fuzz/fuzz-$$t.log; exit 1; }; \
+	    -artifact_prefix=build-fuzz/fuzz-$$t- build-fuzz/corpus-$$t 2>build-fuzz/fuzz-$$t.log || { tail -40 build-fuzz/fuzz-$$t.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|Done" build-fuzz/fuzz-$$t.log | tail -1; \
 	done
 

@@ -24,7 +24,7 @@
 
 #include "core/histogram.h"
 #include "delayq/engine.h"
-#include "redis/redis_queue.h"
+#include "store/redis/redis_queue.h"
 
 using namespace delayq;
 using Steady = std::chrono::steady_clock;

@@ -17,7 +17,7 @@
 #include "cli/exit_codes.h"
 #include "core/duration.h"
 #include "http/json.h"
-#include "redis/redis_queue.h"
+#include "store/redis/redis_queue.h"
 #include "server/serve.h"
 
 namespace delayq::cli {

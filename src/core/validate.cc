@@ -86,7 +86,7 @@ Status ValidateConfig(const QueueConfig& c) {
   DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(c.lease_ms));
   DELAYQ_RETURN_IF_ERROR(range("max_payload", c.max_payload, 1, Limits::kMaxPayloadCeiling));
   DELAYQ_RETURN_IF_ERROR(
-      range("dead_retention_ms", c.dead_retention_ms, 60'000, 3650LL * 86'400'000));
+      range("dead_retention_ms", c.dead_retention_ms, 1'000, 3650LL * 86'400'000));
   DELAYQ_RETURN_IF_ERROR(range("max_delay_ms", c.max_delay_ms, 0, 100LL * 365 * 86'400'000));
   return Status::Ok();
 }
@@ -114,6 +114,41 @@ Status ValidateDeadListLimit(int32_t limit) {
         fmt::format("limit is {}; it must be between 1 and 1000", limit));
   }
   return Status::Ok();
+}
+
+Status ValidateBatchSize(size_t jobs) {
+  if (jobs == 0) {
+    return Status::InvalidArgument(fmt::format("jobs is empty; a batch holds 1 to {} jobs", Limits::kMaxBatch));
+  }
+  if (jobs > Limits::kMaxBatch) {
+    return Status::TooLarge(fmt::format("jobs has {} entries; a batch holds at most {}", jobs, Limits::kMaxBatch));
+  }
+  return Status::Ok();
+}
+
+Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets) {
+  if (bucket_ms < 60'000 || bucket_ms % 60'000 != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "bucket is {} ms; it must be a whole number of minutes (60000, 300000, 3600000, ...)", bucket_ms));
+  }
+  if (buckets < 1 || buckets > 10'000) {
+    return Status::InvalidArgument(fmt::format("the histogram has {} buckets; it may have 1 to 10000", buckets));
+  }
+  return Status::Ok();
+}
+
+Status ValidateNack(const NackRequest& r, const QueueConfig& config) {
+  if (r.retry_in_ms && (*r.retry_in_ms < 0 || *r.retry_in_ms > config.max_delay_ms)) {
+    return Status::InvalidArgument(fmt::format(
+        "retry_in_ms is {}; it must be between 0 and the queue's max_delay_ms ({})", *r.retry_in_ms,
+        config.max_delay_ms));
+  }
+  return Status::Ok();
+}
+
+std::string NackErrorText(const NackRequest& r) {
+  if (r.error.empty()) return "nacked without an error message";
+  return r.error.substr(0, Limits::kMaxErrorText);
 }
 
 Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config,
@@ -157,8 +192,7 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config,
   return Status::Ok();
 }
 
-Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& config,
-                           std::string_view prefix) {
+Status ValidateWhen(const When& when, const QueueConfig& config, std::string_view prefix) {
   if (when.delay_ms && when.deliver_at_ms) {
     return Status::InvalidArgument(fmt::format(
         "{}delay and deliver_at are both given; give one of them (or neither for now)", prefix));
@@ -174,8 +208,14 @@ Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& 
           "{}delay is {} ({} ms); this queue accepts at most {} (its config max_delay_ms)",
           prefix, FormatDuration(d), d, FormatDuration(config.max_delay_ms)));
     }
-    return now_ms + d;
   }
+  return Status::Ok();
+}
+
+Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& config,
+                           std::string_view prefix) {
+  DELAYQ_RETURN_IF_ERROR(ValidateWhen(when, config, prefix));
+  if (when.delay_ms) return now_ms + *when.delay_ms;
   if (when.deliver_at_ms) {
     int64_t at = *when.deliver_at_ms;
     if (at > now_ms + config.max_delay_ms) {

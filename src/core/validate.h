@@ -1,5 +1,6 @@
 // Input rules shared by every store, so a request is judged the same in-process, over HTTP and
 // on Redis. Each error names the field (with `field_prefix`, e.g. "jobs[3].") and the rule.
+// (Texts for outcomes rather than input, such as a reserved job, are in errors.h.)
 #pragma once
 
 #include <cstdint>
@@ -17,14 +18,27 @@ Status ValidateReserve(const ReserveRequest& request);
 Status ValidateLeaseMs(int64_t lease_ms, std::string_view field = "lease_ms");
 Status ValidateKey(std::string_view key, std::string_view field = "key");
 Status ValidateDeadListLimit(int32_t limit);
+// An enqueue batch holds 1 to Limits::kMaxBatch jobs (kTooLarge above).
+Status ValidateBatchSize(size_t jobs);
+// A schedule histogram of `buckets` (1..10000) buckets of whole minutes.
+Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets);
+
+// A nack's retry_in_ms is within 0..the queue's max_delay_ms.
+Status ValidateNack(const NackRequest& request, const QueueConfig& config);
+// The last_error a nack stores: its error text cut to Limits::kMaxErrorText, or a default.
+std::string NackErrorText(const NackRequest& request);
 
 // Checks payload, headers, key and max_attempts of one enqueue request against the queue's
 // config (kTooLarge for a payload over max_payload).
 Status ValidateEnqueue(const EnqueueRequest& request, const QueueConfig& config,
                        std::string_view field_prefix = "");
 
-// The due time for `when` at `now_ms`: a delay must be >= 0 and <= max_delay_ms; a
-// deliver_at in the past means now; one later than now + max_delay_ms is refused.
+// What can be judged of `when` without a clock: at most one of delay and deliver_at, and a
+// delay within 0..max_delay_ms. (A store whose clock is elsewhere, Redis, checks this first.)
+Status ValidateWhen(const When& when, const QueueConfig& config, std::string_view field_prefix = "");
+
+// The due time for `when` at `now_ms`: ValidateWhen, and a deliver_at in the past means now; one
+// later than now + max_delay_ms is refused.
 Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& config,
                            std::string_view field_prefix = "");
 

@@ -517,7 +517,7 @@ HttpResponse Api::Dispatch(const HttpRequest& req, const Target& t, Route* route
       if (!body->batch) {
         if (!results[0].ok()) return ErrorResponse(results[0]);
         w.BeginObject().Key("state").String(JobStateName(last.state));
-        if (last.state == JobState::kScheduled) w.Key("due_at").Int(last.due_at_ms);
+        w.Key("due_at").Int(last.due_at_ms);  // when dead: the due time the job had
         w.EndObject();
         return JsonResponse(200, w.Take());
       }

@@ -308,6 +308,20 @@ Status RawValue(sj::value v, std::string_view field, std::string* out) {
   return Status::Ok();
 }
 
+// Refuses a second due time: a delay with a deliver_at in the words every store uses
+// (ValidateWhen), or the two spellings of a delay.
+Status OneWhen(std::string_view key, const When& when, std::string_view prefix) {
+  const bool delay = key != "deliver_at";
+  if ((delay && when.deliver_at_ms) || (!delay && when.delay_ms)) {
+    return ValidateWhen({.delay_ms = 0, .deliver_at_ms = 0}, QueueConfig{}, prefix);
+  }
+  if (when.delay_ms) {
+    return Status::InvalidArgument(
+        fmt::format("{}delay_ms and {}delay are both given; give one of them", prefix, prefix));
+  }
+  return Status::Ok();
+}
+
 // "delay_ms" | "delay" | "deliver_at" into `when`; false when `key` is none of them.
 Result<bool> ParseWhenField(std::string_view key, sj::value v, std::string_view prefix, When* when) {
   const std::string field = fmt::format("{}{}", prefix, key);
@@ -315,10 +329,7 @@ Result<bool> ParseWhenField(std::string_view key, sj::value v, std::string_view 
     int64_t ms;
     DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &ms, "an integer number of milliseconds"));
     if (ms < 0) return Status::InvalidArgument(fmt::format("{} is {}; it must not be negative", field, ms));
-    if (when->delay_ms || when->deliver_at_ms) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: give only one of delay_ms, delay and deliver_at", field));
-    }
+    DELAYQ_RETURN_IF_ERROR(OneWhen(key, *when, prefix));
     when->delay_ms = ms;
     return true;
   }
@@ -327,10 +338,7 @@ Result<bool> ParseWhenField(std::string_view key, sj::value v, std::string_view 
     DELAYQ_RETURN_IF_ERROR(GetString(v, field, &text));
     auto ms = ParseDuration(text);
     if (!ms.ok()) return Status::InvalidArgument(fmt::format("{}: {}", field, ms.status().message()));
-    if (when->delay_ms || when->deliver_at_ms) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: give only one of delay_ms, delay and deliver_at", field));
-    }
+    DELAYQ_RETURN_IF_ERROR(OneWhen(key, *when, prefix));
     when->delay_ms = *ms;
     return true;
   }
@@ -351,10 +359,7 @@ Result<bool> ParseWhenField(std::string_view key, sj::value v, std::string_view 
     } else {
       return TypeError(field, "epoch milliseconds or an RFC 3339 string");
     }
-    if (when->delay_ms || when->deliver_at_ms) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: give only one of delay_ms, delay and deliver_at", field));
-    }
+    DELAYQ_RETURN_IF_ERROR(OneWhen(key, *when, prefix));
     when->deliver_at_ms = at;
     return true;
   }
@@ -464,7 +469,7 @@ Result<EnqueueBody> ParseEnqueue(std::string_view body) {
                                             Limits::kMaxBatch));
       }
     }
-    if (out.jobs.empty()) return Status::InvalidArgument("jobs is empty; a batch holds 1 to 1000 jobs");
+    if (out.jobs.empty()) return ValidateBatchSize(0);
     return out;
   }
   if (obj.reset().error()) return Status::InvalidArgument("the body must be a JSON object");

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "delayq/engine.h"
-#include "redis/redis_queue.h"
+#include "store/redis/redis_queue.h"
 
 namespace delayq::server {
 

@@ -6,7 +6,7 @@
 
 #include "core/receipt.h"
 #include "core/record.h"
-#include "redis/redis_client.h"
+#include "store/redis/redis_client.h"
 
 namespace {
 

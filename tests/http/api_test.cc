@@ -9,7 +9,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "engine/engine_harness.h"
+#include "store/embedded/engine_harness.h"
 
 namespace delayq::testing {
 namespace {
@@ -149,7 +149,7 @@ TEST_F(ApiTest, EveryInputErrorNamesTheField) {
       {R"({"payload":1,"delay":5})", "delay"},
       {R"({"payload":1,"deliver_at":"tomorrow"})", "deliver_at"},
       {R"({"payload":1,"deliver_at":true})", "deliver_at"},
-      {R"({"payload":1,"delay_ms":5,"delay":"5s"})", "only one"},
+      {R"({"payload":1,"delay_ms":5,"delay":"5s"})", "both given"},
       {R"({"payload":1,"delay_ms":40000000000})", "max_delay"},
       {R"({"payload":1,"key":7})", "key"},
       {R"({"payload":1,"replace":"yes"})", "replace"},

@@ -1,0 +1,195 @@
+// The scheduled jobs of one queue held in memory: a calendar queue keyed by due bucket
+// (DueBucket(due_ms), about 4 s). A bucket is an unsorted vector until it is first, so an
+// insert is a push_back; when it becomes first it is sorted once by (due, id) with a
+// counting sort on the millisecond (O(n): ids within a bucket already arrive in ascending
+// order, as enqueues and refills append them), and later inserts into it go to a small
+// ordered set beside the sorted run. Buckets are loaded from and dropped to disk whole (see
+// EngineImpl::RefillLocked / EvictLocked).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "store/embedded/keys.h"
+
+namespace delayq {
+
+class DueWindow {
+ public:
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+
+  void Insert(const DueKey& key, int32_t attempt) {
+    Bucket& bucket = buckets_[DueBucket(key.due_ms)];
+    if (bucket.is_sorted) {
+      bucket.extra.emplace(key, attempt);
+    } else {
+      bucket.items.push_back({key, attempt});
+    }
+    ++size_;
+  }
+
+  // The attempt of `key` when it is in the window.
+  std::optional<int32_t> Find(const DueKey& key) const {
+    auto b = buckets_.find(DueBucket(key.due_ms));
+    if (b == buckets_.end()) return std::nullopt;
+    const Entry* e = b->second.Locate(key);
+    if (e) return e->attempt;
+    auto x = b->second.extra.find(key);
+    return x == b->second.extra.end() ? std::nullopt : std::optional(x->second);
+  }
+
+  bool Erase(const DueKey& key) {
+    auto b = buckets_.find(DueBucket(key.due_ms));
+    if (b == buckets_.end()) return false;
+    if (!b->second.Erase(key)) return false;
+    --size_;
+    if (b->second.Empty()) buckets_.erase(b);
+    return true;
+  }
+
+  // The first job by (due, id). Requires !empty().
+  const DueKey& Front() {
+    Bucket& first = buckets_.begin()->second;
+    first.Sort();
+    return first.Min()->key;
+  }
+
+  std::pair<DueKey, int32_t> PopFront() {
+    auto b = buckets_.begin();
+    b->second.Sort();
+    std::pair<DueKey, int32_t> out = b->second.PopMin();
+    --size_;
+    if (b->second.Empty()) buckets_.erase(b);
+    return out;
+  }
+
+  int64_t LastBucket() const { return buckets_.rbegin()->first; }
+  size_t BucketCount() const { return buckets_.size(); }
+
+  // Removes the last bucket; returns how many jobs it held.
+  size_t DropLastBucket() {
+    auto last = std::prev(buckets_.end());
+    size_t n = last->second.Size();
+    buckets_.erase(last);
+    size_ -= n;
+    return n;
+  }
+
+  // Jobs due at or before `limit_ms`.
+  int64_t CountDueBy(int64_t limit_ms) const {
+    int64_t n = 0;
+    const int64_t limit_bucket = DueBucket(limit_ms);
+    for (const auto& [b, bucket] : buckets_) {
+      if (b > limit_bucket) break;
+      if (b < limit_bucket) {
+        n += static_cast<int64_t>(bucket.Size());
+        continue;
+      }
+      for (size_t i = bucket.head; i < bucket.items.size(); ++i) {
+        n += bucket.items[i].key.due_ms <= limit_ms;
+      }
+      for (const auto& [k, a] : bucket.extra) n += k.due_ms <= limit_ms;
+    }
+    return n;
+  }
+
+ private:
+  struct Entry {
+    DueKey key;
+    int32_t attempt;
+  };
+
+  struct Bucket {
+    std::vector<Entry> items;  // unsorted; once sorted, ascending from `head`
+    size_t head = 0;
+    std::map<DueKey, int32_t> extra;  // inserted after the sort
+    bool is_sorted = false;
+
+    size_t Size() const { return items.size() - head + extra.size(); }
+    bool Empty() const { return Size() == 0; }
+
+    void Sort() {
+      if (is_sorted) return;
+      is_sorted = true;
+      if (items.empty()) return;
+      // Stable counting sort on the millisecond within the bucket, then a check (and a sort
+      // where needed) of the id order within each millisecond.
+      constexpr size_t kSlots = size_t{1} << kDueBucketShift;
+      const int64_t base = DueBucket(items.front().key.due_ms) << kDueBucketShift;
+      std::vector<uint32_t> start(kSlots + 1, 0);
+      for (const Entry& e : items) ++start[static_cast<size_t>(e.key.due_ms - base) + 1];
+      for (size_t i = 1; i <= kSlots; ++i) start[i] += start[i - 1];
+      std::vector<Entry> out(items.size());
+      for (const Entry& e : items) out[start[static_cast<size_t>(e.key.due_ms - base)]++] = e;
+      items.swap(out);
+      auto by_key = [](const Entry& a, const Entry& b) { return a.key < b.key; };
+      for (size_t i = 0; i < items.size();) {
+        size_t j = i + 1;
+        while (j < items.size() && items[j].key.due_ms == items[i].key.due_ms) ++j;
+        if (!std::is_sorted(items.begin() + static_cast<long>(i), items.begin() + static_cast<long>(j), by_key)) {
+          std::sort(items.begin() + static_cast<long>(i), items.begin() + static_cast<long>(j), by_key);
+        }
+        i = j;
+      }
+    }
+
+    // The smallest entry (sorted buckets only).
+    const Entry* Min() {
+      const Entry* run = head < items.size() ? &items[head] : nullptr;
+      if (!extra.empty() && (!run || extra.begin()->first < run->key)) {
+        min_extra_ = {extra.begin()->first, extra.begin()->second};
+        return &min_extra_;
+      }
+      return run;
+    }
+
+    std::pair<DueKey, int32_t> PopMin() {
+      const Entry* run = head < items.size() ? &items[head] : nullptr;
+      if (!extra.empty() && (!run || extra.begin()->first < run->key)) {
+        auto out = *extra.begin();
+        extra.erase(extra.begin());
+        return out;
+      }
+      ++head;
+      return {run->key, run->attempt};
+    }
+
+    // The entry of `key` in `items`, if there.
+    const Entry* Locate(const DueKey& key) const {
+      if (!is_sorted) {
+        for (const Entry& e : items) {
+          if (e.key == key) return &e;
+        }
+        return nullptr;
+      }
+      auto it = std::lower_bound(items.begin() + static_cast<long>(head), items.end(), key,
+                                 [](const Entry& e, const DueKey& k) { return e.key < k; });
+      return it != items.end() && it->key == key ? &*it : nullptr;
+    }
+
+    bool Erase(const DueKey& key) {
+      if (extra.erase(key) > 0) return true;
+      const Entry* e = Locate(key);
+      if (!e) return false;
+      auto it = items.begin() + (e - items.data());
+      if (is_sorted) {
+        items.erase(it);  // keeps the run sorted
+      } else {
+        *it = items.back();
+        items.pop_back();
+      }
+      return true;
+    }
+
+    Entry min_extra_{};
+  };
+
+  std::map<int64_t, Bucket> buckets_;
+  size_t size_ = 0;
+};
+
+}  // namespace delayq

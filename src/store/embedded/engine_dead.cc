@@ -1,0 +1,260 @@
+// The dead-letter queue: how a job goes dead, listing, replay, purge, and the sweep of dead
+// jobs past their queue's dead_retention_ms.
+//
+// A dead job keeps its record in `jobs` (dead, with its attempts, last error and death time)
+// and one entry in `dead` (queue | dead_at | id); it has released its idempotency key. Replay
+// and purge work in chunks of kDeadChunk, each one operation, so a queue of a million dead jobs
+// never holds the lock for long.
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/embedded/engine_impl.h"
+
+namespace delayq {
+namespace {
+
+constexpr size_t kDeadChunk = 1000;
+// Dead jobs deleted by one tick at most (the rest in the next ones): an operation that runs the
+// tick never waits long behind a sweep.
+constexpr size_t kSweepPerTick = 1000;
+constexpr int64_t kRetryAfterErrorMs = 1000;
+
+}  // namespace
+
+void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record,
+                                      int32_t attempt, int64_t now_ms, WriteBatch& batch) {
+  batch.Delete(Cf::kDue, DueIndexKey(q->name, DueKey{record->due_at_ms, id}));
+  if (record->key_indexed) batch.Delete(Cf::kKeys, IdemKey(q->name, record->key));
+  record->dead = true;
+  record->key_indexed = false;  // a dead job releases its key
+  record->attempt = attempt;
+  record->dead_at_ms = now_ms;
+  batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(*record));
+  batch.Put(Cf::kDead, DeadIndexKey(q->name, now_ms, id), "");
+}
+
+Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t limit) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateDeadListLimit(limit));
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  std::vector<Job> out;
+  auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
+  for (; cursor->Valid() && static_cast<int32_t>(out.size()) < limit; cursor->Next()) {
+    std::string_view name;
+    int64_t dead_at;
+    Ulid id;
+    if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+      return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
+    }
+    std::string raw;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    auto job = JobViewLocked(q, id, record);
+    if (!job.ok()) return job.status();
+    out.push_back(std::move(*job));
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  return out;
+}
+
+Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const std::string> ids) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  std::vector<Ulid> wanted;
+  std::unordered_set<Ulid, UlidHash> listed;  // an id given twice is replayed (and counted) once
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto id = Ulid::Parse(ids[i]);
+    if (!id) return errors::NotAJobId(fmt::format("ids[{}]", i), ids[i]);
+    if (listed.insert(*id).second) wanted.push_back(*id);
+  }
+  int64_t replayed = 0;
+  int64_t budget = -1;  // "all": at most the dead jobs there were when the replay began
+  size_t next = 0;
+  while (true) {
+    bool more = false;
+    Op op(*this, Op::kWrites);
+    DELAYQ_RETURN_IF_ERROR(op.status());
+    const int64_t now_ms = op.now().wall_ms();
+    {
+      QueueState* q = FindQueueLocked(queue);
+      if (!q) return UnknownQueue(queue);
+      if (budget < 0) budget = q->dead;
+      // The chunk: dead jobs to replay, with their records.
+      std::vector<std::pair<Ulid, JobRecord>> chunk;
+      if (!wanted.empty()) {
+        for (; next < wanted.size() && chunk.size() < kDeadChunk; ++next) {
+          std::string raw;
+          JobRecord record;
+          Status s = storage_->Get(Cf::kJobs, wanted[next].Raw(), &raw);
+          if (s.code() == Code::kNotFound) continue;
+          DELAYQ_RETURN_IF_ERROR(s);
+          DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+          if (record.queue != q->name || !record.dead) continue;
+          chunk.emplace_back(wanted[next], std::move(record));
+        }
+        more = next < wanted.size();
+      } else {
+        auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
+        for (; cursor->Valid() && chunk.size() < kDeadChunk &&
+               static_cast<int64_t>(chunk.size()) < budget;
+             cursor->Next()) {
+          std::string_view name;
+          int64_t dead_at;
+          Ulid id;
+          std::string raw;
+          JobRecord record;
+          if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+            return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
+          }
+          DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), &raw));
+          DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+          chunk.emplace_back(id, std::move(record));
+        }
+        DELAYQ_RETURN_IF_ERROR(cursor->status());
+        budget -= static_cast<int64_t>(chunk.size());
+        more = budget > 0 && chunk.size() == kDeadChunk;
+      }
+      auto batch = storage_->NewBatch();
+      std::unordered_set<std::string> claimed;
+      for (auto& [id, record] : chunk) {
+        batch->Delete(Cf::kDead, DeadIndexKey(queue, record.dead_at_ms, id));
+        record.dead = false;
+        record.attempt = 0;
+        record.dead_at_ms = 0;
+        record.due_at_ms = now_ms;
+        // The job takes its key back unless a live job holds it now; then it comes back
+        // without a key (a dead job released it), so no two live jobs show one key. The Lua
+        // twin is kReplayScript.
+        if (!record.key.empty()) {
+          std::string holder;
+          Status s = storage_->Get(Cf::kKeys, IdemKey(queue, record.key), &holder);
+          if (!s.ok() && s.code() != Code::kNotFound) return s;
+          record.key_indexed = s.code() == Code::kNotFound && claimed.insert(record.key).second;
+          if (record.key_indexed) {
+            batch->Put(Cf::kKeys, IdemKey(queue, record.key), id.Raw());
+          } else {
+            record.key.clear();
+          }
+        }
+        batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, {}, 0}));
+      }
+      if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+      for (auto& [id, record] : chunk) {
+        --q->dead;
+        ++q->live;
+        PlaceLocked(q, {now_ms, id}, 0, {}, false, op.now().wall_us);
+      }
+      replayed += static_cast<int64_t>(chunk.size());
+      ServeWaitersLocked(q, op.now(), op.deferred());
+    }
+    DELAYQ_RETURN_IF_ERROR(op.Finish());
+    if (!more) break;
+  }
+  return replayed;
+}
+
+Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  int64_t purged = 0;
+  while (true) {
+    size_t n = 0;
+    Op op(*this, Op::kWrites);
+    DELAYQ_RETURN_IF_ERROR(op.status());
+    {
+      QueueState* q = FindQueueLocked(queue);
+      if (!q) return UnknownQueue(queue);
+      auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
+      auto batch = storage_->NewBatch();
+      for (; cursor->Valid() && n < kDeadChunk; cursor->Next(), ++n) {
+        std::string_view name;
+        int64_t dead_at;
+        Ulid id;
+        if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+          return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
+        }
+        batch->Delete(Cf::kJobs, id.Raw());
+        batch->Delete(Cf::kDead, cursor->key());
+      }
+      DELAYQ_RETURN_IF_ERROR(cursor->status());
+      if (n > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+      q->dead -= static_cast<int64_t>(n);
+      purged += static_cast<int64_t>(n);
+    }
+    DELAYQ_RETURN_IF_ERROR(op.Finish());
+    if (n < kDeadChunk) break;
+  }
+  return purged;
+}
+
+void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
+  ++q->dead;
+  ++q->counters.dead;
+  if (dead_at_ms < q->dead_floor_ms) {
+    q->dead_floor_ms = dead_at_ms;
+    PlanDeadSweepLocked(q);
+  }
+}
+
+void EngineImpl::PlanDeadSweepLocked(QueueState* q) {
+  if (q->dead_sweep_at_ms != kNoTime) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
+  q->dead_sweep_at_ms = kNoTime;
+  if (q->dead == 0 || q->dead_floor_ms == kNoTime) return;
+  q->dead_sweep_at_ms = q->dead_floor_ms + ConfigOf(q).dead_retention_ms;
+  dead_sweeps_.emplace(q->dead_sweep_at_ms, q);
+}
+
+// A dead job is deleted once dead_retention_ms has passed since it went dead, never before: each
+// queue's sweep is planned for the moment its oldest dead job runs out (dead_floor_ms is a lower
+// bound of that death, so a sweep may find nothing and plan again from the oldest it sees). The
+// Redis store's twin is the dead_expire script, planned by the same rule.
+void EngineImpl::SweepDeadLocked(int64_t now_ms) {
+  size_t budget = kSweepPerTick;
+  while (budget > 0 && !dead_sweeps_.empty() && dead_sweeps_.begin()->first <= now_ms) {
+    QueueState* q = dead_sweeps_.begin()->second;
+    const int64_t cutoff = now_ms - ConfigOf(q).dead_retention_ms;  // died at or before: deleted
+    auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(q->name), QueuePrefixEnd(q->name));
+    auto batch = storage_->NewBatch();
+    int64_t n = 0;
+    int64_t floor = kNoTime;
+    for (; cursor->Valid(); cursor->Next()) {
+      std::string_view name;
+      int64_t dead_at;
+      Ulid id;
+      if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) continue;
+      if (dead_at > cutoff || static_cast<size_t>(n) == budget) {
+        floor = dead_at;
+        break;
+      }
+      batch->Delete(Cf::kJobs, id.Raw());
+      batch->Delete(Cf::kDead, cursor->key());
+      ++n;
+    }
+    if (n > 0) {
+      uint64_t seq;
+      Status s = WriteLocked(*batch, &seq);
+      if (!s.ok()) {
+        spdlog::error("queue {}: deleting dead jobs past retention failed (retried in a second): {}", q->name,
+                      s.ToString());
+        dead_sweeps_.erase(dead_sweeps_.begin());
+        q->dead_sweep_at_ms = now_ms + kRetryAfterErrorMs;
+        dead_sweeps_.emplace(q->dead_sweep_at_ms, q);
+        return;
+      }
+      q->dead = std::max<int64_t>(0, q->dead - n);
+      budget -= static_cast<size_t>(n);
+      spdlog::debug("queue {}: deleted {} dead jobs past their retention ({} ms)", q->name, n,
+                    ConfigOf(q).dead_retention_ms);
+    }
+    q->dead_floor_ms = floor;
+    PlanDeadSweepLocked(q);
+  }
+}
+
+}  // namespace delayq

@@ -1,0 +1,399 @@
+// Deliveries and their end: reserve, ack, nack, touch (the dead-letter queue is in
+// engine_dead.cc).
+//
+// A reserve rewrites only the job's small due record (attempt, delivery token, lease
+// deadline); the job record itself changes only on nack, dead, reschedule and replay.
+// A lease that expires changes nothing on disk: the due record still says "reserved until T",
+// and T has passed, which recovery reads as "ready again".
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "core/backoff.h"
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/embedded/engine_impl.h"
+
+namespace delayq {
+
+Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes,
+                                                        int64_t lease_ms, const Instant& now) {
+  std::vector<Delivery> out;
+  if (q->meta.paused || q->ready.empty()) return out;
+  const int64_t deadline = now.wall_ms() + lease_ms;
+  const int64_t deadline_mono_us = now.mono_us + lease_ms * 1000;
+  struct Pick {
+    std::map<DueKey, ReadyInfo>::iterator it;
+    DeliveryToken delivery;
+    int32_t max_attempts;
+    bool key_indexed;
+  };
+  std::vector<Pick> picks;
+  std::vector<DueKey> broken;
+  auto batch = storage_->NewBatch();
+  // Records are read a few at a time, so an answer bounded by max_bytes never reads far past
+  // it: the answer stops before the record that would take it over (the first always comes).
+  // The Redis reserve script applies the same rule to the same encoded records.
+  constexpr size_t kChunk = 8;
+  int64_t bytes = 0;
+  bool full = false;
+  auto next = q->ready.begin();
+  while (!full && next != q->ready.end() && static_cast<int32_t>(out.size() + broken.size()) < max) {
+    std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
+    std::vector<std::string> ids;
+    for (; next != q->ready.end() && candidates.size() < kChunk &&
+           static_cast<int32_t>(out.size() + broken.size() + candidates.size()) < max;
+         ++next) {
+      candidates.push_back(next);
+      ids.emplace_back(next->first.id.Raw());
+    }
+    std::vector<std::string> raws;
+    std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, ids, &raws);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      auto it = candidates[i];
+      const DueKey& key = it->first;
+      const std::string& raw = raws[i];
+      JobRecord record;
+      const Status& s = reads[i];
+      if (s.ok() && !out.empty() && bytes + static_cast<int64_t>(raw.size()) > max_bytes) {
+        full = true;
+        break;
+      }
+      if (s.ok()) bytes += static_cast<int64_t>(raw.size());
+      if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
+        spdlog::error("queue {}: ready job {} has no record; dropping it", q->name,
+                      key.id.ToString());
+        broken.push_back(key);
+        continue;
+      }
+      DELAYQ_RETURN_IF_ERROR(s);
+      DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+      const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
+      const int32_t attempt = it->second.attempt + 1;
+      batch->Put(Cf::kDue, DueIndexKey(q->name, key),
+                 EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
+      Delivery d;
+      d.id = key.id.ToString();
+      d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
+      d.payload = std::move(record.payload);
+      d.binary = record.binary;
+      d.headers = std::move(record.headers);
+      d.attempt = attempt;
+      d.max_attempts = record.max_attempts;
+      d.due_at_ms = key.due_ms;
+      d.key = std::move(record.key);
+      d.lease_deadline_ms = deadline;
+      out.push_back(std::move(d));
+      picks.push_back({it, delivery, record.max_attempts, record.key_indexed});
+    }
+  }
+  if (batch->Count() > 0) {
+    uint64_t seq;  // a reserve is not waited on for durability: losing it only redelivers
+    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+  }
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const Pick& p = picks[i];
+    const DueKey key = p.it->first;
+    const ReadyInfo info = p.it->second;
+    q->ready.erase(p.it);
+    --ready_entries_;
+    AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline,
+                                 deadline_mono_us, out[i].key, p.key_indexed});
+    ++q->counters.delivered;
+    if (!info.redelivery) q->lateness.Record(now.wall_us - key.due_ms * 1000);
+  }
+  for (const DueKey& key : broken) {
+    q->ready.erase(key);
+    --ready_entries_;
+    --q->live;
+  }
+  return out;
+}
+
+Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
+                                                  const ReserveRequest& request) {
+  if (request.wait_ms > 0) {
+    auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+    auto future = promise->get_future();
+    ReserveAsync(queue, request, [promise](Result<std::vector<Delivery>> r) {
+      promise->set_value(std::move(r));
+    });
+    return future.get();
+  }
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateReserve(request));
+  Op op(*this, Op::kReads);  // a reserve is not waited on for durability: losing it redelivers
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);  // a reserve creates no queue
+  if (!q) return std::vector<Delivery>{};
+  return ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms),
+                       op.now());
+}
+
+uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& request,
+                                  ReserveCallback done) {
+  Status valid = ValidateQueueName(queue);
+  if (valid.ok()) valid = ValidateReserve(request);
+  if (!valid.ok()) {
+    done(valid);
+    return 0;
+  }
+  Op op(*this, Op::kReads);
+  if (!op.status().ok()) {
+    op.deferred().Add([done = std::move(done), open = op.status()] { done(open); });
+    return 0;
+  }
+  // A reserve creates no queue; one that waits on a name that is not a queue yet waits on a
+  // provisional one, which goes with its last waiter.
+  QueueState* q = request.wait_ms > 0 ? QueueForWaiterLocked(queue) : FindQueueLocked(queue);
+  if (!q) {
+    op.deferred().Add([done = std::move(done)] { done(std::vector<Delivery>{}); });
+    return 0;
+  }
+  auto result =
+      ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
+  if (!result.ok() || !result->empty() || request.wait_ms == 0) {
+    op.deferred().Add([done = std::move(done), result = std::move(result)]() mutable {
+      done(std::move(result));
+    });
+    return 0;
+  }
+  const uint64_t handle = next_waiter_++;
+  const int64_t deadline_mono_us = op.now().mono_us + request.wait_ms * 1000;
+  waiters_.emplace(handle, Waiter{handle, q, request, deadline_mono_us, std::move(done)});
+  waiter_deadlines_.emplace(deadline_mono_us, handle);
+  q->waiters.push_back(handle);
+  PokeMonoLocked(deadline_mono_us);
+  return handle;
+}
+
+void EngineImpl::CancelReserve(uint64_t handle) {
+  ReserveCallback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = waiters_.find(handle);
+    if (it == waiters_.end()) return;
+    done = std::move(it->second.done);
+    waiter_deadlines_.erase({it->second.deadline_mono_us, handle});
+    QueueState* q = it->second.queue;
+    waiters_.erase(it);
+    DropIfUnusedLocked(q);
+  }
+  done(std::vector<Delivery>{});
+}
+
+Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
+                                       JobRecord* record, bool* have_record) {
+  *have_record = false;
+  const std::string id = receipt.id.ToString();
+  if (auto it = leases_.find(receipt.id); it != leases_.end()) {
+    const Lease& lease = it->second;
+    // (A receipt is signed for its queue, so `lease.queue != q` would be a forged one.)
+    if (lease.queue != q) return errors::DeliveryJobGone(id);
+    if (lease.delivery != receipt.token) return errors::DeliveredAgain(id, lease.attempt);
+    *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery};
+    return Status::Ok();
+  }
+  std::string raw;
+  Status s = storage_->Get(Cf::kJobs, receipt.id.Raw(), &raw);
+  if (s.code() == Code::kNotFound) return errors::DeliveryJobGone(id);
+  DELAYQ_RETURN_IF_ERROR(s);
+  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, record));
+  *have_record = true;
+  if (record->queue != q->name) return errors::DeliveryJobGone(id);
+  if (record->dead) return errors::DeliveryWentDead(id, record->attempt, record->max_attempts);
+  DueKey key{record->due_at_ms, receipt.id};
+  auto ready = q->ready.find(key);
+  if (ready != q->ready.end() && ready->second.delivery == receipt.token) {
+    *target = {receipt.id, key, false, ready->second.attempt, receipt.token};
+    return Status::Ok();
+  }
+  return errors::DeliveryOver(id);
+}
+
+Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
+  std::string r(receipt);
+  return AckBatch(queue, std::span(&r, 1)).front();
+}
+
+std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
+                                         std::span<const std::string> receipts) {
+  std::vector<Status> out(receipts.size());
+  Status valid = ValidateQueueName(queue);
+  if (!valid.ok()) {
+    std::fill(out.begin(), out.end(), valid);
+    return out;
+  }
+  // A receipt given twice is acked once, and every copy answers what the first did.
+  const std::vector<size_t> first = FirstOccurrences(receipts);
+  std::vector<Result<Receipt>> parsed;
+  parsed.reserve(receipts.size());
+  for (const auto& r : receipts) parsed.push_back(signer_->Open(queue, r));
+  Op op(*this, Op::kWrites);
+  QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
+  if (!op.status().ok() || !q) {
+    std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
+    return out;
+  }
+  std::vector<Target> targets(receipts.size());
+  auto batch = storage_->NewBatch();
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) continue;
+    if (!parsed[i].ok()) {
+      out[i] = parsed[i].status();
+      continue;
+    }
+    JobRecord record;
+    bool have_record;
+    out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
+    if (!out[i].ok()) continue;
+    const Target& t = targets[i];
+    std::string key;
+    bool key_indexed;
+    if (t.leased) {
+      const Lease& lease = leases_.at(t.id);
+      key = lease.idem_key;
+      key_indexed = lease.key_indexed;
+    } else {
+      key = record.key;
+      key_indexed = record.key_indexed;
+    }
+    batch->Delete(Cf::kJobs, t.id.Raw());
+    batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
+    if (key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, key));
+  }
+  if (batch->Count() > 0) {
+    Status s = op.Write(*batch);
+    if (!s.ok()) {
+      for (auto& st : out) {
+        if (st.ok()) st = s;
+      }
+    } else {
+      for (size_t i = 0; i < receipts.size(); ++i) {
+        if (first[i] != i || !out[i].ok()) continue;
+        const Target& t = targets[i];
+        if (t.leased) {
+          RemoveLeaseLocked(t.id);
+        } else {
+          q->ready.erase(t.key);
+          --ready_entries_;
+        }
+        --q->live;
+        ++q->counters.acked;
+      }
+    }
+  }
+  Status durable = op.Finish();
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) {
+      out[i] = out[first[i]];
+    } else if (out[i].ok() && !durable.ok()) {
+      out[i] = durable;
+    }
+  }
+  return out;
+}
+
+Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& request) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  auto receipt = signer_->Open(queue, request.receipt);  // answered after the queue's existence
+  NackResult result;
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  const int64_t now_ms = op.now().wall_ms();
+  {
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    if (!receipt.ok()) return receipt.status();
+    const QueueConfig& config = ConfigOf(q);
+    DELAYQ_RETURN_IF_ERROR(ValidateNack(request, config));
+    Target t;
+    JobRecord record;
+    bool have_record;
+    DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
+    if (!have_record) {
+      std::string raw;
+      DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, t.id.Raw(), &raw));
+      DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    }
+    record.last_error = NackErrorText(request);
+    auto batch = storage_->NewBatch();
+    const bool dead = request.dead || t.attempt >= record.max_attempts;
+    DueKey new_key;
+    if (dead) {
+      DeadTransitionLocked(q, t.id, &record, t.attempt, now_ms, *batch);
+      result = {JobState::kDead, record.due_at_ms};
+    } else {
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      int64_t delay = request.retry_in_ms.value_or(
+          BackoffDelayMs(config.backoff, t.attempt, unit(rng_)));
+      new_key = {now_ms + delay, t.id};
+      record.due_at_ms = new_key.due_ms;
+      batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
+      batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
+      batch->Put(Cf::kDue, DueIndexKey(queue, new_key),
+                 EncodeDueRecord({new_key.due_ms, t.attempt, {}, 0}));
+      result = {JobState::kScheduled, new_key.due_ms};
+    }
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+    if (t.leased) {
+      RemoveLeaseLocked(t.id);
+    } else {
+      q->ready.erase(t.key);
+      --ready_entries_;
+    }
+    ++q->counters.nacked;
+    if (dead) {
+      --q->live;
+      NoteDeathLocked(q, now_ms);
+    } else {
+      PlaceLocked(q, new_key, t.attempt, {}, false, op.now().wall_us);
+      ServeWaitersLocked(q, op.now(), op.deferred());
+    }
+  }
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return result;
+}
+
+Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view receipt_text,
+                                      std::optional<int64_t> lease_ms) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
+  auto receipt = signer_->Open(queue, receipt_text);  // answered after the queue's existence
+  TouchResult result;
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  {
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    if (!receipt.ok()) return receipt.status();
+    Target t;
+    JobRecord record;
+    bool have_record;
+    DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
+    const int64_t lease = lease_ms.value_or(ConfigOf(q).lease_ms);
+    const int64_t deadline = op.now().wall_ms() + lease;
+    const int64_t deadline_mono_us = op.now().mono_us + lease * 1000;
+    auto batch = storage_->NewBatch();
+    batch->Put(Cf::kDue, DueIndexKey(queue, t.key),
+               EncodeDueRecord({t.key.due_ms, t.attempt, t.delivery, deadline}));
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+    if (t.leased) {
+      Lease lease_now = leases_.at(t.id);
+      RemoveLeaseLocked(t.id);
+      lease_now.deadline_ms = deadline;
+      lease_now.deadline_mono_us = deadline_mono_us;
+      AddLeaseLocked(t.id, std::move(lease_now));
+    } else {  // the lease had run out, but no one else has the job: take it back
+      q->ready.erase(t.key);
+      --ready_entries_;
+      AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline,
+                                 deadline_mono_us, record.key, record.key_indexed});
+    }
+    result.lease_deadline_ms = deadline;
+  }
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return result;
+}
+
+}  // namespace delayq

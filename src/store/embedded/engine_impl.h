@@ -1,0 +1,348 @@
+// The embedded engine.
+//
+// How data flows. Every job is one record in `jobs` plus one entry in `due` (while live) or in
+// `dead`. Each operation runs under one mutex: it first catches up with the clock (Tick:
+// promote what came due, expire leases, time out waiters), then reads what it needs from the
+// store, builds one WriteBatch, writes it (unsynced), and only when the write succeeded
+// applies the change to the in-memory indexes. Outside the mutex it then waits, in `sync`
+// mode, for the group commit to fsync the log. A failed write leaves memory and disk as
+// they were.
+//
+// What memory holds, per queue:
+//   window  scheduled jobs with due bucket <= window_end, about a bounded number in all queues;
+//           the rest of the scheduled jobs stay on disk and are read back in order (Refill)
+//           when a queue's window runs empty. Invariant: an empty window means none are left.
+//   ready   jobs that came due and are not reserved, ordered by (due, id).
+//   leases  reserved jobs (one map over all queues) and their deadlines.
+//   schedule  counts of scheduled jobs per minute of due time (the Schedule histogram).
+// `heads_` holds the first window entry of every queue, so the next due time is heads_.begin().
+//
+// The scheduler thread sleeps until the earliest of: the next due job, the next lease
+// deadline, the next waiter timeout, the next dead-retention sweep; an operation that creates
+// an earlier one wakes it, and so does a step of the wall clock.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/histogram.h"
+#include "core/record.h"
+#include "core/ulid.h"
+#include "delayq/engine.h"
+#include "store/embedded/due_window.h"
+#include "store/embedded/group_commit.h"
+#include "store/embedded/keys.h"
+#include "core/receipt.h"
+#include "core/receipt_signer.h"
+#include "store/embedded/storage.h"
+
+namespace delayq {
+
+// Callbacks collected under the lock and run after it is released: the answers to waiting
+// reserves. They run at the latest when the Deferred is destroyed, so no way out of an
+// operation can drop one (a dropped answer leaves its reserve hanging and its jobs leased to
+// no one). Destroy it only where the engine's lock is not held.
+class Deferred {
+ public:
+  Deferred() = default;
+  Deferred(const Deferred&) = delete;
+  Deferred& operator=(const Deferred&) = delete;
+  ~Deferred() { Run(); }
+  void Add(std::function<void()> fn) { fns_.push_back(std::move(fn)); }
+  bool empty() const { return fns_.empty(); }
+  void Run() {
+    while (!fns_.empty()) {
+      auto fns = std::move(fns_);
+      fns_.clear();
+      for (auto& fn : fns) fn();
+    }
+  }
+
+ private:
+  std::vector<std::function<void()>> fns_;
+};
+
+// Now, on both clocks.
+struct Instant {
+  int64_t wall_us = 0;  // Clock::NowUs
+  int64_t mono_us = 0;  // Clock::MonoUs
+  int64_t wall_ms() const { return wall_us / 1000; }
+};
+
+// The next moment the scheduler has work, on either clock (Clock::kNever: none).
+struct Deadline {
+  int64_t wall_us = Clock::kNever;
+  int64_t mono_us = Clock::kNever;
+};
+
+struct ReadyInfo {
+  int32_t attempt = 0;
+  DeliveryToken delivery;   // the last delivery (its receipt stays valid while ready)
+  bool redelivery = false;  // back after a lease expired: no lateness sample
+};
+
+inline constexpr int64_t kNoTime = INT64_MAX;
+
+struct QueueState {
+  explicit QueueState(std::string n) : name(std::move(n)) {}
+  std::string name;
+  QueueMeta meta;  // config (when has_config) and paused
+
+  DueWindow window;                  // scheduled, due bucket <= window_end -> attempt
+  int64_t window_end = kNoBucket;    // last due bucket held whole in the window
+  bool window_complete = true;       // no scheduled job beyond the window (window_end = kNoBucket)
+  std::map<DueKey, ReadyInfo> ready;
+  std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
+
+  int64_t live = 0;  // entries in the due index: scheduled + ready + reserved
+  int64_t reserved = 0;
+  int64_t dead = 0;
+  // No dead job of the queue died before dead_floor_ms (kNoTime: it holds none); its dead jobs
+  // are swept at dead_floor_ms + dead_retention_ms (its entry in dead_sweeps_, kNoTime: none).
+  int64_t dead_floor_ms = kNoTime;
+  int64_t dead_sweep_at_ms = kNoTime;
+  QueueCounters counters;
+  LatencyHistogram lateness;
+  std::deque<uint64_t> waiters;  // handles, first come first served
+  // Made only to hold waiting reserves for a name that is not a queue: invisible to reads and
+  // lists, dropped when its last waiter leaves, made a queue by the first write to it.
+  bool provisional = false;
+};
+
+struct Lease {
+  QueueState* queue = nullptr;
+  DueKey key;
+  int32_t attempt = 0;
+  int32_t max_attempts = 0;
+  DeliveryToken delivery;
+  int64_t deadline_ms = 0;       // wall clock: shown to clients and stored
+  int64_t deadline_mono_us = 0;  // monotonic: when it actually runs out
+  std::string idem_key;  // the job's idempotency key
+  bool key_indexed = false;
+};
+
+struct Waiter {
+  uint64_t handle = 0;
+  QueueState* queue = nullptr;
+  ReserveRequest request;
+  int64_t deadline_mono_us = 0;
+  ReserveCallback done;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage);
+  ~EngineImpl() override;
+
+  // Recovers the in-memory state from the store and starts the threads.
+  Status Start();
+
+  Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(
+      std::string_view queue, std::span<const EnqueueRequest> requests) override;
+  Result<Job> Get(std::string_view queue, const JobRef& ref) override;
+  Status Cancel(std::string_view queue, const JobRef& ref) override;
+  Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
+  Result<std::vector<Delivery>> Reserve(std::string_view queue,
+                                        const ReserveRequest& request) override;
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
+                        ReserveCallback done) override;
+  void CancelReserve(uint64_t handle) override;
+  Status Ack(std::string_view queue, std::string_view receipt) override;
+  std::vector<Status> AckBatch(std::string_view queue,
+                               std::span<const std::string> receipts) override;
+  Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
+                            std::optional<int64_t> lease_ms) override;
+  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
+  Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
+  Result<int64_t> PurgeDead(std::string_view queue) override;
+  Result<QueueStats> Stats(std::string_view queue) override;
+  Result<std::vector<QueueStats>> ListQueues() override;
+  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
+                                     int32_t buckets) override;
+  Result<QueueConfig> GetConfig(std::string_view queue) override;
+  Status SetConfig(std::string_view queue, const QueueConfig& config) override;
+  Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
+  Status Pause(std::string_view queue) override;
+  Status Resume(std::string_view queue) override;
+
+  Status Health() override;
+  void Close() override;
+  bool Ready() const override { return true; }
+  EngineInfo Info() override;
+
+ private:
+  // Where a receipt's delivery is now.
+  struct Target {
+    Ulid id;
+    DueKey key;
+    bool leased = false;  // reserved; else ready after its lease expired
+    int32_t attempt = 0;
+    DeliveryToken delivery;
+  };
+
+  // One operation on the engine, from its first line to its answer. Construction marks a
+  // writing operation in flight for the group commit, takes the lock, reads both clocks and
+  // catches up with them (Tick). Finish() — or the end of the scope, on every early return —
+  // releases the lock, leaves the group commit's in-flight set and runs the answers collected
+  // for waiting reserves; Finish() then waits until the operation's write is durable.
+  //
+  //   Op op(*this, Op::kWrites);
+  //   DELAYQ_RETURN_IF_ERROR(op.status());  // the store is closed
+  //   ... read, plan a batch, op.Write(*batch), apply to memory ...
+  //   return op.Finish();
+  class Op {
+   public:
+    enum Kind { kReads, kWrites };
+    Op(EngineImpl& engine, Kind kind);
+    ~Op() { Unlock(); }
+    Op(const Op&) = delete;
+    Op& operator=(const Op&) = delete;
+
+    // Not ok when the store is closed: the operation must return it.
+    const Status& status() const { return status_; }
+    const Instant& now() const { return now_; }
+    Deferred& deferred() { return deferred_; }
+    // Writes the batch (unsynced); Finish waits for it to be durable.
+    Status Write(WriteBatch& batch);
+    // Ends the locked part, runs the collected answers, and waits for durability.
+    Status Finish();
+    // Ends the locked part and runs the collected answers (idempotent).
+    void Unlock();
+
+   private:
+    EngineImpl& engine_;
+    Deferred deferred_;  // destroyed last: runs after the lock is released
+    GroupCommit::InFlight in_flight_;
+    std::unique_lock<std::mutex> lock_;
+    Instant now_;
+    Status status_;
+    uint64_t seq_ = 0;
+  };
+
+  Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
+
+  // --- queues (engine.cc) ---
+  QueueState* FindQueueLocked(std::string_view name);  // a queue (never a provisional one)
+  QueueState* GetOrCreateQueueLocked(std::string_view name);  // no limit: recovery
+  // kResourceExhausted when `name` is not a queue and there are options_.max_queues already.
+  Status RoomForQueueLocked(std::string_view name);
+  // The queue, created if it is new (RoomForQueueLocked first).
+  Result<QueueState*> CreateQueueLocked(std::string_view name);
+  // The queue or a provisional one, for a waiting reserve.
+  QueueState* QueueForWaiterLocked(std::string_view name);
+  // Drops `q` when it is provisional and no waiter is left on it.
+  void DropIfUnusedLocked(QueueState* q);
+  size_t queue_count_ = 0;  // queues, not counting provisional ones
+  const QueueConfig& ConfigOf(const QueueState* q) const {
+    return q->meta.has_config ? q->meta.config : options_.default_queue_config;
+  }
+  Status CheckOpenLocked() const;
+  Status LoadReceiptSecretLocked();
+  Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
+
+  // --- placement of live jobs in memory (engine_index.cc) ---
+  void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery,
+                   bool redelivery, int64_t now_us);
+  void UnplaceLocked(QueueState* q, const DueKey& key);
+  void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt);
+  void WindowEraseLocked(QueueState* q, const DueKey& key);
+  void UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head);
+  Status RefillLocked(QueueState* q);
+  void RefillOrRetryLocked(QueueState* q);
+  void EvictLocked();
+  void ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta);
+  void AddLeaseLocked(Ulid id, Lease lease);
+  void RemoveLeaseLocked(const Ulid& id);
+  // Wakes the scheduler when the deadline is earlier than its planned wake-up.
+  void PokeWallLocked(int64_t wall_us);
+  void PokeMonoLocked(int64_t mono_us);
+
+  // --- the scheduler (engine_scheduler.cc) ---
+  Deadline TickLocked(const Instant& now, Deferred& deferred);
+  void PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched);
+  void ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched);
+  void ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred);
+  void ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred);
+  // --- dead letters (engine_dead.cc) ---
+  // Counts a job that went dead at dead_at_ms (after its write succeeded).
+  void NoteDeathLocked(QueueState* q, int64_t dead_at_ms);
+  // Puts the queue's next retention sweep in dead_sweeps_ (or takes it out: no dead jobs).
+  void PlanDeadSweepLocked(QueueState* q);
+  // Deletes the dead jobs whose retention ran out, at most kSweepPerTick in all.
+  void SweepDeadLocked(int64_t now_ms);
+  void SchedulerLoop();
+
+  // --- operations (engine.cc) ---
+  Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
+                                              const Instant& now);
+  Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
+                             JobRecord* record, bool* have_record);
+  Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
+  Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
+  void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt,
+                            int64_t now_ms, WriteBatch& batch);
+  Status WriteLocked(WriteBatch& batch, uint64_t* seq);
+  Status WaitDurable(uint64_t seq);
+  Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue,
+                                                 std::span<const EnqueueRequest> requests,
+                                                 bool batch);
+  QueueStats StatsLocked(QueueState* q, const Instant& now);
+
+  // --- recovery (engine_recovery.cc) ---
+  Status RecoverLocked();
+  void HealLocked(Deferred& deferred);
+
+  const EngineOptions options_;
+  std::shared_ptr<Clock> clock_;
+  std::optional<ReceiptSigner> signer_;  // set in Start, before any operation (then read-only)
+  std::unique_ptr<Storage> storage_;
+  GroupCommit commit_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // the scheduler's sleep
+  bool closed_ = false;
+  bool poked_ = false;
+  Deadline wake_at_;  // when the scheduler plans to wake up
+  uint64_t write_seq_ = 0;
+
+  std::map<std::string, std::unique_ptr<QueueState>, std::less<>> queues_;
+  std::set<std::pair<DueKey, QueueState*>> heads_;
+  std::set<QueueState*> refill_pending_;  // windows whose refill failed; retried each second
+  int64_t refill_retry_mono_us_ = Clock::kNever;
+  size_t window_entries_ = 0;
+  size_t ready_entries_ = 0;
+  std::unordered_map<Ulid, Lease, UlidHash> leases_;
+  std::set<std::pair<int64_t, Ulid>> lease_deadlines_;  // (deadline_mono_us, id)
+  std::unordered_map<uint64_t, Waiter> waiters_;
+  std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono_us, handle)
+  uint64_t next_waiter_ = 1;
+  std::set<std::pair<int64_t, QueueState*>> dead_sweeps_;  // (wall ms, queue): retention sweeps
+
+  UlidGenerator ids_;
+  std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)
+  std::thread scheduler_;
+  uint64_t clock_listener_ = 0;
+};
+
+inline Status UnknownQueue(std::string_view name) { return errors::UnknownQueue(name); }
+
+// Opens an engine on a given storage (the fault seam for tests).
+Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options,
+                                                    std::unique_ptr<Storage> storage);
+
+}  // namespace delayq

@@ -1,0 +1,168 @@
+// Where live jobs sit in memory: the per-queue window of scheduled jobs (bounded, refilled
+// from disk), the ready set, the lease table, and the schedule histogram.
+#include <spdlog/spdlog.h>
+
+#include <cassert>
+
+#include "store/embedded/engine_impl.h"
+
+namespace delayq {
+
+void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt,
+                             DeliveryToken delivery, bool redelivery, int64_t now_us) {
+  if (key.due_ms * 1000 <= now_us) {
+    q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery});
+    ++ready_entries_;
+  } else {
+    ScheduleCountLocked(q, key.due_ms, +1);
+    WindowInsertLocked(q, key, attempt);
+  }
+}
+
+void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
+  if (q->ready.erase(key) > 0) {
+    --ready_entries_;
+    return;
+  }
+  ScheduleCountLocked(q, key.due_ms, -1);
+  WindowEraseLocked(q, key);
+}
+
+void EngineImpl::WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt) {
+  if (!q->window_complete && DueBucket(key.due_ms) > q->window_end) return;  // disk only
+  std::optional<DueKey> old_head;
+  if (!q->window.empty()) old_head = q->window.Front();
+  q->window.Insert(key, attempt);
+  ++window_entries_;
+  UpdateHeadLocked(q, old_head);
+  if (window_entries_ > options_.window_capacity) EvictLocked();
+}
+
+void EngineImpl::WindowEraseLocked(QueueState* q, const DueKey& key) {
+  if (q->window.empty()) return;
+  std::optional<DueKey> old_head = q->window.Front();
+  if (!q->window.Erase(key)) return;  // on disk only
+  --window_entries_;
+  if (q->window.empty() && !q->window_complete) {
+    RefillOrRetryLocked(q);
+  }
+  UpdateHeadLocked(q, old_head);
+}
+
+void EngineImpl::UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head) {
+  std::optional<DueKey> new_head;
+  if (!q->window.empty()) new_head = q->window.Front();
+  if (old_head == new_head) return;
+  if (old_head) heads_.erase({*old_head, q});
+  if (new_head) {
+    heads_.emplace(*new_head, q);
+    PokeWallLocked(new_head->due_ms * 1000);
+  }
+}
+
+// Reads the next whole due buckets of `q` after its window from disk, at least window_refill
+// jobs' worth. Only called when the window is empty and incomplete; callers update heads_.
+Status EngineImpl::RefillLocked(QueueState* q) {
+  auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1),
+                               QueuePrefixEnd(q->name));
+  size_t loaded = 0;
+  int64_t last_bucket = q->window_end;
+  for (; cursor->Valid(); cursor->Next()) {
+    std::string_view name;
+    int64_t bucket;
+    Ulid id;
+    DueRecord rec;
+    if (!ParseTimeIdKey(cursor->key(), &name, &bucket, &id) ||
+        !DecodeDueRecord(cursor->value(), &rec).ok()) {
+      return Status::Corruption("a due-index entry of queue " + q->name + " is malformed");
+    }
+    if (bucket != last_bucket && loaded >= options_.window_refill) break;  // buckets stay whole
+    last_bucket = bucket;
+    const DueKey key{rec.due_ms, id};
+    // Ready and reserved jobs are in the due index too; they are not scheduled.
+    if (rec.lease_deadline_ms != 0 || leases_.contains(id) || q->ready.contains(key)) continue;
+    q->window.Insert(key, rec.attempt);
+    ++window_entries_;
+    ++loaded;
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  if (!cursor->Valid()) {
+    q->window_complete = true;
+    q->window_end = kNoBucket;
+  } else {
+    q->window_end = last_bucket;
+  }
+  refill_pending_.erase(q);
+  return Status::Ok();
+}
+
+// Refills an empty window; when reading fails, the scheduler retries every second (and is
+// woken now to plan that).
+void EngineImpl::RefillOrRetryLocked(QueueState* q) {
+  Status s = RefillLocked(q);
+  if (s.ok()) return;
+  spdlog::error("queue {}: reading scheduled jobs failed: {}", q->name, s.ToString());
+  refill_pending_.insert(q);
+  poked_ = true;
+  cv_.notify_one();
+}
+
+// Keeps the windows near window_capacity by dropping the last due buckets of the biggest
+// windows (they are on disk and come back by Refill). A window keeps at least one bucket.
+void EngineImpl::EvictLocked() {
+  const size_t target = options_.window_capacity - options_.window_capacity / 8;
+  while (window_entries_ > target) {
+    QueueState* biggest = nullptr;
+    for (auto& [name, q] : queues_) {
+      if (q->window.BucketCount() < 2) continue;
+      if (!biggest || q->window.size() > biggest->window.size()) biggest = q.get();
+    }
+    if (!biggest) return;
+    const int64_t drop = biggest->window.LastBucket();
+    window_entries_ -= biggest->window.DropLastBucket();
+    biggest->window_end = drop - 1;
+    biggest->window_complete = false;
+  }
+}
+
+void EngineImpl::ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta) {
+  int64_t minute = due_ms / 60'000;
+  auto it = q->schedule.try_emplace(minute, 0).first;
+  it->second += delta;
+  if (it->second <= 0) q->schedule.erase(it);
+}
+
+void EngineImpl::AddLeaseLocked(Ulid id, Lease lease) {
+  assert(!leases_.contains(id) && "a job has at most one live lease");
+  lease_deadlines_.emplace(lease.deadline_mono_us, id);
+  ++lease.queue->reserved;
+  PokeMonoLocked(lease.deadline_mono_us);
+  leases_.insert_or_assign(id, std::move(lease));
+}
+
+void EngineImpl::RemoveLeaseLocked(const Ulid& id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  lease_deadlines_.erase({it->second.deadline_mono_us, id});
+  --it->second.queue->reserved;
+  assert(it->second.queue->reserved >= 0);
+  leases_.erase(it);
+}
+
+void EngineImpl::PokeWallLocked(int64_t wall_us) {
+  if (wall_us < wake_at_.wall_us) {
+    wake_at_.wall_us = wall_us;
+    poked_ = true;
+    cv_.notify_one();
+  }
+}
+
+void EngineImpl::PokeMonoLocked(int64_t mono_us) {
+  if (mono_us < wake_at_.mono_us) {
+    wake_at_.mono_us = mono_us;
+    poked_ = true;
+    cv_.notify_one();
+  }
+}
+
+}  // namespace delayq

@@ -1,0 +1,148 @@
+// Recovery at open: one pass over the due index rebuilds every count, the ready sets, the
+// leases and a first window per queue; one pass over the dead index counts the dead jobs.
+// Nothing is rewritten: a reserved job whose lease ran out while delayq was down is still
+// "reserved until T" on disk, and the first tick makes it ready (or dead) as it would have.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "store/embedded/engine_impl.h"
+
+namespace delayq {
+
+// A store that refused writes (a full disk, an I/O error) is made writable again by Heal; when
+// that reopened it, writes that were not synced may be gone, so memory is rebuilt from the
+// store as at open. The queues stay (waiting reserves point at them), with their counters.
+void EngineImpl::HealLocked(Deferred& deferred) {
+  bool reopened = false;
+  if (!storage_->Heal(&reopened).ok() || !reopened) return;
+  for (auto& [name, q] : queues_) {
+    q->window = DueWindow();
+    q->window_end = kNoBucket;
+    q->window_complete = true;
+    q->ready.clear();
+    q->schedule.clear();
+    q->live = q->reserved = q->dead = 0;
+    q->dead_floor_ms = q->dead_sweep_at_ms = kNoTime;
+  }
+  dead_sweeps_.clear();
+  heads_.clear();
+  refill_pending_.clear();
+  refill_retry_mono_us_ = Clock::kNever;
+  window_entries_ = ready_entries_ = 0;
+  leases_.clear();
+  lease_deadlines_.clear();
+  Status s = RecoverLocked();
+  if (!s.ok()) spdlog::error("rebuilding memory from the reopened store failed: {}", s.ToString());
+  const Instant now = NowLocked();
+  for (auto& [name, q] : queues_) ServeWaitersLocked(q.get(), now, deferred);
+}
+
+Status EngineImpl::RecoverLocked() {
+  const auto started = std::chrono::steady_clock::now();
+  const Instant now = NowLocked();
+  const int64_t now_us = now.wall_us;
+
+  auto meta = storage_->Scan(Cf::kMeta, MetaQueueKey(""), MetaQueueKey("\x7f"));
+  for (; meta->Valid(); meta->Next()) {
+    std::string_view name = meta->key().substr(MetaQueueKey("").size());
+    QueueMeta m;
+    DELAYQ_RETURN_IF_ERROR(DecodeQueueMeta(meta->value(), &m));
+    GetOrCreateQueueLocked(name)->meta = m;
+  }
+  DELAYQ_RETURN_IF_ERROR(meta->status());
+
+  struct PendingLease {
+    QueueState* queue;
+    DueKey key;
+    DueRecord due;
+  };
+  std::vector<PendingLease> pending;
+  QueueState* q = nullptr;
+  int64_t jobs = 0;
+  auto due = storage_->Scan(Cf::kDue, "", "\x7f");
+  for (; due->Valid(); due->Next()) {
+    std::string_view name;
+    int64_t bucket;
+    DueKey key;
+    DueRecord rec;
+    if (!ParseTimeIdKey(due->key(), &name, &bucket, &key.id)) {
+      return Status::Corruption("a due-index key is malformed");
+    }
+    DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(due->value(), &rec));
+    key.due_ms = rec.due_ms;
+    if (!q || q->name != name) q = GetOrCreateQueueLocked(name);
+    ids_.Observe(key.id);
+    ++q->live;
+    ++jobs;
+    if (rec.lease_deadline_ms != 0) {
+      pending.push_back({q, key, rec});
+    } else if (key.due_ms * 1000 <= now_us) {
+      q->ready.emplace(key, ReadyInfo{rec.attempt, rec.delivery, !rec.delivery.empty()});
+      ++ready_entries_;
+    } else {
+      ScheduleCountLocked(q, key.due_ms, +1);
+      if (!q->window_complete) continue;  // this queue's window is full; the rest stays on disk
+      // Whole buckets only: a new bucket starts only while the window is below its share.
+      const int64_t last = q->window.empty() ? kNoBucket : q->window.LastBucket();
+      if (q->window.empty() || bucket == last ||
+          (q->window.size() < options_.window_refill && window_entries_ < options_.window_capacity)) {
+        q->window.Insert(key, rec.attempt);
+        ++window_entries_;
+      } else {
+        q->window_complete = false;
+        q->window_end = last;
+      }
+    }
+  }
+  DELAYQ_RETURN_IF_ERROR(due->status());
+  for (auto& [name, queue] : queues_) {
+    if (!queue->window.empty()) heads_.emplace(queue->window.Front(), queue.get());
+  }
+
+  for (const PendingLease& p : pending) {
+    std::string raw;
+    JobRecord record;
+    Status s = storage_->Get(Cf::kJobs, p.key.id.Raw(), &raw);
+    if (s.ok()) s = DecodeJobRecord(raw, &record);
+    if (!s.ok()) {
+      return Status::Corruption(fmt::format("reserved job {} has no readable record: {}",
+                                            p.key.id.ToString(), s.ToString()));
+    }
+    // The stored deadline is a wall-clock date; what is left of it runs on the monotonic clock.
+    const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_us);
+    AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts,
+                                   p.due.delivery, p.due.lease_deadline_ms, now.mono_us + left_us,
+                                   record.key, record.key_indexed});
+  }
+
+  int64_t dead = 0;
+  auto dead_cursor = storage_->Scan(Cf::kDead, "", "\x7f");
+  for (; dead_cursor->Valid(); dead_cursor->Next()) {
+    std::string_view name;
+    int64_t dead_at;
+    Ulid id;
+    if (!ParseTimeIdKey(dead_cursor->key(), &name, &dead_at, &id)) {
+      return Status::Corruption("a dead-index key is malformed");
+    }
+    if (!q || q->name != name) q = GetOrCreateQueueLocked(name);
+    ids_.Observe(id);
+    if (q->dead++ == 0) q->dead_floor_ms = dead_at;  // the index is in death order
+    ++dead;
+  }
+  DELAYQ_RETURN_IF_ERROR(dead_cursor->status());
+
+  for (auto& [name, queue] : queues_) PlanDeadSweepLocked(queue.get());
+  wake_at_ = {0, 0};
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - started)
+                .count();
+  spdlog::info(
+      "recovered {} in {} ms: {} live jobs ({} ready, {} reserved, {} scheduled in memory), "
+      "{} dead, {} queues",
+      options_.path, ms, jobs, ready_entries_, leases_.size(), window_entries_, dead,
+      queues_.size());
+  return Status::Ok();
+}
+
+}  // namespace delayq

@@ -1,0 +1,56 @@
+// A Storage wrapper that fails writes and syncs on demand: the fault seam for tests of error
+// paths ("nothing half-applied, a clear error returned").
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "store/embedded/storage.h"
+
+namespace delayq {
+
+class FaultyStorage final : public Storage {
+ public:
+  explicit FaultyStorage(std::unique_ptr<Storage> base) : base_(std::move(base)) {}
+
+  // The next `n` writes (or syncs) fail with kIoError and change nothing.
+  void FailWrites(int n) { fail_writes_ = n; }
+  void FailSyncs(int n) { fail_syncs_ = n; }
+  int writes() const { return writes_; }
+
+  std::unique_ptr<WriteBatch> NewBatch() override { return base_->NewBatch(); }
+  Status Write(WriteBatch& batch) override {
+    ++writes_;
+    if (fail_writes_.load() > 0) {
+      --fail_writes_;
+      return Status::IoError("writing to the store: injected fault (No space left on device)");
+    }
+    return base_->Write(batch);
+  }
+  Status SyncWal() override {
+    if (fail_syncs_.load() > 0) {
+      --fail_syncs_;
+      return Status::IoError("syncing the write-ahead log: injected fault (Input/output error)");
+    }
+    return base_->SyncWal();
+  }
+  Status Get(Cf cf, std::string_view key, std::string* value) override {
+    return base_->Get(cf, key, value);
+  }
+  std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys,
+                               std::vector<std::string>* values) override {
+    return base_->MultiGet(cf, keys, values);
+  }
+  std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) override {
+    return base_->Scan(cf, lower, upper);
+  }
+  uint64_t DiskBytes() override { return base_->DiskBytes(); }
+  bool Healthy(Status* why = nullptr) const override { return base_->Healthy(why); }
+  Status Heal(bool* reopened) override { return base_->Heal(reopened); }
+
+ private:
+  std::unique_ptr<Storage> base_;
+  std::atomic<int> fail_writes_{0}, fail_syncs_{0}, writes_{0};
+};
+
+}  // namespace delayq

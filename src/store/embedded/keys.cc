@@ -1,0 +1,67 @@
+#include "store/embedded/keys.h"
+
+#include <bit>
+#include <cstring>
+
+#include "core/record.h"
+
+namespace delayq {
+namespace {
+
+uint64_t DoubleBits(double d) { return std::bit_cast<uint64_t>(d); }
+double BitsDouble(uint64_t u) { return std::bit_cast<double>(u); }
+
+}  // namespace
+
+// QueueMeta format (see core/record.h for the versioning rule):
+//   u8 version=1, u8 flags (bit 0 has_config, bit 1 paused), varint max_attempts,
+//   varint base_ms, fixed64 factor bits, varint max_ms, fixed64 jitter bits, varint lease_ms,
+//   varint max_payload, varint dead_retention_ms, varint max_delay_ms
+std::string EncodeQueueMeta(const QueueMeta& m) {
+  std::string out;
+  ByteWriter w(&out);
+  const QueueConfig& c = m.config;
+  w.U8(kRecordVersion);
+  w.U8((m.has_config ? 1 : 0) | (m.paused ? 2 : 0));
+  w.Varint(static_cast<uint64_t>(c.max_attempts));
+  w.Varint(static_cast<uint64_t>(c.backoff.base_ms));
+  w.Fixed64(DoubleBits(c.backoff.factor));
+  w.Varint(static_cast<uint64_t>(c.backoff.max_ms));
+  w.Fixed64(DoubleBits(c.backoff.jitter));
+  w.Varint(static_cast<uint64_t>(c.lease_ms));
+  w.Varint(static_cast<uint64_t>(c.max_payload));
+  w.Varint(static_cast<uint64_t>(c.dead_retention_ms));
+  w.Varint(static_cast<uint64_t>(c.max_delay_ms));
+  return out;
+}
+
+Status DecodeQueueMeta(std::string_view data, QueueMeta* m) {
+  ByteReader in(data);
+  uint8_t version, flags;
+  uint64_t max_attempts, base, factor, max_ms, jitter, lease, payload, retention, max_delay;
+  if (!in.U8(&version)) return Status::Corruption("queue meta record is empty");
+  if (version != 1) {
+    return Status::Corruption("queue meta record has unknown format version " +
+                              std::to_string(version));
+  }
+  if (!in.U8(&flags) || !in.Varint(&max_attempts) || !in.Varint(&base) || !in.Fixed64(&factor) ||
+      !in.Varint(&max_ms) || !in.Fixed64(&jitter) || !in.Varint(&lease) || !in.Varint(&payload) ||
+      !in.Varint(&retention) || !in.Varint(&max_delay) || !in.empty()) {
+    return Status::Corruption("queue meta record is truncated or malformed");
+  }
+  m->has_config = flags & 1;
+  m->paused = flags & 2;
+  QueueConfig& c = m->config;
+  c.max_attempts = static_cast<int32_t>(max_attempts);
+  c.backoff.base_ms = static_cast<int64_t>(base);
+  c.backoff.factor = BitsDouble(factor);
+  c.backoff.max_ms = static_cast<int64_t>(max_ms);
+  c.backoff.jitter = BitsDouble(jitter);
+  c.lease_ms = static_cast<int64_t>(lease);
+  c.max_payload = static_cast<int64_t>(payload);
+  c.dead_retention_ms = static_cast<int64_t>(retention);
+  c.max_delay_ms = static_cast<int64_t>(max_delay);
+  return Status::Ok();
+}
+
+}  // namespace delayq

@@ -1,0 +1,55 @@
+// The Lua scripts of the Redis store: every transition of a job is one script, run atomically
+// by Redis with its own clock (TIME), so delayq hosts with skewed clocks cannot make jobs early.
+//
+// Keys of a queue (all under one hash tag, so one cluster slot; a sharded queue has one tag per
+// shard, "{q#0}" ... "{q#N-1}"), passed to every script in this order:
+//   1 dq:{q}:due       sorted set  id -> due ms            scheduled jobs
+//   2 dq:{q}:jobs      hash        id -> body              the job record (src/core/record.h)
+//   3 dq:{q}:meta      hash        id -> "state|due|base|attempt|max|delivery|sid|key_indexed|key"
+//   4 dq:{q}:ready     stream      entries {id}, consumer group "dq": ready and reserved jobs
+//   5 dq:{q}:leases    sorted set  id -> lease deadline    reserved jobs (a timer index)
+//   6 dq:{q}:dead      sorted set  id -> dead_at ms
+//   7 dq:{q}:keys      hash        idempotency key -> id   live jobs with a key
+//   8 dq:{q}:errors    hash        id -> last error
+//   9 dq:{q}:counters  hash        enqueued, delivered, acked, nacked, redelivered, dead
+//  10 dq:{q}:lateness  hash        histogram of delivery lateness
+//  11 dq:{q}:config    hash        the queue's config and "paused"
+//  12 dq:{q}:wake      (a pub/sub channel, not a key) "due <ms>" when a job becomes the
+//                      earliest, "ready" when jobs became ready
+//
+// Meta states: s scheduled (in due), q queued (in the stream, not leased), r reserved (in the
+// stream's pending list with a live lease), d dead.
+//
+// Leases use the pending list: a reserved job's stream entry stays pending until its ack; the
+// leases sorted set holds each deadline. When one runs out, the reap script gives the entry idle
+// time T (XCLAIM IDLE T JUSTID) and the next reserve claims it with XAUTOCLAIM (threshold T):
+// that claim is the redelivery, and the pending list's delivery count gives its attempt
+// (attempt = base + count, base counting deliveries of earlier stream entries, before a nack).
+// Touch resets the idle time, so a lease held longer than T by touches is never claimable.
+#pragma once
+
+#include "store/redis/redis_client.h"
+
+namespace delayq::redis {
+
+// Above the longest lease (12 h): no delivery whose lease holds has been idle this long.
+inline constexpr int64_t kClaimIdleMs = 43'200'001;
+
+extern const Script kEnqueueScript;
+extern const Script kPromoteScript;
+extern const Script kReserveScript;
+extern const Script kReapScript;
+extern const Script kAckScript;
+extern const Script kNackScript;
+extern const Script kTouchScript;
+extern const Script kCancelScript;
+extern const Script kRescheduleScript;
+extern const Script kReplayScript;
+extern const Script kPurgeScript;
+extern const Script kDeadExpireScript;
+extern const Script kDeleteQueueScript;
+extern const Script kGetScript;
+extern const Script kStatsScript;
+extern const Script kScheduleScript;
+
+}  // namespace delayq::redis

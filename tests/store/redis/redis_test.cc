@@ -1,0 +1,363 @@
+// The Redis store: the conformance suite unchanged (one node, a sharded queue, a three-master
+// cluster), then what only Redis has: several servers sharing one Redis, kill -9 of a server
+// holding jobs, a Redis restart with AOF, and `delayq doctor`.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "conformance/queue_conformance.h"
+#include "delayq/clock.h"
+#include "integration/server_fixture.h"
+#include "store/redis/redis_fixture.h"
+#include "store/redis/redis_queue.h"
+
+namespace delayq::testing {
+namespace {
+
+RedisServer& SharedRedis() {
+  static RedisServer server;
+  return server;
+}
+
+RedisCluster& SharedCluster() {
+  static RedisCluster cluster;
+  return cluster;
+}
+
+class RedisHarness : public QueueHarness {
+ public:
+  RedisHarness(std::string url, int shards) : shards_(shards) {
+    redis::RedisQueueOptions o;
+    o.url = std::move(url);
+    o.shards = shards;
+    auto q = redis::RedisQueue::Open(o);
+    if (!q.ok()) throw std::runtime_error(q.status().ToString());
+    queue_ = std::move(*q);
+  }
+  Queue& queue() override { return *queue_; }
+  int64_t NowMs() override { return SystemClock().NowMs(); }
+  void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+  bool exact_time() const override { return false; }
+  bool ordered() const override { return shards_ == 1; }
+
+ private:
+  int shards_;
+  std::unique_ptr<redis::RedisQueue> queue_;
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Redis, QueueConformance,
+    ::testing::Values(
+        HarnessFactory{"single", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 1); }},
+        HarnessFactory{"sharded", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 4); }},
+        HarnessFactory{"cluster", [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 1); }},
+        HarnessFactory{"cluster_sharded", [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 3); }}),
+    HarnessName);
+
+EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::nullopt) {
+  EnqueueRequest r;
+  r.payload = std::move(payload);
+  r.when.delay_ms = delay_ms;
+  return r;
+}
+
+// Receipts are signed with a secret kept in Redis: a receipt issued by one server is good on
+// every other server sharing that Redis, and a second store opened later reads the same secret.
+TEST(RedisStore, AReceiptFromOneServerIsGoodOnAnother) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto a = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*a)->Enqueue("signed", Job(std::to_string(i))).ok());
+  auto got = (*a)->Reserve("signed", {.max = 3});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_TRUE((*b)->Ack("signed", (*got)[0].receipt).ok());
+  EXPECT_TRUE((*b)->Touch("signed", (*got)[1].receipt, std::nullopt).ok());
+  NackRequest n;
+  n.receipt = (*got)[2].receipt;
+  EXPECT_TRUE((*b)->Nack("signed", n).ok());
+  std::string tampered = (*got)[1].receipt;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  EXPECT_EQ((*b)->Ack("signed", tampered).code(), Code::kInvalidArgument);
+}
+
+TEST(RedisStore, TheQueueLimitHolds) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  o.max_queues = 3;
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ExpectTheQueueLimitHolds(**q);
+  auto members = (*q)->client().Call("dq:queues", {"SCARD", "dq:queues"});
+  ASSERT_TRUE(members.ok());
+  EXPECT_EQ(members->AsInt(), 3) << "a refused queue stayed in the registry";
+}
+
+TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
+  RedisServer redis;
+  ServerProcess a({"--store", redis.url()});
+  ServerProcess b({"--store", redis.url()});
+  auto producer = a.NewClient();
+  std::vector<EnqueueRequest> jobs;
+  for (int i = 0; i < 400; ++i) jobs.push_back(Job(std::to_string(i), 300 + (i * 7) % 1500));
+  for (size_t i = 0; i < jobs.size(); i += 100) {
+    ASSERT_TRUE(producer->EnqueueBatch("shared", std::span(jobs).subspan(i, 100)).ok());
+  }
+  std::mutex mu;
+  std::set<std::string> received, held;
+  std::atomic<int> early{0}, doubled{0}, errors{0};
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 4; ++c) {
+    consumers.emplace_back([&, c] {
+      auto client = (c % 2 ? a : b).NewClient();
+      while (true) {
+        {
+          std::lock_guard lock(mu);
+          if (received.size() >= jobs.size()) return;
+        }
+        auto got = client->Reserve("shared", {.max = 10, .wait_ms = 1000, .lease_ms = 20'000});
+        if (!got.ok()) {
+          ++errors;
+          continue;
+        }
+        const int64_t now = SystemClock().NowMs();
+        for (auto& d : *got) {
+          if (now < d.due_at_ms) ++early;
+          {
+            std::lock_guard lock(mu);
+            if (!held.insert(d.id).second) ++doubled;  // two holders at once
+            if (!received.insert(d.id).second) ++doubled;
+          }
+          if (!client->Ack("shared", d.receipt).ok()) ++errors;
+          std::lock_guard lock(mu);
+          held.erase(d.id);
+        }
+      }
+    });
+  }
+  for (auto& t : consumers) t.join();
+  EXPECT_EQ(received.size(), jobs.size());
+  EXPECT_EQ(early.load(), 0);
+  EXPECT_EQ(doubled.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(RedisStore, KillNineOfAServerHoldingJobsRedeliversAfterTheLease) {
+  RedisServer redis;
+  auto survivor = std::make_unique<ServerProcess>(std::vector<std::string>{"--store", redis.url()});
+  ServerProcess doomed({"--store", redis.url()});
+  auto c = doomed.NewClient();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(c->Enqueue("crash", Job(std::to_string(i))).ok());
+  auto held = c->Reserve("crash", {.max = 20, .wait_ms = 0, .lease_ms = 1500});
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 20u);
+  EXPECT_EQ(doomed.Kill(), 128 + SIGKILL);
+  auto other = survivor->NewClient();
+  std::set<std::string> again;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (again.size() < 20 && std::chrono::steady_clock::now() < deadline) {
+    auto got = other->Reserve("crash", {.max = 20, .wait_ms = 2000});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (auto& d : *got) {
+      EXPECT_EQ(d.attempt, 2) << "the pending list counts the second delivery";
+      again.insert(d.id);
+    }
+  }
+  EXPECT_EQ(again.size(), 20u);
+}
+
+// A config read (the scheduler reads every known queue's) that a SetConfig overtook must not
+// cache what it read: the reserve then used the old lease (seen once in the conformance suite
+// on a loaded fresh machine). The hook makes the SetConfig land inside the read.
+TEST(RedisStore, ConfigWrittenDuringAConfigReadIsNotUndoneByIt) {
+  const std::string queue = "config-race";
+  QueueConfig old_config, new_config;
+  old_config.lease_ms = 3000;
+  new_config.lease_ms = 2000;
+  new_config.max_attempts = 3;
+  {
+    redis::RedisQueueOptions o;
+    o.url = SharedRedis().url();
+    auto writer = redis::RedisQueue::Open(o);
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->SetConfig(queue, old_config).ok());
+  }
+  // The hook fires in the first read of the queue's config, on whichever thread makes it (the
+  // test's GetConfig or the scheduler's own read; which comes first depends on load).
+  std::atomic<redis::RedisQueue*> store{nullptr};
+  std::atomic<bool> fired{false}, written{false};
+  redis::RedisQueueOptions o;
+  o.url = SharedRedis().url();
+  o.after_config_read_for_test = [&](const std::string& q) {
+    if (q != queue || fired.exchange(true)) return;
+    store.wait(nullptr);  // Open may still be running on the test thread
+    EXPECT_TRUE(store.load()->SetConfig(queue, new_config).ok());
+    written = true;
+    written.notify_all();
+  };
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok());
+  store = q->get();
+  store.notify_all();
+  auto got = (*q)->GetConfig(queue);  // reads old_config, or new_config if the scheduler's read fired
+  ASSERT_TRUE(got.ok());
+  written.wait(false);
+  EXPECT_EQ((*q)->GetConfig(queue).value(), new_config) << "a read overtaken by the write cached what it read";
+}
+
+TEST(RedisStore, RedisRestartWithAofKeepsAcknowledgedEnqueues) {
+  TempDir dir;
+  RedisServer redis({"--appendonly", "yes", "--appendfsync", "always"}, dir.path());
+  std::vector<std::string> ids;
+  {
+    redis::RedisQueueOptions o;
+    o.url = redis.url();
+    auto q = redis::RedisQueue::Open(o);
+    ASSERT_TRUE(q.ok());
+    for (int i = 0; i < 200; ++i) ids.push_back((*q)->Enqueue("aof", Job(std::to_string(i), 3'600'000))->id);
+  }
+  EXPECT_EQ(redis.Kill(), 128 + SIGKILL);
+  redis.Restart();
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  for (const auto& id : ids) EXPECT_TRUE((*q)->Get("aof", JobRef::ById(id)).ok()) << id;
+  EXPECT_EQ((*q)->Stats("aof")->scheduled, 200);
+}
+
+TEST(RedisStore, UnreachableRedisIsAClearUnavailable) {
+  redis::RedisQueueOptions o;
+  o.url = "redis://127.0.0.1:1";
+  auto q = redis::RedisQueue::Open(o);
+  EXPECT_EQ(q.code(), Code::kUnavailable);
+  EXPECT_NE(q.status().message().find("cannot reach Redis at 127.0.0.1:1"), std::string::npos)
+      << q.status().message();
+  o.url = "http://nope";
+  EXPECT_EQ(redis::RedisQueue::Open(o).code(), Code::kInvalidArgument);
+
+  RedisServer redis;
+  o.url = redis.url();
+  auto live = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE((*live)->Enqueue("down", Job("1")).ok());
+  redis.Kill();
+  auto e = (*live)->Enqueue("down", Job("2"));
+  EXPECT_EQ(e.code(), Code::kUnavailable) << e.status().ToString();
+  redis.Restart();
+  EXPECT_TRUE((*live)->Enqueue("down", Job("3")).ok()) << "reconnects once Redis is back";
+}
+
+// After Redis restarts, the pooled connections to the old process are dead: the first request
+// must not be sent on one of them (it failed with "Server closed the connection" although Redis
+// was up; seen under ThreadSanitizer, where the background threads had not yet used them up).
+TEST(RedisClientTest, ConnectionsRedisClosedWhileIdleAreNotUsed) {
+  RedisServer redis;
+  auto url = redis::RedisUrl::Parse(redis.url());
+  ASSERT_TRUE(url.ok());
+  auto client = redis::RedisClient::Connect(*url);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Call("", {"PING"}).ok());
+  redis.Kill();
+  redis.Restart();
+  auto pong = (*client)->Call("", {"PING"});
+  ASSERT_TRUE(pong.ok()) << pong.status().ToString();
+  EXPECT_EQ(pong->str, "PONG");
+}
+
+// Redis down, then loading its data after a restart: every call answers kUnavailable (HTTP 503,
+// "try again"), never an internal error, and the store is not healthy (GET /readyz: 503) until
+// Redis serves again.
+TEST(RedisStore, ARedisThatIsDownOrLoadingIsUnavailableAndNotReady) {
+  TempDir dir;
+  RedisServer redis({"--loading-process-events-interval-bytes", "1024"}, dir.path());
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok());
+  ServerProcess server({"--store", redis.url()});
+  auto client = server.NewClient();
+  auto first = (*q)->Enqueue("load", Job("x"));
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*q)->Enqueue("load", Job("held")).ok());
+  auto held = (*q)->Reserve("load", {});
+  ASSERT_TRUE(held.ok() && !held->empty());
+  // Data that takes seconds to load with key-load-delay (a pause per key while loading).
+  auto fill = (*q)->client().Call("", {"EVAL", "for i=1,5000 do redis.call('SET','filler:'..i,'v') end", "0"});
+  ASSERT_TRUE(fill.ok() && !fill->is_error());
+  ASSERT_TRUE((*q)->client().Call("", {"SAVE"}).ok());
+  EXPECT_TRUE((*q)->Health().ok());
+  EXPECT_TRUE(client->Health().ok());
+
+  redis.Kill();
+  EXPECT_EQ((*q)->Stats("load").code(), Code::kUnavailable);
+  EXPECT_EQ((*q)->Health().code(), Code::kUnavailable);
+  auto e = client->Enqueue("load", Job("y"));
+  EXPECT_EQ(e.code(), Code::kUnavailable) << e.status().ToString();
+  EXPECT_EQ(client->Health().code(), Code::kUnavailable) << "/readyz said ready with Redis down";
+
+  redis.StartLoading({"--key-load-delay", "500"});
+  auto expect_loading = [](const Status& s, const char* what) {
+    EXPECT_EQ(s.code(), Code::kUnavailable) << what << ": " << s.ToString();
+    EXPECT_NE(s.message().find("loading"), std::string::npos) << what << ": " << s.message();
+  };
+  expect_loading((*q)->Stats("load").status(), "stats");
+  expect_loading((*q)->Enqueue("load", Job("z")).status(), "enqueue");
+  expect_loading((*q)->Get("load", JobRef::ById(first->id)).status(), "get");
+  expect_loading((*q)->Reserve("load", {}).status(), "reserve");
+  expect_loading((*q)->Ack("load", (*held)[0].receipt), "ack");
+  expect_loading((*q)->Health(), "health");
+  expect_loading(client->Enqueue("load", Job("z")).status(), "enqueue over HTTP");
+  expect_loading(client->Health(), "GET /readyz");
+
+  redis.WaitLoaded();
+  EXPECT_TRUE((*q)->Stats("load").ok());
+  EXPECT_TRUE((*q)->Health().ok());
+  EXPECT_TRUE(client->Enqueue("load", Job("after")).ok());
+  EXPECT_TRUE(client->Health().ok());
+  EXPECT_TRUE((*q)->Get("load", JobRef::ById(first->id)).ok()) << "it was in the saved RDB";
+}
+
+TEST(RedisDoctor, NamesEveryProblemWithItsFix) {
+  RedisServer bad({"--maxmemory-policy", "allkeys-lru"});
+  RunResult r = RunProcess({DELAYQ_BIN, "doctor", bad.url()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("maxmemory-policy is allkeys-lru"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("noeviction"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("appendonly is no"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 problems found"), std::string::npos) << r.out;
+
+  RedisServer fsync({"--appendonly", "yes", "--appendfsync", "no"});
+  r = RunProcess({DELAYQ_BIN, "doctor", fsync.url()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("appendfsync is no"), std::string::npos) << r.out;
+
+  RedisServer good({"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"});
+  r = RunProcess({DELAYQ_BIN, "doctor", good.url()});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("no setting found"), std::string::npos) << r.out;
+
+  r = RunProcess({DELAYQ_BIN, "doctor", "redis://127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 5) << "unreachable";
+}
+
+TEST(RedisDoctor, ClusterWithUncoveredSlots) {
+  // A cluster-enabled node that was never given slots.
+  TempDir dir;
+  RedisServer lonely({"--cluster-enabled", "yes", "--cluster-config-file", dir.Sub("nodes.conf")}, dir.path());
+  RunResult r = RunProcess({DELAYQ_BIN, "doctor", "redis-cluster://127.0.0.1:" + std::to_string(lonely.port())});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 of 16384 slots served"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("redis-cli --cluster fix"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace delayq::testing
