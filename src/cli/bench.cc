@@ -28,7 +28,7 @@
 #include "core/duration.h"
 #include "core/histogram.h"
 #include "delayq/clock.h"
-#include "http/json.h"
+#include "wire/json_writer.h"
 
 namespace delayq::cli {
 namespace {
@@ -183,7 +183,7 @@ Status Burst(const Global& g, const BenchArgs& a, const std::string& queue) {
   const double delivery_seconds = std::max<double>(0.001, (last_receive_ms - start_ms) / 1000.0);
   auto ms = [&](double q) { return static_cast<double>(hist.Percentile(q)) / 1000.0; };
   if (g.json) {
-    http::JsonWriter j;
+    wire::JsonWriter j;
     j.BeginObject().Key("mode").String("burst").Key("queue").String(queue);
     j.Key("jobs").Int(a.jobs).Key("payload_bytes").Int(a.payload_bytes).Key("batch").Int(a.batch);
     j.Key("producers").Int(a.producers).Key("consumers").Int(a.consumers).Key("window_ms").Int(window_ms);

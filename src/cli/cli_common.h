@@ -1,9 +1,14 @@
-// What the CLI's commands share: the global options, the client, and text/JSON output.
+// What the CLI's commands share: the global options, the client, argument parsing, text/JSON
+// output, and the commands themselves (one file each: AddXCommand in x.cc).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <functional>
+#include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +26,27 @@ struct Global {
 Result<std::unique_ptr<Client>> MakeClient(const Global& g);
 // Prints the error to stderr and returns its exit code.
 int Fail(const Status& s);
+// A subcommand's callback from `fn` (returning a Status): a failure is printed and sets `rc`.
+template <class Fn>
+std::function<void()> Run(int& rc, Fn fn) {
+  return [&rc, fn] {
+    Status s = fn();
+    if (!s.ok()) rc = Fail(s);
+  };
+}
+
+// --- arguments (args.cc) ---
+// "30m" style durations and --at times (RFC 3339 or epoch ms) for CLI11 options; a bad one throws
+// CLI::ValidationError with the parser's message.
+int64_t Duration(const std::string& option, const std::string& text);
+int64_t Timestamp(const std::string& option, const std::string& text);
+std::string ReadAll(std::istream& in);
+// QUEUE ID, or QUEUE --key K.
+struct JobArgs {
+  std::string queue, id, key;
+  void Add(CLI::App* command);
+  Result<JobRef> Ref() const;
+};
 
 // "2026-12-01T10:00:00.000Z (in 29m59s)"
 std::string WhenText(int64_t epoch_ms);
@@ -33,8 +59,27 @@ void PrintDeliveries(const std::vector<Delivery>& jobs, bool json);
 void PrintStats(const std::vector<QueueStats>& stats, bool json, bool one);
 void PrintConfig(const std::string& queue, const QueueConfig& c, bool json);
 
-void AddWorkCommand(CLI::App& app, Global& g, int& rc);   // work.cc
-void AddBenchCommand(CLI::App& app, Global& g, int& rc);  // bench.cc
-void AddForwardCommand(CLI::App& app, int& rc);           // forward.cc
+// Parses the command line and runs the command; returns the exit code (exit_codes.h). main.cc.
+int Main(int argc, char** argv);
+
+// The commands, each in its own file, named like it.
+void AddServeCommand(CLI::App& app, int& rc);
+void AddEnqueueCommand(CLI::App& app, Global& g, int& rc);
+void AddGetCommand(CLI::App& app, Global& g, int& rc);
+void AddCancelCommand(CLI::App& app, Global& g, int& rc);
+void AddRescheduleCommand(CLI::App& app, Global& g, int& rc);
+void AddStatsCommand(CLI::App& app, Global& g, int& rc);
+void AddPauseCommands(CLI::App& app, Global& g, int& rc);  // pause and resume: pause.cc
+void AddDeleteQueueCommand(CLI::App& app, Global& g, int& rc);
+void AddConfigCommand(CLI::App& app, Global& g, int& rc);
+void AddReserveCommand(CLI::App& app, Global& g, int& rc);
+void AddAckCommand(CLI::App& app, Global& g, int& rc);
+void AddNackCommand(CLI::App& app, Global& g, int& rc);
+void AddTouchCommand(CLI::App& app, Global& g, int& rc);
+void AddDeadCommand(CLI::App& app, Global& g, int& rc);  // dead list | replay | purge
+void AddDoctorCommand(CLI::App& app, Global& g, int& rc);
+void AddWorkCommand(CLI::App& app, Global& g, int& rc);
+void AddBenchCommand(CLI::App& app, Global& g, int& rc);
+void AddForwardCommand(CLI::App& app, int& rc);
 
 }  // namespace delayq::cli

@@ -1,11 +1,72 @@
-// The `delayq` command.
+// The `delayq` command: the global options and every subcommand, each in a file of its own
+// (cli_common.h lists them).
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 
-#include "cli/commands.h"
+#include "cli/cli_common.h"
+#include "cli/exit_codes.h"
 
-int main(int argc, char** argv) {
-  return delayq::cli::Main(argc, argv);
+namespace delayq::cli {
+namespace {
+
+void RaiseOpenFileLimit() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur < l.rlim_max) {
+    l.rlim_cur = l.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &l);
+  }
 }
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  RaiseOpenFileLimit();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("delayq"));  // stdout is for results
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  CLI::App app{"delayq: a delay queue. Jobs become deliverable at a chosen time and are "
+               "delivered at least once, retried with back-off, dead-lettered when out of "
+               "attempts."};
+  app.footer(kExitCodesHelp);
+  app.require_subcommand(1);
+  app.fallthrough();
+  Global g;
+  if (const char* url = std::getenv("DELAYQ_URL")) g.server = url;
+  app.add_option("--server", g.server, "Server URL (or DELAYQ_URL)")->capture_default_str();
+  app.add_option("--token", g.token, "Bearer token (or DELAYQ_AUTH_TOKEN)")->envname("DELAYQ_AUTH_TOKEN");
+  app.add_option("--ca-file", g.ca_file, "With an https:// server: trust the CAs in this PEM file (or DELAYQ_CA_FILE)")
+      ->envname("DELAYQ_CA_FILE");
+  app.add_flag("--json", g.json, "Print the server's JSON instead of text");
+  int rc = 0;
+  AddServeCommand(app, rc);
+  AddEnqueueCommand(app, g, rc);
+  AddGetCommand(app, g, rc);
+  AddCancelCommand(app, g, rc);
+  AddRescheduleCommand(app, g, rc);
+  AddStatsCommand(app, g, rc);
+  AddPauseCommands(app, g, rc);
+  AddDeleteQueueCommand(app, g, rc);
+  AddConfigCommand(app, g, rc);
+  AddReserveCommand(app, g, rc);
+  AddAckCommand(app, g, rc);
+  AddNackCommand(app, g, rc);
+  AddTouchCommand(app, g, rc);
+  AddDeadCommand(app, g, rc);
+  AddDoctorCommand(app, g, rc);
+  AddWorkCommand(app, g, rc);
+  AddBenchCommand(app, g, rc);
+  AddForwardCommand(app, rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitBadInput;
+  }
+  return rc;
+}
+
+}  // namespace delayq::cli
+
+int main(int argc, char** argv) { return delayq::cli::Main(argc, argv); }

@@ -4,7 +4,10 @@
 #include "cli/exit_codes.h"
 #include "core/duration.h"
 #include "delayq/clock.h"
-#include "http/json.h"
+#include "wire/job.h"
+#include "wire/json_read.h"
+#include "wire/queue.h"
+#include "wire/reserve.h"
 
 namespace delayq::cli {
 
@@ -33,15 +36,15 @@ std::string WhenText(int64_t epoch_ms) {
 
 namespace {
 std::string PayloadText(const std::string& payload, bool binary) {
-  if (!binary && http::IsJsonValue(payload)) return payload.size() > 400 ? payload.substr(0, 400) + "..." : payload;
-  return "base64:" + http::Base64Encode(payload.substr(0, 300)) + (payload.size() > 300 ? "..." : "");
+  if (!binary && wire::IsJsonValue(payload)) return payload.size() > 400 ? payload.substr(0, 400) + "..." : payload;
+  return "base64:" + wire::Base64Encode(payload.substr(0, 300)) + (payload.size() > 300 ? "..." : "");
 }
 }  // namespace
 
 void PrintJob(const Job& j, bool json) {
   if (json) {
-    http::JsonWriter w;
-    http::WriteJob(w, j);
+    wire::JsonWriter w;
+    wire::WriteJob(w, j);
     std::printf("%s\n", w.str().c_str());
     return;
   }
@@ -59,9 +62,9 @@ void PrintJob(const Job& j, bool json) {
 
 void PrintDeadJobs(const std::vector<Job>& jobs, bool json) {
   if (json) {
-    http::JsonWriter w;
+    wire::JsonWriter w;
     w.BeginObject().Key("jobs").BeginArray();
-    for (const auto& j : jobs) http::WriteJob(w, j);
+    for (const auto& j : jobs) wire::WriteJob(w, j);
     w.EndArray().EndObject();
     std::printf("%s\n", w.str().c_str());
     return;
@@ -79,9 +82,9 @@ void PrintDeadJobs(const std::vector<Job>& jobs, bool json) {
 
 void PrintDeliveries(const std::vector<Delivery>& jobs, bool json) {
   if (json) {
-    http::JsonWriter w;
+    wire::JsonWriter w;
     w.BeginObject().Key("jobs").BeginArray();
-    for (const auto& d : jobs) http::WriteDelivery(w, d);
+    for (const auto& d : jobs) wire::WriteDelivery(w, d);
     w.EndArray().EndObject();
     std::printf("%s\n", w.str().c_str());
     return;
@@ -98,12 +101,12 @@ void PrintDeliveries(const std::vector<Delivery>& jobs, bool json) {
 
 void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
   if (json) {
-    http::JsonWriter w;
+    wire::JsonWriter w;
     if (one && list.size() == 1) {
-      http::WriteStats(w, list[0]);
+      wire::WriteStats(w, list[0]);
     } else {
       w.BeginObject().Key("queues").BeginArray();
-      for (const auto& s : list) http::WriteStats(w, s);
+      for (const auto& s : list) wire::WriteStats(w, s);
       w.EndArray().EndObject();
     }
     std::printf("%s\n", w.str().c_str());
@@ -140,8 +143,8 @@ void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
 
 void PrintConfig(const std::string& queue, const QueueConfig& c, bool json) {
   if (json) {
-    http::JsonWriter w;
-    http::WriteConfig(w, c);
+    wire::JsonWriter w;
+    wire::WriteConfig(w, c);
     std::printf("%s\n", w.str().c_str());
     return;
   }

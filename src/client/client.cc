@@ -11,8 +11,13 @@
 
 #include "client/http_connection.h"
 #include "core/validate.h"
-#include "http/json.h"
-#include "http/json_responses.h"
+#include "wire/enqueue.h"
+#include "wire/error.h"
+#include "wire/job.h"
+#include "wire/queue.h"
+#include "wire/receipts.h"
+#include "wire/reserve.h"
+#include "wire/when.h"
 
 namespace delayq {
 namespace {
@@ -20,27 +25,6 @@ namespace {
 using client::HttpConnectionPool;
 using client::HttpResult;
 using client::UrlEncode;
-using http::JsonWriter;
-
-void WriteRequestJob(JsonWriter& w, const EnqueueRequest& r) {
-  w.BeginObject();
-  if (r.binary || !http::IsJsonValue(r.payload)) {
-    w.Key("payload_base64").String(http::Base64Encode(r.payload));
-  } else {
-    w.Key("payload").Raw(r.payload);
-  }
-  if (r.when.delay_ms) w.Key("delay_ms").Int(*r.when.delay_ms);
-  if (r.when.deliver_at_ms) w.Key("deliver_at").Int(*r.when.deliver_at_ms);
-  if (!r.key.empty()) w.Key("key").String(r.key);
-  if (r.replace) w.Key("replace").Bool(true);
-  if (!r.headers.empty()) {
-    w.Key("headers").BeginObject();
-    for (const auto& [k, v] : r.headers) w.Key(k).String(v);
-    w.EndObject();
-  }
-  if (r.max_attempts) w.Key("max_attempts").Int(*r.max_attempts);
-  w.EndObject();
-}
 
 class HttpClient final : public Client {
  public:
@@ -55,7 +39,7 @@ class HttpClient final : public Client {
   Status Ping() override {
     auto r = pool_->Request("GET", "/healthz", "");
     if (!r.ok()) return r.status();
-    if (r->status != 200) return http::ParseErrorResponse(r->status, r->body);
+    if (r->status != 200) return wire::ParseErrorResponse(r->status, r->body);
     return Status::Ok();
   }
 
@@ -63,24 +47,22 @@ class HttpClient final : public Client {
   Status Health() override {
     auto r = pool_->Request("GET", "/readyz", "");
     if (!r.ok()) return r.status();
-    if (r->status != 200) return http::ParseErrorResponse(r->status, r->body);
+    if (r->status != 200) return wire::ParseErrorResponse(r->status, r->body);
     return Status::Ok();
   }
 
   Result<std::string> Metrics() override {
     auto r = pool_->Request("GET", "/metrics", "");
     if (!r.ok()) return r.status();
-    if (r->status != 200) return http::ParseErrorResponse(r->status, r->body);
+    if (r->status != 200) return wire::ParseErrorResponse(r->status, r->body);
     return std::move(r->body);
   }
 
   Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    WriteRequestJob(w, request);
-    auto r = Call("POST", Path(queue, "/jobs"), w.str());
+    auto r = Call("POST", Path(queue, "/jobs"), wire::WriteEnqueueRequest(request));
     if (!r.ok()) return r.status();
-    auto results = http::ParseEnqueueResponse(r->body);
+    auto results = wire::ParseEnqueueResponse(r->body);
     if (!results.ok()) return results.status();
     if (results->size() != 1) return Status::Internal("the server answered a batch to one job");
     return std::move(results->front());
@@ -89,20 +71,16 @@ class HttpClient final : public Client {
   Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
                                                   std::span<const EnqueueRequest> requests) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject().Key("jobs").BeginArray();
-    for (const auto& r : requests) WriteRequestJob(w, r);
-    w.EndArray().EndObject();
-    auto r = Call("POST", Path(queue, "/jobs"), w.str());
+    auto r = Call("POST", Path(queue, "/jobs"), wire::WriteEnqueueBatchRequest(requests));
     if (!r.ok()) return r.status();
-    return http::ParseEnqueueResponse(r->body);
+    return wire::ParseEnqueueResponse(r->body);
   }
 
   Result<Job> Get(std::string_view queue, const JobRef& ref) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("GET", JobPath(queue, ref), "");
     if (!r.ok()) return r.status();
-    return http::ParseJobResponse(r->body);
+    return wire::ParseJobResponse(r->body);
   }
 
   Status Cancel(std::string_view queue, const JobRef& ref) override {
@@ -113,14 +91,9 @@ class HttpClient final : public Client {
 
   Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject();
-    if (when.delay_ms) w.Key("delay_ms").Int(*when.delay_ms);
-    if (when.deliver_at_ms) w.Key("deliver_at").Int(*when.deliver_at_ms);
-    w.EndObject();
-    auto r = Call("PATCH", JobPath(queue, ref), w.str());
+    auto r = Call("PATCH", JobPath(queue, ref), wire::WriteRescheduleRequest(when));
     if (!r.ok()) return r.status();
-    return http::ParseJobResponse(r->body);
+    return wire::ParseJobResponse(r->body);
   }
 
   Result<std::vector<Delivery>> Reserve(std::string_view queue,
@@ -156,9 +129,8 @@ class HttpClient final : public Client {
 
   Status Ack(std::string_view queue, std::string_view receipt) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject().Key("receipt").String(receipt).EndObject();
-    auto r = Call("POST", Path(queue, "/ack"), w.str());
+    const std::string one(receipt);
+    auto r = Call("POST", Path(queue, "/ack"), wire::WriteAckRequest(std::span(&one, 1), false));
     return r.ok() ? Status::Ok() : r.status();
   }
 
@@ -167,82 +139,60 @@ class HttpClient final : public Client {
     std::vector<std::string> list(receipts.begin(), receipts.end());
     Status valid = ValidateQueueName(queue);
     if (!valid.ok() || list.empty()) return std::vector<Status>(list.size(), valid);
-    JsonWriter w;
-    w.BeginObject().Key("receipts").BeginArray();
-    for (const auto& r : list) w.String(r);
-    w.EndArray().EndObject();
-    auto r = Call("POST", Path(queue, "/ack"), w.str());
+    auto r = Call("POST", Path(queue, "/ack"), wire::WriteAckRequest(list, true));
     if (!r.ok()) return std::vector<Status>(list.size(), r.status());
-    auto statuses = http::ParseBatchResponse(r->body, list);
+    auto statuses = wire::ParseBatchResponse(r->body, list);
     if (!statuses.ok()) return std::vector<Status>(list.size(), statuses.status());
     return std::move(*statuses);
   }
 
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject().Key("receipt").String(request.receipt);
-    if (request.retry_in_ms) w.Key("retry_in_ms").Int(*request.retry_in_ms);
-    if (!request.error.empty()) w.Key("error").String(request.error);
-    if (request.dead) w.Key("dead").Bool(true);
-    w.EndObject();
-    auto r = Call("POST", Path(queue, "/nack"), w.str());
+    auto r = Call("POST", Path(queue, "/nack"), wire::WriteNackRequest(request));
     if (!r.ok()) return r.status();
-    return http::ParseNackResponse(r->body);
+    return wire::ParseNackResponse(r->body);
   }
 
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
                             std::optional<int64_t> lease_ms) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject().Key("receipt").String(receipt);
-    if (lease_ms) w.Key("lease_ms").Int(*lease_ms);
-    w.EndObject();
-    auto r = Call("POST", Path(queue, "/touch"), w.str());
+    auto r = Call("POST", Path(queue, "/touch"), wire::WriteTouchRequest(receipt, lease_ms));
     if (!r.ok()) return r.status();
-    return http::ParseTouchResponse(r->body);
+    return wire::ParseTouchResponse(r->body);
   }
 
   Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("GET", Path(queue, fmt::format("/dead?limit={}", limit)), "");
     if (!r.ok()) return r.status();
-    return http::ParseJobListResponse(r->body);
+    return wire::ParseJobListResponse(r->body);
   }
 
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject();
-    if (!ids.empty()) {
-      w.Key("ids").BeginArray();
-      for (const auto& id : ids) w.String(id);
-      w.EndArray();
-    }
-    w.EndObject();
-    auto r = Call("POST", Path(queue, "/dead/replay"), w.str());
+    auto r = Call("POST", Path(queue, "/dead/replay"), wire::WriteReplayRequest(ids));
     if (!r.ok()) return r.status();
-    return http::ParseCountResponse(r->body, "replayed");
+    return wire::ParseCountResponse(r->body, "replayed");
   }
 
   Result<int64_t> PurgeDead(std::string_view queue) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("DELETE", Path(queue, "/dead"), "");
     if (!r.ok()) return r.status();
-    return http::ParseCountResponse(r->body, "purged");
+    return wire::ParseCountResponse(r->body, "purged");
   }
 
   Result<QueueStats> Stats(std::string_view queue) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("GET", Path(queue, ""), "");
     if (!r.ok()) return r.status();
-    return http::ParseStatsResponse(r->body);
+    return wire::ParseStatsResponse(r->body);
   }
 
   Result<std::vector<QueueStats>> ListQueues() override {
     auto r = Call("GET", "/v1/queues", "");
     if (!r.ok()) return r.status();
-    return http::ParseQueuesResponse(r->body);
+    return wire::ParseQueuesResponse(r->body);
   }
 
   Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
@@ -252,21 +202,19 @@ class HttpClient final : public Client {
                                                  bucket_ms * buckets)),
                   "");
     if (!r.ok()) return r.status();
-    return http::ParseScheduleResponse(r->body);
+    return wire::ParseScheduleResponse(r->body);
   }
 
   Result<QueueConfig> GetConfig(std::string_view queue) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("GET", Path(queue, "/config"), "");
     if (!r.ok()) return r.status();
-    return http::ParseConfig(r->body, QueueConfig{});
+    return wire::ParseConfig(r->body, QueueConfig{});
   }
 
   Status SetConfig(std::string_view queue, const QueueConfig& config) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    http::WriteConfig(w, config);
-    auto r = Call("PUT", Path(queue, "/config"), w.str());
+    auto r = Call("PUT", Path(queue, "/config"), wire::WriteConfigBody(config));
     return r.ok() ? Status::Ok() : r.status();
   }
 
@@ -274,7 +222,7 @@ class HttpClient final : public Client {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("DELETE", Path(queue, force ? "?force=true" : ""), "");
     if (!r.ok()) return r.status();
-    return http::ParseCountResponse(r->body, "jobs");
+    return wire::ParseCountResponse(r->body, "jobs");
   }
 
   Status Pause(std::string_view queue) override {
@@ -307,22 +255,17 @@ class HttpClient final : public Client {
                           int64_t timeout_ms = 0, client::RequestCancel* cancel = nullptr) {
     auto r = pool_->Request(method, target, body, timeout_ms, cancel);
     if (!r.ok()) return r.status();
-    if (r->status < 200 || r->status >= 300) return http::ParseErrorResponse(r->status, r->body);
+    if (r->status < 200 || r->status >= 300) return wire::ParseErrorResponse(r->status, r->body);
     return r;
   }
 
   Result<std::vector<Delivery>> ReserveCall(std::string_view queue, const ReserveRequest& request,
                                             client::RequestCancel* cancel) {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    JsonWriter w;
-    w.BeginObject().Key("max").Int(request.max).Key("wait_ms").Int(request.wait_ms);
-    if (request.lease_ms) w.Key("lease_ms").Int(*request.lease_ms);
-    if (request.max_bytes != Limits::kDefaultReserveBytes) w.Key("max_bytes").Int(request.max_bytes);
-    w.EndObject();
-    auto r = Call("POST", Path(queue, "/reserve"), w.str(),
+    auto r = Call("POST", Path(queue, "/reserve"), wire::WriteReserveRequest(request),
                   std::max<int64_t>(0, request.wait_ms) + 30'000, cancel);
     if (!r.ok()) return r.status();
-    return http::ParseReserveResponse(r->body);
+    return wire::ParseReserveResponse(r->body);
   }
 
   std::unique_ptr<HttpConnectionPool> pool_;

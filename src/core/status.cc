@@ -1,6 +1,5 @@
 #include <array>
 
-#include "delayq/engine.h"
 #include "delayq/job.h"
 #include "delayq/status.h"
 
@@ -36,25 +35,6 @@ const char* JobStateName(JobState state) {
     case JobState::kDead: return "dead";
   }
   return "unknown";
-}
-
-const char* DurabilityName(Durability d) {
-  switch (d) {
-    case Durability::kSync: return "sync";
-    case Durability::kInterval: return "interval";
-    case Durability::kNone: return "none";
-  }
-  return "unknown";
-}
-
-bool ParseDurability(std::string_view text, Durability* out) {
-  for (Durability d : {Durability::kSync, Durability::kInterval, Durability::kNone}) {
-    if (text == DurabilityName(d)) {
-      *out = d;
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace delayq

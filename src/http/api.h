@@ -1,6 +1,8 @@
 // The HTTP API of SPEC section 6 over any delayq::Queue, without a transport: the server feeds
 // it parsed requests and writes back what it answers. It knows nothing about which store is
-// behind the Queue, nor about sockets (src/server does those).
+// behind the Queue, nor about sockets (src/server does those). A request passes the guards
+// (guard.h), is matched to a route of the table (routes.h) and handed to its handler
+// (handlers.h); its bodies are the wire format (src/wire).
 #pragma once
 
 #include <atomic>
@@ -50,11 +52,6 @@ struct ApiOptions {
   std::vector<std::string> allowed_hosts;
 };
 
-// A response refusing a request a browser page could have sent on a user's behalf (DNS rebinding,
-// a foreign Origin, a body that is not JSON), or nothing when the request may go on.
-std::optional<HttpResponse> RefuseBrowserAttack(const HttpRequest& request,
-                                                const std::vector<std::string>& allowed_hosts);
-
 // The HTTP status of a Status code (the one table; the CLI has its exit-code twin).
 int HttpStatusOf(Code code);
 
@@ -76,12 +73,6 @@ class Api {
   History& history() { return history_; }
 
  private:
-  struct Target;
-  // 401 when a token is required and missing or wrong (not on /healthz or the dashboard page).
-  std::optional<HttpResponse> Unauthenticated(const HttpRequest& request, const Target& target) const;
-  // Every route but reserve: answered at once.
-  HttpResponse Dispatch(const HttpRequest& request, const Target& target, Route* route);
-
   Queue& queue_;
   ApiOptions options_;
   Metrics metrics_;

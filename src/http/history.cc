@@ -1,6 +1,6 @@
 #include "http/history.h"
 
-#include "http/json.h"
+#include "wire/json_writer.h"
 
 namespace delayq::http {
 
@@ -16,7 +16,7 @@ void History::Add(int64_t now_ms, const std::vector<QueueStats>& stats) {
 
 std::string History::Json(const std::vector<std::string>& queues) const {
   std::lock_guard lock(mu_);
-  JsonWriter w;
+  wire::JsonWriter w;
   w.BeginObject().Key("interval_ms").Int(interval_ms_).Key("queues").BeginObject();
   auto write = [&w](const std::string& name, const std::deque<HistorySample>& q) {
     w.Key(name).BeginArray();

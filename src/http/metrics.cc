@@ -7,39 +7,12 @@
 #include <chrono>
 #include <fstream>
 
+#include "core/prometheus.h"
+#include "http/routes.h"
+
 namespace delayq::http {
 
-const char* RouteName(Route route) {
-  switch (route) {
-    case Route::kEnqueue: return "POST /v1/queues/{q}/jobs";
-    case Route::kGetJob: return "GET /v1/queues/{q}/jobs/{id}";
-    case Route::kCancel: return "DELETE /v1/queues/{q}/jobs/{id}";
-    case Route::kReschedule: return "PATCH /v1/queues/{q}/jobs/{id}";
-    case Route::kReserve: return "POST /v1/queues/{q}/reserve";
-    case Route::kAck: return "POST /v1/queues/{q}/ack";
-    case Route::kNack: return "POST /v1/queues/{q}/nack";
-    case Route::kTouch: return "POST /v1/queues/{q}/touch";
-    case Route::kListQueues: return "GET /v1/queues";
-    case Route::kStats: return "GET /v1/queues/{q}";
-    case Route::kConfigGet: return "GET /v1/queues/{q}/config";
-    case Route::kConfigPut: return "PUT /v1/queues/{q}/config";
-    case Route::kDeleteQueue: return "DELETE /v1/queues/{q}";
-    case Route::kPause: return "POST /v1/queues/{q}/pause";
-    case Route::kResume: return "POST /v1/queues/{q}/resume";
-    case Route::kDeadList: return "GET /v1/queues/{q}/dead";
-    case Route::kDeadReplay: return "POST /v1/queues/{q}/dead/replay";
-    case Route::kDeadPurge: return "DELETE /v1/queues/{q}/dead";
-    case Route::kSchedule: return "GET /v1/queues/{q}/schedule";
-    case Route::kHistory: return "GET /v1/history";
-    case Route::kMetrics: return "GET /metrics";
-    case Route::kHealth: return "GET /healthz";
-    case Route::kReady: return "GET /readyz";
-    case Route::kDashboard: return "GET /";
-    case Route::kOther:
-    case Route::kCount: break;
-  }
-  return "other";
-}
+Metrics::Metrics() : routes_(new PerRoute[Routes().size() + 1]), route_count_(Routes().size() + 1) {}
 
 int64_t Metrics::NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -47,8 +20,8 @@ int64_t Metrics::NowUs() {
       .count();
 }
 
-void Metrics::Observe(Route route, int status, double seconds) {
-  PerRoute& r = routes_[static_cast<size_t>(route)];
+void Metrics::Observe(size_t route, int status, double seconds) {
+  PerRoute& r = routes_[std::min(route, route_count_ - 1)];
   size_t i = 0;
   while (i < kBucketsSeconds.size() && seconds > kBucketsSeconds[i]) ++i;
   r.buckets[i].fetch_add(1, std::memory_order_relaxed);
@@ -81,9 +54,6 @@ double CpuSeconds() {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-void Header(std::string& out, const char* name, const char* type, const char* help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
 
 // Keeps the kMaxQueueSeries queues holding the most jobs and sums the rest into "(other)".
 void FoldQueues(std::vector<QueueStats>& stats) {
@@ -121,28 +91,21 @@ void FoldQueues(std::vector<QueueStats>& stats) {
 
 std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const {
   FoldQueues(stats);
-  std::string out;
-  out.reserve(4096 + stats.size() * 2048);
-  Header(out, "delayq_jobs", "gauge", "Jobs per queue and state.");
+  PrometheusText out;
+  out.Reserve(4096 + stats.size() * 2048);
+  out.Family("delayq_jobs", "gauge", "Jobs per queue and state.");
   for (const auto& s : stats) {
-    out += fmt::format("delayq_jobs{{queue=\"{}\",state=\"scheduled\"}} {}\n", s.name, s.scheduled);
-    out += fmt::format("delayq_jobs{{queue=\"{}\",state=\"ready\"}} {}\n", s.name, s.ready);
-    out += fmt::format("delayq_jobs{{queue=\"{}\",state=\"reserved\"}} {}\n", s.name, s.reserved);
-    out += fmt::format("delayq_jobs{{queue=\"{}\",state=\"dead\"}} {}\n", s.name, s.dead);
+    out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "scheduled"}}, s.scheduled);
+    out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "ready"}}, s.ready);
+    out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "reserved"}}, s.reserved);
+    out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "dead"}}, s.dead);
   }
-  Header(out, "delayq_jobs_due_next_60s", "gauge", "Scheduled jobs due in the next 60 seconds.");
-  for (const auto& s : stats) {
-    out += fmt::format("delayq_jobs_due_next_60s{{queue=\"{}\"}} {}\n", s.name, s.due_next_60s);
-  }
-  Header(out, "delayq_oldest_ready_seconds", "gauge", "Age of the longest-waiting ready job.");
-  for (const auto& s : stats) {
-    out += fmt::format("delayq_oldest_ready_seconds{{queue=\"{}\"}} {:.3f}\n", s.name,
-                       s.oldest_ready_ms / 1000.0);
-  }
-  Header(out, "delayq_queue_paused", "gauge", "1 while the queue is paused.");
-  for (const auto& s : stats) {
-    out += fmt::format("delayq_queue_paused{{queue=\"{}\"}} {}\n", s.name, s.paused ? 1 : 0);
-  }
+  out.Family("delayq_jobs_due_next_60s", "gauge", "Scheduled jobs due in the next 60 seconds.");
+  for (const auto& s : stats) out.Sample("delayq_jobs_due_next_60s", {{"queue", s.name}}, s.due_next_60s);
+  out.Family("delayq_oldest_ready_seconds", "gauge", "Age of the longest-waiting ready job.");
+  for (const auto& s : stats) out.Sample("delayq_oldest_ready_seconds", {{"queue", s.name}}, s.oldest_ready_ms / 1000.0);
+  out.Family("delayq_queue_paused", "gauge", "1 while the queue is paused.");
+  for (const auto& s : stats) out.Sample("delayq_queue_paused", {{"queue", s.name}}, s.paused ? 1 : 0);
   struct Counter {
     const char* name;
     const char* help;
@@ -156,69 +119,54 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
            Counter{"delayq_jobs_redelivered_total", "Leases that expired without an answer.", &QueueCounters::redelivered},
            Counter{"delayq_jobs_dead_total", "Jobs moved to the dead-letter queue.", &QueueCounters::dead},
        }) {
-    Header(out, c.name, "counter", c.help);
-    for (const auto& s : stats) {
-      out += fmt::format("{}{{queue=\"{}\"}} {}\n", c.name, s.name, s.counters.*c.field);
-    }
+    out.Family(c.name, "counter", c.help);
+    for (const auto& s : stats) out.Sample(c.name, {{"queue", s.name}}, s.counters.*c.field);
   }
-  Header(out, "delayq_delivery_lateness_seconds", "histogram",
-         "Delivery lateness: delivered_at - due_at of first deliveries.");
-  for (const auto& s : stats) {
-    const auto& l = s.lateness;
-    for (size_t i = 0; i < l.cumulative.size(); ++i) {
-      out += fmt::format("delayq_delivery_lateness_seconds_bucket{{queue=\"{}\",le=\"{}\"}} {}\n",
-                         s.name, LatenessSummary::kLatenessBucketsMs[i] / 1000.0, l.cumulative[i]);
-    }
-    out += fmt::format("delayq_delivery_lateness_seconds_bucket{{queue=\"{}\",le=\"+Inf\"}} {}\n",
-                       s.name, l.count);
-    out += fmt::format("delayq_delivery_lateness_seconds_sum{{queue=\"{}\"}} {:.6f}\n", s.name,
-                       l.sum_ms / 1000.0);
-    out += fmt::format("delayq_delivery_lateness_seconds_count{{queue=\"{}\"}} {}\n", s.name, l.count);
-  }
-  Header(out, "delayq_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
-  for (size_t r = 0; r < routes_.size(); ++r) {
+  out.Family("delayq_delivery_lateness_seconds", "histogram",
+             "Delivery lateness: delivered_at - due_at of first deliveries.");
+  for (const auto& s : stats) out.Lateness("delayq_delivery_lateness_seconds", {{"queue", s.name}}, s.lateness);
+  out.Family("delayq_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+  for (size_t r = 0; r < route_count_; ++r) {
     const PerRoute& pr = routes_[r];
     const uint64_t count = pr.count.load(std::memory_order_relaxed);
     if (count == 0) continue;
-    const char* route = RouteName(static_cast<Route>(r));
-    uint64_t cumulative = 0;
+    std::array<uint64_t, kBucketsSeconds.size()> cumulative{};
+    uint64_t running = 0;
     for (size_t i = 0; i < kBucketsSeconds.size(); ++i) {
-      cumulative += pr.buckets[i].load(std::memory_order_relaxed);
-      out += fmt::format("delayq_http_request_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} {}\n",
-                         route, kBucketsSeconds[i], cumulative);
+      running += pr.buckets[i].load(std::memory_order_relaxed);
+      cumulative[i] = running;
     }
-    out += fmt::format("delayq_http_request_duration_seconds_bucket{{route=\"{}\",le=\"+Inf\"}} {}\n",
-                       route, count);
-    out += fmt::format("delayq_http_request_duration_seconds_sum{{route=\"{}\"}} {:.6f}\n", route,
-                       pr.sum_us.load(std::memory_order_relaxed) / 1e6);
-    out += fmt::format("delayq_http_request_duration_seconds_count{{route=\"{}\"}} {}\n", route, count);
+    const std::string route = RouteName(r);
+    out.Histogram("delayq_http_request_duration_seconds", {{"route", route}},
+                  kBucketsSeconds, cumulative, count, pr.sum_us.load(std::memory_order_relaxed) / 1e6);
   }
-  Header(out, "delayq_http_requests_total", "counter", "HTTP requests by route and status class.");
-  for (size_t r = 0; r < routes_.size(); ++r) {
+  out.Family("delayq_http_requests_total", "counter", "HTTP requests by route and status class.");
+  for (size_t r = 0; r < route_count_; ++r) {
+    const std::string route = RouteName(r);
     for (int c = 1; c <= 5; ++c) {
-      uint64_t n = routes_[r].by_class[c].load(std::memory_order_relaxed);
+      const uint64_t n = routes_[r].by_class[c].load(std::memory_order_relaxed);
       if (n == 0) continue;
-      out += fmt::format("delayq_http_requests_total{{route=\"{}\",code=\"{}xx\"}} {}\n",
-                         RouteName(static_cast<Route>(r)), c, n);
+      const std::string code = std::to_string(c) + "xx";
+      out.Sample("delayq_http_requests_total", {{"route", route}, {"code", code}}, n);
     }
   }
-  Header(out, "delayq_http_connections", "gauge", "Open HTTP connections.");
-  out += fmt::format("delayq_http_connections {}\n", connections.load());
-  Header(out, "delayq_http_body_bytes", "gauge",
-         "Bytes of request bodies held now, counted from Content-Length (bounded by --max-body-memory).");
-  out += fmt::format("delayq_http_body_bytes {}\n", body_bytes.load());
-  Header(out, "delayq_reserve_waiting", "gauge", "Reserve requests waiting for a job (long polls).");
-  out += fmt::format("delayq_reserve_waiting {}\n", waiting.load());
-  Header(out, "delayq_process_resident_memory_bytes", "gauge", "Resident memory of the server.");
-  out += fmt::format("delayq_process_resident_memory_bytes {}\n", ResidentBytes());
-  Header(out, "delayq_process_cpu_seconds_total", "counter", "CPU time of the server.");
-  out += fmt::format("delayq_process_cpu_seconds_total {:.3f}\n", CpuSeconds());
-  Header(out, "delayq_store_up", "gauge",
-         "1 while the store can serve requests (Redis reachable and loaded; the embedded store open).");
-  out += fmt::format("delayq_store_up {}\n", store_up ? 1 : 0);
-  Header(out, "delayq_uptime_seconds", "gauge", "Seconds since the server started.");
-  out += fmt::format("delayq_uptime_seconds {:.3f}\n", (NowUs() - started_us_) / 1e6);
-  return out;
+  out.Family("delayq_http_connections", "gauge", "Open HTTP connections.");
+  out.Sample("delayq_http_connections", {}, connections.load());
+  out.Family("delayq_http_body_bytes", "gauge",
+             "Bytes of request bodies held now, counted from Content-Length (bounded by --max-body-memory).");
+  out.Sample("delayq_http_body_bytes", {}, body_bytes.load());
+  out.Family("delayq_reserve_waiting", "gauge", "Reserve requests waiting for a job (long polls).");
+  out.Sample("delayq_reserve_waiting", {}, waiting.load());
+  out.Family("delayq_process_resident_memory_bytes", "gauge", "Resident memory of the server.");
+  out.Sample("delayq_process_resident_memory_bytes", {}, ResidentBytes());
+  out.Family("delayq_process_cpu_seconds_total", "counter", "CPU time of the server.");
+  out.Sample("delayq_process_cpu_seconds_total", {}, CpuSeconds());
+  out.Family("delayq_store_up", "gauge",
+             "1 while the store can serve requests (Redis reachable and loaded; the embedded store open).");
+  out.Sample("delayq_store_up", {}, store_up ? 1 : 0);
+  out.Family("delayq_uptime_seconds", "gauge", "Seconds since the server started.");
+  out.Sample("delayq_uptime_seconds", {}, (NowUs() - started_us_) / 1e6);
+  return out.Take();
 }
 
 }  // namespace delayq::http

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,20 +13,14 @@
 
 namespace delayq::http {
 
-// The routes of the API, for per-route metrics.
-enum class Route {
-  kEnqueue, kGetJob, kCancel, kReschedule, kReserve, kAck, kNack, kTouch, kListQueues, kStats,
-  kConfigGet, kConfigPut, kDeleteQueue, kPause, kResume, kDeadList, kDeadReplay, kDeadPurge, kSchedule,
-  kHistory, kMetrics, kHealth, kReady, kDashboard, kOther, kCount
-};
-const char* RouteName(Route route);  // "POST /v1/queues/{q}/jobs"
-
 class Metrics {
  public:
   static constexpr std::array<double, 16> kBucketsSeconds = {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 
-  void Observe(Route route, int status, double seconds);
+  Metrics();
+  // One answered request of route `route` (an index of Routes(), or kNoRoute).
+  void Observe(size_t route, int status, double seconds);
 
   std::atomic<int64_t> connections{0};  // open HTTP connections
   std::atomic<int64_t> body_bytes{0};   // request body bytes held now (of --max-body-memory)
@@ -48,7 +43,8 @@ class Metrics {
     std::atomic<uint64_t> sum_us{0};
     std::array<std::atomic<uint64_t>, 6> by_class{};  // 1xx..5xx, index = status / 100
   };
-  std::array<PerRoute, static_cast<size_t>(Route::kCount)> routes_;
+  std::unique_ptr<PerRoute[]> routes_;  // one per route of the table, then one for the rest
+  size_t route_count_ = 0;
   const int64_t started_us_ = NowUs();
   static int64_t NowUs();
 };

@@ -2,24 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "core/prometheus.h"
+
 namespace delayq::kafka {
-namespace {
-
-void Header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
-void Histogram(std::string& out, std::string_view name, std::string_view help, const LatenessSummary& s) {
-  Header(out, name, "histogram", help);
-  for (size_t i = 0; i < s.cumulative.size(); ++i) {
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, LatenessSummary::kLatenessBucketsMs[i] / 1000.0,
-                       s.cumulative[i]);
-  }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, s.count, name,
-                     s.sum_ms / 1000.0, name, s.count);
-}
-
-}  // namespace
 
 ForwarderMetrics::ForwarderMetrics(const Levels& levels)
     : forwarded(levels.size()), cascaded(levels.size()), dead(levels.size()), held(levels.size()) {
@@ -60,10 +45,10 @@ ForwarderStats ForwarderMetrics::Snapshot() const {
 
 std::string ForwarderMetrics::Render() const {
   ForwarderStats s = Snapshot();
-  std::string out;
+  PrometheusText out;
   auto per_level = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
-    Header(out, name, type, help);
-    for (const auto& level : s.levels) out += fmt::format("{}{{level=\"{}\"}} {}\n", name, level.name, value(level));
+    out.Family(name, type, help);
+    for (const auto& level : s.levels) out.Sample(name, {{"level", level.name}}, value(level));
   };
   per_level("delayq_forward_forwarded_total", "counter", "Messages produced to their target topic, by the level read from.",
             [](const auto& l) { return l.forwarded; });
@@ -73,30 +58,31 @@ std::string ForwarderMetrics::Render() const {
             [](const auto& l) { return l.dead; });
   per_level("delayq_forward_held", "gauge", "Messages read and not yet finished (waiting in memory or in flight).",
             [](const auto& l) { return l.held; });
-  Header(out, "delayq_forward_consumer_lag", "gauge", "Messages in a level partition not yet committed by this instance.");
+  out.Family("delayq_forward_consumer_lag", "gauge", "Messages in a level partition not yet committed by this instance.");
   for (const auto& p : s.assigned) {
-    out += fmt::format("delayq_forward_consumer_lag{{topic=\"{}\",partition=\"{}\"}} {}\n", p.topic, p.partition, p.lag);
+    out.Sample("delayq_forward_consumer_lag", {{"topic", p.topic}, {"partition", std::to_string(p.partition)}}, p.lag);
   }
-  Header(out, "delayq_forward_partition_paused", "gauge", "1 while a partition is paused because its read-ahead is full.");
+  out.Family("delayq_forward_partition_paused", "gauge", "1 while a partition is paused because its read-ahead is full.");
   for (const auto& p : s.assigned) {
-    out += fmt::format("delayq_forward_partition_paused{{topic=\"{}\",partition=\"{}\"}} {}\n", p.topic, p.partition,
-                       p.paused ? 1 : 0);
+    out.Sample("delayq_forward_partition_paused", {{"topic", p.topic}, {"partition", std::to_string(p.partition)}},
+               p.paused ? 1 : 0);
   }
-  Header(out, "delayq_forward_assigned_partitions", "gauge", "Level partitions this instance owns.");
-  out += fmt::format("delayq_forward_assigned_partitions {}\n", s.assigned.size());
+  out.Family("delayq_forward_assigned_partitions", "gauge", "Level partitions this instance owns.");
+  out.Sample("delayq_forward_assigned_partitions", {}, static_cast<uint64_t>(s.assigned.size()));
   auto counter = [&](std::string_view name, std::string_view help, uint64_t value) {
-    Header(out, name, "counter", help);
-    out += fmt::format("{} {}\n", name, value);
+    out.Family(name, "counter", help);
+    out.Sample(name, {}, value);
   };
   counter("delayq_forward_transactions_total", "Transactions committed (--exactly-once).", s.transactions);
   counter("delayq_forward_aborted_transactions_total", "Transactions aborted and retried.", s.aborted_transactions);
   counter("delayq_forward_produce_errors_total", "Produce attempts that failed (retried).", s.produce_errors);
   counter("delayq_forward_rebalances_total", "Partition assignments and revocations seen.", s.rebalances);
-  Histogram(out, "delayq_forward_lateness_seconds", "Time from a message's due time to its confirmed forward.",
-            s.lateness);
-  Histogram(out, "delayq_forward_batch_seconds", "Time to act on one batch of due messages (and commit its transaction).",
-            s.batch);
-  return out;
+  out.Family("delayq_forward_lateness_seconds", "histogram", "Time from a message's due time to its confirmed forward.");
+  out.Lateness("delayq_forward_lateness_seconds", {}, s.lateness);
+  out.Family("delayq_forward_batch_seconds", "histogram",
+             "Time to act on one batch of due messages (and commit its transaction).");
+  out.Lateness("delayq_forward_batch_seconds", {}, s.batch);
+  return out.Take();
 }
 
 }  // namespace delayq::kafka

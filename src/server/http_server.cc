@@ -20,7 +20,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "http/json.h"
+#include "wire/error.h"
+#include "wire/json_writer.h"
 
 namespace delayq::server {
 namespace net = boost::asio;
@@ -430,7 +431,7 @@ class HttpServer::Impl::Session final : public SessionBase {
     busy_ = true;
     http::HttpResponse r;
     r.status = status;
-    http::JsonWriter w;
+    wire::JsonWriter w;
     w.BeginObject().Key("error").BeginObject().Key("code").String(code);
     w.Key("message").String(message).EndObject().EndObject();
     r.body = w.Take();
@@ -503,7 +504,7 @@ void HttpServer::Impl::Accept() {
 }
 
 std::string HttpServer::Impl::Refusal(int status, std::string_view reason, Code code, std::string_view message) {
-  std::string body = http::ErrorBody(code, message);
+  std::string body = wire::ErrorBody(code, message);
   return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
                      status, reason, body.size(), body);
 }

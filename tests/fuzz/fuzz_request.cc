@@ -9,7 +9,7 @@
 
 #include "delayq/engine.h"
 #include "http/api.h"
-#include "http/json.h"
+#include "wire/json_read.h"
 
 namespace {
 
@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   api.Handle(req, [&p](delayq::http::HttpResponse r) { p.set_value(std::move(r)); });
   delayq::http::HttpResponse r = f.get();
   if (r.status < 200 || r.status > 599) std::abort();
-  if (r.content_type == "application/json" && !delayq::http::IsJsonValue(r.body)) std::abort();
+  if (r.content_type == "application/json" && !delayq::wire::IsJsonValue(r.body)) std::abort();
   if (r.status >= 400 && r.body.find("{\"error\":{\"code\":") != 0) std::abort();
   return 0;
 }

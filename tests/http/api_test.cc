@@ -9,7 +9,9 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "http/routes.h"
 #include "store/embedded/engine_harness.h"
+#include "support/process.h"
 
 namespace delayq::testing {
 namespace {
@@ -487,6 +489,30 @@ TEST(ApiAuth, BearerTokenOnEverythingButHealthz) {
   EXPECT_EQ(call("/v1/queues", "Bearer wrong").status, 401);
   EXPECT_EQ(call("/v1/queues", "Bearer s3cret").status, 200);
   EXPECT_NE(call("/v1/queues", "").body.find("unauthenticated"), std::string::npos);
+}
+
+// The route table is the one list of routes: docs/http-api.md's table lists each of them, and
+// nothing else, and the dispatch answers each one (never "no such route").
+TEST(ApiRoutes, EveryRouteIsDocumentedAndAnswered) {
+  using http::MatchRoute, http::RouteMatch, http::RouteName, http::Routes, http::Target;
+  const std::string doc = ReadFile(std::string(DELAYQ_DOCS_DIR) + "/http-api.md");
+  size_t rows = 0;
+  for (size_t at = doc.find("\n| "); at != std::string::npos; at = doc.find("\n| ", at + 1)) {
+    const std::string_view row(doc.data() + at + 3, doc.find('\n', at + 1) - at - 3);
+    for (std::string_view m : {"GET ", "POST ", "PUT ", "PATCH ", "DELETE "}) rows += row.starts_with(m);
+  }
+  EXPECT_EQ(rows, Routes().size()) << "docs/http-api.md lists routes the table does not have, or misses some";
+  for (size_t i = 0; i < Routes().size(); ++i) {
+    const auto& r = Routes()[i];
+    EXPECT_NE(doc.find(fmt::format("| {} | `{}` |", r.method, r.pattern)), std::string::npos)
+        << RouteName(i) << " is not in docs/http-api.md's table of routes";
+    std::string path(r.pattern);
+    for (auto [from, to] : {std::pair{"{q}", "docs.q"}, std::pair{"{id}", "01JDQ8Z3K6T6V3W1C9X2N4M5PQ"}}) {
+      if (auto p = path.find(from); p != std::string::npos) path.replace(p, std::string_view(from).size(), to);
+    }
+    const RouteMatch match = MatchRoute(r.method, Target::Parse(path).segments);
+    EXPECT_EQ(match.route, i) << RouteName(i) << " is answered by " << RouteName(match.route);
+  }
 }
 
 }  // namespace

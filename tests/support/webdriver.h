@@ -16,7 +16,7 @@
 #include <string>
 
 #include "client/http_connection.h"
-#include "http/json.h"
+#include "wire/json_writer.h"
 #include "support/process.h"
 
 namespace delayq::testing {
@@ -107,7 +107,7 @@ class WebDriver {
 
   void Screenshot(const std::string& path) {
     json r = Call("GET", session_ + "/screenshot", nullptr);
-    auto png = http::Base64Decode(r.get<std::string>());
+    auto png = wire::Base64Decode(r.get<std::string>());
     std::ofstream(path, std::ios::binary) << png.value_or("");
   }
 

@@ -287,7 +287,7 @@ class EngineImpl final : public Engine {
   void SweepDeadLocked(int64_t now_ms);
   void SchedulerLoop();
 
-  // --- operations (engine.cc) ---
+  // --- operations (engine_jobs.cc, engine_delivery.cc, engine_queues.cc) ---
   Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                               const Instant& now);
   Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
@@ -301,6 +301,21 @@ class EngineImpl final : public Engine {
   Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue,
                                                  std::span<const EnqueueRequest> requests,
                                                  bool batch);
+  // An enqueue planned under the lock: the batch to write, then what changes in memory.
+  struct EnqueuePlan {
+    struct Placement {
+      DueKey old_key;  // a replaced job's place before
+      DueKey key;
+      bool replaced = false;
+    };
+    std::unique_ptr<WriteBatch> batch;
+    std::vector<Placement> placements;
+    std::vector<EnqueueResult> results;
+  };
+  Result<EnqueuePlan> PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
+                                        std::span<const EnqueueRequest> requests, bool is_batch,
+                                        int64_t now_ms);
+  void ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, const Instant& now);
   QueueStats StatsLocked(QueueState* q, const Instant& now);
 
   // --- recovery (engine_recovery.cc) ---

@@ -1,15 +1,25 @@
-// The Redis store (SPEC 5.2): the Queue interface on Redis or Redis Cluster. Every transition is
-// one Lua script (scripts.h); this class validates input, picks shards, encodes records, and runs
-// the scheduler:
+// The Redis store (SPEC 5.2): the Queue interface on Redis or Redis Cluster, the embedded store's
+// sibling. Every transition is one Lua script (scripts.h); this class validates input, picks
+// shards, encodes records, caches queue configs, and runs the scheduler.
 //
-// Each delayq process runs one scheduler thread. It knows, per queue, the next due time and the
-// next lease deadline (both from the scripts' answers, in Redis time) and sleeps until the
-// earliest; then it promotes due jobs into the stream (promote) and handles expired leases
-// (reap). A subscriber thread listens on dq:{q}:wake: "due <ms>" makes the scheduler wake
-// earlier, "ready" wakes the reserves waiting in this process. Any number of processes may do
-// this at once: the scripts are atomic, so a second promote simply finds nothing left.
-// A wake message can be lost (a reconnect), so every queue is also checked once per
-// safety_interval_ms: a job can be late by at most that when its message is lost.
+// How data flows. An operation reads its queue's cached view (Info: shards, config, how keys are
+// routed; re-read from Redis after a second, since other servers may change it), validates with
+// the rules every store shares (core/validate.h), runs one script per shard it touches, and
+// tells the scheduler what it learned (a lease deadline, a death, jobs made ready).
+//
+// Each delayq process runs one scheduler thread. It knows, per queue and shard, the next due
+// time, the next lease deadline and the oldest death (all from the scripts' answers, in Redis
+// time) and sleeps until the earliest; then it promotes due jobs into the stream (promote),
+// handles expired leases (reap) and deletes dead jobs past their retention (dead_expire). A
+// subscriber thread listens on dq:{q}:wake: "due <ms>" makes the scheduler wake earlier, "ready"
+// wakes the reserves waiting in this process. Any number of processes may do this at once: the
+// scripts are atomic, so a second promote simply finds nothing left. A wake message can be lost
+// (a reconnect), so every queue is also checked once per safety_interval_ms: a job can be late by
+// at most that when its message is lost.
+//
+// Files, as the embedded store's: redis_queue.cc (lifecycle, running scripts), redis_config.cc
+// (the queue cache and registry), redis_jobs.cc, redis_delivery.cc, redis_dead.cc,
+// redis_queues.cc, redis_scheduler.cc; redis_meta.h (the versioned job meta), doctor.h.
 #pragma once
 
 #include <condition_variable>
@@ -41,10 +51,9 @@ struct RedisQueueOptions {
   std::string consumer;               // consumer name in the stream groups; default host:pid
   // A write a client is told succeeded (enqueue, reserve, ack, nack, touch, cancel, reschedule,
   // replay, purge) first waits until this many replicas have it (Redis WAIT), at most
-  // wait_timeout_ms; when
-  // fewer confirm, the call answers kUnavailable (the write is on the primary only, and a
-  // failover to a replica could lose it). Default 0: no waiting (a failover can lose the last
-  // writes; docs/reliability.md measures how many).
+  // wait_timeout_ms; when fewer confirm, the call answers kUnavailable (the write is on the
+  // primary only, and a failover to a replica could lose it). Default 0: no waiting (a failover
+  // can lose the last writes; docs/reliability.md measures how many).
   int wait_replicas = 0;
   int wait_timeout_ms = 1000;
   // Tests only: runs after a queue's config was read from Redis and before it is cached.
@@ -56,7 +65,8 @@ struct RedisQueueOptions {
 
 class RedisQueue final : public Queue {
  public:
-  // Connects (kUnavailable when Redis cannot be reached) and starts the threads.
+  // Connects (kUnavailable when Redis cannot be reached, or holds data of a newer delayq) and
+  // starts the threads.
   static Result<std::unique_ptr<RedisQueue>> Open(const RedisQueueOptions& options);
   ~RedisQueue() override;
   // Answers the waiting reserves (empty) and stops the threads. Idempotent.
@@ -95,12 +105,21 @@ class RedisQueue final : public Queue {
   RedisClient& client() { return *client_; }
 
  private:
-  // Sets the paused flag on every shard of the queue.
-  Status SetPaused(std::string_view queue, bool paused);
-  struct QueueInfo {
+  // What an operation needs to know of a queue, copied out of the cache under mu_ (so nothing
+  // it holds can change or go away while it talks to Redis).
+  struct QueueView {
     std::string name;
     int shards = 1;
     QueueConfig config;
+    // Keys of a sharded queue made before delayq routed them by CRC16 go where std::hash sent
+    // them (redis_config.cc says why that must not change under such a queue).
+    bool legacy_key_route = false;
+    int ShardOfId(const Ulid& id) const { return id.bytes[15] % shards; }
+    int ShardOfKey(std::string_view key) const;
+  };
+  // The cache entry of a queue: its view and what the scheduler knows of it.
+  struct QueueInfo {
+    QueueView view;
     int64_t config_read_at = -1;  // steady ms; re-read after a second (other processes)
     std::vector<int64_t> next_due;    // per shard, Redis ms; -1 none
     std::vector<int64_t> next_lease;  // per shard
@@ -119,35 +138,61 @@ class RedisQueue final : public Queue {
   };
 
   explicit RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> client);
+
+  // --- lifecycle and scripts (redis_queue.cc) ---
   void Start();
-  std::vector<std::string> Keys(const std::string& queue, int shard) const;
-  // The queue's info, loading shards and config from Redis when new or stale.
-  Result<QueueInfo*> Info(std::string_view queue, bool create);
-  // One read of the config hash, cached unless a config write happened since `writes_before`
-  // (then nullptr: Info reads again, and on its last try caches without the check).
-  Result<QueueInfo*> ReadConfig(const std::string& queue, const std::string& home, bool create,
-                                std::optional<uint64_t> writes_before);
-  // Runs a script on the queue's shard. `confirm`: a write the caller is told succeeded, which
+  // Refuses a Redis whose data format (dq:format) is newer than this delayq reads.
+  Status CheckDataFormat();
+  // Reads the receipt secret from Redis, making it first if it is missing (SET NX).
+  Status LoadReceiptSecret();
+  std::shared_ptr<const ReceiptSigner> Signer();
+  // Runs a script on one shard of a queue. `confirm`: a write the caller is told succeeded, which
   // waits for options_.wait_replicas.
-  Result<Value> Run(const Script& script, const std::string& queue, int shard,
+  Result<Value> Run(const Script& script, const std::string& queue, int shard, int shards,
                     const std::vector<std::string>& args, bool confirm = false);
+  Result<Value> Run(const Script& script, const QueueView& q, int shard, const std::vector<std::string>& args,
+                    bool confirm = false) {
+    return Run(script, q.name, shard, q.shards, args, confirm);
+  }
+  // One command, or a script without the queue keys, on the node of `route_key`. Every call to
+  // Redis goes through these or Run, so Health() sees what the last one found.
+  Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);
+  Result<Value> Eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
   // Records what a call to Redis found, for Health().
   void Observe(const Status& s);
-  int ShardOf(const QueueInfo& q, const Ulid& id) const { return id.bytes[15] % q.shards; }
+
+  // --- the queue cache and registry (redis_config.cc) ---
+  // The queue's view, loading shards and config from Redis when new or stale. kNotFound when no
+  // queue has that name and `create` is false; with `create`, registers it (kResourceExhausted
+  // past max_queues).
+  Result<QueueView> Info(std::string_view queue, bool create);
+  // One read of the config hash, cached unless a config write happened since `writes_before`
+  // (then nullopt: Info reads again, and on its last try caches without the check).
+  Result<std::optional<QueueView>> ReadConfig(const std::string& queue, bool create,
+                                              std::optional<uint64_t> writes_before);
+  Status WriteConfig(const std::string& queue, const QueueConfig& config);
+  // Sets the paused flag on every shard of the queue.
+  Status SetPaused(std::string_view queue, bool paused);
+
+  // --- jobs (redis_jobs.cc) ---
+  Result<Job> ToJob(const std::string& queue, const Value& v);
+
+  // --- deliveries (redis_delivery.cc) ---
   Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
   Status DeliveryError(const std::string& code, const Ulid& id);
-  Result<Job> ToJob(const std::string& queue, const Value& v);
-  Status WriteConfig(const std::string& queue, const QueueConfig& config, int shards);
 
+  // --- the scheduler and the wake channel (redis_scheduler.cc) ---
   void SchedulerLoop();
   void SubscriberLoop();
   void ServeWaiters(const std::string& queue);
   void Poke();
+  // What an operation learned, for the scheduler: a lease deadline, a death (its retention
+  // sweep), jobs made ready (waiting reserves try again). Take mu_ themselves.
+  void NoteLease(const std::string& queue, int shard, int64_t deadline);
+  void NoteDeath(const std::string& queue, int shard, int64_t dead_at);
+  void NoteReady(const std::string& queue);
   // Drops the local entry of `queue` when it was never read from Redis and no waiter is left.
   void DropIfUnusedLocked(const std::string& queue);
-  // Reads the receipt secret from Redis, making it first if it is missing (SET NX).
-  Status LoadReceiptSecret();
-  std::shared_ptr<const ReceiptSigner> Signer();
 
   const RedisQueueOptions options_;
   std::unique_ptr<RedisClient> client_;
@@ -176,13 +221,5 @@ class RedisQueue final : public Queue {
   std::shared_ptr<const ReceiptSigner> signer_;
   std::thread scheduler_, subscriber_;
 };
-
-// `delayq doctor`: every Redis setting that can lose or delay jobs, with the fix for each.
-struct DoctorFinding {
-  std::string node;
-  std::string problem;
-  std::string fix;
-};
-Result<std::vector<DoctorFinding>> Doctor(std::string_view url);
 
 }  // namespace delayq::redis

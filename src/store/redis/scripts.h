@@ -5,7 +5,8 @@
 // shard, "{q#0}" ... "{q#N-1}"), passed to every script in this order:
 //   1 dq:{q}:due       sorted set  id -> due ms            scheduled jobs
 //   2 dq:{q}:jobs      hash        id -> body              the job record (src/core/record.h)
-//   3 dq:{q}:meta      hash        id -> "state|due|base|attempt|max|delivery|sid|key_indexed|key"
+//   3 dq:{q}:meta      hash        id -> "2|state|due|base|attempt|max|delivery|sid|key_indexed|key"
+//                                  (versioned: redis_meta.h)
 //   4 dq:{q}:ready     stream      entries {id}, consumer group "dq": ready and reserved jobs
 //   5 dq:{q}:leases    sorted set  id -> lease deadline    reserved jobs (a timer index)
 //   6 dq:{q}:dead      sorted set  id -> dead_at ms
@@ -27,6 +28,10 @@
 // (attempt = base + count, base counting deliveries of earlier stream entries, before a nack).
 // Touch resets the idle time, so a lease held longer than T by touches is never claimable.
 #pragma once
+//
+// Files: scripts.cc (the prelude; enqueue, promote, cancel, reschedule, get, stats, schedule,
+// delete_queue), scripts_delivery.cc (reserve, reap, ack, nack, touch), scripts_dead.cc
+// (replay, purge, dead_expire).
 
 #include "store/redis/redis_client.h"
 
@@ -51,5 +56,10 @@ extern const Script kDeleteQueueScript;
 extern const Script kGetScript;
 extern const Script kStatsScript;
 extern const Script kScheduleScript;
+
+// A script: the shared prelude (scripts.cc: key names, meta_parse, backoff_ms, ...) then `body`.
+Script Make(const char* name, const char* body);
+// The same for tests that call the prelude's functions directly.
+Script ProbeScript(std::string name, std::string_view body);
 
 }  // namespace delayq::redis

@@ -1,0 +1,52 @@
+// `delayq config QUEUE [--max-attempts N --lease 30s ...]`: shows a queue's config, changing the
+// fields given first.
+#include "cli/cli_common.h"
+
+namespace delayq::cli {
+
+void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
+  struct Args {
+    std::string queue, lease, backoff_base, backoff_max, dead_retention, max_delay;
+    std::optional<int32_t> max_attempts;
+    std::optional<double> factor, jitter;
+    std::optional<int64_t> max_payload;
+  };
+  auto a = std::make_shared<Args>();
+  auto* c = app.add_subcommand("config", "Show a queue's config, or change it with the options");
+  c->add_option("queue", a->queue, "Queue name")->required();
+  c->add_option("--max-attempts", a->max_attempts, "Deliveries before a job goes dead");
+  c->add_option("--lease", a->lease, "Default lease of a reserve, e.g. 30s");
+  c->add_option("--backoff-base", a->backoff_base, "First retry delay, e.g. 1s");
+  c->add_option("--backoff-factor", a->factor, "Growth per attempt, e.g. 2");
+  c->add_option("--backoff-max", a->backoff_max, "Longest retry delay, e.g. 1h");
+  c->add_option("--jitter", a->jitter, "Random spread of retry delays, 0..1");
+  c->add_option("--max-payload", a->max_payload, "Largest payload in bytes");
+  c->add_option("--dead-retention", a->dead_retention, "Keep dead jobs this long, e.g. 7d");
+  c->add_option("--max-delay", a->max_delay, "Longest delay accepted, e.g. 365d");
+  c->callback(Run(rc, [a, &g]() -> Status {
+    auto client = MakeClient(g);
+    if (!client.ok()) return client.status();
+    auto config = (*client)->GetConfig(a->queue);
+    if (!config.ok()) return config.status();
+    bool change = false;
+    auto set_ms = [&](const std::string& text, const char* opt, int64_t* field) {
+      if (text.empty()) return;
+      *field = Duration(opt, text);
+      change = true;
+    };
+    set_ms(a->lease, "--lease", &config->lease_ms);
+    set_ms(a->backoff_base, "--backoff-base", &config->backoff.base_ms);
+    set_ms(a->backoff_max, "--backoff-max", &config->backoff.max_ms);
+    set_ms(a->dead_retention, "--dead-retention", &config->dead_retention_ms);
+    set_ms(a->max_delay, "--max-delay", &config->max_delay_ms);
+    if (a->max_attempts) config->max_attempts = *a->max_attempts, change = true;
+    if (a->factor) config->backoff.factor = *a->factor, change = true;
+    if (a->jitter) config->backoff.jitter = *a->jitter, change = true;
+    if (a->max_payload) config->max_payload = *a->max_payload, change = true;
+    if (change) DELAYQ_RETURN_IF_ERROR((*client)->SetConfig(a->queue, *config));
+    PrintConfig(a->queue, *config, g.json);
+    return Status::Ok();
+  }));
+}
+
+}  // namespace delayq::cli

@@ -1,0 +1,78 @@
+// `delayq serve`: the server's options; src/server runs it.
+#include "cli/cli_common.h"
+#include "delayq/engine.h"
+#include "server/serve.h"
+
+namespace delayq::cli {
+
+void AddServeCommand(CLI::App& app, int& rc) {
+  struct Args {
+    server::ServeOptions serve;
+    std::string durability = "sync";
+  };
+  auto a = std::make_shared<Args>();
+  server::ServeOptions& serve = a->serve;
+  auto* s = app.add_subcommand("serve", "Run the delayq server (HTTP API, metrics, dashboard).");
+  s->add_option("--listen", serve.listen, "HOST:PORT to listen on")->capture_default_str();
+  s->add_option("--data", serve.data, "Directory of the embedded store")->capture_default_str();
+  s->add_option("--store", serve.store, "embedded | redis://HOST:PORT | redis-cluster://H:P,...")
+      ->capture_default_str();
+  s->add_option("--durability", a->durability, "sync | interval | none")->capture_default_str();
+  s->add_option("--sync-interval-ms", serve.sync_interval_ms, "fsync period with --durability interval")
+      ->capture_default_str();
+  s->add_option("--auth-token", serve.auth_token, "Require this bearer token (or DELAYQ_AUTH_TOKEN)")
+      ->envname("DELAYQ_AUTH_TOKEN");
+  s->add_option("--auth-token-file", serve.auth_token_file,
+                "Require the bearer token on this file's first line (not visible in ps)");
+  s->add_option("--allowed-hosts", serve.allowed_hosts,
+                "Host names clients may use to reach this server, besides IP addresses and localhost "
+                "(e.g. delayq.internal); * allows any. Other names are 403: a guard against DNS rebinding")
+      ->delimiter(',');
+  s->add_option("--tls-cert", serve.tls_cert, "Serve HTTPS with this PEM certificate chain (with --tls-key)");
+  s->add_option("--tls-key", serve.tls_key, "The PEM private key of --tls-cert");
+  s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
+              "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
+  s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();
+  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")
+      ->capture_default_str();
+  s->add_option("--max-body-memory", serve.max_body_memory,
+                "Bytes of request bodies held at once across all connections (more: 503, body not read)")
+      ->capture_default_str();
+  s->add_option("--max-connections", serve.max_connections, "Open connections at most")->capture_default_str();
+  s->add_option("--max-connections-per-address", serve.max_connections_per_address,
+                "Open connections from one client address at most (more: 429); 0 for no cap. Raise it "
+                "behind a proxy")
+      ->capture_default_str();
+  s->add_option("--header-timeout", serve.header_timeout_s,
+                "Seconds a request's header may take once its first byte arrived (its body: this plus 1 s "
+                "per 64 KiB); slower clients are closed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")->capture_default_str();
+  s->add_option("--max-queues", serve.max_queues,
+                "Queues at most; an enqueue, config, pause or resume creating one more is 429 (reads and "
+                "reserves never create a queue)")
+      ->capture_default_str();
+  s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
+  s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
+      ->capture_default_str();
+  s->add_option("--redis-wait-replicas", serve.redis_wait_replicas,
+                "With a Redis store: every write a client is answered ok for (enqueue, reserve, ack, nack, "
+                "touch, cancel, reschedule, replay, purge) first reaches this many replicas (Redis WAIT), so a "
+                "failover cannot lose it")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
+  s->add_option("--redis-wait-timeout-ms", serve.redis_wait_timeout_ms,
+                "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60'000));
+  s->callback([a, &rc] {
+    if (!ParseDurability(a->durability, &a->serve.durability)) {
+      throw CLI::ValidationError("--durability", "must be sync, interval or none, not " + a->durability);
+    }
+    rc = server::Serve(a->serve);
+  });
+
+}
+
+}  // namespace delayq::cli

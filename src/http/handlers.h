@@ -1,0 +1,41 @@
+// The handlers of the route table (routes.cc), by family. Each answers one matched request from
+// the Queue; none knows which store is behind it.
+#pragma once
+
+#include "http/routes.h"
+
+namespace delayq::http::handlers {
+
+// The service: the dashboard page, health, metrics, history (handlers_service.cc).
+HttpResponse Dashboard(Context& c, const Call& call);
+HttpResponse Healthz(Context& c, const Call& call);
+HttpResponse Readyz(Context& c, const Call& call);
+HttpResponse MetricsText(Context& c, const Call& call);
+HttpResponse HistoryJson(Context& c, const Call& call);
+
+// Queues (handlers_queues.cc).
+HttpResponse ListQueues(Context& c, const Call& call);
+HttpResponse Stats(Context& c, const Call& call);
+HttpResponse DeleteQueue(Context& c, const Call& call);
+HttpResponse GetConfig(Context& c, const Call& call);
+HttpResponse PutConfig(Context& c, const Call& call);
+HttpResponse Pause(Context& c, const Call& call);
+HttpResponse Resume(Context& c, const Call& call);
+HttpResponse Schedule(Context& c, const Call& call);
+HttpResponse DeadList(Context& c, const Call& call);
+HttpResponse DeadPurge(Context& c, const Call& call);
+HttpResponse DeadReplay(Context& c, const Call& call);
+
+// Jobs (handlers_jobs.cc): by id (/jobs/{id}) or by key (/jobs?key=K).
+HttpResponse Enqueue(Context& c, const Call& call);
+HttpResponse GetJob(Context& c, const Call& call);
+HttpResponse Reschedule(Context& c, const Call& call);
+HttpResponse Cancel(Context& c, const Call& call);
+
+// Deliveries (handlers_deliveries.cc).
+std::function<void()> Reserve(Context& c, const Call& call, Reply reply);
+HttpResponse Ack(Context& c, const Call& call);
+HttpResponse Nack(Context& c, const Call& call);
+HttpResponse Touch(Context& c, const Call& call);
+
+}  // namespace delayq::http::handlers

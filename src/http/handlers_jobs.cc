@@ -1,0 +1,60 @@
+// Job routes: enqueue, and a job by id (/jobs/{id}) or by key (/jobs?key=K): get, reschedule,
+// cancel.
+#include "http/handlers.h"
+#include "http/response.h"
+#include "wire/enqueue.h"
+#include "wire/job.h"
+#include "wire/when.h"
+
+namespace delayq::http::handlers {
+namespace {
+
+// The job a call names: its {id}, or the key of ?key=K.
+Result<JobRef> RefOf(const Call& call) {
+  if (call.params.size() > 1) return JobRef::ById(call.params[1]);
+  if (const std::string* key = call.target.Query("key")) return JobRef::ByKey(*key);
+  return Status::InvalidArgument("give a job id (/v1/queues/{q}/jobs/{id}) or a key (/v1/queues/{q}/jobs?key=K)");
+}
+
+}  // namespace
+
+HttpResponse Enqueue(Context& c, const Call& call) {
+  auto body = wire::ParseEnqueueRequest(call.request.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  if (!body->batch) {
+    auto r = c.queue.Enqueue(call.queue(), body->jobs[0]);
+    if (!r.ok()) return ErrorResponse(r.status());
+    return JsonResponse(r->duplicate ? 200 : 201, wire::WriteEnqueueResponse(*r));
+  }
+  auto r = c.queue.EnqueueBatch(call.queue(), body->jobs);
+  if (!r.ok()) return ErrorResponse(r.status());
+  return JsonResponse(201, wire::WriteEnqueueBatchResponse(*r));
+}
+
+HttpResponse GetJob(Context& c, const Call& call) {
+  auto ref = RefOf(call);
+  if (!ref.ok()) return ErrorResponse(ref.status());
+  auto job = c.queue.Get(call.queue(), *ref);
+  if (!job.ok()) return ErrorResponse(job.status());
+  return JsonResponse(200, wire::WriteJobResponse(*job));
+}
+
+HttpResponse Reschedule(Context& c, const Call& call) {
+  auto ref = RefOf(call);
+  if (!ref.ok()) return ErrorResponse(ref.status());
+  auto when = wire::ParseRescheduleRequest(call.request.body);
+  if (!when.ok()) return ErrorResponse(when.status());
+  auto job = c.queue.Reschedule(call.queue(), *ref, *when);
+  if (!job.ok()) return ErrorResponse(job.status());
+  return JsonResponse(200, wire::WriteJobResponse(*job));
+}
+
+HttpResponse Cancel(Context& c, const Call& call) {
+  auto ref = RefOf(call);
+  if (!ref.ok()) return ErrorResponse(ref.status());
+  Status st = c.queue.Cancel(call.queue(), *ref);
+  if (!st.ok()) return ErrorResponse(st);
+  return JsonResponse(200, R"({"cancelled":true})");
+}
+
+}  // namespace delayq::http::handlers

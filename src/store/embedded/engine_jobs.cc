@@ -1,0 +1,289 @@
+// Jobs on the embedded store: enqueue (one or a batch, planned and then applied), get, cancel,
+// reschedule. The Redis store's twin is redis_jobs.cc.
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/embedded/engine_impl.h"
+
+namespace delayq {
+
+Result<EnqueueResult> EngineImpl::Enqueue(std::string_view queue, const EnqueueRequest& request) {
+  auto r = EnqueueImpl(queue, std::span(&request, 1), false);
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueBatch(
+    std::string_view queue, std::span<const EnqueueRequest> requests) {
+  return EnqueueImpl(queue, requests, true);
+}
+
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
+    std::string_view queue, std::span<const EnqueueRequest> requests, bool is_batch) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateBatchSize(requests.size()));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  std::vector<EnqueueResult> results;
+  {
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) DELAYQ_RETURN_IF_ERROR(RoomForQueueLocked(queue));
+    auto plan = PlanEnqueueLocked(queue, q ? ConfigOf(q) : options_.default_queue_config, requests, is_batch,
+                                  op.now().wall_ms());
+    if (!plan.ok()) return plan.status();
+    if (plan->batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*plan->batch));
+    if (!q) q = GetOrCreateQueueLocked(queue);
+    ApplyEnqueueLocked(q, *plan, op.now());
+    ServeWaitersLocked(q, op.now(), op.deferred());
+    results = std::move(plan->results);
+  }
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return results;
+}
+
+// Reads what the requests need (their keys' jobs) and plans one batch: validated, with each job's
+// due time on this store's clock; nothing is written and memory is untouched. A key given twice
+// in the batch: the first request wins and the others answer its job as a duplicate.
+Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
+                                                              std::span<const EnqueueRequest> requests,
+                                                              bool is_batch, int64_t now_ms) {
+  auto prefix = [is_batch](size_t i) { return is_batch ? fmt::format("jobs[{}].", i) : std::string(); };
+  std::vector<int64_t> dues(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
+    auto due = ResolveDue(requests[i].when, now_ms, config, prefix(i));
+    if (!due.ok()) return due.status();
+    dues[i] = *due;
+  }
+  EnqueuePlan plan;
+  plan.batch = storage_->NewBatch();
+  plan.results.resize(requests.size());
+  WriteBatch& batch = *plan.batch;
+  std::unordered_map<std::string_view, size_t> batch_keys;  // key -> first request using it
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const EnqueueRequest& r = requests[i];
+    std::string idem;
+    if (!r.key.empty()) {
+      if (auto it = batch_keys.find(r.key); it != batch_keys.end()) {
+        plan.results[i] = plan.results[it->second];
+        plan.results[i].duplicate = true;
+        plan.results[i].replaced = false;
+        continue;
+      }
+      batch_keys.emplace(r.key, i);
+      idem = IdemKey(queue, r.key);
+      std::string existing;
+      Status s = storage_->Get(Cf::kKeys, idem, &existing);
+      if (!s.ok() && s.code() != Code::kNotFound) return s;
+      JobRecord record;
+      std::string raw;
+      if (s.ok()) s = storage_->Get(Cf::kJobs, existing, &raw);
+      if (s.ok()) s = DecodeJobRecord(raw, &record);
+      if (s.ok()) {
+        Ulid id = Ulid::FromRaw(existing);
+        if (!r.replace) {
+          plan.results[i] = {id.ToString(), record.due_at_ms, true, false};
+          continue;
+        }
+        if (leases_.contains(id)) return errors::ReservedCannotReplace(prefix(i), r.key, id.ToString());
+        DueKey old_key{record.due_at_ms, id};
+        std::string due_raw;
+        DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &due_raw));
+        record.payload = r.payload;
+        record.binary = r.binary;
+        record.headers = r.headers;
+        record.due_at_ms = dues[i];
+        if (r.max_attempts) record.max_attempts = *r.max_attempts;
+        // Replaced: new content in the old job's place, so its attempts start again (the Lua
+        // twin is kEnqueueScript).
+        record.attempt = 0;
+        DueKey key{dues[i], id};
+        batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+        batch.Delete(Cf::kDue, DueIndexKey(queue, old_key));
+        batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
+        plan.placements.push_back({old_key, key, true});
+        plan.results[i] = {id.ToString(), dues[i], true, true};
+        continue;
+      }
+      if (s.code() != Code::kNotFound) return s;
+    }
+    Ulid id = ids_.Next(now_ms);
+    JobRecord record;
+    record.queue = std::string(queue);
+    record.key = r.key;
+    record.key_indexed = !r.key.empty();
+    record.due_at_ms = dues[i];
+    record.created_at_ms = now_ms;
+    record.max_attempts = r.max_attempts.value_or(config.max_attempts);
+    record.headers = r.headers;
+    record.payload = r.payload;
+    record.binary = r.binary;
+    DueKey key{dues[i], id};
+    batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+    batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
+    if (!idem.empty()) batch.Put(Cf::kKeys, idem, id.Raw());
+    plan.placements.push_back({{}, key, false});
+    plan.results[i] = {id.ToString(), dues[i], false, false};
+  }
+  return plan;
+}
+
+// Once the plan's batch is written: the new jobs and the replaced ones in their new places.
+void EngineImpl::ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, const Instant& now) {
+  for (const EnqueuePlan::Placement& p : plan.placements) {
+    if (p.replaced) {
+      UnplaceLocked(q, p.old_key);
+    } else {
+      ++q->live;
+      ++q->counters.enqueued;
+    }
+    PlaceLocked(q, p.key, 0, {}, false, now.wall_us);
+  }
+}
+
+Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id,
+                                    JobRecord* record) {
+  std::string raw;
+  if (!ref.id.empty()) {
+    auto parsed = Ulid::Parse(ref.id);
+    if (!parsed) return errors::NotAJobId("id", ref.id);
+    *id = *parsed;
+  } else {
+    DELAYQ_RETURN_IF_ERROR(ValidateKey(ref.key));
+    if (ref.key.empty()) return Status::InvalidArgument("give a job id or a key");
+    Status s = storage_->Get(Cf::kKeys, IdemKey(q->name, ref.key), &raw);
+    if (s.code() == Code::kNotFound) return errors::NoJobWithKey(q->name, ref.key);
+    DELAYQ_RETURN_IF_ERROR(s);
+    *id = Ulid::FromRaw(raw);
+  }
+  Status s = storage_->Get(Cf::kJobs, id->Raw(), &raw);
+  if (s.code() == Code::kNotFound) return errors::NoSuchJob(q->name, id->ToString());
+  DELAYQ_RETURN_IF_ERROR(s);
+  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, record));
+  // A job of another queue does not exist in this one (the Redis store cannot tell either).
+  if (record->queue != q->name) return errors::NoSuchJob(q->name, id->ToString());
+  return Status::Ok();
+}
+
+Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record) {
+  Job job;
+  job.id = id.ToString();
+  job.queue = record.queue;
+  job.due_at_ms = record.due_at_ms;
+  job.max_attempts = record.max_attempts;
+  job.key = record.key;
+  job.payload = record.payload;
+  job.binary = record.binary;
+  job.headers = record.headers;
+  job.created_at_ms = record.created_at_ms;
+  job.last_error = record.last_error;
+  if (record.dead) {
+    job.state = JobState::kDead;
+    job.attempt = record.attempt;
+    job.dead_at_ms = record.dead_at_ms;
+    return job;
+  }
+  DueKey key{record.due_at_ms, id};
+  if (auto it = leases_.find(id); it != leases_.end()) {
+    job.state = JobState::kReserved;
+    job.attempt = it->second.attempt;
+    job.lease_deadline_ms = it->second.deadline_ms;
+  } else if (auto r = q->ready.find(key); r != q->ready.end()) {
+    job.state = JobState::kReady;
+    job.attempt = r->second.attempt;
+  } else if (auto attempt = q->window.Find(key)) {
+    job.state = JobState::kScheduled;
+    job.attempt = *attempt;
+  } else {
+    std::string raw;
+    DueRecord due;
+    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(q->name, key), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(raw, &due));
+    job.state = JobState::kScheduled;
+    job.attempt = due.attempt;
+  }
+  return job;
+}
+
+Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  Ulid id;
+  JobRecord record;
+  DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+  return JobViewLocked(q, id, record);
+}
+
+Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  {
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    Ulid id;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    if (leases_.contains(id)) return errors::ReservedCannotCancel(id.ToString());
+    auto batch = storage_->NewBatch();
+    batch->Delete(Cf::kJobs, id.Raw());
+    DueKey key{record.due_at_ms, id};
+    if (record.dead) {
+      batch->Delete(Cf::kDead, DeadIndexKey(queue, record.dead_at_ms, id));
+    } else {
+      batch->Delete(Cf::kDue, DueIndexKey(queue, key));
+      if (record.key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, record.key));
+    }
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+    if (record.dead) {
+      --q->dead;
+    } else {
+      UnplaceLocked(q, key);
+      --q->live;
+    }
+  }
+  return op.Finish();
+}
+
+Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, const When& when) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  Result<Job> result = Status::Internal("unset");
+  {
+    QueueState* q = FindQueueLocked(queue);
+    if (!q) return UnknownQueue(queue);
+    Ulid id;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    if (leases_.contains(id)) return errors::ReservedCannotReschedule(id.ToString());
+    if (record.dead) return errors::DeadCannotReschedule(id.ToString());
+    auto due = ResolveDue(when, op.now().wall_ms(), ConfigOf(q));
+    if (!due.ok()) return due.status();
+    DueKey old_key{record.due_at_ms, id};
+    DueKey key{*due, id};
+    std::string raw;
+    DueRecord due_rec;
+    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(raw, &due_rec));
+    record.due_at_ms = *due;
+    auto batch = storage_->NewBatch();
+    batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+    batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
+    batch->Put(Cf::kDue, DueIndexKey(queue, key),
+               EncodeDueRecord({key.due_ms, due_rec.attempt, {}, 0}));
+    DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+    UnplaceLocked(q, old_key);
+    PlaceLocked(q, key, due_rec.attempt, {}, false, op.now().wall_us);
+    ServeWaitersLocked(q, op.now(), op.deferred());
+    result = JobViewLocked(q, id, record);
+  }
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return result;
+}
+
+}  // namespace delayq

@@ -1,0 +1,211 @@
+// Queues on the embedded store: stats, the list, the schedule histogram, config, delete, pause
+// and resume. The Redis store's twins are redis_queues.cc and redis_config.cc.
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/embedded/engine_impl.h"
+
+namespace delayq {
+
+QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
+  const int64_t now_ms = now.wall_ms();
+  QueueStats s;
+  s.name = q->name;
+  s.ready = static_cast<int64_t>(q->ready.size());
+  s.reserved = q->reserved;
+  s.scheduled = q->live - s.ready - s.reserved;
+  s.dead = q->dead;
+  s.paused = q->meta.paused;
+  s.counters = q->counters;
+  s.lateness = q->lateness.Summary();
+  if (!q->window.empty()) s.earliest_due_at_ms = q->window.Front().due_ms;
+  if (!q->ready.empty()) s.oldest_ready_ms = std::max<int64_t>(0, now_ms - q->ready.begin()->first.due_ms);
+  const int64_t limit = now_ms + 60'000;
+  s.due_next_60s = q->window.CountDueBy(limit);
+  if (!q->window_complete && q->window_end < DueBucket(limit)) {  // the rest is on disk
+    auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1),
+                                 DueBucketKey(q->name, DueBucket(limit) + 1));
+    for (; cursor->Valid(); cursor->Next()) {
+      std::string_view name;
+      int64_t bucket;
+      DueKey key;
+      DueRecord rec;
+      if (ParseTimeIdKey(cursor->key(), &name, &bucket, &key.id) &&
+          DecodeDueRecord(cursor->value(), &rec).ok() && rec.due_ms <= limit &&
+          rec.lease_deadline_ms == 0 && !leases_.contains(key.id) &&
+          !q->ready.contains({rec.due_ms, key.id})) {
+        ++s.due_next_60s;
+      }
+    }
+  }
+  return s;
+}
+
+Result<QueueStats> EngineImpl::Stats(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  return StatsLocked(q, op.now());
+}
+
+Result<std::vector<QueueStats>> EngineImpl::ListQueues() {
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  std::vector<QueueStats> out;
+  out.reserve(queue_count_);
+  for (auto& [name, q] : queues_) {
+    if (!q->provisional) out.push_back(StatsLocked(q.get(), op.now()));
+  }
+  return out;
+}
+
+Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t bucket_ms,
+                                               int32_t buckets) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateScheduleHistogram(bucket_ms, buckets));
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  const int64_t now_ms = op.now().wall_ms();
+  ScheduleHistogram h;
+  h.start_ms = now_ms / 60'000 * 60'000;
+  h.bucket_ms = bucket_ms;
+  h.buckets.assign(static_cast<size_t>(buckets), 0);
+  for (auto& [minute, count] : q->schedule) {
+    int64_t offset = std::max<int64_t>(0, minute * 60'000 - h.start_ms) / bucket_ms;
+    if (offset < buckets) {
+      h.buckets[static_cast<size_t>(offset)] += count;
+    } else {
+      h.later += count;
+    }
+  }
+  return h;
+}
+
+Result<QueueConfig> EngineImpl::GetConfig(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kReads);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  return q ? ConfigOf(q) : options_.default_queue_config;
+}
+
+Status EngineImpl::PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta) {
+  auto batch = storage_->NewBatch();
+  batch->Put(Cf::kMeta, MetaQueueKey(q->name), EncodeQueueMeta(meta));
+  DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+  q->meta = meta;
+  return Status::Ok();
+}
+
+Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateConfig(config));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  auto created = CreateQueueLocked(queue);
+  if (!created.ok()) return created.status();
+  QueueState* q = *created;
+  QueueMeta meta = q->meta;
+  meta.config = config;
+  meta.has_config = true;
+  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
+  PlanDeadSweepLocked(q);  // the retention may have changed
+  return op.Finish();
+}
+
+Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) return UnknownQueue(queue);
+  if (!force && (q->live > 0 || q->dead > 0)) {
+    return errors::QueueNotEmpty(q->name, q->live + q->dead);
+  }
+  // Every row of the queue, in one batch: its due index and records, its dead index and
+  // records, its keys and its meta. (A queue of millions of jobs makes this one large write.)
+  auto batch = storage_->NewBatch();
+  int64_t deleted = 0;
+  for (Cf index : {Cf::kDue, Cf::kDead}) {
+    auto cursor = storage_->Scan(index, QueuePrefix(queue), QueuePrefixEnd(queue));
+    for (; cursor->Valid(); cursor->Next()) {
+      std::string_view name;
+      int64_t ms;
+      Ulid id;
+      if (!ParseTimeIdKey(cursor->key(), &name, &ms, &id)) {
+        return Status::Corruption("an index entry of queue " + q->name + " is malformed");
+      }
+      batch->Delete(Cf::kJobs, id.Raw());
+      batch->Delete(index, cursor->key());
+      ++deleted;
+    }
+    DELAYQ_RETURN_IF_ERROR(cursor->status());
+  }
+  auto keys = storage_->Scan(Cf::kKeys, QueuePrefix(queue), QueuePrefixEnd(queue));
+  for (; keys->Valid(); keys->Next()) batch->Delete(Cf::kKeys, keys->key());
+  DELAYQ_RETURN_IF_ERROR(keys->status());
+  batch->Delete(Cf::kMeta, MetaQueueKey(queue));
+  DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
+
+  // Memory: its leases, its place among the windows, then the queue itself.
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.queue != q) {
+      ++it;
+      continue;
+    }
+    lease_deadlines_.erase({it->second.deadline_mono_us, it->first});
+    it = leases_.erase(it);
+  }
+  for (auto it = heads_.begin(); it != heads_.end();) it = it->second == q ? heads_.erase(it) : std::next(it);
+  refill_pending_.erase(q);
+  if (q->dead_sweep_at_ms != kNoTime) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
+  window_entries_ -= q->window.size();
+  ready_entries_ -= q->ready.size();
+  --queue_count_;
+  std::deque<uint64_t> waiting = std::move(q->waiters);
+  const std::string name = q->name;
+  queues_.erase(name);
+  if (std::any_of(waiting.begin(), waiting.end(), [&](uint64_t h) { return waiters_.contains(h); })) {
+    QueueState* fresh = QueueForWaiterLocked(name);  // they wait on, as on any name
+    fresh->waiters = std::move(waiting);
+    for (uint64_t h : fresh->waiters) {
+      if (auto w = waiters_.find(h); w != waiters_.end()) w->second.queue = fresh;
+    }
+  }
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return deleted;
+}
+
+Status EngineImpl::Pause(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  auto created = CreateQueueLocked(queue);
+  if (!created.ok()) return created.status();
+  QueueState* q = *created;
+  QueueMeta meta = q->meta;
+  meta.paused = true;
+  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
+  return op.Finish();
+}
+
+Status EngineImpl::Resume(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  auto created = CreateQueueLocked(queue);
+  if (!created.ok()) return created.status();
+  QueueState* q = *created;
+  QueueMeta meta = q->meta;
+  meta.paused = false;
+  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
+  ServeWaitersLocked(q, op.now(), op.deferred());
+  return op.Finish();
+}
+
+}  // namespace delayq

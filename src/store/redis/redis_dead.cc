@@ -1,0 +1,98 @@
+// The dead-letter queue on the Redis store: listing, replay, purge. (The sweep of dead jobs past
+// their retention is the scheduler's: redis_scheduler.cc.) The twin of engine_dead.cc.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/redis/redis_common.h"
+#include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+
+Result<std::vector<Job>> RedisQueue::ListDead(std::string_view queue_view, int32_t limit) {
+  DELAYQ_RETURN_IF_ERROR(ValidateDeadListLimit(limit));
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
+  std::vector<std::pair<int64_t, std::pair<int, std::string>>> dead;  // (dead_at, (shard, id))
+  for (int shard = 0; shard < q.shards; ++shard) {
+    const std::string key = ShardKeys(q.name, shard, q.shards)[kDeadKey];
+    auto v = Call(key, {"ZRANGE", key, "0", std::to_string(limit - 1), "WITHSCORES"});
+    if (!v.ok()) return v.status();
+    for (size_t i = 0; i + 1 < v->array.size(); i += 2) {
+      dead.push_back({v->array[i + 1].AsInt(), {shard, v->array[i].str}});
+    }
+  }
+  std::sort(dead.begin(), dead.end());
+  if (dead.size() > static_cast<size_t>(limit)) dead.resize(static_cast<size_t>(limit));
+  std::vector<Job> out;
+  for (const auto& [at, where] : dead) {
+    auto v = Run(kGetScript, q, where.first, {where.second, ""});
+    if (!v.ok()) return v.status();
+    if (v->is_nil()) continue;
+    auto job = ToJob(q.name, *v);
+    if (job.ok()) out.push_back(std::move(*job));
+  }
+  return out;
+}
+
+Result<int64_t> RedisQueue::ReplayDead(std::string_view queue_view, std::span<const std::string> ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!Ulid::Parse(ids[i])) return errors::NotAJobId(fmt::format("ids[{}]", i), ids[i]);
+  }
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
+  int64_t replayed = 0;
+  for (int shard = 0; shard < q.shards; ++shard) {
+    if (!ids.empty()) {  // the given ids of this shard (one given twice is replayed once)
+      std::vector<std::string> args = {"0"};
+      for (const auto& id : ids) {
+        const Ulid parsed = *Ulid::Parse(id);
+        if (q.ShardOfId(parsed) == shard) args.push_back(parsed.ToString());
+      }
+      if (args.size() == 1) continue;
+      auto v = Run(kReplayScript, q, shard, args, true);
+      if (!v.ok()) return v.status();
+      if (v->is_error()) return ScriptError(*v);
+      replayed += v->AsInt();
+      continue;
+    }
+    // All: at most the dead jobs there were when the replay began, kChunk per script call.
+    const std::string key = ShardKeys(q.name, shard, q.shards)[kDeadKey];
+    auto count = Call(key, {"ZCARD", key});
+    if (!count.ok()) return count.status();
+    int64_t budget = count->AsInt();
+    while (budget > 0) {
+      auto v = Run(kReplayScript, q, shard, {std::to_string(std::min<int64_t>(budget, kChunk))}, true);
+      if (!v.ok()) return v.status();
+      if (v->is_error()) return ScriptError(*v);
+      if (v->AsInt() == 0) break;
+      replayed += v->AsInt();
+      budget -= v->AsInt();
+    }
+  }
+  NoteReady(q.name);
+  return replayed;
+}
+
+Result<int64_t> RedisQueue::PurgeDead(std::string_view queue_view) {
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  int64_t purged = 0;
+  for (int shard = 0; shard < info->shards; ++shard) {
+    while (true) {
+      auto v = Run(kPurgeScript, *info, shard, {std::to_string(kChunk)}, true);
+      if (!v.ok()) return v.status();
+      if (v->is_error()) return ScriptError(*v);
+      purged += v->AsInt();
+      if (v->AsInt() < static_cast<int64_t>(kChunk)) break;
+    }
+  }
+  return purged;
+}
+
+}  // namespace delayq::redis

@@ -1,0 +1,246 @@
+// Deliveries on the Redis store: reserve (now or waiting), ack, nack, touch. The twin of the
+// embedded store's engine_delivery.cc; waiting reserves are served by the scheduler
+// (redis_scheduler.cc).
+#include <fmt/format.h>
+
+#include <future>
+
+#include "core/delivery_token.h"
+#include "core/errors.h"
+#include "core/receipt.h"
+#include "core/record.h"
+#include "core/validate.h"
+#include "store/redis/redis_common.h"
+#include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+
+Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, const ReserveRequest& request) {
+  auto info = Info(queue, false);  // a reserve creates no queue
+  if (!info.ok() && info.status().code() == Code::kNotFound) return std::vector<Delivery>{};
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
+  const int64_t lease = request.lease_ms.value_or(q.config.lease_ms);
+  int start;  // the shard to try first (rng_ is shared: under mu_, found by ThreadSanitizer)
+  {
+    std::lock_guard lock(mu_);
+    start = q.shards > 1 ? static_cast<int>(rng_() % static_cast<uint64_t>(q.shards)) : 0;
+  }
+  const auto signer = Signer();
+  std::vector<Delivery> out;
+  int64_t bytes = 0;  // of the stored records answered, against request.max_bytes
+  for (int k = 0; k < q.shards && static_cast<int32_t>(out.size()) < request.max &&
+                  (out.empty() || bytes < request.max_bytes);
+       ++k) {
+    const int shard = (start + k) % q.shards;
+    const int32_t want = request.max - static_cast<int32_t>(out.size());
+    std::vector<std::string> args = {options_.consumer, std::to_string(want), std::to_string(lease),
+                                     std::to_string(kClaimIdleMs), std::to_string(request.max_bytes - bytes),
+                                     out.empty() ? "1" : "0"};
+    // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
+    // receipt acts only when its token equals the stored one.
+    for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
+    auto v = Run(kReserveScript, q, shard, args, true);
+    if (!v.ok()) return v.status();
+    if (v->is_error()) return ScriptError(*v);
+    int64_t deadline = -1;
+    for (const auto& row : v->array) {
+      const auto& a = row.array;
+      if (a.size() < 8) continue;
+      JobRecord record;
+      bytes += static_cast<int64_t>(a[1].str.size());
+      if (!a[1].str.empty()) DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(a[1].str, &record));
+      Delivery d;
+      d.id = a[0].str;
+      auto receipt = Receipt::Parse(a[0].str + "." + a[3].str);
+      if (!receipt.ok()) {
+        return Status::Internal("the reserve script answered a malformed delivery: " + receipt.status().message());
+      }
+      d.receipt = signer->Issue(queue, *receipt);
+      d.payload = std::move(record.payload);
+      d.binary = record.binary;
+      d.headers = std::move(record.headers);
+      d.attempt = static_cast<int32_t>(a[2].AsInt());
+      d.due_at_ms = a[4].AsInt();
+      d.lease_deadline_ms = a[5].AsInt();
+      deadline = d.lease_deadline_ms;
+      d.max_attempts = static_cast<int32_t>(a[6].AsInt());
+      d.key = a[7].str;
+      out.push_back(std::move(d));
+    }
+    if (deadline >= 0) NoteLease(queue, shard, deadline);  // the same for the whole batch
+  }
+  return out;
+}
+
+Result<std::vector<Delivery>> RedisQueue::Reserve(std::string_view queue, const ReserveRequest& request) {
+  auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+  auto future = promise->get_future();
+  ReserveAsync(queue, request, [promise](Result<std::vector<Delivery>> r) { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+uint64_t RedisQueue::ReserveAsync(std::string_view queue_view, const ReserveRequest& request, ReserveCallback done) {
+  Status valid = ValidateQueueName(queue_view);
+  if (valid.ok()) valid = ValidateReserve(request);
+  if (!valid.ok()) {
+    done(valid);
+    return 0;
+  }
+  const std::string queue(queue_view);
+  auto now = ReserveNow(queue, request);
+  if (!now.ok() || !now->empty() || request.wait_ms == 0) {
+    done(std::move(now));
+    return 0;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!closed_) {
+      const uint64_t handle = next_waiter_++;
+      waiters_.emplace(handle, Waiter{queue, request, SteadyMs() + request.wait_ms, std::move(done)});
+      queues_[queue].waiters.push_back(handle);
+      ready_notices_.insert(queue);  // a job may have become ready since ReserveNow looked
+      Poke();
+      return handle;
+    }
+  }
+  done(std::vector<Delivery>{});
+  return 0;
+}
+
+void RedisQueue::CancelReserve(uint64_t handle) {
+  ReserveCallback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = waiters_.find(handle);
+    if (it == waiters_.end()) {
+      // Being served right now (ServeWaiters holds it while a reserve runs): answered there.
+      if (serving_.contains(handle)) cancelled_while_serving_.insert(handle);
+      return;
+    }
+    done = std::move(it->second.done);
+    const std::string queue = it->second.queue;
+    waiters_.erase(it);
+    DropIfUnusedLocked(queue);
+  }
+  done(std::vector<Delivery>{});
+}
+
+// A receipt the scripts refused: "N" (no such job) or "E:<state>:<attempt>:<max>" (its delivery
+// is over), told as the embedded store tells it (LocateReceiptLocked): went dead; delivered
+// again (reserved now, with another token); or nacked, rescheduled or replaced since.
+Status RedisQueue::DeliveryError(const std::string& code, const Ulid& id) {
+  const std::string sid = id.ToString();
+  if (code.rfind("E:", 0) != 0) return errors::DeliveryJobGone(sid);
+  const char state = code.size() > 2 ? code[2] : '?';
+  int attempt = 0, max = 0;
+  std::sscanf(code.c_str() + std::min<size_t>(code.size(), 4), "%d:%d", &attempt, &max);
+  if (state == 'd') return errors::DeliveryWentDead(sid, attempt, max);
+  if (state == 'r') return errors::DeliveredAgain(sid, attempt);
+  return errors::DeliveryOver(sid);
+}
+
+Status RedisQueue::Ack(std::string_view queue, std::string_view receipt) {
+  std::string r(receipt);
+  return AckBatch(queue, std::span(&r, 1)).front();
+}
+
+std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<const std::string> receipts) {
+  std::vector<Status> out(receipts.size());
+  auto info = Info(queue_view, false);
+  if (!info.ok()) {
+    std::fill(out.begin(), out.end(), info.status());
+    return out;
+  }
+  const QueueView& q = *info;
+  std::vector<std::vector<size_t>> by_shard(static_cast<size_t>(q.shards));
+  std::vector<Receipt> parsed(receipts.size());
+  // A receipt given twice is acked once, and every copy answers what the first did.
+  const std::vector<size_t> first = FirstOccurrences(receipts);
+  const auto signer = Signer();
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) continue;
+    auto r = signer->Open(q.name, receipts[i]);
+    if (!r.ok()) {
+      out[i] = r.status();
+      continue;
+    }
+    parsed[i] = *r;
+    by_shard[static_cast<size_t>(q.ShardOfId(parsed[i].id))].push_back(i);
+  }
+  for (int shard = 0; shard < q.shards; ++shard) {
+    const auto& members = by_shard[static_cast<size_t>(shard)];
+    if (members.empty()) continue;
+    std::vector<std::string> args = {std::to_string(members.size())};
+    for (size_t i : members) {
+      args.push_back(parsed[i].id.ToString());
+      args.push_back(parsed[i].token.Hex());
+    }
+    auto v = Run(kAckScript, q, shard, args, true);
+    for (size_t j = 0; j < members.size(); ++j) {
+      const size_t i = members[j];
+      if (!v.ok()) {
+        out[i] = v.status();
+      } else if (v->is_error()) {
+        out[i] = ScriptError(*v);
+      } else if (j < v->array.size() && v->array[j].str != "O") {
+        out[i] = DeliveryError(v->array[j].str, parsed[i].id);
+      }
+    }
+  }
+  for (size_t i = 0; i < receipts.size(); ++i) out[i] = out[first[i]];
+  return out;
+}
+
+Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackRequest& request) {
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
+  auto receipt = Signer()->Open(q.name, request.receipt);
+  if (!receipt.ok()) return receipt.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateNack(request, q.config));
+  double unit;  // uniform in [0, 1), as the embedded store draws it for BackoffDelayMs
+  {
+    std::lock_guard lock(mu_);
+    unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  const BackoffPolicy& b = q.config.backoff;
+  const int shard = q.ShardOfId(receipt->id);
+  auto v = Run(kNackScript, q, shard,
+               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
+                NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms),
+                fmt::format("{}", b.factor), std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0))},
+               true);
+  if (!v.ok()) return v.status();
+  if (v->is_error()) return ScriptError(*v);
+  if (v->type != Value::kArray) return DeliveryError(v->str, receipt->id);
+  NackResult r;
+  r.state = v->array[0].str == "d" ? JobState::kDead : JobState::kScheduled;
+  r.due_at_ms = v->array[1].AsInt();
+  if (r.state == JobState::kDead && v->array.size() > 2) NoteDeath(q.name, shard, v->array[2].AsInt());
+  NoteReady(q.name);
+  return r;
+}
+
+Result<TouchResult> RedisQueue::Touch(std::string_view queue_view, std::string_view receipt_text,
+                                      std::optional<int64_t> lease_ms) {
+  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
+  auto receipt = Signer()->Open(q.name, receipt_text);
+  if (!receipt.ok()) return receipt.status();
+  const int shard = q.ShardOfId(receipt->id);
+  auto v = Run(kTouchScript, q, shard,
+               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(lease_ms.value_or(q.config.lease_ms)),
+                std::to_string(kClaimIdleMs), options_.consumer},
+               true);
+  if (!v.ok()) return v.status();
+  if (v->is_error()) return ScriptError(*v);
+  if (v->type != Value::kInteger) return DeliveryError(v->str, receipt->id);
+  NoteLease(q.name, shard, v->integer);
+  return TouchResult{v->integer};
+}
+
+}  // namespace delayq::redis

@@ -1,0 +1,250 @@
+// Jobs on the Redis store: enqueue (one or a batch), get, cancel, reschedule. The twin of the
+// embedded store's engine_jobs.cc; the transitions themselves are the enqueue, get, cancel and
+// reschedule scripts.
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/record.h"
+#include "core/validate.h"
+#include "store/redis/redis_common.h"
+#include "store/redis/redis_meta.h"
+#include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+namespace {
+
+// One shard's part of an enqueue: which requests of the batch it holds and the enqueue script's
+// arguments for them.
+struct ShardPlan {
+  int shard = 0;
+  std::vector<size_t> members;
+  std::vector<std::string> args;
+  bool any_now = false;  // a job due at once: waiting reserves should look
+};
+
+// The arguments of each shard's script: the records (the codec every store shares) and how each
+// due time is given (the script turns it into a date on Redis' clock).
+std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& config,
+                                   std::span<const EnqueueRequest> requests, const std::vector<Ulid>& ids,
+                                   const std::vector<int>& shard_of, int shards, int64_t now_ms) {
+  std::vector<ShardPlan> plans(static_cast<size_t>(shards));
+  for (int s = 0; s < shards; ++s) {
+    plans[static_cast<size_t>(s)].shard = s;
+    plans[static_cast<size_t>(s)].args = {std::to_string(config.max_delay_ms), "0"};
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const EnqueueRequest& r = requests[i];
+    ShardPlan& plan = plans[static_cast<size_t>(shard_of[i])];
+    JobRecord record;
+    record.queue = queue;
+    record.key = r.key;
+    record.created_at_ms = now_ms;
+    record.max_attempts = r.max_attempts.value_or(config.max_attempts);
+    record.headers = r.headers;
+    record.payload = r.payload;
+    record.binary = r.binary;
+    plan.members.push_back(i);
+    plan.args.push_back(ids[i].ToString());
+    plan.args.push_back(EncodeJobRecord(record));
+    if (r.when.delay_ms) {
+      plan.args.insert(plan.args.end(), {"d", std::to_string(*r.when.delay_ms)});
+    } else if (r.when.deliver_at_ms) {
+      plan.args.insert(plan.args.end(), {"a", std::to_string(*r.when.deliver_at_ms)});
+    } else {
+      plan.args.insert(plan.args.end(), {"n", "0"});
+      plan.any_now = true;
+    }
+    plan.args.push_back(std::to_string(r.max_attempts.value_or(config.max_attempts)));
+    plan.args.push_back(r.key);
+    plan.args.push_back(r.replace ? "1" : "0");
+  }
+  std::erase_if(plans, [](const ShardPlan& p) { return p.members.empty(); });
+  for (ShardPlan& p : plans) p.args[1] = std::to_string(p.members.size());
+  return plans;
+}
+
+// The enqueue script's refusal, in the words every store uses: "delayq:TOO_FAR:<i>:<now>" (a
+// deliver_at past max_delay_ms at Redis' now) or "delayq:CONFLICT:<i>:<id>" (replacing a reserved
+// job), with i the request's place in this shard's part.
+Status EnqueueRefusal(const Value& v, const ShardPlan& plan, std::span<const EnqueueRequest> requests,
+                      const QueueConfig& config, const std::function<std::string(size_t)>& prefix) {
+  const std::string& e = v.str;
+  const auto at = e.find("delayq:");
+  if (at == std::string::npos) return ScriptError(v);
+  const std::string rest = e.substr(at + 7);
+  const auto c1 = rest.find(':'), c2 = rest.find(':', c1 + 1);
+  if (c1 == std::string::npos || c2 == std::string::npos) return ScriptError(v);
+  const std::string kind = rest.substr(0, c1), detail = rest.substr(c2 + 1);
+  const auto local = static_cast<size_t>(std::atoi(rest.c_str() + c1 + 1));
+  const size_t index = local < plan.members.size() ? plan.members[local] : 0;
+  if (kind == "CONFLICT") return errors::ReservedCannotReplace(prefix(index), requests[index].key, detail);
+  if (kind == "TOO_FAR") {
+    auto due = ResolveDue(requests[index].when, std::atoll(detail.c_str()), config, prefix(index));
+    if (!due.ok()) return due.status();
+  }
+  return ScriptError(v);
+}
+
+}  // namespace
+
+Result<EnqueueResult> RedisQueue::Enqueue(std::string_view queue, const EnqueueRequest& request) {
+  auto r = EnqueueBatch(queue, std::span(&request, 1));
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+// Validation and ids first (nothing is written when a request is invalid), then one script per
+// shard. A batch spread over several shards is all or nothing per shard: a refusal that only
+// Redis can see (a reserved job to replace, a deliver_at past max_delay_ms on Redis' clock) in
+// one shard's part leaves the parts of the shards before it stored.
+Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view queue_view,
+                                                            std::span<const EnqueueRequest> requests) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  DELAYQ_RETURN_IF_ERROR(ValidateBatchSize(requests.size()));
+  auto info = Info(queue_view, true);
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
+  const bool batch = requests.size() > 1;
+  const std::function<std::string(size_t)> prefix = [batch](size_t i) {
+    return batch ? fmt::format("jobs[{}].", i) : std::string();
+  };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], q.config, prefix(i)));
+    // What needs no clock here; a deliver_at is judged by the script, on Redis' clock.
+    DELAYQ_RETURN_IF_ERROR(ValidateWhen(requests[i].when, q.config, prefix(i)));
+  }
+  // A job with a key goes to its key's shard (so a key is unique per queue), with an id whose
+  // last byte names that shard; the others to their id's shard.
+  std::vector<Ulid> ids(requests.size());
+  std::vector<int> shard_of(requests.size());
+  const int64_t now = WallMs();
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const int want = requests[i].key.empty() ? -1 : q.ShardOfKey(requests[i].key);
+      do {
+        ids[i] = ids_.Next(now);
+      } while (want >= 0 && q.ShardOfId(ids[i]) != want);
+      shard_of[i] = q.ShardOfId(ids[i]);
+    }
+  }
+  std::vector<EnqueueResult> results(requests.size());
+  bool any_now = false;
+  for (const ShardPlan& plan : PlanEnqueue(q.name, q.config, requests, ids, shard_of, q.shards, now)) {
+    auto v = Run(kEnqueueScript, q, plan.shard, plan.args, true);
+    if (!v.ok()) return v.status();
+    if (v->is_error()) return EnqueueRefusal(*v, plan, requests, q.config, prefix);
+    for (size_t j = 0; j < plan.members.size() && j < v->array.size(); ++j) {
+      const auto& row = v->array[j].array;
+      if (row.size() < 4) return Status::Internal("the enqueue script answered a short row");
+      EnqueueResult& out = results[plan.members[j]];
+      out.id = row[0].str;
+      out.due_at_ms = row[1].AsInt();
+      out.duplicate = row[2].AsInt() == 1;
+      out.replaced = row[3].AsInt() == 1;
+    }
+    any_now = any_now || plan.any_now;
+  }
+  if (any_now) NoteReady(q.name);
+  return results;
+}
+
+Result<Job> RedisQueue::ToJob(const std::string& queue, const Value& v) {
+  if (v.is_nil() || v.array.size() < 7) return Status::Internal("the get script answered a short row");
+  auto meta = ParseMeta(v.array[1].str);
+  if (!meta.ok()) return meta.status();
+  JobRecord record;
+  if (!v.array[2].str.empty()) DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(v.array[2].str, &record));
+  Job j;
+  j.id = v.array[0].str;
+  j.queue = queue;
+  j.due_at_ms = meta->due;
+  j.attempt = meta->attempt;
+  j.max_attempts = meta->max;
+  j.key = meta->key;
+  j.payload = std::move(record.payload);
+  j.binary = record.binary;
+  j.headers = std::move(record.headers);
+  j.created_at_ms = record.created_at_ms;
+  j.last_error = v.array[3].str;
+  const int64_t now = v.array[6].AsInt();
+  switch (meta->state) {
+    case 'q': j.state = JobState::kReady; break;
+    case 'r': {
+      j.lease_deadline_ms = v.array[4].AsInt();
+      j.state = j.lease_deadline_ms > now ? JobState::kReserved : JobState::kReady;
+      break;
+    }
+    case 'd':
+      j.state = JobState::kDead;
+      j.dead_at_ms = v.array[5].AsInt();
+      break;
+    default: j.state = JobState::kScheduled;
+  }
+  return j;
+}
+
+Result<Job> RedisQueue::Get(std::string_view queue_view, const JobRef& ref) {
+  auto info = Info(queue_view, false);
+  if (!info.ok()) return info.status();
+  int shard = 0;
+  if (!ref.id.empty()) {
+    auto id = Ulid::Parse(ref.id);
+    if (!id) return errors::NotAJobId("id", ref.id);
+    shard = info->ShardOfId(*id);
+  } else {
+    DELAYQ_RETURN_IF_ERROR(ValidateKey(ref.key));
+    shard = info->ShardOfKey(ref.key);
+  }
+  auto v = Run(kGetScript, *info, shard, {ref.id, ref.key});
+  if (!v.ok()) return v.status();
+  if (v->is_error()) return ScriptError(*v);
+  if (v->is_nil()) return ref.id.empty() ? errors::NoJobWithKey(info->name, ref.key) : errors::NoSuchJob(info->name, ref.id);
+  return ToJob(info->name, *v);
+}
+
+Status RedisQueue::Cancel(std::string_view queue, const JobRef& ref) {
+  auto job = Get(queue, ref);  // resolves the shard and gives the clear errors
+  if (!job.ok()) return job.status();
+  auto info = Info(queue, false);
+  if (!info.ok()) return info.status();
+  auto v = Run(kCancelScript, *info, info->ShardOfId(*Ulid::Parse(job->id)), {job->id, ""}, true);
+  if (!v.ok()) return v.status();
+  if (v->is_error()) return ScriptError(*v);
+  if (v->str == "N") return errors::NoSuchJob(info->name, job->id);
+  if (v->str == "C") return errors::ReservedCannotCancel(job->id);
+  return Status::Ok();
+}
+
+Result<Job> RedisQueue::Reschedule(std::string_view queue, const JobRef& ref, const When& when) {
+  auto job = Get(queue, ref);
+  if (!job.ok()) return job.status();
+  auto info = Info(queue, false);
+  if (!info.ok()) return info.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateWhen(when, info->config));  // a deliver_at: the script, on Redis' clock
+  std::string mode = "d", value = "0";
+  if (when.delay_ms) value = std::to_string(*when.delay_ms);
+  if (when.deliver_at_ms) {
+    mode = "a";
+    value = std::to_string(*when.deliver_at_ms);
+  }
+  auto v = Run(kRescheduleScript, *info, info->ShardOfId(*Ulid::Parse(job->id)),
+               {job->id, "", mode, value, std::to_string(info->config.max_delay_ms)}, true);
+  if (!v.ok()) return v.status();
+  if (v->is_error()) return ScriptError(*v);
+  if (v->type != Value::kArray) {
+    if (v->str == "N") return errors::NoSuchJob(info->name, job->id);
+    if (v->str == "C") return errors::ReservedCannotReschedule(job->id);
+    if (v->str == "D") return errors::DeadCannotReschedule(job->id);
+    if (v->str.rfind("I:", 0) == 0) {  // too far ahead: the refusal ResolveDue gives, at Redis' now
+      auto due = ResolveDue(when, std::atoll(v->str.c_str() + 2), info->config);
+      if (!due.ok()) return due.status();
+    }
+    return Status::Internal("the reschedule script answered " + v->str.substr(0, 40));
+  }
+  NoteReady(info->name);
+  return Get(queue, JobRef::ById(job->id));
+}
+
+}  // namespace delayq::redis

@@ -1,0 +1,68 @@
+#include "store/redis/redis_meta.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <vector>
+
+namespace delayq::redis {
+namespace {
+
+bool Int(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size() && *out >= 0;
+}
+
+}  // namespace
+
+Result<Meta> ParseMeta(std::string_view text) {
+  Meta m;
+  m.format = 1;
+  std::string_view body = text;
+  if (!body.empty() && body.front() >= '0' && body.front() <= '9') {  // format 2 on: a version first
+    const size_t bar = body.find('|');
+    int64_t version = 0;
+    if (bar == std::string_view::npos || !Int(body.substr(0, bar), &version)) {
+      return Status::Corruption("a job's meta record in Redis is malformed (no format)");
+    }
+    if (version > kMetaFormat) {
+      return Status::Unavailable(fmt::format(
+          "a job's meta record in Redis has format {}, newer than this delayq reads ({}); upgrade every "
+          "delayq server that shares this Redis",
+          version, kMetaFormat));
+    }
+    m.format = static_cast<int>(version);
+    body.remove_prefix(bar + 1);
+  }
+  // state|due|base|attempt|max|delivery|sid|key_indexed|key: eight bars, then the key.
+  std::vector<std::string_view> f;
+  for (int i = 0; i < 8; ++i) {
+    const size_t bar = body.find('|');
+    if (bar == std::string_view::npos) return Status::Corruption("a job's meta record in Redis is malformed");
+    f.push_back(body.substr(0, bar));
+    body.remove_prefix(bar + 1);
+  }
+  int64_t due, base, attempt, max;
+  if (f[0].size() != 1 || !Int(f[1], &due) || !Int(f[2], &base) || !Int(f[3], &attempt) || !Int(f[4], &max) ||
+      (f[7] != "0" && f[7] != "1")) {
+    return Status::Corruption("a job's meta record in Redis is malformed");
+  }
+  m.state = f[0][0];
+  m.due = due;
+  m.base = static_cast<int32_t>(base);
+  m.attempt = static_cast<int32_t>(attempt);
+  m.max = static_cast<int32_t>(max);
+  m.delivery = std::string(f[5]);
+  m.sid = std::string(f[6]);
+  m.key_indexed = f[7] == "1";
+  m.key = std::string(body);
+  return m;
+}
+
+std::string FormatMeta(const Meta& m) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", kMetaFormat, m.state, m.due, m.base, m.attempt, m.max,
+                     m.delivery, m.sid, m.key_indexed ? 1 : 0, m.key);
+}
+
+}  // namespace delayq::redis

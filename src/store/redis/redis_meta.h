@@ -1,0 +1,52 @@
+// The meta value of a job: one field of dq:{q}:meta per job id, holding its state and delivery
+// bookkeeping. The Lua scripts read and write it (scripts.cc: meta_parse, meta_str); the C++ side
+// reads it for Get. Format 2:
+//
+//   "2|state|due|base|attempt|max|delivery|sid|key_indexed|key"     (the key last: it may hold '|')
+//
+//   state        s scheduled (in due), q queued (in the stream, not leased), r reserved, d dead
+//   due          the due time, ms (a dead job keeps the one it had)
+//   base         deliveries of earlier stream entries (before a nack); attempt = base + the
+//                pending list's delivery count
+//   attempt/max  deliveries so far / max_attempts
+//   delivery     the current delivery token (hex), "0" when none
+//   sid          its stream entry id, "-" when none
+//   key_indexed  1 when dq:{q}:keys maps its key to it
+//
+// Format 1 (delayq 0.1) had no version field: "state|due|base|...". Both are read; 2 is written,
+// so a job's meta moves to format 2 on its next transition.
+//
+// Changing the format: teach both parsers (ParseMeta here and meta_parse in the scripts) format
+// N+1 while they still read N, write N+1, raise kMetaFormat, and pin the new bytes in
+// tests/store/redis (RedisMeta.*). Servers refuse to open a Redis whose dq:format says its data is
+// newer than they read, and a script that meets a newer meta stops with an error. (Servers of
+// delayq 0.1 know neither guard: stop them before servers of this release share their Redis.)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+
+namespace delayq::redis {
+
+inline constexpr int kMetaFormat = 2;
+inline constexpr const char* kFormatKey = "dq:format";  // the data format of this Redis (kMetaFormat)
+
+struct Meta {
+  int format = kMetaFormat;  // as read
+  char state = 's';
+  int64_t due = 0;
+  int32_t base = 0, attempt = 0, max = 0;
+  std::string delivery = "0", sid = "-";
+  bool key_indexed = false;
+  std::string key;
+};
+
+// kCorruption for a value of neither format; kUnavailable for a newer format.
+Result<Meta> ParseMeta(std::string_view text);
+// Format kMetaFormat (the scripts' meta_str).
+std::string FormatMeta(const Meta& meta);
+
+}  // namespace delayq::redis

@@ -1,0 +1,319 @@
+// The Redis store's scheduler and wake channel (redis_queue.h describes both): the scheduler
+// thread runs promote, reap and dead_expire when a shard's next due time, lease deadline or
+// retention comes, serves waiting reserves and times them out; the subscriber thread turns wake
+// messages into earlier deadlines and ready notices. The twin of engine_scheduler.cc.
+#include <spdlog/spdlog.h>
+
+#include "core/validate.h"
+#include "store/redis/redis_common.h"
+#include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+namespace {
+
+// One script to run on one shard this turn.
+struct ShardTask {
+  std::string queue;
+  int shard = 0;
+  int shards = 1;
+  int64_t retention_ms = 0;  // dead_expire
+};
+
+}  // namespace
+
+void RedisQueue::Poke() {
+  poked_ = true;
+  cv_.notify_all();
+}
+
+void RedisQueue::NoteLease(const std::string& queue, int shard, int64_t deadline) {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(queue);
+  if (q == queues_.end() || static_cast<size_t>(shard) >= q->second.next_lease.size()) return;
+  int64_t& next = q->second.next_lease[static_cast<size_t>(shard)];
+  if (next < 0 || deadline < next) {
+    next = deadline;
+    Poke();
+  }
+}
+
+void RedisQueue::NoteDeath(const std::string& queue, int shard, int64_t dead_at) {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(queue);
+  if (q == queues_.end() || static_cast<size_t>(shard) >= q->second.next_dead.size()) return;
+  int64_t& next = q->second.next_dead[static_cast<size_t>(shard)];
+  if (next < 0 || dead_at < next) {
+    next = dead_at;
+    Poke();
+  }
+}
+
+void RedisQueue::NoteReady(const std::string& queue) {
+  std::lock_guard lock(mu_);
+  ready_notices_.insert(queue);
+  Poke();
+}
+
+void RedisQueue::DropIfUnusedLocked(const std::string& queue) {
+  auto q = queues_.find(queue);
+  if (q == queues_.end() || q->second.config_read_at >= 0) return;
+  for (uint64_t handle : q->second.waiters) {
+    if (waiters_.contains(handle)) return;
+  }
+  queues_.erase(q);
+}
+
+void RedisQueue::ServeWaiters(const std::string& queue) {
+  while (true) {
+    uint64_t handle = 0;
+    Waiter w;
+    {
+      std::lock_guard lock(mu_);
+      auto q = queues_.find(queue);
+      if (closed_ || q == queues_.end()) return;
+      while (!q->second.waiters.empty() && !waiters_.contains(q->second.waiters.front())) q->second.waiters.pop_front();
+      if (q->second.waiters.empty()) return;
+      handle = q->second.waiters.front();
+      q->second.waiters.pop_front();
+      auto it = waiters_.find(handle);
+      w = std::move(it->second);
+      waiters_.erase(it);
+      serving_.insert(handle);  // a CancelReserve meanwhile is noted, not lost
+    }
+    ReserveRequest now = w.request;
+    now.wait_ms = 0;
+    auto jobs = ReserveNow(queue, now);
+    {
+      std::lock_guard lock(mu_);
+      serving_.erase(handle);
+      const bool cancelled = cancelled_while_serving_.erase(handle) > 0;
+      if (jobs.ok() && jobs->empty() && !cancelled && !closed_) {  // nothing for it after all: back at the front
+        waiters_.emplace(handle, std::move(w));
+        queues_[queue].waiters.push_front(handle);
+        return;
+      }
+    }
+    w.done(std::move(jobs));
+  }
+}
+
+void RedisQueue::SchedulerLoop() {
+  int64_t next_safety = 0, next_registry = 0;
+  std::unique_lock lock(mu_);
+  while (!closed_) {
+    const int64_t steady = SteadyMs();
+    const int64_t redis_now = steady + clock_offset_ms_;
+    bool probe = false;
+    if (steady >= next_safety) {
+      // Every queue is looked at, and every waiting reserve tries again: a wake message can be
+      // lost, and a job promoted by another process is announced only by one.
+      for (auto& [name, q] : queues_) {
+        q.check = true;
+        if (!q.waiters.empty()) ready_notices_.insert(name);
+      }
+      next_safety = steady + options_.safety_interval_ms;
+      probe = true;
+    }
+    // What is due now: promotions, expired leases, waiter timeouts, ready notices.
+    std::vector<ShardTask> promote, reap, expire;
+    std::vector<std::string> unloaded;  // learned from the wake channel: read their config first
+    for (auto& [name, q] : queues_) {
+      const int shards = q.view.shards;
+      if (q.config_read_at < 0 || q.next_due.size() < static_cast<size_t>(shards)) {
+        if (q.absent_until <= steady) unloaded.push_back(name);
+        continue;
+      }
+      const int64_t retention = q.view.config.dead_retention_ms;
+      for (int s = 0; s < shards; ++s) {
+        const auto i = static_cast<size_t>(s);
+        const ShardTask task{name, s, shards, retention};
+        if (q.check || (q.next_due[i] >= 0 && q.next_due[i] <= redis_now)) promote.push_back(task);
+        if (q.check || (q.next_lease[i] >= 0 && q.next_lease[i] <= redis_now)) reap.push_back(task);
+        if (q.next_dead[i] >= 0 && q.next_dead[i] + retention <= redis_now) expire.push_back(task);
+      }
+      q.check = false;
+    }
+    std::vector<ReserveCallback> expired;
+    std::set<std::string> left;  // queues some waiter left
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.deadline <= steady) {
+        expired.push_back(std::move(it->second.done));
+        left.insert(it->second.queue);
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const auto& name : left) DropIfUnusedLocked(name);
+    const bool refresh_registry = steady >= next_registry;
+    if (refresh_registry) next_registry = steady + kRegistryRefreshMs;
+    std::set<std::string> notices;
+    notices.swap(ready_notices_);
+    // A lost wake message (the channel was down, or not yet subscribed) must not strand a waiter
+    // on a job that is already ready: each safety interval, every queue with waiters is tried.
+    if (probe) {
+      for (auto& [name, q] : queues_) {
+        if (!q.waiters.empty()) notices.insert(name);
+      }
+    }
+    poked_ = false;
+    lock.unlock();
+
+    for (auto& done : expired) done(std::vector<Delivery>{});
+    if (probe) {  // keeps Health() current even with no queue to look at
+      (void)Call("", {"PING"});
+    }
+    for (const auto& name : unloaded) {
+      auto info = Info(name, false);
+      std::lock_guard g(mu_);
+      auto q = queues_.find(name);
+      if (q == queues_.end()) continue;
+      if (info.ok()) {
+        q->second.check = true;
+        poked_ = true;
+      } else if (info.status().code() == Code::kNotFound) {
+        q->second.absent_until = SteadyMs() + options_.safety_interval_ms;
+      }
+    }
+    if (refresh_registry) {
+      Status secret = LoadReceiptSecret();
+      if (!secret.ok()) spdlog::warn("reading the receipt secret from Redis: {}", secret.message());
+      auto names = Call(kRegistry, {"SMEMBERS", kRegistry});
+      if (names.ok()) {
+        for (const auto& n : names->array) {
+          if (ValidateQueueName(n.str).ok()) (void)Info(n.str, false);
+        }
+      }
+    }
+    for (const auto& [name, shard, shards, retention] : promote) {
+      auto v = Run(kPromoteScript, name, shard, shards, {std::to_string(kChunk)});
+      if (!v.ok() || v->is_error() || v->array.size() < 4) {
+        if (!v.ok()) spdlog::warn("promoting queue {}: {}", name, v.status().message());
+        continue;
+      }
+      std::lock_guard g(mu_);
+      auto& q = queues_[name];
+      if (q.next_due.size() <= static_cast<size_t>(shard)) continue;
+      clock_offset_ms_ = v->array[3].AsInt() - SteadyMs();
+      q.next_due[static_cast<size_t>(shard)] = v->array[1].AsInt();
+      q.next_lease[static_cast<size_t>(shard)] = v->array[2].AsInt();
+      if (v->array.size() > 4) q.next_dead[static_cast<size_t>(shard)] = v->array[4].AsInt();
+      if (v->array[0].AsInt() > 0) notices.insert(name);
+      if (v->array[0].AsInt() >= static_cast<int64_t>(kChunk)) q.check = true;  // more to move
+    }
+    for (const auto& [name, shard, shards, retention] : reap) {
+      auto v = Run(kReapScript, name, shard, shards, {std::to_string(kClaimIdleMs), std::to_string(kChunk)});
+      if (!v.ok() || v->is_error() || v->array.size() < 3) continue;
+      std::lock_guard g(mu_);
+      auto& q = queues_[name];
+      if (q.next_lease.size() <= static_cast<size_t>(shard)) continue;
+      q.next_lease[static_cast<size_t>(shard)] = v->array[1].AsInt();
+      if (v->array.size() > 3) q.next_dead[static_cast<size_t>(shard)] = v->array[3].AsInt();
+      if (v->array[0].AsInt() > 0) notices.insert(name);
+    }
+    // Dead jobs past their retention, planned like the embedded store's sweep: at the moment the
+    // oldest dead job of a shard runs out, at most kChunk per shard per turn.
+    for (const auto& [name, shard, shards, retention] : expire) {
+      auto v = Run(kDeadExpireScript, name, shard, shards, {std::to_string(retention), std::to_string(kChunk)});
+      if (!v.ok() || v->is_error() || v->array.size() < 3) {
+        if (!v.ok()) spdlog::warn("deleting dead jobs past retention in queue {}: {}", name, v.status().message());
+        continue;
+      }
+      std::lock_guard g(mu_);
+      auto& q = queues_[name];
+      if (q.next_dead.size() <= static_cast<size_t>(shard)) continue;
+      q.next_dead[static_cast<size_t>(shard)] = v->array[1].AsInt();
+    }
+    for (const auto& name : notices) ServeWaiters(name);
+
+    lock.lock();
+    if (closed_ || poked_ || !ready_notices_.empty()) continue;
+    // Sleep until the earliest deadline we know of.
+    int64_t wake = next_safety;
+    const int64_t offset = clock_offset_ms_;
+    const int64_t now_steady = SteadyMs();
+    auto to_steady = [&](int64_t redis_ms) { return redis_ms - offset; };
+    for (auto& [name, q] : queues_) {
+      if (q.check) wake = now_steady;
+      for (size_t s = 0; s < q.next_due.size(); ++s) {
+        if (q.next_due[s] >= 0) wake = std::min(wake, to_steady(q.next_due[s]));
+        if (q.next_lease[s] >= 0) wake = std::min(wake, to_steady(q.next_lease[s]));
+        if (q.next_dead[s] >= 0) wake = std::min(wake, to_steady(q.next_dead[s] + q.view.config.dead_retention_ms));
+      }
+    }
+    for (auto& [h, w] : waiters_) wake = std::min(wake, w.deadline);
+    if (wake > now_steady) {
+      cv_.wait_for(lock, std::chrono::milliseconds(wake - now_steady), [this] { return closed_ || poked_; });
+    }
+  }
+}
+
+void RedisQueue::SubscriberLoop() {
+  int backoff_ms = 100;
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+    }
+    std::string error;
+    auto conn = client_->Dedicated(&error);
+    if (conn && conn->Send({"PSUBSCRIBE", "dq:*:wake"}).ok()) {
+      backoff_ms = 100;
+      {
+        std::lock_guard lock(mu_);  // messages may have been missed while disconnected
+        for (auto& [name, q] : queues_) {
+          q.check = true;
+          if (!q.waiters.empty()) ready_notices_.insert(name);  // a job may have come meanwhile
+        }
+        Poke();
+      }
+      while (true) {
+        {
+          std::lock_guard lock(mu_);
+          if (closed_) return;
+        }
+        auto v = conn->Read(250);
+        if (!v.ok()) {
+          spdlog::warn("the Redis wake channel dropped ({}); reconnecting", v.status().message());
+          break;
+        }
+        // ["pmessage", pattern, "dq:{tag}:wake", payload]
+        if (v->type != Value::kArray || v->array.size() < 4 || v->array[0].str != "pmessage") continue;
+        const std::string& channel = v->array[2].str;
+        const std::string& payload = v->array[3].str;
+        auto open = channel.find('{'), close = channel.rfind('}');
+        if (open == std::string::npos || close == std::string::npos || close <= open) continue;
+        std::string tag = channel.substr(open + 1, close - open - 1);
+        int shard = 0;
+        if (auto hash = tag.rfind('#'); hash != std::string::npos) {
+          shard = std::atoi(tag.c_str() + hash + 1);
+          tag = tag.substr(0, hash);
+        }
+        std::lock_guard lock(mu_);
+        auto& q = queues_[tag];
+        if (q.view.name.empty()) {  // a queue this process has not seen: learn it at the next tick
+          q.view.name = tag;
+          q.check = true;
+        }
+        q.absent_until = 0;  // it exists now, if it did not
+        if (payload.rfind("due ", 0) == 0 && static_cast<size_t>(shard) < q.next_due.size()) {
+          const int64_t due = std::atoll(payload.c_str() + 4);
+          auto& next = q.next_due[static_cast<size_t>(shard)];
+          if (next < 0 || due < next) next = due;
+        } else if (payload == "ready") {
+          ready_notices_.insert(tag);
+        } else {
+          q.check = true;
+        }
+        Poke();
+      }
+    }
+    if (!conn) spdlog::warn("the Redis wake channel: {}; retrying in {} ms", error, backoff_ms);
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return closed_; });
+    backoff_ms = std::min(backoff_ms * 2, 2000);
+  }
+}
+
+}  // namespace delayq::redis

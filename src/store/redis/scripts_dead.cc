@@ -1,0 +1,62 @@
+// The scripts of the dead-letter queue: replay, purge, and the retention sweep.
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+
+// ARGV: limit, then ids (none: the oldest `limit` dead jobs). Returns how many were replayed.
+const Script kReplayScript = Make("replay", R"LUA(
+local ids = {}
+if #ARGV > 1 then
+  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[1]) - 1)
+end
+local now = math.floor(now_us() / 1000)
+local n = 0
+for _, id in ipairs(ids) do
+  local m = meta_get(id)
+  if m and m.state == 'd' then
+    redis.call('ZREM', K_DEAD, id)
+    m.base, m.attempt, m.delivery, m.due = 0, 0, '0', now
+    -- The key comes back unless a live job holds it now; then the job comes back without
+    -- one. The C++ twin is EngineImpl::ReplayDead.
+    if m.key ~= '' then
+      if redis.call('HGET', K_KEYS, m.key) then
+        m.key, m.ki = '', '0'
+      else
+        redis.call('HSET', K_KEYS, m.key, id)
+        m.ki = '1'
+      end
+    end
+    place(id, m, now)
+    meta_put(id, m)
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', WAKE, 'ready') end
+return n
+)LUA");
+
+// ARGV: limit. Deletes the oldest `limit` dead jobs; returns how many.
+const Script kPurgeScript = Make("purge", R"LUA(
+local ids = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[1]) - 1)
+for _, id in ipairs(ids) do
+  local m = meta_get(id)
+  if m then remove_job(id, m) else redis.call('ZREM', K_DEAD, id) end
+end
+return #ids
+)LUA");
+
+// ARGV: retention_ms, limit. Deletes up to `limit` dead jobs that died retention_ms or more ago
+// (the embedded store's twin: EngineImpl::SweepDeadLocked). Returns {deleted, first_dead|-1, now}.
+const Script kDeadExpireScript = Make("dead_expire", R"LUA(
+local now = math.floor(now_us() / 1000)
+local ids = redis.call('ZRANGEBYSCORE', K_DEAD, '-inf', now - tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do
+  local m = meta_get(id)
+  if m then remove_job(id, m) else redis.call('ZREM', K_DEAD, id) end
+end
+return { #ids, first_dead() or -1, now }
+)LUA");
+
+}  // namespace delayq::redis

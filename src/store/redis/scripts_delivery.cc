@@ -1,0 +1,246 @@
+// The scripts of deliveries: reserve, reap (leases that ran out), ack, nack, touch.
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+
+// ARGV: consumer, max, lease_ms, T, then `max` delivery tokens.
+// Returns per delivery {id, body, attempt, token, due, lease_deadline, max_attempts, key}.
+const Script kReserveScript = Make("reserve", R"LUA(
+if redis.call('HGET', K_CONFIG, 'paused') == '1' then return {} end
+if redis.call('EXISTS', K_READY) == 0 then return {} end
+local consumer, max, lease, T = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_bytes, first_free = tonumber(ARGV[5]), ARGV[6] == '1'
+local nowu = now_us()
+local now = math.floor(nowu / 1000)
+local got = {}
+-- The answer stops before the job whose stored record would take it over max_bytes (the first
+-- job always comes when first_free): the embedded store's rule (ReserveLocked), on the same
+-- encoded records. Entries are peeked and sized before they are taken from the stream.
+local bytes, taken = 0, 0
+local function fits(id)
+  local n = redis.call('HSTRLEN', K_JOBS, id)
+  if bytes + n > max_bytes and not (first_free and taken == 0) then return false end
+  bytes, taken = bytes + n, taken + 1
+  return true
+end
+-- Deliveries whose lease ran out (idle > T) are claimed first; the pending list counts them.
+-- Only scanned while the reaper has flagged run-out leases ('_claim'); the flag goes when one
+-- scan from the start of the pending list reaches its end without filling the batch.
+if redis.call('HGET', K_COUNTERS, '_claim') then
+  local cursor = redis.call('HGET', K_COUNTERS, '_claim_cursor') or '0-0'
+  local n, whole = 0, true
+  for _, p in ipairs(redis.call('XPENDING', K_READY, GROUP, 'IDLE', T, cursor, '+', max)) do
+    local e = redis.call('XRANGE', K_READY, p[1], p[1])
+    if e[1] and e[1][2] and e[1][2][2] and not fits(e[1][2][2]) then
+      whole = false
+      break
+    end
+    n = n + 1
+  end
+  if n > 0 then
+    local claimed = redis.call('XAUTOCLAIM', K_READY, GROUP, consumer, T, cursor, 'COUNT', n)
+    for _, e in ipairs(claimed[2]) do
+      if e[2] and e[2][2] then
+        local p = redis.call('XPENDING', K_READY, GROUP, e[1], e[1], 1)
+        got[#got + 1] = { e[1], e[2][2], p[1] and tonumber(p[1][4]) or 1 }
+      end
+    end
+    if whole and cursor == '0-0' and claimed[1] == '0-0' and #claimed[2] < max then
+      redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
+    else
+      redis.call('HSET', K_COUNTERS, '_claim_cursor', claimed[1])
+    end
+  elseif whole then
+    if cursor == '0-0' then
+      redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
+    else
+      redis.call('HSET', K_COUNTERS, '_claim_cursor', '0-0')
+    end
+  end
+end
+if #got < max and (taken == 0 or bytes < max_bytes) then
+  local last = '0-0'
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f['name'] == GROUP then last = f['last-delivered-id'] end
+  end
+  local n = 0
+  for _, e in ipairs(redis.call('XRANGE', K_READY, '(' .. last, '+', 'COUNT', max - #got)) do
+    if e[2] and e[2][2] and not fits(e[2][2]) then break end
+    n = n + 1
+  end
+  if n > 0 then
+    local r = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', K_READY, '>')
+    if r then
+      for _, e in ipairs(r[1][2]) do
+        if e[2] and e[2][2] then got[#got + 1] = { e[1], e[2][2], 1 } end
+      end
+    end
+  end
+end
+-- One HMGET for the metas, one HSET, one ZADD and one HMGET for the bodies, whatever the batch
+-- size.
+local ids = {}
+for i, g in ipairs(got) do ids[i] = g[2] end
+local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
+local out, token_at, acc = {}, 7, {}
+local stale, metas, leases, body_ids = {}, {}, {}, {}
+for i, g in ipairs(got) do
+  local sid, id, count = g[1], g[2], g[3]
+  local m = meta_parse(found[i])
+  if not m or m.sid ~= sid then
+    stale[#stale + 1] = sid  -- an entry its job no longer owns
+  elseif m.base + count > m.max then
+    go_dead(id, m, now, 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max))
+  else
+    local token = ARGV[token_at]
+    token_at = token_at + 1
+    if m.state == 'q' and m.delivery == '0' then lateness_add(acc, nowu - m.due * 1000) end
+    m.state = 'r'
+    m.attempt = m.base + count
+    m.delivery = token
+    metas[#metas + 1] = id
+    metas[#metas + 1] = meta_str(m)
+    leases[#leases + 1] = now + lease
+    leases[#leases + 1] = id
+    body_ids[#body_ids + 1] = id
+    out[#out + 1] = { id, false, m.attempt, token, m.due, now + lease, m.max, m.key }
+  end
+end
+drop_entries(stale)
+if #out > 0 then
+  redis.call('HSET', K_META, unpack(metas))
+  redis.call('ZADD', K_LEASES, unpack(leases))
+  local bodies = redis.call('HMGET', K_JOBS, unpack(body_ids))
+  for i, o in ipairs(out) do o[2] = bodies[i] end
+end
+lateness_flush(acc)
+if #out > 0 then redis.call('HINCRBY', K_COUNTERS, 'delivered', #out) end
+return out
+)LUA");
+
+// ARGV: T, limit. Handles leases that ran out (the leases set holds each deadline): the last
+// attempt goes dead; others get idle time T, which makes XAUTOCLAIM in the next reserve claim
+// them, and the '_claim' flag tells reserve to look. Returns {handled, next_lease|-1, now,
+// first_dead|-1}.
+const Script kReapScript = Make("reap", R"LUA(
+local T, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = math.floor(now_us() / 1000)
+local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
+local requeued = 0
+for _, id in ipairs(ids) do
+  local m = meta_get(id)
+  redis.call('ZREM', K_LEASES, id)
+  if m and m.state == 'r' and m.sid ~= '-' then
+    if m.attempt >= m.max then
+      go_dead(id, m, now, 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max))
+    elseif redis.call('XCLAIM', K_READY, GROUP, 'reaper', 0, m.sid, 'IDLE', T, 'JUSTID')[1] then
+      m.state = 'q'  -- still pending (its receipt stays valid until another reserve claims it)
+      meta_put(id, m)
+      requeued = requeued + 1
+    end
+  end
+end
+if requeued > 0 then
+  redis.call('HINCRBY', K_COUNTERS, 'redelivered', requeued)
+  redis.call('HSET', K_COUNTERS, '_claim', '1')
+  redis.call('PUBLISH', WAKE, 'ready')
+end
+local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
+return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1 }
+)LUA");
+
+// ARGV: n, then n x (id, token). Returns per receipt "O" (acked), "N" (no such job) or
+// "E:<state>:<attempt>" (the delivery is over).
+const Script kAckScript = Make("ack", R"LUA(
+local n = tonumber(ARGV[1])
+if n == 0 then return {} end
+local ids = {}
+for i = 1, n do ids[i] = ARGV[2 * i] end
+local found = redis.call('HMGET', K_META, unpack(ids))
+local out, acked, done, sids, gone = {}, 0, {}, {}, {}
+for i = 1, n do
+  local id, token = ids[i], ARGV[2 * i + 1]
+  local m = meta_parse(found[i])
+  if not m or done[id] then
+    out[i] = 'N'
+  elseif m.state == 'd' or m.state == 's' or m.delivery ~= token then
+    out[i] = 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
+  else
+    -- A job with a live delivery is in the stream and the lease set, never the due or dead set.
+    done[id] = true
+    if m.sid ~= '-' then sids[#sids + 1] = m.sid end
+    release_key(id, m)
+    gone[#gone + 1] = id
+    acked = acked + 1
+    out[i] = 'O'
+  end
+end
+drop_entries(sids)
+if #gone > 0 then
+  redis.call('HDEL', K_JOBS, unpack(gone))
+  redis.call('HDEL', K_META, unpack(gone))
+  redis.call('HDEL', K_ERRORS, unpack(gone))
+  redis.call('ZREM', K_LEASES, unpack(gone))
+end
+if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end
+return out
+)LUA");
+
+// ARGV: id, token, retry_ms (-1: back-off), error, dead 0|1, base_ms, factor, max_ms, jitter
+// (policy.jitter * (2u - 1) for u uniform in [0, 1)). Returns {"s", due} or {"d", due, dead_at}, or "N" / "E:..." as
+// ack. A job that goes dead keeps the due time it had (as on the embedded store).
+const Script kNackScript = Make("nack", R"LUA(
+local id, token = ARGV[1], ARGV[2]
+local m = meta_get(id)
+if not m then return 'N' end
+if m.state == 'd' or m.state == 's' or m.delivery ~= token then
+  return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
+end
+local now = math.floor(now_us() / 1000)
+redis.call('HINCRBY', K_COUNTERS, 'nacked', 1)
+if ARGV[5] == '1' or m.attempt >= m.max then
+  go_dead(id, m, now, ARGV[4])
+  return { 'd', m.due, now }
+end
+local delay = tonumber(ARGV[3])
+if delay < 0 then
+  delay = backoff_ms(m.attempt, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+end
+leave_stream(m)
+redis.call('ZREM', K_LEASES, id)
+redis.call('HSET', K_ERRORS, id, ARGV[4])
+local earliest = earliest_due()
+m.base = m.attempt
+m.delivery = '0'
+m.due = now + delay
+if place(id, m, now) then
+  redis.call('PUBLISH', WAKE, 'ready')
+elseif not earliest or m.due < earliest then
+  redis.call('PUBLISH', WAKE, 'due ' .. fmt(m.due))
+end
+meta_put(id, m)
+return { 's', m.due }
+)LUA");
+
+// ARGV: id, token, lease_ms, T, consumer. Returns the new lease deadline, or "N" / "E:..." as ack.
+const Script kTouchScript = Make("touch", R"LUA(
+local id, token, lease, T, consumer = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local m = meta_get(id)
+if not m then return 'N' end
+if (m.state ~= 'r' and m.state ~= 'q') or m.delivery ~= token or m.sid == '-' then
+  return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
+end
+-- Idle time back to 0: a claimable delivery (state q, after the reaper) is not any more, and a
+-- lease touched for longer than T cannot become claimable while it holds.
+local claimed = redis.call('XCLAIM', K_READY, GROUP, consumer, 0, m.sid, 'IDLE', 0, 'JUSTID')
+if not claimed[1] then return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max) end
+local now = math.floor(now_us() / 1000)
+m.state = 'r'
+meta_put(id, m)
+redis.call('ZADD', K_LEASES, now + lease, id)
+return now + lease
+)LUA");
+
+}  // namespace delayq::redis

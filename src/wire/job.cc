@@ -1,0 +1,117 @@
+#include <fmt/format.h>
+
+#include "wire/job.h"
+
+#include "wire/json_read.h"
+
+namespace delayq::wire {
+namespace {
+
+Status ReadJob(sj::object o, Job* j) {
+  for (auto f : o) {
+    std::string_view k;
+    sj::value v;
+    if (f.unescaped_key().get(k) || f.value().get(v)) return Malformed("job");
+    if (k == "id") j->id = Str(v);
+    else if (k == "queue") j->queue = Str(v);
+    else if (k == "state") j->state = StateOf(Str(v));
+    else if (k == "due_at") j->due_at_ms = Int(v);
+    else if (k == "attempt") j->attempt = static_cast<int32_t>(Int(v));
+    else if (k == "max_attempts") j->max_attempts = static_cast<int32_t>(Int(v));
+    else if (k == "key") j->key = IsNull(v) ? "" : Str(v);
+    else if (k == "payload") j->payload = Raw(v);
+    else if (k == "payload_base64") {
+      j->payload = Base64Decode(Str(v)).value_or("");
+      j->binary = true;
+    } else if (k == "headers") j->headers = ReadHeaders(v);
+    else if (k == "created_at") j->created_at_ms = Int(v);
+    else if (k == "last_error") j->last_error = IsNull(v) ? "" : Str(v);
+    else if (k == "lease_deadline") j->lease_deadline_ms = Int(v);
+    else if (k == "dead_at") j->dead_at_ms = Int(v);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void WritePayload(JsonWriter& w, std::string_view payload, bool binary) {
+  if (!binary && IsJsonValue(payload)) {
+    w.Key("payload").Raw(payload);
+  } else {
+    w.Key("payload_base64").String(Base64Encode(payload));
+  }
+}
+
+void WriteHeaders(JsonWriter& w, const Headers& headers) {
+  w.Key("headers").BeginObject();
+  for (const auto& [k, v] : headers) w.Key(k).String(v);
+  w.EndObject();
+}
+
+void WriteJob(JsonWriter& w, const Job& j) {
+  w.BeginObject();
+  w.Key("id").String(j.id);
+  w.Key("queue").String(j.queue);
+  w.Key("state").String(JobStateName(j.state));
+  w.Key("due_at").Int(j.due_at_ms);
+  w.Key("attempt").Int(j.attempt);
+  w.Key("max_attempts").Int(j.max_attempts);
+  if (j.key.empty()) {
+    w.Key("key").Null();
+  } else {
+    w.Key("key").String(j.key);
+  }
+  WritePayload(w, j.payload, j.binary);
+  WriteHeaders(w, j.headers);
+  w.Key("created_at").Int(j.created_at_ms);
+  if (j.last_error.empty()) {
+    w.Key("last_error").Null();
+  } else {
+    w.Key("last_error").String(j.last_error);
+  }
+  if (j.state == JobState::kReserved) w.Key("lease_deadline").Int(j.lease_deadline_ms);
+  if (j.state == JobState::kDead) w.Key("dead_at").Int(j.dead_at_ms);
+  w.EndObject();
+}
+
+std::string WriteJobResponse(const Job& job) {
+  JsonWriter w;
+  WriteJob(w, job);
+  return w.Take();
+}
+
+std::string WriteJobListResponse(std::span<const Job> jobs) {
+  JsonWriter w;
+  w.BeginObject().Key("jobs").BeginArray();
+  for (const auto& j : jobs) WriteJob(w, j);
+  w.EndArray().EndObject();
+  return w.Take();
+}
+
+Result<Job> ParseJobResponse(std::string_view body) {
+  auto d = OpenResponse(body, "job");
+  if (!d.ok()) return d.status();
+  sj::object o;
+  if ((*d)->doc.get_object().get(o)) return Malformed("job");
+  Job j;
+  DELAYQ_RETURN_IF_ERROR(ReadJob(o, &j));
+  return j;
+}
+
+Result<std::vector<Job>> ParseJobListResponse(std::string_view body) {
+  std::vector<Job> out;
+  Status s = WithField(body, "job list", "jobs", [&](sj::value v) {
+    sj::array arr;
+    if (v.get_array().get(arr)) return Malformed("job list");
+    for (auto el : arr) {
+      sj::object o;
+      if (el.get_object().get(o)) return Malformed("job list");
+      DELAYQ_RETURN_IF_ERROR(ReadJob(o, &out.emplace_back()));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace delayq::wire

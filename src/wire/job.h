@@ -1,0 +1,27 @@
+// A job on the wire, as GET /v1/queues/{q}/jobs/{id} answers it and the dead list lists it:
+// {"id", "queue", "state", "due_at", "attempt", "max_attempts", "key", "payload" | "payload_base64",
+//  "headers", "created_at", "last_error"[, "lease_deadline" when reserved][, "dead_at" when dead]}.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/job.h"
+#include "delayq/status.h"
+#include "wire/json_writer.h"
+
+namespace delayq::wire {
+
+// The payload as "payload" (stored JSON, verbatim) or "payload_base64" (binary, or not JSON).
+void WritePayload(JsonWriter& w, std::string_view payload, bool binary);
+void WriteHeaders(JsonWriter& w, const Headers& headers);
+void WriteJob(JsonWriter& w, const Job& job);
+std::string WriteJobResponse(const Job& job);
+std::string WriteJobListResponse(std::span<const Job> jobs);  // {"jobs": [...]}
+
+Result<Job> ParseJobResponse(std::string_view body);
+Result<std::vector<Job>> ParseJobListResponse(std::string_view body);
+
+}  // namespace delayq::wire

@@ -1,0 +1,221 @@
+#include "wire/json_read.h"
+
+#include <malloc.h>
+
+#include <fmt/format.h>
+
+#include "wire/json_writer.h"
+
+namespace delayq::wire {
+namespace {
+
+simdjson::dom::parser& Validator() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
+// The DOM parser keeps buffers of several times the largest document it has parsed, for the
+// life of its thread: three 60 MiB bodies left 2.3 GiB resident. Past kKeepParserBytes they are
+// given back after the parse (and glibc is asked to return the pages), so memory goes back near
+// its baseline after a large request.
+constexpr size_t kKeepParserBytes = 1 << 20;
+struct ShrinkValidatorAfterUse {
+  ~ShrinkValidatorAfterUse() {
+    auto& parser = Validator();
+    if (parser.capacity() > kKeepParserBytes) {
+      parser = simdjson::dom::parser{};
+      ::malloc_trim(0);
+    }
+  }
+};
+
+// Validates the whole body (UTF-8, syntax, nesting) before the on-demand walk, which skips
+// over what it does not read without checking it.
+Status ValidateBody(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return Status::InvalidArgument("the request body is empty; expected a JSON object");
+  }
+  ShrinkValidatorAfterUse shrink;
+  auto& parser = Validator();
+  if (parser.capacity() < body.size() || parser.max_depth() != kMaxJsonDepth) {
+    if (parser.allocate(std::max<size_t>(body.size(), 4096), kMaxJsonDepth) != simdjson::SUCCESS) {
+      return Status::ResourceExhausted("cannot allocate memory to parse the request body");
+    }
+  }
+  simdjson::dom::element root;
+  auto error = parser.parse(body.data(), body.size(), true).get(root);
+  if (error == simdjson::DEPTH_ERROR) {
+    return Status::InvalidArgument(
+        fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
+  }
+  if (error == simdjson::NUMBER_ERROR) {
+    return Status::InvalidArgument(
+        "a number in the request body is malformed or out of range (integers must fit in 64 bits)");
+  }
+  if (error == simdjson::UTF8_ERROR) {
+    return Status::InvalidArgument("the request body is not valid UTF-8");
+  }
+  if (error) {
+    return Status::InvalidArgument(
+        fmt::format("the request body is not valid JSON ({})", simdjson::error_message(error)));
+  }
+  if (!root.is_object()) {
+    return Status::InvalidArgument("the request body must be a JSON object");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies (strict)
+
+Result<std::unique_ptr<Doc>> OpenRequest(std::string_view body) {
+  DELAYQ_RETURN_IF_ERROR(ValidateBody(body));
+  auto d = std::make_unique<Doc>();
+  d->text = simdjson::padded_string(body);
+  if (d->parser.iterate(d->text).get(d->doc)) {
+    return Status::InvalidArgument("the request body is not valid JSON");
+  }
+  return d;
+}
+
+Status TypeError(std::string_view field, std::string_view expected) {
+  return Status::InvalidArgument(fmt::format("{} must be {}", field, expected));
+}
+
+Status GetInt(sj::value v, std::string_view field, int64_t* out, std::string_view expected) {
+  if (v.get_int64().get(*out)) return TypeError(field, expected);
+  return Status::Ok();
+}
+
+Status GetString(sj::value v, std::string_view field, std::string* out) {
+  std::string_view s;
+  if (v.get_string().get(s)) return TypeError(field, "a string");
+  out->assign(s);
+  return Status::Ok();
+}
+
+Status GetBool(sj::value v, std::string_view field, bool* out) {
+  if (v.get_bool().get(*out)) return TypeError(field, "true or false");
+  return Status::Ok();
+}
+
+// The exact text of a JSON value (the body was validated, so it is valid JSON).
+Status RawValue(sj::value v, std::string_view field, std::string* out) {
+  sj::json_type type;
+  if (v.type().get(type)) return TypeError(field, "a JSON value");
+  std::string_view raw;
+  simdjson::error_code error = simdjson::SUCCESS;
+  if (type == sj::json_type::object) {
+    sj::object o;
+    error = v.get_object().get(o);
+    if (!error) error = o.raw_json().get(raw);
+  } else if (type == sj::json_type::array) {
+    sj::array a;
+    error = v.get_array().get(a);
+    if (!error) error = a.raw_json().get(raw);
+  } else {
+    raw = v.raw_json_token();
+  }
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
+                          raw.back() == '\t')) {
+    raw.remove_suffix(1);
+  }
+  if (error) return TypeError(field, "a JSON value");
+  out->assign(raw);
+  return Status::Ok();
+}
+
+bool IsJsonValue(std::string_view bytes) {
+  if (bytes.empty()) return false;
+  ShrinkValidatorAfterUse shrink;
+  auto& parser = Validator();
+  if (parser.capacity() < bytes.size() || parser.max_depth() != kMaxJsonDepth) {
+    if (parser.allocate(std::max<size_t>(bytes.size(), 4096), kMaxJsonDepth)) return false;
+  }
+  simdjson::dom::element e;
+  return !parser.parse(bytes.data(), bytes.size(), true).get(e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers (lenient)
+
+Status Malformed(std::string_view what) {
+  return Status::Internal(fmt::format("the server's answer is not a valid {} response", what));
+}
+
+Result<std::unique_ptr<Doc>> OpenResponse(std::string_view body, std::string_view what) {
+  auto d = std::make_unique<Doc>();
+  d->text = simdjson::padded_string(body);
+  if (d->parser.iterate(d->text).get(d->doc)) return Malformed(what);
+  return d;
+}
+
+std::string Str(sj::value v) {
+  std::string_view s;
+  if (v.get_string().get(s)) return {};
+  return std::string(s);
+}
+
+int64_t Int(sj::value v) {
+  int64_t n = 0;
+  if (v.get_int64().get(n)) {
+    double d = 0;
+    if (!v.get_double().get(d)) n = static_cast<int64_t>(d);
+  }
+  return n;
+}
+
+double Dbl(sj::value v) {
+  double d = 0;
+  Discard(v.get_double().get(d));
+  return d;
+}
+
+std::string Raw(sj::value v) {
+  sj::json_type type;
+  if (v.type().get(type)) return {};
+  std::string_view raw;
+  if (type == sj::json_type::object) {
+    sj::object o;
+    if (!v.get_object().get(o)) Discard(o.raw_json().get(raw));
+  } else if (type == sj::json_type::array) {
+    sj::array a;
+    if (!v.get_array().get(a)) Discard(a.raw_json().get(raw));
+  } else {
+    raw = v.raw_json_token();
+  }
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
+                          raw.back() == '\t')) {
+    raw.remove_suffix(1);
+  }
+  return std::string(raw);
+}
+
+bool IsNull(sj::value v) {
+  bool null = false;
+  return !v.is_null().get(null) && null;
+}
+
+Headers ReadHeaders(sj::value v) {
+  Headers h;
+  sj::object o;
+  if (v.get_object().get(o)) return h;
+  for (auto f : o) {
+    std::string_view k;
+    sj::value hv;
+    if (f.unescaped_key().get(k) || f.value().get(hv)) continue;
+    h[std::string(k)] = Str(hv);
+  }
+  return h;
+}
+
+JobState StateOf(std::string_view s) {
+  if (s == "ready") return JobState::kReady;
+  if (s == "reserved") return JobState::kReserved;
+  if (s == "dead") return JobState::kDead;
+  return JobState::kScheduled;
+}
+
+}  // namespace delayq::wire

@@ -1,0 +1,46 @@
+// Ending deliveries on the wire (POST /v1/queues/{q}/ack | nack | touch): {"receipt": "..."} or a
+// batch {"receipts": [...]}, with "retry_in_ms", "error", "dead" for a nack and "lease_ms" for a
+// touch. One receipt answers with its own status ({"acked": 1}, {"state", "due_at"},
+// {"lease_deadline"}); a batch answers 200 {"acked"|"nacked"|"touched": n, "failed": [{"receipt",
+// "code", "message"}]}.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/job.h"
+#include "delayq/status.h"
+
+namespace delayq::wire {
+
+struct ReceiptsBody {
+  std::vector<std::string> receipts;
+  bool batch = false;  // "receipts": [...] rather than "receipt": "..."
+  std::optional<int64_t> retry_in_ms;  // nack
+  std::string error;                   // nack
+  bool dead = false;                   // nack
+  std::optional<int64_t> lease_ms;     // touch
+};
+
+std::string WriteAckRequest(std::span<const std::string> receipts, bool batch);
+std::string WriteNackRequest(const NackRequest& request);
+std::string WriteTouchRequest(std::string_view receipt, std::optional<int64_t> lease_ms);
+// kInvalidArgument naming the field; kTooLarge past Limits::kMaxBatch receipts.
+Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body);
+
+std::string WriteNackResponse(const NackResult& result);
+std::string WriteTouchResponse(const TouchResult& result);
+// A batch's answer: the successes (a receipt given twice counts once: `first` from
+// FirstOccurrences) under `count_field`, and one failure per receipt as spelled.
+std::string WriteBatchResponse(std::string_view count_field, const std::vector<std::string>& receipts,
+                               const std::vector<Status>& statuses, const std::vector<size_t>& first);
+Result<NackResult> ParseNackResponse(std::string_view body);
+Result<TouchResult> ParseTouchResponse(std::string_view body);
+// One Status per receipt, in order.
+Result<std::vector<Status>> ParseBatchResponse(std::string_view body, const std::vector<std::string>& receipts);
+
+}  // namespace delayq::wire

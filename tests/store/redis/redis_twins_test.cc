@@ -1,0 +1,252 @@
+// The rules the Redis store keeps twice, in C++ and in its Lua scripts, checked against each
+// other: the job meta format (both versions), the back-off formula, the lateness buckets; and the
+// key routing every server must agree on (CRC16, and the std::hash of queues made before).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <set>
+
+#include "core/backoff.h"
+#include "store/redis/redis_fixture.h"
+#include "store/redis/redis_meta.h"
+#include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
+
+namespace delayq::testing {
+namespace {
+
+RedisServer& TwinsRedis() {
+  static RedisServer server;
+  return server;
+}
+
+std::unique_ptr<redis::RedisQueue> OpenStore(int shards = 1) {
+  redis::RedisQueueOptions o;
+  o.url = TwinsRedis().url();
+  o.shards = shards;
+  auto q = redis::RedisQueue::Open(o);
+  if (!q.ok()) throw std::runtime_error(q.status().ToString());
+  return std::move(*q);
+}
+
+std::string UniqueQueue(const std::string& base) {
+  static int n = 0;
+  return fmt::format("twins.{}.{}.{}", base, ::getpid(), n++);
+}
+
+EnqueueRequest Keyed(std::string key) {
+  EnqueueRequest r;
+  r.payload = "1";
+  r.key = std::move(key);
+  r.when.delay_ms = 600'000;
+  return r;
+}
+
+redis::Value MustCall(redis::RedisQueue& q, const std::vector<std::string>& argv) {
+  auto v = q.client().Call(argv.size() > 1 ? argv[1] : "", argv);
+  if (!v.ok()) throw std::runtime_error(v.status().ToString());
+  return *v;
+}
+
+// ------------------------------------------------------------------------------------------
+// The meta format
+
+TEST(RedisMeta, BothFormatsParseAndTheNewOneIsWritten) {
+  auto v1 = redis::ParseMeta("r|1767225600000|1|2|5|abcd|1700000000000-0|1|my|key");
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  EXPECT_EQ(v1->format, 1);
+  EXPECT_EQ(v1->state, 'r');
+  EXPECT_EQ(v1->due, 1767225600000);
+  EXPECT_EQ(v1->base, 1);
+  EXPECT_EQ(v1->attempt, 2);
+  EXPECT_EQ(v1->max, 5);
+  EXPECT_EQ(v1->delivery, "abcd");
+  EXPECT_EQ(v1->sid, "1700000000000-0");
+  EXPECT_TRUE(v1->key_indexed);
+  EXPECT_EQ(v1->key, "my|key");
+
+  const std::string v2_text = "2|r|1767225600000|1|2|5|abcd|1700000000000-0|1|my|key";
+  auto v2 = redis::ParseMeta(v2_text);
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  EXPECT_EQ(v2->format, 2);
+  EXPECT_EQ(v2->key, "my|key");
+  EXPECT_EQ(redis::FormatMeta(*v2), v2_text);
+  EXPECT_EQ(redis::FormatMeta(*v1), v2_text) << "format 1 is written back as format 2";
+
+  EXPECT_EQ(redis::ParseMeta("3|r|1|0|0|1|0|-|0|").code(), Code::kUnavailable);
+  EXPECT_EQ(redis::ParseMeta("r|x|0|0|1|0|-|0|").code(), Code::kCorruption);
+  EXPECT_EQ(redis::ParseMeta("r|1|0|0").code(), Code::kCorruption);
+  EXPECT_EQ(redis::ParseMeta("").code(), Code::kCorruption);
+}
+
+// A job whose meta is still in format 1 (written by delayq 0.1) is read by every script and by
+// Get, and written back in format 2 by its next transition.
+TEST(RedisMeta, TheScriptsReadFormatOneAndWriteFormatTwo) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("v1");
+  EnqueueRequest r;
+  r.payload = "1";
+  auto job = q->Enqueue(queue, r);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string meta_key = "dq:{" + queue + "}:meta";
+  const std::string written = MustCall(*q, {"HGET", meta_key, job->id}).str;
+  ASSERT_EQ(written.rfind("2|", 0), 0u) << written;
+  MustCall(*q, {"HSET", meta_key, job->id, written.substr(2)});  // as delayq 0.1 wrote it
+
+  auto got = q->Get(queue, JobRef::ById(job->id));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->state, JobState::kReady);
+  auto delivered = q->Reserve(queue, {});
+  ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
+  EXPECT_EQ(MustCall(*q, {"HGET", meta_key, job->id}).str.rfind("2|r|", 0), 0u);
+  EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+}
+
+// Data written by a newer delayq is refused, not misread: at open (dq:format), and by a script
+// or Get meeting a newer meta.
+TEST(RedisMeta, ANewerFormatIsRefused) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(MustCall(**q, {"GET", redis::kFormatKey}).str, std::to_string(redis::kMetaFormat));
+
+  EnqueueRequest r;
+  r.payload = "1";
+  auto job = (*q)->Enqueue("newer", r);
+  ASSERT_TRUE(job.ok());
+  auto delivered = (*q)->Reserve("newer", {});
+  ASSERT_TRUE(delivered.ok() && delivered->size() == 1u);
+  const std::string meta = MustCall(**q, {"HGET", "dq:{newer}:meta", job->id}).str;
+  MustCall(**q, {"HSET", "dq:{newer}:meta", job->id, "3" + meta.substr(1)});
+  auto got = (*q)->Get("newer", JobRef::ById(job->id));
+  EXPECT_EQ(got.code(), Code::kUnavailable) << got.status().ToString();
+  const Status acked = (*q)->Ack("newer", (*delivered)[0].receipt);
+  EXPECT_EQ(acked.code(), Code::kUnavailable) << acked.ToString();
+  EXPECT_NE(acked.message().find("newer than this delayq reads"), std::string::npos) << acked.message();
+
+  MustCall(**q, {"SET", redis::kFormatKey, std::to_string(redis::kMetaFormat + 1)});
+  auto refused = redis::RedisQueue::Open(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("newer than this delayq reads"), std::string::npos)
+      << refused.status().message();
+}
+
+// ------------------------------------------------------------------------------------------
+// Key routing
+
+// A key's shard is CRC16 of the key modulo the shards, whatever built the server: std::hash (the
+// rule before) is the standard library's choice, and two servers built differently would have put
+// one key on two shards (two live jobs for one key).
+TEST(RedisRouting, KeysGoToTheShardTheirCrc16Names) {
+  EXPECT_EQ(redis::Crc16("123456789"), 0x31C3) << "CRC16-CCITT (XModem), as Redis Cluster's";
+  auto q = OpenStore(4);
+  const std::string queue = UniqueQueue("crc16");
+  int differs = 0;
+  for (int i = 0; i < 24; ++i) {
+    const std::string key = "order-" + std::to_string(i);
+    ASSERT_TRUE(q->Enqueue(queue, Keyed(key)).ok());
+    const int shard = redis::Crc16(key) % 4;
+    differs += shard != static_cast<int>(std::hash<std::string>()(key) % 4);
+    const auto holder = MustCall(*q, {"HGET", fmt::format("dq:{{{}#{}}}:keys", queue, shard), key});
+    EXPECT_FALSE(holder.is_nil()) << key << " is not on shard " << shard;
+  }
+  EXPECT_GT(differs, 0) << "the keys must tell the two rules apart";
+  EXPECT_EQ(MustCall(*q, {"HGET", "dq:{" + queue + "}:config", "key_route"}).str, "crc16");
+}
+
+// A sharded queue made before CRC16 routing has no key_route in its config: its keys stay where
+// std::hash put them, so a duplicate enqueue still finds the job its key names.
+TEST(RedisRouting, AShardedQueueMadeBeforeKeepsItsKeyRouting) {
+  auto q = OpenStore(4);
+  const std::string queue = UniqueQueue("legacy");
+  MustCall(*q, {"SADD", "dq:queues", queue});
+  MustCall(*q, {"HSET", "dq:{" + queue + "}:config", "shards", "4"});  // as delayq 0.1 made it
+  for (int i = 0; i < 12; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto first = q->Enqueue(queue, Keyed(key));
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    const int shard = static_cast<int>(std::hash<std::string>()(key) % 4);
+    EXPECT_FALSE(MustCall(*q, {"HGET", fmt::format("dq:{{{}#{}}}:keys", queue, shard), key}).is_nil()) << key;
+    auto again = q->Enqueue(queue, Keyed(key));
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->duplicate) << key;
+    EXPECT_EQ(again->id, first->id);
+    EXPECT_TRUE(q->Get(queue, JobRef::ByKey(key)).ok()) << key;
+  }
+  EXPECT_TRUE(MustCall(*q, {"HGET", "dq:{" + queue + "}:config", "key_route"}).is_nil());
+}
+
+// ------------------------------------------------------------------------------------------
+// The scripts' arithmetic against the C++ constants and formulas
+
+// backoff_ms in the scripts and BackoffDelayMs give the same delay for the same policy, attempt
+// and random draw, over a grid reaching every clamp (no growth, the cap, full jitter, 1000
+// attempts).
+TEST(RedisScripts, TheLuaBackOffIsTheCppOne) {
+  auto q = OpenStore();
+  const redis::Script probe = redis::ProbeScript("probe_backoff", R"LUA(
+local out = {}
+for i = 1, #ARGV, 5 do
+  out[#out + 1] = backoff_ms(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
+                             tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]))
+end
+return out
+)LUA");
+  std::mt19937_64 rng(7);
+  size_t compared = 0;
+  for (int64_t base : {0, 1, 1'000, 86'400'000}) {
+    for (double factor : {1.0, 1.5, 2.0, 100.0}) {
+      for (int64_t max_ms : {0LL, 999LL, 3'600'000LL, 30LL * 86'400'000}) {
+        std::vector<std::string> args;
+        std::vector<int64_t> want;
+        for (double jitter : {0.0, 0.1, 1.0}) {
+          for (int attempt : {1, 2, 3, 10, 50, 1000}) {
+            for (double unit : {0.0, 0.25, 0.5, 0.999999, std::uniform_real_distribution<double>(0, 1)(rng)}) {
+              const BackoffPolicy p{.base_ms = base, .factor = factor, .max_ms = max_ms, .jitter = jitter};
+              want.push_back(BackoffDelayMs(p, attempt, unit));
+              args.insert(args.end(), {std::to_string(attempt), std::to_string(base), fmt::format("{}", factor),
+                                       std::to_string(max_ms), fmt::format("{}", jitter * (2.0 * unit - 1.0))});
+            }
+          }
+        }
+        auto got = q->client().Eval(probe, {"dq:{probe}:due"}, args);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_FALSE(got->is_error()) << got->str;
+        ASSERT_EQ(got->array.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(got->array[i].AsInt(), want[i])
+              << "attempt " << args[5 * i] << " base " << base << " factor " << factor << " max " << max_ms
+              << " jitter factor " << args[5 * i + 4];
+        }
+        compared += want.size();
+      }
+    }
+  }
+  EXPECT_EQ(compared, 4u * 4 * 4 * 3 * 6 * 5);
+}
+
+// The lateness buckets the scripts count in are LatenessSummary::kLatenessBucketsMs.
+TEST(RedisScripts, TheLatenessBucketsAreTheCppOnes) {
+  auto q = OpenStore();
+  const redis::Script probe = redis::ProbeScript("probe_lateness", R"LUA(
+local out = {}
+for i, edge in ipairs(LATENESS_EDGES) do out[i] = tostring(edge) end
+out[#out + 1] = tostring(META_FORMAT)
+return out
+)LUA");
+  auto got = q->client().Eval(probe, {"dq:{probe}:due"}, {});
+  ASSERT_TRUE(got.ok() && !got->is_error());
+  std::vector<std::string> want;
+  for (double edge : LatenessSummary::kLatenessBucketsMs) want.push_back(fmt::format("{}", edge));
+  want.push_back(std::to_string(redis::kMetaFormat));
+  ASSERT_EQ(got->array.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got->array[i].str, want[i]);
+}
+
+}  // namespace
+}  // namespace delayq::testing

@@ -1,0 +1,240 @@
+// The wire format, family by family: what one side writes, the other reads back unchanged (the
+// client's requests through the server's parsers, the server's answers through the client's).
+#include <gtest/gtest.h>
+
+#include "wire/enqueue.h"
+#include "wire/error.h"
+#include "wire/job.h"
+#include "wire/json_read.h"
+#include "wire/json_writer.h"
+#include "wire/queue.h"
+#include "wire/receipts.h"
+#include "wire/reserve.h"
+#include "wire/when.h"
+#include "core/receipt.h"
+
+namespace delayq::wire {
+namespace {
+
+TEST(JsonWriter, EscapesAndRepairsStrings) {
+  JsonWriter w;
+  w.BeginObject().Key("a\"b").String("line\nbreak\t\x01 \xc3\xa9 \xff end").Key("n").Int(-5);
+  w.Key("arr").BeginArray().Bool(true).Null().Double(1.5).EndArray().EndObject();
+  EXPECT_EQ(w.str(),
+            "{\"a\\\"b\":\"line\\nbreak\\t\\u0001 \xc3\xa9 \xef\xbf\xbd end\",\"n\":-5,"
+            "\"arr\":[true,null,1.5]}");
+  EXPECT_TRUE(IsJsonValue(w.str()));
+}
+
+TEST(Base64, RoundTrips) {
+  for (std::string s : {std::string(""), std::string("a"), std::string("ab"), std::string("abc"),
+                        std::string("\x00\xff\x10", 3), std::string(1000, '\x7f')}) {
+    EXPECT_EQ(*Base64Decode(Base64Encode(s)), s);
+  }
+  EXPECT_EQ(Base64Encode("hello"), "aGVsbG8=");
+  EXPECT_EQ(*Base64Decode("aGVsbG8"), "hello");
+  EXPECT_FALSE(Base64Decode("a"));
+  EXPECT_FALSE(Base64Decode("a$==").has_value());
+}
+
+TEST(JsonCodec, JobsAndDeliveriesRoundTrip) {
+  Job j;
+  j.id = "01JDQ8Z3K6T6V3W1C9X2N4M5PQ";
+  j.queue = "q";
+  j.state = JobState::kDead;
+  j.due_at_ms = 5;
+  j.attempt = 2;
+  j.max_attempts = 3;
+  j.key = "k\"ey";
+  j.payload = R"({"a": [1, 2.50]})";
+  j.headers = {{"v", "1"}};
+  j.created_at_ms = 4;
+  j.last_error = "boom";
+  j.dead_at_ms = 9;
+  JsonWriter w;
+  WriteJob(w, j);
+  auto back = ParseJobResponse(w.str());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->payload, j.payload);
+  EXPECT_EQ(back->key, j.key);
+  EXPECT_EQ(back->state, JobState::kDead);
+  EXPECT_EQ(back->headers, j.headers);
+  EXPECT_EQ(back->dead_at_ms, 9);
+  j.binary = true;
+  j.payload = std::string("\x00\x01", 2);
+  JsonWriter w2;
+  WriteJob(w2, j);
+  back = ParseJobResponse(w2.str());
+  EXPECT_EQ(back->payload, j.payload);
+  EXPECT_TRUE(back->binary);
+}
+
+TEST(JsonCodec, ErrorsBecomeStatuses) {
+  Status s = ParseErrorResponse(409, ErrorBody(Code::kLeaseExpired, "stale"));
+  EXPECT_EQ(s.code(), Code::kLeaseExpired);
+  EXPECT_EQ(s.message(), "stale");
+  EXPECT_EQ(ParseErrorResponse(405, R"({"error":{"code":"method_not_allowed","message":"x"}})").code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(ParseErrorResponse(503, "<html>").code(), Code::kUnavailable);
+}
+
+TEST(JsonCodec, ScalarPayloadsStayVerbatim) {
+  for (std::string p : {"42", "-1.50e3", "\"text with \\\"quotes\\\"\"", "true", "null", "[]", "{}"}) {
+    auto body = ParseEnqueueRequest("{\"payload\": " + p + " , \"delay_ms\": 1}");
+    ASSERT_TRUE(body.ok()) << p << ": " << body.status().ToString();
+    EXPECT_EQ(body->jobs[0].payload, p);
+  }
+}
+
+TEST(WireEnqueue, RequestsAndAnswersRoundTrip) {
+  EnqueueRequest a{.payload = R"({"orderId":42})", .headers = {{"v", "2"}}, .when = {.delay_ms = 1500},
+                   .key = "order-42", .replace = true, .max_attempts = 7};
+  EnqueueRequest b{.payload = std::string("\x00\xff", 2), .binary = true, .when = {.deliver_at_ms = 1767225600000}};
+  auto one = ParseEnqueueRequest(WriteEnqueueRequest(a));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_FALSE(one->batch);
+  const EnqueueRequest& got = one->jobs[0];
+  EXPECT_EQ(got.payload, a.payload);
+  EXPECT_EQ(got.headers, a.headers);
+  EXPECT_EQ(got.when.delay_ms, a.when.delay_ms);
+  EXPECT_EQ(got.key, a.key);
+  EXPECT_TRUE(got.replace);
+  EXPECT_EQ(got.max_attempts, 7);
+  const EnqueueRequest both[] = {a, b};
+  auto batch = ParseEnqueueRequest(WriteEnqueueBatchRequest(both));
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_TRUE(batch->batch);
+  ASSERT_EQ(batch->jobs.size(), 2u);
+  EXPECT_EQ(batch->jobs[1].payload, b.payload);
+  EXPECT_TRUE(batch->jobs[1].binary);
+  EXPECT_EQ(batch->jobs[1].when.deliver_at_ms, b.when.deliver_at_ms);
+
+  const EnqueueResult r{.id = "01JDQ8Z3K6T6V3W1C9X2N4M5PQ", .due_at_ms = 9, .duplicate = true, .replaced = true};
+  auto back = ParseEnqueueResponse(WriteEnqueueResponse(r));
+  ASSERT_TRUE(back.ok() && back->size() == 1u);
+  EXPECT_EQ((*back)[0].id, r.id);
+  EXPECT_EQ((*back)[0].due_at_ms, 9);
+  EXPECT_TRUE((*back)[0].duplicate && (*back)[0].replaced);
+  const EnqueueResult rs[] = {r, EnqueueResult{.id = "x", .due_at_ms = 1}};
+  back = ParseEnqueueResponse(WriteEnqueueBatchResponse(rs));
+  ASSERT_TRUE(back.ok() && back->size() == 2u);
+  EXPECT_FALSE((*back)[1].duplicate);
+}
+
+TEST(WireWhen, RescheduleRoundTripsAndNeedsADueTime) {
+  auto w = ParseRescheduleRequest(WriteRescheduleRequest({.delay_ms = 30}));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->delay_ms, 30);
+  w = ParseRescheduleRequest(WriteRescheduleRequest({.deliver_at_ms = 1767225600000}));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->deliver_at_ms, 1767225600000);
+  EXPECT_EQ(ParseRescheduleRequest(WriteRescheduleRequest({})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ParseRescheduleRequest(R"({"delay":"1h30m"})")->delay_ms, 5'400'000);
+}
+
+TEST(WireReserve, RequestsAndDeliveriesRoundTrip) {
+  const ReserveRequest r{.max = 10, .wait_ms = 20'000, .lease_ms = 60'000, .max_bytes = 1 << 20};
+  auto back = ParseReserveRequest(WriteReserveRequest(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->max, 10);
+  EXPECT_EQ(back->wait_ms, 20'000);
+  EXPECT_EQ(back->lease_ms, 60'000);
+  EXPECT_EQ(back->max_bytes, 1 << 20);
+  EXPECT_EQ(ParseReserveRequest("")->max, 1) << "an empty body is all defaults";
+  const Delivery d{.id = "01JDQ8Z3K6T6V3W1C9X2N4M5PQ", .receipt = "r.1.2", .payload = "[1,2]", .headers = {{"a", "b"}},
+                   .attempt = 2, .max_attempts = 5, .due_at_ms = 7, .key = "k", .lease_deadline_ms = 8};
+  auto got = ParseReserveResponse(WriteReserveResponse(std::span(&d, 1)));
+  ASSERT_TRUE(got.ok() && got->size() == 1u);
+  const Delivery& g = (*got)[0];
+  EXPECT_EQ(g.id, d.id);
+  EXPECT_EQ(g.receipt, d.receipt);
+  EXPECT_EQ(g.payload, d.payload);
+  EXPECT_EQ(g.headers, d.headers);
+  EXPECT_EQ(g.attempt, 2);
+  EXPECT_EQ(g.max_attempts, 5);
+  EXPECT_EQ(g.due_at_ms, 7);
+  EXPECT_EQ(g.key, "k");
+  EXPECT_EQ(g.lease_deadline_ms, 8);
+}
+
+TEST(WireReceipts, RequestsAndAnswersRoundTrip) {
+  const std::vector<std::string> receipts = {"a.1.2", "b.3.4", "a.1.2"};
+  auto ack = ParseReceiptsRequest(WriteAckRequest(receipts, true));
+  ASSERT_TRUE(ack.ok());
+  EXPECT_TRUE(ack->batch);
+  EXPECT_EQ(ack->receipts, receipts);
+  auto one = ParseReceiptsRequest(WriteAckRequest(std::span(receipts.data(), 1), false));
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->batch);
+  auto nack = ParseReceiptsRequest(WriteNackRequest({.receipt = "a.1.2", .retry_in_ms = 5, .error = "e", .dead = true}));
+  ASSERT_TRUE(nack.ok());
+  EXPECT_EQ(nack->retry_in_ms, 5);
+  EXPECT_EQ(nack->error, "e");
+  EXPECT_TRUE(nack->dead);
+  auto touch = ParseReceiptsRequest(WriteTouchRequest("a.1.2", 60'000));
+  ASSERT_TRUE(touch.ok());
+  EXPECT_EQ(touch->lease_ms, 60'000);
+
+  auto n = ParseNackResponse(WriteNackResponse({.state = JobState::kDead, .due_at_ms = 11}));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->state, JobState::kDead);
+  EXPECT_EQ(n->due_at_ms, 11) << "a dead job's due time is answered too";
+  EXPECT_EQ(ParseTouchResponse(WriteTouchResponse({.lease_deadline_ms = 12}))->lease_deadline_ms, 12);
+  const std::vector<Status> statuses = {Status::Ok(), Status::LeaseExpired("stale"), Status::Ok()};
+  auto batch = ParseBatchResponse(WriteBatchResponse("acked", receipts, statuses, FirstOccurrences(receipts)),
+                                  receipts);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_TRUE((*batch)[0].ok());
+  EXPECT_EQ((*batch)[1].code(), Code::kLeaseExpired);
+  EXPECT_EQ((*batch)[1].message(), "stale");
+  EXPECT_TRUE((*batch)[2].ok());
+}
+
+TEST(WireQueue, StatsConfigScheduleAndCountsRoundTrip) {
+  QueueStats s;
+  s.name = "q";
+  s.scheduled = 1;
+  s.ready = 2;
+  s.reserved = 3;
+  s.dead = 4;
+  s.due_next_60s = 5;
+  s.earliest_due_at_ms = 6;
+  s.oldest_ready_ms = 7;
+  s.paused = true;
+  s.counters = {8, 9, 10, 11, 12, 13};
+  s.lateness.count = 14;
+  s.lateness.p99_ms = 1.5;
+  auto back = ParseStatsResponse(WriteStatsResponse(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, "q");
+  EXPECT_EQ(back->dead, 4);
+  EXPECT_EQ(back->earliest_due_at_ms, 6);
+  EXPECT_TRUE(back->paused);
+  EXPECT_EQ(back->counters.dead, 13u);
+  EXPECT_EQ(back->lateness.count, 14u);
+  EXPECT_EQ(back->lateness.p99_ms, 1.5);
+  auto list = ParseQueuesResponse(WriteQueuesResponse(std::span(&s, 1)));
+  ASSERT_TRUE(list.ok() && list->size() == 1u);
+
+  QueueConfig c;
+  c.max_attempts = 3;
+  c.backoff = {.base_ms = 10, .factor = 1.5, .max_ms = 100, .jitter = 0.25};
+  c.dead_retention_ms = 1'000;
+  auto config = ParseConfig(WriteConfigBody(c), QueueConfig{});
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(*config, c);
+  EXPECT_EQ(ParseConfig(R"({"lease_ms": 5000})", c)->max_attempts, 3) << "fields not given keep the base's";
+
+  const ScheduleHistogram h{.start_ms = 60'000, .bucket_ms = 60'000, .buckets = {1, 0, 2}, .later = 3};
+  auto hb = ParseScheduleResponse(WriteScheduleResponse(h));
+  ASSERT_TRUE(hb.ok());
+  EXPECT_EQ(hb->buckets, h.buckets);
+  EXPECT_EQ(hb->later, 3);
+  const std::vector<std::string> ids = {"a", "b"};
+  EXPECT_EQ(*ParseReplayRequest(WriteReplayRequest(ids)), ids);
+  EXPECT_TRUE(ParseReplayRequest("")->empty());
+  EXPECT_EQ(*ParseCountResponse(WriteCountResponse("purged", 42), "purged"), 42);
+}
+
+}  // namespace
+}  // namespace delayq::wire
