@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test test-sanitize test-tsan check-history fuzz bench bench-redis bench-kafka bench-peers clean
+.PHONY: all deps build run test test-sanitize test-tsan check-history fuzz format format-check tidy bench bench-redis bench-kafka bench-peers clean
 
 all: build
 
@@ -68,6 +68,25 @@ fuzz: deps
 	    -artifact_prefix=build-fuzz/fuzz-$$t- build-fuzz/corpus-$$t 2>build-fuzz/fuzz-$$t.log || { tail -40 build-fuzz/fuzz-$$t.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|Done" build-fuzz/fuzz-$$t.log | tail -1; \
 	done
+
+# The code's format (.clang-format, Debian 12's clang-format 14): `make format` rewrites the
+# tracked C++ files, `make format-check` (CI) fails naming each file that differs.
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
+format: deps
+	@DELAYQ_EXTRA_PACKAGES="clang-format" ./scripts/install-deps.sh
+	@clang-format -i $(FORMAT_FILES)
+format-check: deps
+	@DELAYQ_EXTRA_PACKAGES="clang-format" ./scripts/install-deps.sh
+	@clang-format --dry-run -Werror $(FORMAT_FILES) 2>&1 | grep -E "^[^ ].*error:" | cut -d: -f1 | sort -u | \
+	  sed 's/^/not formatted (make format): /' | { ! grep .; } && echo "format: $(words $(FORMAT_FILES)) files as .clang-format says"
+
+# clang-tidy with the small set of bug-finding checks in .clang-tidy, on every source file of
+# src/ (compile commands from $(BUILD)); a finding fails it.
+tidy: build
+	@DELAYQ_EXTRA_PACKAGES="clang-tidy" ./scripts/install-deps.sh
+	@run-clang-tidy -quiet -p $(BUILD) -j $(JOBS) "$(CURDIR)/src/.*\.cc$$" > $(BUILD)/tidy.log 2>&1 || \
+	  { grep -E "(warning|error):" $(BUILD)/tidy.log | sort -u | head -50; exit 1; }
+	@echo "clang-tidy: no finding in src/ ($$(grep -c '^clang-tidy' $(BUILD)/tidy.log) files)"
 
 bench: build
 	@./scripts/bench-engine.sh

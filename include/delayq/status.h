@@ -2,13 +2,37 @@
 //
 // Expected outcomes (a job that is not there, a receipt whose delivery is over) are codes,
 // not exceptions; HttpStatusOf() and the CLI's exit codes map them in one place each.
-// Broken invariants inside delayq are bugs and are asserted, not returned.
+// Broken invariants inside delayq are bugs and are asserted (DELAYQ_DCHECK), not returned: in a
+// debug build (NDEBUG unset, as the sanitizer builds are) a broken one aborts with its
+// condition, file and line; a release build does not check.
+//
+// Threads: a Status or Result is a plain value; distinct objects may be used on distinct
+// threads freely, one object as any standard value type.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+
+namespace delayq {
+namespace detail {
+[[noreturn]] inline void CheckFailed(const char* condition, std::string_view why, const char* file, int line) {
+  std::fprintf(stderr, "%s:%d: delayq invariant broken: %s (%.*s)\n", file, line, condition,
+               static_cast<int>(why.size()), why.data());
+  std::abort();
+}
+}  // namespace detail
+}  // namespace delayq
+
+#ifdef NDEBUG
+#define DELAYQ_DCHECK(condition, why) static_cast<void>(0)
+#else
+#define DELAYQ_DCHECK(condition, why) \
+  ((condition) ? static_cast<void>(0) : ::delayq::detail::CheckFailed(#condition, (why), __FILE__, __LINE__))
+#endif
 
 namespace delayq {
 
@@ -28,14 +52,20 @@ enum class Code {
 };
 
 // Stable snake_case name of a code, as used on the wire ("invalid_argument", "lease_expired").
+// `code` must be one of the enumerators (asserted).
 std::string_view CodeName(Code code);
 // Parses a CodeName back; kInternal for unknown names.
 Code CodeFromName(std::string_view name);
 
+// ok, or a code with a message that says what was wrong and what would be right. Invariant: an ok
+// Status has no message, and the code is one of the enumerators (asserted).
 class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {
+    DELAYQ_DCHECK(code_ >= Code::kOk && code_ <= Code::kUnauthenticated, "a Status with a code that is none of Code's");
+    DELAYQ_DCHECK(code_ != Code::kOk || message_.empty(), "an ok Status with a message: " + message_);
+  }
 
   static Status Ok() { return {}; }
   static Status InvalidArgument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
@@ -64,11 +94,16 @@ class [[nodiscard]] Status {
 };
 
 // A value or the Status that explains why there is none.
+//
+// value(), * and -> need ok(): on an error they are a bug, and a debug build aborts there with
+// the error's message (a release build does not check: test ok() first). A Result made from an
+// ok Status is a bug too (asserted); a release build turns it into kInternal.
 template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
+    DELAYQ_DCHECK(!status_.ok(), "a Result made from an ok Status, without a value");
     if (status_.ok()) status_ = Status::Internal("Result constructed from an ok Status");
   }
 
@@ -76,16 +111,18 @@ class [[nodiscard]] Result {
   const Status& status() const { return status_; }
   Code code() const { return status_.code(); }
 
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T value() && { return std::move(*value_); }  // by value: safe on temporaries
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
-  T operator*() && { return std::move(*value_); }  // `for (auto& x : *f())` stays valid
+  T& value() & { return Checked(), *value_; }
+  const T& value() const& { return Checked(), *value_; }
+  T value() && { return Checked(), std::move(*value_); }  // by value: safe on temporaries
+  T* operator->() { return Checked(), &*value_; }
+  const T* operator->() const { return Checked(), &*value_; }
+  T& operator*() & { return Checked(), *value_; }
+  const T& operator*() const& { return Checked(), *value_; }
+  T operator*() && { return Checked(), std::move(*value_); }  // `for (auto& x : *f())` stays valid
 
  private:
+  void Checked() const { DELAYQ_DCHECK(value_.has_value(), "the value of a Result that holds an error: " + status_.ToString()); }
+
   std::optional<T> value_;
   Status status_;
 };

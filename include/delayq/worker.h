@@ -6,6 +6,14 @@
 //   delayq::Worker worker(*queue, "orders", [](const delayq::Delivery& job) { Cancel(job); },
 //                         {.concurrency = 8});
 //   worker.Start();  ...  worker.Stop();   // finishes the jobs in flight, then returns
+//
+// Threads. Start() starts `concurrency` threads; each reserves one job at a time and runs the
+// handler for it on itself, so up to `concurrency` handlers run at once, each on its own thread
+// (a handler must be thread-safe when concurrency > 1; one job's handler runs on one thread from
+// start to end). One more thread touches the leases of the jobs in flight every third of the
+// lease (WorkerOptions::lease_ms, or the queue's). on_error runs on whichever of these threads
+// met the error. Stop() and the destructor may be called from any other thread, not from a
+// handler (they wait for the handlers). `queue` must outlive the Worker.
 #pragma once
 
 #include <atomic>
@@ -25,7 +33,7 @@ namespace delayq {
 
 struct WorkerOptions {
   int concurrency = 1;              // jobs in flight at once
-  std::optional<int64_t> lease_ms;  // default: the queue's lease_ms
+  std::optional<int64_t> lease_ms;  // default: the queue's lease_ms (read again as it changes)
   int64_t wait_ms = 20'000;         // long-poll wait of each reserve
   // Called when the store answers an error (reserve, ack, nack); default: log to stderr.
   std::function<void(const Status&)> on_error;

@@ -117,13 +117,20 @@ void Worker::Loop() {
   }
 }
 
-// Touches the leases of the jobs whose handlers run, every third of the lease.
+// Touches the leases of the jobs whose handlers run, every third of the lease: options_.lease_ms,
+// or else the queue's lease_ms, read again every round (a config change shortens the rounds).
+// It used 30 s whenever options_.lease_ms was unset, so on a queue with a shorter lease a long
+// handler lost its job to another consumer (WorkerTest.AHandlerLongerThanTheLeaseKeepsItsJob).
 void Worker::KeepAlive() {
-  const int64_t lease_ms = options_.lease_ms.value_or(30'000);
-  const auto every = std::chrono::milliseconds(std::max<int64_t>(250, lease_ms / 3));
+  auto lease_of_queue = [this]() -> int64_t {
+    if (options_.lease_ms) return *options_.lease_ms;
+    auto config = queue_.GetConfig(name_);
+    return config.ok() ? config->lease_ms : QueueConfig{}.lease_ms;
+  };
+  int64_t lease_ms = lease_of_queue();
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait_for(lock, every);
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(250, lease_ms / 3)));
     if (stopping_ && in_flight_.empty()) return;
     std::vector<std::string> receipts;
     for (auto& [slot, receipt] : in_flight_) receipts.push_back(receipt);
@@ -132,6 +139,7 @@ void Worker::KeepAlive() {
       auto t = queue_.Touch(name_, r, options_.lease_ms);
       if (!t.ok() && t.code() != Code::kNotFound) Report(t.status());
     }
+    lease_ms = lease_of_queue();
     lock.lock();
   }
 }

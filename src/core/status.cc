@@ -13,7 +13,10 @@ constexpr std::array<std::string_view, 12> kCodeNames = {
 
 }  // namespace
 
-std::string_view CodeName(Code code) { return kCodeNames[static_cast<size_t>(code)]; }
+std::string_view CodeName(Code code) {
+  DELAYQ_DCHECK(static_cast<size_t>(code) < kCodeNames.size(), "CodeName of a code that is none of Code's");
+  return kCodeNames[static_cast<size_t>(code)];
+}
 
 Code CodeFromName(std::string_view name) {
   for (size_t i = 0; i < kCodeNames.size(); ++i) {

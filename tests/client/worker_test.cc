@@ -1,0 +1,107 @@
+// delayq::Worker on the embedded store (real time: the handler's running time is what is under
+// test): return acks, throwing nacks with the message, a lease kept alive while a handler runs
+// longer than it, Stop finishing the handlers in flight.
+#include "delayq/worker.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "delayq/engine.h"
+#include "support/temp_dir.h"
+
+namespace delayq {
+namespace {
+
+std::unique_ptr<Engine> OpenEngine(const testing::TempDir& dir) {
+  auto engine = Engine::Open({.path = dir.Sub("data"), .durability = Durability::kNone});
+  if (!engine.ok()) throw std::runtime_error(engine.status().ToString());
+  return std::move(*engine);
+}
+
+// Polls `done` (a condition of the store, not time) until it holds, for at most `limit`.
+template <class Fn>
+bool Eventually(Fn done, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(WorkerTest, ReturnAcksAndThrowingNacksWithTheMessage) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  QueueConfig config;
+  config.max_attempts = 1;
+  ASSERT_TRUE(engine->SetConfig("w", config).ok());
+  ASSERT_TRUE(engine->Enqueue("w", {.payload = "ok"}).ok());
+  auto bad = engine->Enqueue("w", {.payload = "bad"});
+  ASSERT_TRUE(bad.ok());
+  Worker worker(*engine, "w", [](const Delivery& d) {
+    if (d.payload == "bad") throw std::runtime_error("no such order");
+  }, {.concurrency = 2, .wait_ms = 200});
+  worker.Start();
+  ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 1 && worker.stats().nacked == 1; }));
+  worker.Stop();
+  auto job = engine->Get("w", JobRef::ById(bad->id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kDead);
+  EXPECT_EQ(job->last_error, "no such order");
+  EXPECT_EQ(engine->Stats("w")->ready + engine->Stats("w")->scheduled, 0);
+}
+
+// The queue's lease is 1 s and the handler runs 2.5 s: its lease is touched meanwhile, so no other
+// slot receives the job, and it is delivered once. (The keep-alive waited 30 s between touches
+// when WorkerOptions::lease_ms was unset, and the job went to a second handler.)
+TEST(WorkerTest, AHandlerLongerThanTheLeaseKeepsItsJob) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  QueueConfig config;
+  config.lease_ms = 1'000;
+  ASSERT_TRUE(engine->SetConfig("long", config).ok());
+  ASSERT_TRUE(engine->Enqueue("long", {.payload = "slow"}).ok());
+  std::mutex mu;
+  std::vector<int32_t> attempts;
+  Worker worker(*engine, "long", [&](const Delivery& d) {
+    {
+      std::lock_guard lock(mu);
+      attempts.push_back(d.attempt);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2'500));  // the long job itself
+  }, {.concurrency = 3, .wait_ms = 200});
+  worker.Start();
+  ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 1; }));
+  worker.Stop();
+  EXPECT_EQ(attempts, std::vector<int32_t>{1}) << "the job was handed out again while its handler ran";
+  EXPECT_EQ(worker.stats().errors, 0u);
+  EXPECT_EQ(engine->Stats("long")->counters.redelivered, 0u);
+}
+
+TEST(WorkerTest, StopFinishesTheHandlersInFlight) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine->Enqueue("stop", {.payload = std::to_string(i)}).ok());
+  std::atomic<int> started{0}, finished{0};
+  Worker worker(*engine, "stop", [&](const Delivery&) {
+    ++started;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a job in flight at Stop
+    ++finished;
+  }, {.concurrency = 2, .wait_ms = 200});
+  worker.Start();
+  ASSERT_TRUE(Eventually([&] { return started.load() >= 1; }));
+  worker.Stop();
+  EXPECT_EQ(started.load(), finished.load()) << "Stop returned with a handler still running";
+  EXPECT_EQ(static_cast<int>(worker.stats().acked), finished.load());
+  auto stats = engine->Stats("stop");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->ready + stats->reserved, 4 - finished.load()) << "unfinished jobs stay in the queue";
+}
+
+}  // namespace
+}  // namespace delayq
