@@ -44,9 +44,7 @@ struct Args {
   }
 };
 
-double Seconds(Steady::time_point a, Steady::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+double Seconds(Steady::time_point a, Steady::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 int64_t RssBytes() {
   std::ifstream in("/proc/self/status");
@@ -158,8 +156,8 @@ int Enqueue(const Args& a, const std::string& dir) {
       "{\"scenario\":\"enqueue\",\"store\":\"%s\",\"durability\":\"%s\",\"batch\":%lld,\"threads\":%lld,"
       "\"jobs\":%lld,\"seconds\":%.3f,\"jobs_per_s\":%.0f,\"writes_per_fsync\":%.1f,"
       "\"redis_bytes_per_job\":%.0f}\n",
-      g_store.empty() ? "embedded" : "redis", DurabilityName(d), (long long)batch, (long long)threads,
-      (long long)jobs, secs, static_cast<double>(jobs) / secs,
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), (long long)batch, (long long)threads, (long long)jobs,
+      secs, static_cast<double>(jobs) / secs,
       info.syncs ? static_cast<double>(info.writes) / static_cast<double>(info.syncs) : 0.0,
       static_cast<double>(memory_after - memory_before) / static_cast<double>(jobs));
   return 0;
@@ -195,7 +193,8 @@ int ReserveAck(const Args& a, const std::string& dir) {
   std::printf(
       "{\"scenario\":\"reserve-ack\",\"store\":\"%s\",\"durability\":\"%s\",\"batch\":%d,\"jobs\":%lld,"
       "\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
-      g_store.empty() ? "embedded" : "redis", DurabilityName(d), batch, (long long)done, secs, static_cast<double>(done) / secs);
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), batch, (long long)done, secs,
+      static_cast<double>(done) / secs);
   return 0;
 }
 
@@ -283,7 +282,9 @@ int Memory(const Args& a, const std::string& dir) {
       for (auto& r : reqs) r.when.delay_ms = 86'400'000 + static_cast<int64_t>(rng() % (7 * 86'400'000LL));
       auto e = engine->EnqueueBatch("bench", reqs);
       if (!e.ok()) Fail(e.status());
-      if (i % 1'000'000 == 0) std::fprintf(stderr, "  %lld M jobs, RSS %lld MiB\n", (long long)(i / 1'000'000), (long long)(RssBytes() >> 20));
+      if (i % 1'000'000 == 0)
+        std::fprintf(stderr, "  %lld M jobs, RSS %lld MiB\n", (long long)(i / 1'000'000),
+                     (long long)(RssBytes() >> 20));
     }
   }
   double enqueue_secs = Seconds(start, Steady::now());
@@ -301,9 +302,8 @@ int Memory(const Args& a, const std::string& dir) {
       "{\"scenario\":\"memory\",\"jobs\":%lld,\"scheduled\":%lld,\"enqueue_jobs_per_s\":%.0f,"
       "\"peak_rss_mib\":%.1f,\"rss_after_reopen_mib\":%.1f,\"rss_at_start_mib\":%.1f,"
       "\"window_entries\":%zu,\"disk_mib\":%.1f,\"reopen_seconds\":%.2f}\n",
-      (long long)jobs, stats.ok() ? (long long)stats->scheduled : -1LL,
-      static_cast<double>(jobs) / enqueue_secs, rss_after_enqueue / 1048576.0,
-      rss_reopened / 1048576.0, rss_start / 1048576.0, info.window_entries,
+      (long long)jobs, stats.ok() ? (long long)stats->scheduled : -1LL, static_cast<double>(jobs) / enqueue_secs,
+      rss_after_enqueue / 1048576.0, rss_reopened / 1048576.0, rss_start / 1048576.0, info.window_entries,
       DirBytes(dir) / 1048576.0, reopen_secs);
   return 0;
 }

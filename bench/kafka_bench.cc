@@ -47,12 +47,13 @@ struct Args {
   int64_t rate = 5'000, seconds = 10, max_delay_ms = 3'000;
 };
 
-
 // Writes `n` messages of `size` bytes, already due and addressed to "target", spread over the
 // `topics` (one partition each). The mock keeps only ~5 MB per partition, so spread wide.
 void Preload(const std::string& brokers, const std::vector<std::string>& topics, int64_t n, size_t size) {
   std::string err;
-  auto conf = kafka::MakeConf({{"bootstrap.servers", brokers}, {"linger.ms", "20"}, {"batch.size", "1000000"},
+  auto conf = kafka::MakeConf({{"bootstrap.servers", brokers},
+                               {"linger.ms", "20"},
+                               {"batch.size", "1000000"},
                                {"queue.buffering.max.messages", "1000000"}});
   std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf->get(), err));
   std::string value(size, 'x'), due = std::to_string(WallMs());
@@ -110,8 +111,10 @@ void Raw(const Args& a) {
   cluster.CreateTopic("target");
   Preload(cluster.bootstraps(), topics, a.messages, a.size);
   std::string err;
-  auto cconf = kafka::MakeConf({{"bootstrap.servers", cluster.bootstraps()}, {"group.id", "raw"},
-                                {"enable.auto.commit", "false"}, {"fetch.wait.max.ms", "100"}});
+  auto cconf = kafka::MakeConf({{"bootstrap.servers", cluster.bootstraps()},
+                                {"group.id", "raw"},
+                                {"enable.auto.commit", "false"},
+                                {"fetch.wait.max.ms", "100"}});
   std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(cconf->get(), err));
   Counter counter;
   auto pconf = kafka::MakeConf(kafka::ProducerSettings(cluster.bootstraps(), {}));
@@ -203,10 +206,11 @@ void Forward(const Args& a) {
   kafka::ForwarderStats stats = forwarder->Stats();
   forwarder->Stop();
   runner.join();
-  std::printf("{\"scenario\":\"forward\",\"mode\":\"%s\",\"messages\":%ld,\"size\":%zu,\"partitions\":%d,"
-              "\"msgs_per_s\":%.0f,\"transactions\":%lu,\"batch_p50_ms\":%.3f}\n",
-              a.exactly_once ? "exactly-once" : "at-least-once", static_cast<long>(a.messages), a.size, a.partitions,
-              rate.PerSecond(a.messages), static_cast<unsigned long>(stats.transactions), stats.batch.p50_ms);
+  std::printf(
+      "{\"scenario\":\"forward\",\"mode\":\"%s\",\"messages\":%ld,\"size\":%zu,\"partitions\":%d,"
+      "\"msgs_per_s\":%.0f,\"transactions\":%lu,\"batch_p50_ms\":%.3f}\n",
+      a.exactly_once ? "exactly-once" : "at-least-once", static_cast<long>(a.messages), a.size, a.partitions,
+      rate.PerSecond(a.messages), static_cast<unsigned long>(stats.transactions), stats.batch.p50_ms);
 }
 
 void Lateness(const Args& a) {
@@ -230,7 +234,8 @@ void Lateness(const Args& a) {
   std::mt19937_64 rng(7);
   const auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
-    if (i % (a.rate / 100) == 0) std::this_thread::sleep_until(start + std::chrono::microseconds(i * 1'000'000 / a.rate));
+    if (i % (a.rate / 100) == 0)
+      std::this_thread::sleep_until(start + std::chrono::microseconds(i * 1'000'000 / a.rate));
     int64_t due = WallMs() + static_cast<int64_t>(rng() % static_cast<uint64_t>(a.max_delay_ms));
     std::string value = std::to_string(due);
     value.resize(std::max(a.size, value.size()), ' ');
@@ -256,21 +261,24 @@ void Lateness(const Args& a) {
       if (s.value != "warm-up") first = std::min<int64_t>(first, std::stoll(s.value));
     }
     for (const auto& s : reader.seen()) {
-      if (s.value != "warm-up" && s.received_ms - std::stoll(s.value) > 100) ++by_time[(std::stoll(s.value) - first) / 250];
+      if (s.value != "warm-up" && s.received_ms - std::stoll(s.value) > 100)
+        ++by_time[(std::stoll(s.value) - first) / 250];
     }
     for (auto& [k, v] : by_time) std::fprintf(stderr, "late>100ms due at +%ldms: %d\n", (long)(k * 250), v);
   }
   std::sort(late.begin(), late.end());
-  auto pct = [&](double q) { return late.empty() ? -1 : late[std::min(late.size() - 1, static_cast<size_t>(q * late.size()))]; };
+  auto pct = [&](double q) {
+    return late.empty() ? -1 : late[std::min(late.size() - 1, static_cast<size_t>(q * late.size()))];
+  };
   uint64_t cascaded = 0;
   for (const auto& l : stats.levels) cascaded += l.cascaded;
-  std::printf("{\"scenario\":\"lateness\",\"mode\":\"%s\",\"max_held\":%zu,\"messages\":%ld,\"received\":%zu,"
-              "\"cascaded\":%lu,\"forward_p50_ms\":%.3f,\"forward_p99_ms\":%.3f,"
-              "\"reader_p50_ms\":%ld,\"reader_p99_ms\":%ld,\"reader_max_ms\":%ld,\"early\":%ld}\n",
-              a.exactly_once ? "exactly-once" : "at-least-once", a.max_held, static_cast<long>(n), late.size(),
-              static_cast<unsigned long>(cascaded), stats.lateness.p50_ms, stats.lateness.p99_ms,
-              static_cast<long>(pct(0.5)), static_cast<long>(pct(0.99)),
-              static_cast<long>(late.empty() ? -1 : late.back()), static_cast<long>(early));
+  std::printf(
+      "{\"scenario\":\"lateness\",\"mode\":\"%s\",\"max_held\":%zu,\"messages\":%ld,\"received\":%zu,"
+      "\"cascaded\":%lu,\"forward_p50_ms\":%.3f,\"forward_p99_ms\":%.3f,"
+      "\"reader_p50_ms\":%ld,\"reader_p99_ms\":%ld,\"reader_max_ms\":%ld,\"early\":%ld}\n",
+      a.exactly_once ? "exactly-once" : "at-least-once", a.max_held, static_cast<long>(n), late.size(),
+      static_cast<unsigned long>(cascaded), stats.lateness.p50_ms, stats.lateness.p99_ms, static_cast<long>(pct(0.5)),
+      static_cast<long>(pct(0.99)), static_cast<long>(late.empty() ? -1 : late.back()), static_cast<long>(early));
 }
 
 }  // namespace

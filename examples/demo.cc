@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
     if (!jobs.ok() || jobs->empty()) break;
     for (const auto& job : *jobs) {
       const int64_t late = delayq::SystemClock().NowMs() - job.due_at_ms;
-      std::printf("received %s attempt %d payload %s (%lld ms after due)\n", job.id.c_str(),
-                  job.attempt, job.payload.c_str(), static_cast<long long>(late));
+      std::printf("received %s attempt %d payload %s (%lld ms after due)\n", job.id.c_str(), job.attempt,
+                  job.payload.c_str(), static_cast<long long>(late));
       ++received;
       if (!nacked) {  // fail the first one once: it comes back after 200 ms
         nacked = true;
@@ -48,7 +48,6 @@ int main(int argc, char** argv) {
     std::printf("stats: enqueued %llu, delivered %llu, acked %llu, lateness p50 %.2f ms, max %.2f ms\n",
                 static_cast<unsigned long long>(s->counters.enqueued),
                 static_cast<unsigned long long>(s->counters.delivered),
-                static_cast<unsigned long long>(s->counters.acked), s->lateness.p50_ms,
-                s->lateness.max_ms);
+                static_cast<unsigned long long>(s->counters.acked), s->lateness.p50_ms, s->lateness.max_ms);
   }
 }

@@ -19,7 +19,7 @@
 namespace delayq {
 
 struct ClientOptions {
-  std::string auth_token;      // sent as "Authorization: Bearer <token>" when not empty
+  std::string auth_token;       // sent as "Authorization: Bearer <token>" when not empty
   int64_t timeout_ms = 30'000;  // per request (a waiting reserve adds its wait_ms)
   // https:// only: trust the CAs in this PEM file instead of the system's. The server's
   // certificate must name the URL's host (DNS name or IP address) either way.

@@ -38,8 +38,7 @@ class Clock {
   // The longest a scheduler may block in real time before the wall-clock deadline
   // `wall_deadline_us` or the monotonic deadline `mono_deadline_us` (kNever: none) could be
   // reached. A manual clock answers "a long time": it wakes sleepers through listeners instead.
-  virtual std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us,
-                                                  int64_t mono_deadline_us) const = 0;
+  virtual std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const = 0;
   std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us) const {
     return RealTimeUntil(wall_deadline_us, kNever);
   }
@@ -67,8 +66,7 @@ class SystemClock final : public Clock {
   int64_t NowUs() const override;
   int64_t MonoUs() const override;
   using Clock::RealTimeUntil;
-  std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us,
-                                          int64_t mono_deadline_us) const override;
+  std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const override;
   uint64_t AddListener(std::function<void()> wake) override;
   void RemoveListener(uint64_t id) override;
 
@@ -90,8 +88,7 @@ class ManualClock final : public Clock {
   int64_t NowUs() const override { return now_us_.load(std::memory_order_acquire); }
   int64_t MonoUs() const override { return mono_us_.load(std::memory_order_acquire); }
   using Clock::RealTimeUntil;
-  std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us,
-                                          int64_t mono_deadline_us) const override;
+  std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const override;
   // Moves both clocks forward (never backward) and wakes every listener.
   void AdvanceUs(int64_t us);
   void AdvanceMs(int64_t ms) { AdvanceUs(ms * 1000); }

@@ -30,17 +30,17 @@ const char* DurabilityName(Durability d);
 bool ParseDurability(std::string_view text, Durability* out);
 
 struct EngineOptions {
-  std::string path;                        // required: the data directory (created if missing)
+  std::string path;                           // required: the data directory (created if missing)
   Durability durability = Durability::kSync;  // default sync
-  int64_t sync_interval_ms = 50;           // kInterval: the longest time between fsyncs
-  std::shared_ptr<Clock> clock;            // default: SystemClock
-  QueueConfig default_queue_config;        // for queues without a stored config
+  int64_t sync_interval_ms = 50;              // kInterval: the longest time between fsyncs
+  std::shared_ptr<Clock> clock;               // default: SystemClock
+  QueueConfig default_queue_config;           // for queues without a stored config
   // Scheduled jobs kept in memory across all queues (the rest stay on disk). Default 1 M.
   size_t window_capacity = 1 << 20;
   // Scheduled jobs read from disk at a time when a queue's window runs empty. Default 4096.
   size_t window_refill = 4096;
-  size_t block_cache_bytes = 64 << 20;      // RocksDB block cache; default 64 MiB
-  size_t write_buffer_bytes = 128 << 20;    // RocksDB memtables, all column families; 128 MiB
+  size_t block_cache_bytes = 64 << 20;    // RocksDB block cache; default 64 MiB
+  size_t write_buffer_bytes = 128 << 20;  // RocksDB memtables, all column families; 128 MiB
   // Queues at most: creating one more (an enqueue, config, pause or resume naming a new queue)
   // is kResourceExhausted. Reads and reserves never create a queue. Default 10 000.
   size_t max_queues = 10'000;

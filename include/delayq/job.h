@@ -32,7 +32,7 @@ struct Limits {
   static constexpr int64_t kMinLeaseMs = 1'000;
   static constexpr int64_t kMaxLeaseMs = 43'200'000;  // 12 h
   static constexpr int32_t kMaxAttempts = 1'000;
-  static constexpr int64_t kMaxPayloadCeiling = 64 << 20;  // max_payload may not exceed 64 MiB
+  static constexpr int64_t kMaxPayloadCeiling = 64 << 20;    // max_payload may not exceed 64 MiB
   static constexpr int64_t kDefaultReserveBytes = 16 << 20;  // ReserveRequest::max_bytes
   static constexpr int64_t kMaxReserveBytes = 256 << 20;
 };
@@ -41,26 +41,26 @@ struct Limits {
 // delay(attempt) = min(max_ms, base_ms * factor^(attempt-1)), then multiplied by a uniform
 // random factor in [1 - jitter, 1 + jitter] and clamped to max_ms again.
 struct BackoffPolicy {
-  int64_t base_ms = 1'000;      // default 1 s
-  double factor = 2.0;          // default 2.0 (1 <= factor <= 100)
-  int64_t max_ms = 3'600'000;   // default 1 h
-  double jitter = 0.1;          // default 0.1 (0 <= jitter <= 1)
+  int64_t base_ms = 1'000;     // default 1 s
+  double factor = 2.0;         // default 2.0 (1 <= factor <= 100)
+  int64_t max_ms = 3'600'000;  // default 1 h
+  double jitter = 0.1;         // default 0.1 (0 <= jitter <= 1)
   bool operator==(const BackoffPolicy&) const = default;
 };
 
 struct QueueConfig {
-  int32_t max_attempts = 5;                     // deliveries before a job goes dead; default 5
-  BackoffPolicy backoff;                        // see BackoffPolicy
-  int64_t lease_ms = 30'000;                    // default lease of a reservation; 30 s
-  int64_t max_payload = 1 << 20;                // payload bytes; default 1 MiB
+  int32_t max_attempts = 5;                      // deliveries before a job goes dead; default 5
+  BackoffPolicy backoff;                         // see BackoffPolicy
+  int64_t lease_ms = 30'000;                     // default lease of a reservation; 30 s
+  int64_t max_payload = 1 << 20;                 // payload bytes; default 1 MiB
   int64_t dead_retention_ms = 7LL * 86'400'000;  // dead jobs are purged after this; 7 days
-  int64_t max_delay_ms = 365LL * 86'400'000;    // longest delay accepted; 365 days
+  int64_t max_delay_ms = 365LL * 86'400'000;     // longest delay accepted; 365 days
   bool operator==(const QueueConfig&) const = default;
 };
 
 // A job as returned by Get and by the dead-letter listing.
 struct Job {
-  std::string id;     // ULID, 26 characters, sortable by creation time
+  std::string id;  // ULID, 26 characters, sortable by creation time
   std::string queue;
   JobState state = JobState::kScheduled;
   int64_t due_at_ms = 0;
@@ -90,8 +90,8 @@ struct EnqueueRequest {
   bool binary = false;
   Headers headers;
   When when;
-  std::string key;       // optional idempotency key
-  bool replace = false;  // with a key naming a live job: replace its payload, headers, due time
+  std::string key;                      // optional idempotency key
+  bool replace = false;                 // with a key naming a live job: replace its payload, headers, due time
   std::optional<int32_t> max_attempts;  // default: the queue's max_attempts
 };
 
@@ -156,8 +156,8 @@ struct LatenessSummary {
   uint64_t count = 0;
   double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0, sum_ms = 0;
   // Cumulative counts for the Prometheus buckets in kLatenessBucketsMs (then +Inf = count).
-  static constexpr double kLatenessBucketsMs[] = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000,
-                                                  2500, 5000, 10000, 30000, 60000};
+  static constexpr double kLatenessBucketsMs[] = {1,   2,    5,    10,   25,    50,    100,  250,
+                                                  500, 1000, 2500, 5000, 10000, 30000, 60000};
   std::vector<uint64_t> cumulative;
 };
 

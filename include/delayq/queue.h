@@ -42,8 +42,8 @@ class Queue {
 
   // Adds up to Limits::kMaxBatch jobs, all or none: one invalid request fails the batch and
   // nothing is stored. Results are in request order.
-  virtual Result<std::vector<EnqueueResult>> EnqueueBatch(
-      std::string_view queue, std::span<const EnqueueRequest> requests) = 0;
+  virtual Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
+                                                          std::span<const EnqueueRequest> requests) = 0;
 
   // The job's current state. kNotFound when it does not exist (acked, cancelled, purged).
   virtual Result<Job> Get(std::string_view queue, const JobRef& ref) = 0;
@@ -60,13 +60,11 @@ class Queue {
   // paused, or no queue has that name: a reserve never creates a queue, and one that waits on
   // such a name is answered when a job is enqueued to it). Each job's attempt counts this
   // delivery; each Delivery carries a fresh receipt.
-  virtual Result<std::vector<Delivery>> Reserve(std::string_view queue,
-                                                const ReserveRequest& request) = 0;
+  virtual Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) = 0;
 
   // The same as Reserve without holding the calling thread while it waits: `done` is called
   // exactly once, possibly before this returns. Returns a handle for CancelReserve.
-  virtual uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
-                                ReserveCallback done) = 0;
+  virtual uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) = 0;
   // Ends a waiting ReserveAsync early: its callback gets an empty vector (unless it already ran).
   virtual void CancelReserve(uint64_t handle) = 0;
 
@@ -76,8 +74,7 @@ class Queue {
   // kNotFound when the job no longer exists; kInvalidArgument for an unparseable receipt.
   virtual Status Ack(std::string_view queue, std::string_view receipt) = 0;
   // Acks each receipt independently (one store write); one Status per receipt, in order.
-  virtual std::vector<Status> AckBatch(std::string_view queue,
-                                       std::span<const std::string> receipts) = 0;
+  virtual std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) = 0;
 
   // Ends a delivery without success: the job is scheduled again after retry_in_ms (or the
   // queue's back-off), or goes dead when this was its last attempt or request.dead is set.
@@ -103,8 +100,7 @@ class Queue {
   // Every known queue, by name.
   virtual Result<std::vector<QueueStats>> ListQueues() = 0;
   // Scheduled jobs of the queue counted by due time, `buckets` buckets of bucket_ms from now.
-  virtual Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
-                                             int32_t buckets) = 0;
+  virtual Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) = 0;
 
   virtual Result<QueueConfig> GetConfig(std::string_view queue) = 0;
   // Replaces the queue's configuration (validated as a whole). Applies to later operations;

@@ -101,7 +101,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     DELAYQ_DCHECK(!status_.ok(), "a Result made from an ok Status, without a value");
     if (status_.ok()) status_ = Status::Internal("Result constructed from an ok Status");
@@ -121,7 +121,9 @@ class [[nodiscard]] Result {
   T operator*() && { return Checked(), std::move(*value_); }  // `for (auto& x : *f())` stays valid
 
  private:
-  void Checked() const { DELAYQ_DCHECK(value_.has_value(), "the value of a Result that holds an error: " + status_.ToString()); }
+  void Checked() const {
+    DELAYQ_DCHECK(value_.has_value(), "the value of a Result that holds an error: " + status_.ToString());
+  }
 
   std::optional<T> value_;
   Status status_;
@@ -130,8 +132,8 @@ class [[nodiscard]] Result {
 }  // namespace delayq
 
 // Returns early from the enclosing function when `expr` (a Status) is not ok.
-#define DELAYQ_RETURN_IF_ERROR(expr)          \
-  do {                                         \
-    ::delayq::Status delayq_status_ = (expr);  \
+#define DELAYQ_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::delayq::Status delayq_status_ = (expr);        \
     if (!delayq_status_.ok()) return delayq_status_; \
   } while (0)

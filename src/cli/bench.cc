@@ -35,9 +35,7 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-double Seconds(Steady::time_point a, Steady::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+double Seconds(Steady::time_point a, Steady::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // A gauge or counter from the server's /metrics.
 double MetricValue(Client& c, const std::string& name) {
@@ -198,23 +196,21 @@ Status Burst(const Global& g, const BenchArgs& a, const std::string& queue) {
     std::printf("%s\n", j.str().c_str());
   } else {
     std::printf("burst: %lld jobs of %d bytes due over %s, %d producers (batches of %d), %d consumers\n",
-                static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers,
-                a.batch, a.consumers);
+                static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers, a.batch, a.consumers);
     std::printf("  enqueue     %.0f jobs/s%s\n", enqueued.load() / enqueue_seconds,
                 enqueue_late ? "  (finished after the window began: jobs came due while others were still being "
                                "enqueued; --lead sets how long enqueueing runs before the window)"
                              : "");
     std::printf("  delivery    %.0f jobs/s\n", unique / delivery_seconds);
-    std::printf("  lateness    p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
-                ms(0.5), ms(0.9), ms(0.99), ms(0.999), hist.max_us() / 1000.0);
+    std::printf("  lateness    p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n", ms(0.5), ms(0.9),
+                ms(0.99), ms(0.999), hist.max_us() / 1000.0);
     std::printf("  delivered %lld, lost %lld, duplicates %lld, early %lld, errors %lld\n",
                 static_cast<long long>(unique), static_cast<long long>(a.jobs - unique),
                 static_cast<long long>(duplicates.load()), static_cast<long long>(early.load()),
                 static_cast<long long>(errors.load()));
     std::printf("  server RSS  %.1f MiB\n", rss / 1048576.0);
   }
-  return unique == a.jobs ? Status::Ok()
-                          : Status::Internal(fmt::format("{} jobs were not delivered", a.jobs - unique));
+  return unique == a.jobs ? Status::Ok() : Status::Internal(fmt::format("{} jobs were not delivered", a.jobs - unique));
 }
 
 Status Single(const Global& g, const BenchArgs& a, const std::string& queue) {
@@ -303,13 +299,15 @@ Status IdlePolls(const Global& g, const BenchArgs& a, const std::string& queue) 
   const double cpu_pct = 100.0 * (cpu_after - cpu_before) / (*d / 1000.0);
   const double per_poll = (rss_open - rss_before) / a.polls;
   if (g.json) {
-    std::printf("{\"mode\":\"idle-polls\",\"polls\":%d,\"waiting\":%.0f,\"rss_before_bytes\":%.0f,"
-                "\"rss_with_polls_bytes\":%.0f,\"bytes_per_poll\":%.0f,\"idle_cpu_percent\":%.2f}\n",
-                a.polls, waiting, rss_before, rss_open, per_poll, cpu_pct);
+    std::printf(
+        "{\"mode\":\"idle-polls\",\"polls\":%d,\"waiting\":%.0f,\"rss_before_bytes\":%.0f,"
+        "\"rss_with_polls_bytes\":%.0f,\"bytes_per_poll\":%.0f,\"idle_cpu_percent\":%.2f}\n",
+        a.polls, waiting, rss_before, rss_open, per_poll, cpu_pct);
   } else {
-    std::printf("idle-polls: %.0f of %d reserves waiting; server RSS %.1f -> %.1f MiB (%.0f bytes per "
-                "poll); CPU while idle %.2f%% of a core\n",
-                waiting, a.polls, rss_before / 1048576.0, rss_open / 1048576.0, per_poll, cpu_pct);
+    std::printf(
+        "idle-polls: %.0f of %d reserves waiting; server RSS %.1f -> %.1f MiB (%.0f bytes per "
+        "poll); CPU while idle %.2f%% of a core\n",
+        waiting, a.polls, rss_before / 1048576.0, rss_open / 1048576.0, per_poll, cpu_pct);
   }
   return Status::Ok();
 }
@@ -339,8 +337,8 @@ void AddBenchCommand(CLI::App& app, Global& g, int& rc) {
   b->callback([a, &g, &rc] {
     const std::string queue = a->queue.empty() ? "bench." + std::to_string(::getpid()) : a->queue;
     if (!isatty(STDERR_FILENO)) a->progress = false;
-    Status s = a->mode == "burst"      ? Burst(g, *a, queue)
-               : a->mode == "single"   ? Single(g, *a, queue)
+    Status s = a->mode == "burst"        ? Burst(g, *a, queue)
+               : a->mode == "single"     ? Single(g, *a, queue)
                : a->mode == "idle-polls" ? IdlePolls(g, *a, queue)
                                          : Status::InvalidArgument("--mode must be burst, single or idle-polls");
     if (!s.ok()) rc = Fail(s);

@@ -47,7 +47,8 @@ void AddDeadCommand(CLI::App& app, Global& g, int& rc) {
   purge->add_flag("--yes", a->yes, "Do not ask");
   purge->callback(Run(rc, [a, &g]() -> Status {
     if (!a->yes) {
-      if (!isatty(STDIN_FILENO)) return Status::InvalidArgument("purge deletes dead jobs for good; add --yes to confirm");
+      if (!isatty(STDIN_FILENO))
+        return Status::InvalidArgument("purge deletes dead jobs for good; add --yes to confirm");
       std::fprintf(stderr, "delete every dead job of %s? [y/N] ", a->queue.c_str());
       std::string answer;
       std::getline(std::cin, answer);

@@ -1,8 +1,8 @@
 // `delayq doctor redis://HOST:PORT`: the Redis settings that lose or delay jobs, with the fixes.
 // Exit 0 when none is found, 1 when some are.
+#include "store/redis/doctor.h"
 #include "cli/cli_common.h"
 #include "cli/exit_codes.h"
-#include "store/redis/doctor.h"
 #include "wire/json_writer.h"
 
 namespace delayq::cli {
@@ -21,7 +21,14 @@ void AddDoctorCommand(CLI::App& app, Global& g, int& rc) {
       wire::JsonWriter w;
       w.BeginObject().Key("problems").BeginArray();
       for (const auto& f : *findings) {
-        w.BeginObject().Key("node").String(f.node).Key("problem").String(f.problem).Key("fix").String(f.fix).EndObject();
+        w.BeginObject()
+            .Key("node")
+            .String(f.node)
+            .Key("problem")
+            .String(f.problem)
+            .Key("fix")
+            .String(f.fix)
+            .EndObject();
       }
       w.EndArray().EndObject();
       std::printf("%s\n", w.str().c_str());

@@ -1,7 +1,7 @@
 // `delayq enqueue QUEUE PAYLOAD [--delay D | --at T] [--key K] ...`
-#include "cli/cli_common.h"
 #include <fstream>
 #include <iostream>
+#include "cli/cli_common.h"
 
 #include "wire/json_read.h"
 #include "wire/json_writer.h"
@@ -40,8 +40,7 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
   Args& enq = *a;
   auto* e = app.add_subcommand("enqueue", "Add a job: delayq enqueue orders '{\"id\":42}' --delay 30m");
   e->add_option("queue", enq.queue, "Queue name")->required();
-  e->add_option("payload", enq.payload,
-                "The payload: JSON is sent as is, other text as a JSON string, - reads stdin");
+  e->add_option("payload", enq.payload, "The payload: JSON is sent as is, other text as a JSON string, - reads stdin");
   e->add_option("--delay", enq.delay, "Deliver after this long: 250ms, 90s, 30m, 1h30m, 7d");
   e->add_option("--at", enq.at, "Deliver at this time: 2026-12-01T10:00:00Z or epoch ms");
   e->add_option("--key", enq.key, "Idempotency key: a live job with this key is not added twice");
@@ -89,15 +88,13 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
       w.Key("duplicate").Bool(res->duplicate).EndObject();
       std::printf("%s\n", w.str().c_str());
     } else if (res->duplicate) {
-      std::printf("%s %s (the key names this live job), due %s\n",
-                  res->replaced ? "replaced" : "duplicate of", res->id.c_str(),
-                  WhenText(res->due_at_ms).c_str());
+      std::printf("%s %s (the key names this live job), due %s\n", res->replaced ? "replaced" : "duplicate of",
+                  res->id.c_str(), WhenText(res->due_at_ms).c_str());
     } else {
       std::printf("enqueued %s due %s\n", res->id.c_str(), WhenText(res->due_at_ms).c_str());
     }
     return Status::Ok();
   }));
-
 }
 
 }  // namespace delayq::cli

@@ -26,7 +26,8 @@ Status ApplyKafkaSettings(ForwardArgs& a) {
   for (const std::string& setting : a.kafka_settings) {
     auto eq = setting.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument("--kafka \"" + setting + "\" is not KEY=VALUE (e.g. --kafka security.protocol=ssl)");
+      return Status::InvalidArgument("--kafka \"" + setting +
+                                     "\" is not KEY=VALUE (e.g. --kafka security.protocol=ssl)");
     }
     std::string key = setting.substr(0, eq), value = setting.substr(eq + 1);
     a.options.consumer_config[key] = value;

@@ -1,9 +1,9 @@
 // The `delayq` command: the global options and every subcommand, each in a file of its own
 // (cli_common.h lists them).
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdlib>
 
@@ -27,9 +27,10 @@ int Main(int argc, char** argv) {
   RaiseOpenFileLimit();
   spdlog::set_default_logger(spdlog::stderr_color_mt("delayq"));  // stdout is for results
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
-  CLI::App app{"delayq: a delay queue. Jobs become deliverable at a chosen time and are "
-               "delivered at least once, retried with back-off, dead-lettered when out of "
-               "attempts."};
+  CLI::App app{
+      "delayq: a delay queue. Jobs become deliverable at a chosen time and are "
+      "delivered at least once, retried with back-off, dead-lettered when out of "
+      "attempts."};
   app.footer(kExitCodesHelp);
   app.require_subcommand(1);
   app.fallthrough();

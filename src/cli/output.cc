@@ -48,9 +48,8 @@ void PrintJob(const Job& j, bool json) {
     std::printf("%s\n", w.str().c_str());
     return;
   }
-  std::printf("id          %s\nqueue       %s\nstate       %s\ndue         %s\nattempt     %d of %d\n",
-              j.id.c_str(), j.queue.c_str(), JobStateName(j.state), WhenText(j.due_at_ms).c_str(),
-              j.attempt, j.max_attempts);
+  std::printf("id          %s\nqueue       %s\nstate       %s\ndue         %s\nattempt     %d of %d\n", j.id.c_str(),
+              j.queue.c_str(), JobStateName(j.state), WhenText(j.due_at_ms).c_str(), j.attempt, j.max_attempts);
   if (!j.key.empty()) std::printf("key         %s\n", j.key.c_str());
   std::printf("created     %s\n", WhenText(j.created_at_ms).c_str());
   if (j.state == JobState::kReserved) std::printf("lease until %s\n", WhenText(j.lease_deadline_ms).c_str());
@@ -75,8 +74,8 @@ void PrintDeadJobs(const std::vector<Job>& jobs, bool json) {
   }
   std::printf("%-26s  %-8s  %-24s  %s\n", "ID", "ATTEMPTS", "DEAD SINCE", "LAST ERROR");
   for (const auto& j : jobs) {
-    std::printf("%-26s  %-8d  %-24s  %s\n", j.id.c_str(), j.attempt,
-                FormatTimestamp(j.dead_at_ms).c_str(), j.last_error.substr(0, 80).c_str());
+    std::printf("%-26s  %-8d  %-24s  %s\n", j.id.c_str(), j.attempt, FormatTimestamp(j.dead_at_ms).c_str(),
+                j.last_error.substr(0, 80).c_str());
   }
 }
 
@@ -94,8 +93,8 @@ void PrintDeliveries(const std::vector<Delivery>& jobs, bool json) {
     return;
   }
   for (const auto& d : jobs) {
-    std::printf("id %s attempt %d receipt %s\n  payload %s\n", d.id.c_str(), d.attempt,
-                d.receipt.c_str(), PayloadText(d.payload, d.binary).c_str());
+    std::printf("id %s attempt %d receipt %s\n  payload %s\n", d.id.c_str(), d.attempt, d.receipt.c_str(),
+                PayloadText(d.payload, d.binary).c_str());
   }
 }
 
@@ -116,8 +115,8 @@ void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
     std::printf("no queues yet\n");
     return;
   }
-  std::printf("%-24s %10s %8s %9s %7s %10s %12s %10s\n", "QUEUE", "SCHEDULED", "READY", "RESERVED",
-              "DEAD", "DUE 60s", "LATE p99", "PAUSED");
+  std::printf("%-24s %10s %8s %9s %7s %10s %12s %10s\n", "QUEUE", "SCHEDULED", "READY", "RESERVED", "DEAD", "DUE 60s",
+              "LATE p99", "PAUSED");
   for (const auto& s : list) {
     std::printf("%-24s %10lld %8lld %9lld %7lld %10lld %10.2fms %10s\n", s.name.c_str(),
                 static_cast<long long>(s.scheduled), static_cast<long long>(s.ready),
@@ -126,16 +125,13 @@ void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
   }
   if (one && list.size() == 1) {
     const auto& s = list[0];
-    std::printf("counters: enqueued %llu, delivered %llu, acked %llu, nacked %llu, redelivered %llu, dead %llu\n",
-                static_cast<unsigned long long>(s.counters.enqueued),
-                static_cast<unsigned long long>(s.counters.delivered),
-                static_cast<unsigned long long>(s.counters.acked),
-                static_cast<unsigned long long>(s.counters.nacked),
-                static_cast<unsigned long long>(s.counters.redelivered),
-                static_cast<unsigned long long>(s.counters.dead));
-    std::printf("lateness: p50 %.2f ms, p99 %.2f ms, max %.2f ms over %llu deliveries\n",
-                s.lateness.p50_ms, s.lateness.p99_ms, s.lateness.max_ms,
-                static_cast<unsigned long long>(s.lateness.count));
+    std::printf(
+        "counters: enqueued %llu, delivered %llu, acked %llu, nacked %llu, redelivered %llu, dead %llu\n",
+        static_cast<unsigned long long>(s.counters.enqueued), static_cast<unsigned long long>(s.counters.delivered),
+        static_cast<unsigned long long>(s.counters.acked), static_cast<unsigned long long>(s.counters.nacked),
+        static_cast<unsigned long long>(s.counters.redelivered), static_cast<unsigned long long>(s.counters.dead));
+    std::printf("lateness: p50 %.2f ms, p99 %.2f ms, max %.2f ms over %llu deliveries\n", s.lateness.p50_ms,
+                s.lateness.p99_ms, s.lateness.max_ms, static_cast<unsigned long long>(s.lateness.count));
     if (s.earliest_due_at_ms) std::printf("next due: %s\n", WhenText(*s.earliest_due_at_ms).c_str());
     if (s.ready > 0) std::printf("oldest ready job waits %s\n", HumanDuration(s.oldest_ready_ms).c_str());
   }
@@ -148,14 +144,14 @@ void PrintConfig(const std::string& queue, const QueueConfig& c, bool json) {
     std::printf("%s\n", w.str().c_str());
     return;
   }
-  std::printf("queue           %s\nmax attempts    %d\nlease           %s\n"
-              "back-off        %s x%.2g up to %s, jitter %.2g\nmax payload     %lld bytes\n"
-              "dead retention  %s\nmax delay       %s\n",
-              queue.c_str(), c.max_attempts, FormatDuration(c.lease_ms).c_str(),
-              FormatDuration(c.backoff.base_ms).c_str(), c.backoff.factor,
-              FormatDuration(c.backoff.max_ms).c_str(), c.backoff.jitter,
-              static_cast<long long>(c.max_payload), FormatDuration(c.dead_retention_ms).c_str(),
-              FormatDuration(c.max_delay_ms).c_str());
+  std::printf(
+      "queue           %s\nmax attempts    %d\nlease           %s\n"
+      "back-off        %s x%.2g up to %s, jitter %.2g\nmax payload     %lld bytes\n"
+      "dead retention  %s\nmax delay       %s\n",
+      queue.c_str(), c.max_attempts, FormatDuration(c.lease_ms).c_str(), FormatDuration(c.backoff.base_ms).c_str(),
+      c.backoff.factor, FormatDuration(c.backoff.max_ms).c_str(), c.backoff.jitter,
+      static_cast<long long>(c.max_payload), FormatDuration(c.dead_retention_ms).c_str(),
+      FormatDuration(c.max_delay_ms).c_str());
 }
 
 }  // namespace delayq::cli

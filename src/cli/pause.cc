@@ -7,8 +7,9 @@ namespace delayq::cli {
 void AddPauseCommands(CLI::App& app, Global& g, int& rc) {
   for (const bool pause : {true, false}) {
     auto queue = std::make_shared<std::string>();
-    auto* c = app.add_subcommand(pause ? "pause" : "resume", pause ? "Stop handing out jobs of a queue (they still come due)"
-                                                                   : "Hand out jobs of a paused queue again");
+    auto* c =
+        app.add_subcommand(pause ? "pause" : "resume", pause ? "Stop handing out jobs of a queue (they still come due)"
+                                                             : "Hand out jobs of a paused queue again");
     c->add_option("queue", *queue, "Queue name")->required();
     c->callback(Run(rc, [queue, pause, &g]() -> Status {
       auto client = MakeClient(g);

@@ -10,9 +10,9 @@
 namespace delayq::cli {
 
 struct CommandResult {
-  int exit_status = 0;       // 0..255, or 128 + signal when killed by one
-  std::string stderr_tail;   // the last KiB the command wrote to stderr
-  std::string error;         // set when the command could not be started
+  int exit_status = 0;      // 0..255, or 128 + signal when killed by one
+  std::string stderr_tail;  // the last KiB the command wrote to stderr
+  std::string error;        // set when the command could not be started
 };
 
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& input,

@@ -1,7 +1,7 @@
 // `delayq serve`: the server's options; src/server runs it.
+#include "server/serve.h"
 #include "cli/cli_common.h"
 #include "delayq/engine.h"
-#include "server/serve.h"
 
 namespace delayq::cli {
 
@@ -33,8 +33,7 @@ void AddServeCommand(CLI::App& app, int& rc) {
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
   s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();
-  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")
-      ->capture_default_str();
+  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")->capture_default_str();
   s->add_option("--max-body-memory", serve.max_body_memory,
                 "Bytes of request bodies held at once across all connections (more: 503, body not read)")
       ->capture_default_str();
@@ -72,7 +71,6 @@ void AddServeCommand(CLI::App& app, int& rc) {
     }
     rc = server::Serve(a->serve);
   });
-
 }
 
 }  // namespace delayq::cli

@@ -24,9 +24,9 @@ void AddWorkCommand(CLI::App& app, Global& g, int& rc) {
     std::vector<std::string> command;
   };
   auto args = std::make_shared<Args>();
-  auto* w = app.add_subcommand(
-      "work", "Run a command for each job: delayq work orders --concurrency 8 -- ./handle.sh "
-              "(payload on stdin; exit 0 acks, anything else nacks)");
+  auto* w = app.add_subcommand("work",
+                               "Run a command for each job: delayq work orders --concurrency 8 -- ./handle.sh "
+                               "(payload on stdin; exit 0 acks, anything else nacks)");
   w->add_option("queue", args->queue, "Queue name")->required();
   w->add_option("--concurrency", args->concurrency, "Commands running at once")->capture_default_str();
   w->add_option("--lease", args->lease, "Lease per job, kept alive while the command runs");
@@ -61,31 +61,35 @@ void AddWorkCommand(CLI::App& app, Global& g, int& rc) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     const std::string queue = args->queue;
-    Worker worker(**client, queue, [args, queue](const Delivery& job) {
-      std::map<std::string, std::string> env = {
-          {"DELAYQ_QUEUE", queue},
-          {"DELAYQ_JOB_ID", job.id},
-          {"DELAYQ_ATTEMPT", std::to_string(job.attempt)},
-          {"DELAYQ_MAX_ATTEMPTS", std::to_string(job.max_attempts)},
-          {"DELAYQ_DUE_AT", std::to_string(job.due_at_ms)},
-          {"DELAYQ_KEY", job.key},
-      };
-      for (const auto& [name, value] : job.headers) {
-        std::string var = "DELAYQ_HEADER_";
-        for (char c : name) var.push_back(std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_');
-        env[var] = value;
-      }
-      CommandResult r = RunCommand(args->command, job.payload, env);
-      if (!r.error.empty()) throw std::runtime_error(r.error);
-      if (r.exit_status != 0) {
-        std::string tail = r.stderr_tail;
-        while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
-        auto nl = tail.rfind('\n');
-        if (nl != std::string::npos) tail = tail.substr(nl + 1);
-        throw std::runtime_error("exit status " + std::to_string(r.exit_status) +
-                                 (tail.empty() ? "" : ": " + tail));
-      }
-    }, options);
+    Worker worker(
+        **client, queue,
+        [args, queue](const Delivery& job) {
+          std::map<std::string, std::string> env = {
+              {"DELAYQ_QUEUE", queue},
+              {"DELAYQ_JOB_ID", job.id},
+              {"DELAYQ_ATTEMPT", std::to_string(job.attempt)},
+              {"DELAYQ_MAX_ATTEMPTS", std::to_string(job.max_attempts)},
+              {"DELAYQ_DUE_AT", std::to_string(job.due_at_ms)},
+              {"DELAYQ_KEY", job.key},
+          };
+          for (const auto& [name, value] : job.headers) {
+            std::string var = "DELAYQ_HEADER_";
+            for (char c : name)
+              var.push_back(std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_');
+            env[var] = value;
+          }
+          CommandResult r = RunCommand(args->command, job.payload, env);
+          if (!r.error.empty()) throw std::runtime_error(r.error);
+          if (r.exit_status != 0) {
+            std::string tail = r.stderr_tail;
+            while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+            auto nl = tail.rfind('\n');
+            if (nl != std::string::npos) tail = tail.substr(nl + 1);
+            throw std::runtime_error("exit status " + std::to_string(r.exit_status) +
+                                     (tail.empty() ? "" : ": " + tail));
+          }
+        },
+        options);
     worker.Start();
     std::fprintf(stderr, "delayq work: %s, %d at a time, from %s (Ctrl-C stops after the running jobs)\n",
                  queue.c_str(), args->concurrency, g.server.c_str());

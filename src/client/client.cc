@@ -96,13 +96,11 @@ class HttpClient final : public Client {
     return wire::ParseJobResponse(r->body);
   }
 
-  Result<std::vector<Delivery>> Reserve(std::string_view queue,
-                                        const ReserveRequest& request) override {
+  Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override {
     return ReserveCall(queue, request, nullptr);
   }
 
-  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
-                        ReserveCallback done) override {
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override {
     auto call = std::make_shared<AsyncCall>();
     uint64_t handle;
     {
@@ -134,8 +132,7 @@ class HttpClient final : public Client {
     return r.ok() ? Status::Ok() : r.status();
   }
 
-  std::vector<Status> AckBatch(std::string_view queue,
-                               std::span<const std::string> receipts) override {
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override {
     std::vector<std::string> list(receipts.begin(), receipts.end());
     Status valid = ValidateQueueName(queue);
     if (!valid.ok() || list.empty()) return std::vector<Status>(list.size(), valid);
@@ -195,12 +192,10 @@ class HttpClient final : public Client {
     return wire::ParseQueuesResponse(r->body);
   }
 
-  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
-                                     int32_t buckets) override {
+  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    auto r = Call("GET", Path(queue, fmt::format("/schedule?bucket={}&horizon={}", bucket_ms,
-                                                 bucket_ms * buckets)),
-                  "");
+    auto r =
+        Call("GET", Path(queue, fmt::format("/schedule?bucket={}&horizon={}", bucket_ms, bucket_ms * buckets)), "");
     if (!r.ok()) return r.status();
     return wire::ParseScheduleResponse(r->body);
   }

@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 #include <sys/socket.h>
-#include <cerrno>
 #include <sys/time.h>
+#include <cerrno>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/asio/ssl.hpp>
 
 namespace delayq::client {
 namespace net = boost::asio;
@@ -57,21 +57,19 @@ class HttpConnectionPool::Connection {
   }
 };
 
-Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::string_view url,
-                                                                       std::string auth_token,
+Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::string_view url, std::string auth_token,
                                                                        int64_t timeout_ms,
                                                                        const std::string& tls_ca_file) {
   std::string_view rest = url;
   const bool https = rest.substr(0, 8) == "https://";
   if (rest.substr(0, 7) != "http://" && !https) {
-    return Status::InvalidArgument(fmt::format(
-        "server URL \"{}\" must start with http:// or https:// (for example http://127.0.0.1:7070)", url));
+    return Status::InvalidArgument(
+        fmt::format("server URL \"{}\" must start with http:// or https:// (for example http://127.0.0.1:7070)", url));
   }
   rest.remove_prefix(https ? 8 : 7);
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
-    return Status::InvalidArgument(
-        fmt::format("server URL \"{}\" must be http://HOST[:PORT] without a path", url));
+    return Status::InvalidArgument(fmt::format("server URL \"{}\" must be http://HOST[:PORT] without a path", url));
   }
   std::string host(rest), port = "7070";
   if (auto colon = rest.rfind(':'); colon != std::string_view::npos && rest.back() != ']') {
@@ -87,8 +85,7 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
   if (https) {
     tls = std::make_unique<Tls>();
     tls->context.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
-                             net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
-                             net::ssl::context::no_tlsv1_1);
+                             net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
     beast::error_code ec;
     if (tls_ca_file.empty()) {
       tls->context.set_default_verify_paths(ec);
@@ -100,14 +97,18 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
                                                  tls_ca_file.empty() ? "(the system's)" : tls_ca_file, ec.message()));
     }
   }
-  return std::unique_ptr<HttpConnectionPool>(new HttpConnectionPool(
-      std::string(url), host, port, std::move(auth_token), timeout_ms, std::move(tls)));
+  return std::unique_ptr<HttpConnectionPool>(
+      new HttpConnectionPool(std::string(url), host, port, std::move(auth_token), timeout_ms, std::move(tls)));
 }
 
-HttpConnectionPool::HttpConnectionPool(std::string url, std::string host, std::string port,
-                                       std::string token, int64_t timeout_ms, std::unique_ptr<Tls> tls)
-    : url_(std::move(url)), host_(std::move(host)), port_(std::move(port)),
-      token_(std::move(token)), timeout_ms_(timeout_ms), tls_(std::move(tls)) {}
+HttpConnectionPool::HttpConnectionPool(std::string url, std::string host, std::string port, std::string token,
+                                       int64_t timeout_ms, std::unique_ptr<Tls> tls)
+    : url_(std::move(url)),
+      host_(std::move(host)),
+      port_(std::move(port)),
+      token_(std::move(token)),
+      timeout_ms_(timeout_ms),
+      tls_(std::move(tls)) {}
 
 HttpConnectionPool::~HttpConnectionPool() = default;
 
@@ -121,10 +122,9 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
   }
   net::connect(c->socket, endpoints, ec);
   if (ec) {
-    return Status::Unavailable(fmt::format("cannot reach delayq at {}: {}{}", url_, ec.message(),
-                                           ec == net::error::connection_refused
-                                               ? " (is `delayq serve` running there?)"
-                                               : ""));
+    return Status::Unavailable(
+        fmt::format("cannot reach delayq at {}: {}{}", url_, ec.message(),
+                    ec == net::error::connection_refused ? " (is `delayq serve` running there?)" : ""));
   }
   c->socket.set_option(tcp::no_delay(true), ec);
   c->SetTimeout(timeout_ms);
@@ -141,18 +141,17 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
     c->tls->set_verify_callback(net::ssl::host_name_verification(host_));
     c->tls->handshake(net::ssl::stream_base::client, ec);
     if (ec) {
-      return Status::Unavailable(fmt::format(
-          "the TLS handshake with delayq at {} failed: {} (is it serving https with a certificate for {}, "
-          "signed by a CA this client trusts? give one with --ca-file / DELAYQ_CA_FILE)",
-          url_, ec.message(), host_));
+      return Status::Unavailable(
+          fmt::format("the TLS handshake with delayq at {} failed: {} (is it serving https with a certificate for {}, "
+                      "signed by a CA this client trusts? give one with --ca-file / DELAYQ_CA_FILE)",
+                      url_, ec.message(), host_));
     }
   }
   return c;
 }
 
-Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::string_view target,
-                                               std::string_view body, int64_t timeout_ms,
-                                               RequestCancel* cancel) {
+Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::string_view target, std::string_view body,
+                                               int64_t timeout_ms, RequestCancel* cancel) {
   if (timeout_ms <= 0) timeout_ms = timeout_ms_;
   bhttp::request<bhttp::string_body> req;
   req.method(bhttp::string_to_verb(beast::string_view(method.data(), method.size())));
@@ -162,7 +161,8 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
   req.set(bhttp::field::user_agent, "delayq-client");
   if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
   // The server refuses a POST, PUT or PATCH without a JSON content type, body or not.
-  if (method != "GET" && method != "HEAD" && method != "DELETE") req.set(bhttp::field::content_type, "application/json");
+  if (method != "GET" && method != "HEAD" && method != "DELETE")
+    req.set(bhttp::field::content_type, "application/json");
   req.keep_alive(true);
   req.body() = std::string(body);
   req.prepare_payload();
@@ -219,16 +219,14 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     if (cancel) cancel->Detach();  // before the socket can be closed
     if (ec) {
       if (reused && safe_to_repeat && read == 0 && attempt == 0 &&
-          (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
-           ec == net::error::broken_pipe || ec == net::error::eof)) {
+          (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+           ec == net::error::eof)) {
         continue;
       }
       if (ec == net::error::would_block || ec == net::error::try_again || ec == net::error::timed_out) {
-        return Status::Unavailable(fmt::format("delayq at {} did not answer within {} ms", url_,
-                                               timeout_ms));
+        return Status::Unavailable(fmt::format("delayq at {} did not answer within {} ms", url_, timeout_ms));
       }
-      return Status::Unavailable(
-          fmt::format("lost the connection to delayq at {}: {}", url_, ec.message()));
+      return Status::Unavailable(fmt::format("lost the connection to delayq at {}: {}", url_, ec.message()));
     }
     auto& res = parser.get();
     HttpResult out{static_cast<int>(res.result_int()), std::move(res.body())};

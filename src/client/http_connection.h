@@ -39,27 +39,24 @@ class HttpConnectionPool {
  public:
   // `url`: http://HOST[:PORT] or https://HOST[:PORT] (default port 7070). kInvalidArgument for
   // anything else, or a `tls_ca_file` (PEM; empty: the system's CAs) that cannot be read.
-  static Result<std::unique_ptr<HttpConnectionPool>> Create(std::string_view url,
-                                                            std::string auth_token,
-                                                            int64_t timeout_ms,
-                                                            const std::string& tls_ca_file = "");
+  static Result<std::unique_ptr<HttpConnectionPool>> Create(std::string_view url, std::string auth_token,
+                                                            int64_t timeout_ms, const std::string& tls_ca_file = "");
   ~HttpConnectionPool();
 
   // Sends one request and reads the answer. kUnavailable when the server cannot be reached
   // (the message names the address and the reason). `timeout_ms` 0 means the pool's timeout.
   // With `cancel`, the request runs on a connection of its own that cancel->Cancel() can abort
   // from another thread, before or while it runs (then kUnavailable, "cancelled").
-  Result<HttpResult> Request(std::string_view method, std::string_view target,
-                             std::string_view body, int64_t timeout_ms = 0,
-                             RequestCancel* cancel = nullptr);
+  Result<HttpResult> Request(std::string_view method, std::string_view target, std::string_view body,
+                             int64_t timeout_ms = 0, RequestCancel* cancel = nullptr);
 
   const std::string& url() const { return url_; }
 
  private:
   class Connection;
   struct Tls;
-  HttpConnectionPool(std::string url, std::string host, std::string port, std::string token,
-                     int64_t timeout_ms, std::unique_ptr<Tls> tls);
+  HttpConnectionPool(std::string url, std::string host, std::string port, std::string token, int64_t timeout_ms,
+                     std::unique_ptr<Tls> tls);
   Result<std::unique_ptr<Connection>> Connect(int64_t timeout_ms);
 
   std::string url_, host_, port_, token_;

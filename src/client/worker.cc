@@ -7,10 +7,7 @@
 namespace delayq {
 
 Worker::Worker(Queue& queue, std::string queue_name, Handler handler, WorkerOptions options)
-    : queue_(queue),
-      name_(std::move(queue_name)),
-      handler_(std::move(handler)),
-      options_(std::move(options)) {}
+    : queue_(queue), name_(std::move(queue_name)), handler_(std::move(handler)), options_(std::move(options)) {}
 
 Worker::~Worker() { Stop(); }
 
@@ -59,9 +56,8 @@ void Worker::Loop() {
     auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
     auto future = promise->get_future();
     ReserveRequest request{1, options_.wait_ms, options_.lease_ms};
-    uint64_t handle = queue_.ReserveAsync(name_, request, [promise](Result<std::vector<Delivery>> r) {
-      promise->set_value(std::move(r));
-    });
+    uint64_t handle = queue_.ReserveAsync(
+        name_, request, [promise](Result<std::vector<Delivery>> r) { promise->set_value(std::move(r)); });
     {
       std::lock_guard lock(mu_);
       if (handle != 0) waiting_[slot] = handle;

@@ -37,9 +37,7 @@ class ByteWriter {
     out_->push_back(static_cast<char>(v));
   }
   // Zig-zag, so small negative numbers stay short.
-  void SignedVarint(int64_t v) {
-    Varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
-  }
+  void SignedVarint(int64_t v) { Varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
   void Fixed64(uint64_t v) { PutBigEndian64(out_, v); }
   void Bytes(std::string_view s) {
     Varint(s.size());

@@ -25,19 +25,16 @@ SystemClock::~SystemClock() {
 }
 
 int64_t SystemClock::NowUs() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
 int64_t SystemClock::MonoUs() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-std::chrono::microseconds SystemClock::RealTimeUntil(int64_t wall_deadline_us,
-                                                     int64_t mono_deadline_us) const {
+std::chrono::microseconds SystemClock::RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const {
   int64_t wait = kNever;
   if (wall_deadline_us != kNever) {
     wait = std::min(wall_deadline_us - NowUs(), kStepCheckUs);
@@ -88,8 +85,7 @@ void SystemClock::WatchSteps() {
   ::close(tfd);
 }
 
-std::chrono::microseconds ManualClock::RealTimeUntil(int64_t wall_deadline_us,
-                                                     int64_t mono_deadline_us) const {
+std::chrono::microseconds ManualClock::RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const {
   if (wall_deadline_us <= NowUs() || mono_deadline_us <= MonoUs()) {
     return std::chrono::microseconds(0);
   }

@@ -21,10 +21,10 @@ int64_t UnitMs(std::string_view unit) {
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 Status BadDuration(std::string_view text, std::string_view why) {
-  return Status::InvalidArgument(fmt::format(
-      "bad duration \"{}\": {}; expected number+unit parts with units ms, s, m, h, d, such as "
-      "\"250ms\", \"1.5s\", \"1h30m\" or \"7d\"",
-      text.substr(0, 64), why));
+  return Status::InvalidArgument(
+      fmt::format("bad duration \"{}\": {}; expected number+unit parts with units ms, s, m, h, d, such as "
+                  "\"250ms\", \"1.5s\", \"1h30m\" or \"7d\"",
+                  text.substr(0, 64), why));
 }
 
 // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -98,8 +98,7 @@ std::string FormatDuration(int64_t ms) {
     int64_t ms;
     const char* name;
   };
-  for (Unit u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "m"},
-                 Unit{1000, "s"}, Unit{1, "ms"}}) {
+  for (Unit u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "m"}, Unit{1000, "s"}, Unit{1, "ms"}}) {
     if (ms >= u.ms) {
       out += fmt::format("{}{}", ms / u.ms, u.name);
       ms %= u.ms;
@@ -110,10 +109,10 @@ std::string FormatDuration(int64_t ms) {
 
 Result<int64_t> ParseTimestamp(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument(fmt::format(
-        "bad timestamp \"{}\": {}; expected RFC 3339 such as \"2026-12-01T10:00:00Z\" or "
-        "\"2026-12-01T10:00:00.250+01:00\"",
-        text.substr(0, 64), why));
+    return Status::InvalidArgument(
+        fmt::format("bad timestamp \"{}\": {}; expected RFC 3339 such as \"2026-12-01T10:00:00Z\" or "
+                    "\"2026-12-01T10:00:00.250+01:00\"",
+                    text.substr(0, 64), why));
   };
   auto digits = [&](size_t pos, size_t n, int64_t* out) {
     if (pos + n > text.size()) return false;
@@ -126,16 +125,14 @@ Result<int64_t> ParseTimestamp(std::string_view text) {
     return true;
   };
   int64_t year, month, day, hour, minute, second;
-  if (!digits(0, 4, &year) || text.size() < 19 || text[4] != '-' || !digits(5, 2, &month) ||
-      text[7] != '-' || !digits(8, 2, &day) ||
-      (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || !digits(11, 2, &hour) ||
+  if (!digits(0, 4, &year) || text.size() < 19 || text[4] != '-' || !digits(5, 2, &month) || text[7] != '-' ||
+      !digits(8, 2, &day) || (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || !digits(11, 2, &hour) ||
       text[13] != ':' || !digits(14, 2, &minute) || text[16] != ':' || !digits(17, 2, &second)) {
     return bad("it is not of the form YYYY-MM-DDThh:mm:ss");
   }
   static constexpr int kDaysIn[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
   bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  if (month < 1 || month > 12 || day < 1 || day > kDaysIn[month - 1] ||
-      (month == 2 && day == 29 && !leap)) {
+  if (month < 1 || month > 12 || day < 1 || day > kDaysIn[month - 1] || (month == 2 && day == 29 && !leap)) {
     return bad("no such date");
   }
   if (hour > 23 || minute > 59 || second > 60) return bad("no such time of day");
@@ -157,8 +154,8 @@ Result<int64_t> ParseTimestamp(std::string_view text) {
     ++i;
   } else if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
     int64_t oh, om;
-    if (!digits(i + 1, 2, &oh) || i + 3 >= text.size() || text[i + 3] != ':' ||
-        !digits(i + 4, 2, &om) || oh > 23 || om > 59) {
+    if (!digits(i + 1, 2, &oh) || i + 3 >= text.size() || text[i + 3] != ':' || !digits(i + 4, 2, &om) || oh > 23 ||
+        om > 59) {
       return bad("bad time zone offset");
     }
     offset_min = (oh * 60 + om) * (text[i] == '-' ? -1 : 1);
@@ -180,8 +177,8 @@ std::string FormatTimestamp(int64_t epoch_ms) {
   int64_t y;
   unsigned m, d;
   CivilFromDays(days, &y, &m, &d);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", y, m, d, rem / 3600,
-                     (rem / 60) % 60, rem % 60, millis);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", y, m, d, rem / 3600, (rem / 60) % 60, rem % 60,
+                     millis);
 }
 
 }  // namespace delayq

@@ -18,43 +18,41 @@ Status UnknownQueue(std::string_view queue) {
 }
 
 Status QueueLimit(std::string_view queue, size_t would_be, size_t limit) {
-  return Status::ResourceExhausted(fmt::format(
-      "queue \"{}\" would be queue {}, over the limit of {} (--max-queues); delete queues that are no "
-      "longer used (DELETE /v1/queues/NAME) or raise the limit",
-      Short(queue, 200), would_be, limit));
+  return Status::ResourceExhausted(
+      fmt::format("queue \"{}\" would be queue {}, over the limit of {} (--max-queues); delete queues that are no "
+                  "longer used (DELETE /v1/queues/NAME) or raise the limit",
+                  Short(queue, 200), would_be, limit));
 }
 
 Status QueueNotEmpty(std::string_view queue, int64_t jobs) {
-  return Status::Conflict(fmt::format(
-      "queue \"{}\" holds {} jobs (scheduled, ready, reserved or dead); delete it with force=true to "
-      "delete them too",
-      Short(queue, 200), jobs));
+  return Status::Conflict(
+      fmt::format("queue \"{}\" holds {} jobs (scheduled, ready, reserved or dead); delete it with force=true to "
+                  "delete them too",
+                  Short(queue, 200), jobs));
 }
 
 Status NotAJobId(std::string_view field, std::string_view text) {
-  return Status::InvalidArgument(fmt::format(
-      "{} \"{}\" is not a job id; job ids are 26 characters of Crockford base32", field, Short(text, 64)));
+  return Status::InvalidArgument(
+      fmt::format("{} \"{}\" is not a job id; job ids are 26 characters of Crockford base32", field, Short(text, 64)));
 }
 
 Status NoSuchJob(std::string_view queue, std::string_view id) {
-  return Status::NotFound(fmt::format(
-      "job {} does not exist in queue {} (never, or it was acked, cancelled or purged)", Short(id, 64),
-      Short(queue, 200)));
+  return Status::NotFound(fmt::format("job {} does not exist in queue {} (never, or it was acked, cancelled or purged)",
+                                      Short(id, 64), Short(queue, 200)));
 }
 
 Status NoJobWithKey(std::string_view queue, std::string_view key) {
-  return Status::NotFound(
-      fmt::format("no live job in queue {} has key \"{}\"", Short(queue, 200), Short(key, 128)));
+  return Status::NotFound(fmt::format("no live job in queue {} has key \"{}\"", Short(queue, 200), Short(key, 128)));
 }
 
 Status ReservedCannotCancel(std::string_view id) {
-  return Status::Conflict(fmt::format(
-      "job {} is reserved by a consumer; it can be cancelled once it is nacked or its lease expires", id));
+  return Status::Conflict(
+      fmt::format("job {} is reserved by a consumer; it can be cancelled once it is nacked or its lease expires", id));
 }
 
 Status ReservedCannotReschedule(std::string_view id) {
-  return Status::Conflict(fmt::format(
-      "job {} is reserved by a consumer; only scheduled and ready jobs can be rescheduled", id));
+  return Status::Conflict(
+      fmt::format("job {} is reserved by a consumer; only scheduled and ready jobs can be rescheduled", id));
 }
 
 Status DeadCannotReschedule(std::string_view id) {
@@ -62,10 +60,10 @@ Status DeadCannotReschedule(std::string_view id) {
 }
 
 Status ReservedCannotReplace(std::string_view field_prefix, std::string_view key, std::string_view id) {
-  return Status::Conflict(fmt::format(
-      "{}key \"{}\" names job {}, which a consumer has reserved; it can be replaced after it is acked or "
-      "nacked or its lease expires",
-      field_prefix, Short(key, 128), id));
+  return Status::Conflict(
+      fmt::format("{}key \"{}\" names job {}, which a consumer has reserved; it can be replaced after it is acked or "
+                  "nacked or its lease expires",
+                  field_prefix, Short(key, 128), id));
 }
 
 Status DeliveryJobGone(std::string_view id) {
@@ -74,22 +72,21 @@ Status DeliveryJobGone(std::string_view id) {
 
 Status DeliveryWentDead(std::string_view id, int32_t attempt, int32_t max_attempts) {
   return Status::LeaseExpired(fmt::format(
-      "job {} went dead after attempt {} of {}; the delivery this receipt names is over", id, attempt,
-      max_attempts));
+      "job {} went dead after attempt {} of {}; the delivery this receipt names is over", id, attempt, max_attempts));
 }
 
 Status DeliveredAgain(std::string_view id, int32_t attempt) {
-  return Status::LeaseExpired(fmt::format(
-      "the receipt names an earlier delivery of job {}; after its lease expired the job was delivered "
-      "again (attempt {}), and only the newest receipt counts",
-      id, attempt));
+  return Status::LeaseExpired(
+      fmt::format("the receipt names an earlier delivery of job {}; after its lease expired the job was delivered "
+                  "again (attempt {}), and only the newest receipt counts",
+                  id, attempt));
 }
 
 Status DeliveryOver(std::string_view id) {
-  return Status::LeaseExpired(fmt::format(
-      "the receipt names an earlier delivery of job {}; the job has since been nacked, rescheduled, "
-      "replaced or delivered again",
-      id));
+  return Status::LeaseExpired(
+      fmt::format("the receipt names an earlier delivery of job {}; the job has since been nacked, rescheduled, "
+                  "replaced or delivered again",
+                  id));
 }
 
 }  // namespace delayq::errors

@@ -22,8 +22,8 @@ class LatencyHistogram {
   uint64_t CountAtMost(int64_t limit_us) const;
   LatenessSummary Summary() const;
 
-  static constexpr int kSubBits = 5;                  // 32 sub-buckets per power of two
-  static constexpr int kLinear = 2 << kSubBits;       // values below 64 map to themselves
+  static constexpr int kSubBits = 5;             // 32 sub-buckets per power of two
+  static constexpr int kLinear = 2 << kSubBits;  // values below 64 map to themselves
   static constexpr int kMaxExponent = 42;
   static constexpr int kBuckets = kLinear + (kMaxExponent - kSubBits) * (1 << kSubBits);
   static int BucketOf(int64_t value_us);

@@ -35,8 +35,7 @@ struct Receipt {
   static Result<Receipt> Parse(std::string_view text) {
     auto bad = [&] {
       return Status::InvalidArgument(fmt::format(
-          "receipt \"{}\" is not a delayq receipt; use the receipt field of a reserved job as is",
-          text.substr(0, 80)));
+          "receipt \"{}\" is not a delayq receipt; use the receipt field of a reserved job as is", text.substr(0, 80)));
     };
     if (text.size() < 27 || text[26] != '.') return bad();
     auto id = Ulid::Parse(text.substr(0, 26));

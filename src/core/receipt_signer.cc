@@ -45,10 +45,10 @@ Result<Receipt> ReceiptSigner::Open(std::string_view queue, std::string_view tex
   if (!receipt.ok()) return receipt.status();
   // Compared in full, not byte by byte with an early exit (the tag is a MAC).
   if (!receipt->tag || (*receipt->tag ^ Tag(queue, *receipt)) != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "receipt \"{}\" was not issued for a delivery from queue \"{}\"; use the receipt field of "
-        "a job reserved from this queue as is",
-        text.substr(0, 80), queue.substr(0, 200)));
+    return Status::InvalidArgument(
+        fmt::format("receipt \"{}\" was not issued for a delivery from queue \"{}\"; use the receipt field of "
+                    "a job reserved from this queue as is",
+                    text.substr(0, 80), queue.substr(0, 200)));
   }
   return receipt;
 }

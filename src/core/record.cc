@@ -9,10 +9,10 @@ namespace {
 
 Status VersionError(const char* what, uint8_t version, uint8_t known) {
   if (version > known) {
-    return Status::Corruption(fmt::format(
-        "{} record has format version {}, newer than this delayq understands ({}); "
-        "run the delayq version that wrote it",
-        what, version, known));
+    return Status::Corruption(
+        fmt::format("{} record has format version {}, newer than this delayq understands ({}); "
+                    "run the delayq version that wrote it",
+                    what, version, known));
   }
   return Status::Corruption(fmt::format("{} record has unknown format version {}", what, version));
 }
@@ -53,10 +53,9 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   if (!in.U8(&version)) return Truncated("job");
   if (version != 1) return VersionError("job", version, kRecordVersion);
   uint64_t due, created, max_attempts, attempt, dead_at, header_count;
-  if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) ||
-      !in.Varint(&max_attempts) || !in.Varint(&attempt) || !in.Varint(&dead_at) ||
-      !in.Bytes(&r->queue) || !in.Bytes(&r->key) || !in.Bytes(&r->last_error) ||
-      !in.Varint(&header_count) || header_count > Limits::kMaxHeaders) {
+  if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) || !in.Varint(&max_attempts) ||
+      !in.Varint(&attempt) || !in.Varint(&dead_at) || !in.Bytes(&r->queue) || !in.Bytes(&r->key) ||
+      !in.Bytes(&r->last_error) || !in.Varint(&header_count) || header_count > Limits::kMaxHeaders) {
     return Truncated("job");
   }
   r->dead = state == 1;

@@ -7,9 +7,8 @@ namespace delayq {
 namespace {
 
 constexpr std::array<std::string_view, 12> kCodeNames = {
-    "ok",          "invalid_argument", "not_found",  "conflict", "lease_expired",
-    "too_large",   "resource_exhausted", "unavailable", "io_error", "corruption",
-    "internal",    "unauthenticated"};
+    "ok",          "invalid_argument", "not_found",  "conflict", "lease_expired",  "too_large", "resource_exhausted",
+    "unavailable", "io_error",         "corruption", "internal", "unauthenticated"};
 
 }  // namespace
 

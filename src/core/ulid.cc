@@ -11,7 +11,8 @@ int DecodeChar(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
   switch (c) {  // Crockford: I and L read as 1, O as 0
-    case 'I': case 'L': return 1;
+    case 'I':
+    case 'L': return 1;
     case 'O': return 0;
     default: break;
   }

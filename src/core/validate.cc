@@ -8,8 +8,8 @@ namespace delayq {
 namespace {
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == ':' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == ':' || c == '-';
 }
 
 std::string Printable(std::string_view s, size_t max = 64) {
@@ -30,15 +30,14 @@ std::string Printable(std::string_view s, size_t max = 64) {
 
 Status ValidateQueueName(std::string_view name) {
   if (name.empty() || name.size() > Limits::kMaxQueueName) {
-    return Status::InvalidArgument(fmt::format(
-        "queue name \"{}\" has {} characters; it must have 1 to {} of [A-Za-z0-9._:-]",
-        Printable(name), name.size(), Limits::kMaxQueueName));
+    return Status::InvalidArgument(
+        fmt::format("queue name \"{}\" has {} characters; it must have 1 to {} of [A-Za-z0-9._:-]", Printable(name),
+                    name.size(), Limits::kMaxQueueName));
   }
   for (char c : name) {
     if (!IsNameChar(c)) {
-      return Status::InvalidArgument(
-          fmt::format("queue name \"{}\" contains '{}'; allowed are [A-Za-z0-9._:-]",
-                      Printable(name), Printable(std::string_view(&c, 1))));
+      return Status::InvalidArgument(fmt::format("queue name \"{}\" contains '{}'; allowed are [A-Za-z0-9._:-]",
+                                                 Printable(name), Printable(std::string_view(&c, 1))));
     }
   }
   return Status::Ok();
@@ -46,9 +45,8 @@ Status ValidateQueueName(std::string_view name) {
 
 Status ValidateLeaseMs(int64_t lease_ms, std::string_view field) {
   if (lease_ms < Limits::kMinLeaseMs || lease_ms > Limits::kMaxLeaseMs) {
-    return Status::InvalidArgument(fmt::format("{} is {}; it must be between {} and {} (12h)",
-                                               field, lease_ms, Limits::kMinLeaseMs,
-                                               Limits::kMaxLeaseMs));
+    return Status::InvalidArgument(fmt::format("{} is {}; it must be between {} and {} (12h)", field, lease_ms,
+                                               Limits::kMinLeaseMs, Limits::kMaxLeaseMs));
   }
   return Status::Ok();
 }
@@ -67,8 +65,7 @@ Status ValidateKey(std::string_view key, std::string_view field) {
 Status ValidateConfig(const QueueConfig& c) {
   auto range = [](std::string_view field, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi) {
-      return Status::InvalidArgument(
-          fmt::format("{} is {}; it must be between {} and {}", field, v, lo, hi));
+      return Status::InvalidArgument(fmt::format("{} is {}; it must be between {} and {}", field, v, lo, hi));
     }
     return Status::Ok();
   };
@@ -76,33 +73,29 @@ Status ValidateConfig(const QueueConfig& c) {
   DELAYQ_RETURN_IF_ERROR(range("backoff.base_ms", c.backoff.base_ms, 0, 86'400'000));
   DELAYQ_RETURN_IF_ERROR(range("backoff.max_ms", c.backoff.max_ms, 0, 30LL * 86'400'000));
   if (!(c.backoff.factor >= 1.0 && c.backoff.factor <= 100.0)) {
-    return Status::InvalidArgument(
-        fmt::format("backoff.factor is {}; it must be between 1 and 100", c.backoff.factor));
+    return Status::InvalidArgument(fmt::format("backoff.factor is {}; it must be between 1 and 100", c.backoff.factor));
   }
   if (!(c.backoff.jitter >= 0.0 && c.backoff.jitter <= 1.0)) {
-    return Status::InvalidArgument(
-        fmt::format("backoff.jitter is {}; it must be between 0 and 1", c.backoff.jitter));
+    return Status::InvalidArgument(fmt::format("backoff.jitter is {}; it must be between 0 and 1", c.backoff.jitter));
   }
   DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(c.lease_ms));
   DELAYQ_RETURN_IF_ERROR(range("max_payload", c.max_payload, 1, Limits::kMaxPayloadCeiling));
-  DELAYQ_RETURN_IF_ERROR(
-      range("dead_retention_ms", c.dead_retention_ms, 1'000, 3650LL * 86'400'000));
+  DELAYQ_RETURN_IF_ERROR(range("dead_retention_ms", c.dead_retention_ms, 1'000, 3650LL * 86'400'000));
   DELAYQ_RETURN_IF_ERROR(range("max_delay_ms", c.max_delay_ms, 0, 100LL * 365 * 86'400'000));
   return Status::Ok();
 }
 
 Status ValidateReserve(const ReserveRequest& r) {
   if (r.max < 1 || r.max > Limits::kMaxReserve) {
-    return Status::InvalidArgument(
-        fmt::format("max is {}; it must be between 1 and {}", r.max, Limits::kMaxReserve));
+    return Status::InvalidArgument(fmt::format("max is {}; it must be between 1 and {}", r.max, Limits::kMaxReserve));
   }
   if (r.wait_ms < 0 || r.wait_ms > Limits::kMaxWaitMs) {
     return Status::InvalidArgument(
         fmt::format("wait_ms is {}; it must be between 0 and {}", r.wait_ms, Limits::kMaxWaitMs));
   }
   if (r.max_bytes < 1 || r.max_bytes > Limits::kMaxReserveBytes) {
-    return Status::InvalidArgument(fmt::format("max_bytes is {}; it must be between 1 and {} (256 MiB)",
-                                               r.max_bytes, Limits::kMaxReserveBytes));
+    return Status::InvalidArgument(
+        fmt::format("max_bytes is {}; it must be between 1 and {} (256 MiB)", r.max_bytes, Limits::kMaxReserveBytes));
   }
   if (r.lease_ms) return ValidateLeaseMs(*r.lease_ms);
   return Status::Ok();
@@ -110,8 +103,7 @@ Status ValidateReserve(const ReserveRequest& r) {
 
 Status ValidateDeadListLimit(int32_t limit) {
   if (limit < 1 || limit > 1000) {
-    return Status::InvalidArgument(
-        fmt::format("limit is {}; it must be between 1 and 1000", limit));
+    return Status::InvalidArgument(fmt::format("limit is {}; it must be between 1 and 1000", limit));
   }
   return Status::Ok();
 }
@@ -128,8 +120,8 @@ Status ValidateBatchSize(size_t jobs) {
 
 Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets) {
   if (bucket_ms < 60'000 || bucket_ms % 60'000 != 0) {
-    return Status::InvalidArgument(fmt::format(
-        "bucket is {} ms; it must be a whole number of minutes (60000, 300000, 3600000, ...)", bucket_ms));
+    return Status::InvalidArgument(
+        fmt::format("bucket is {} ms; it must be a whole number of minutes (60000, 300000, 3600000, ...)", bucket_ms));
   }
   if (buckets < 1 || buckets > 10'000) {
     return Status::InvalidArgument(fmt::format("the histogram has {} buckets; it may have 1 to 10000", buckets));
@@ -139,9 +131,9 @@ Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets) {
 
 Status ValidateNack(const NackRequest& r, const QueueConfig& config) {
   if (r.retry_in_ms && (*r.retry_in_ms < 0 || *r.retry_in_ms > config.max_delay_ms)) {
-    return Status::InvalidArgument(fmt::format(
-        "retry_in_ms is {}; it must be between 0 and the queue's max_delay_ms ({})", *r.retry_in_ms,
-        config.max_delay_ms));
+    return Status::InvalidArgument(
+        fmt::format("retry_in_ms is {}; it must be between 0 and the queue's max_delay_ms ({})", *r.retry_in_ms,
+                    config.max_delay_ms));
   }
   return Status::Ok();
 }
@@ -151,27 +143,24 @@ std::string NackErrorText(const NackRequest& r) {
   return r.error.substr(0, Limits::kMaxErrorText);
 }
 
-Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config,
-                       std::string_view prefix) {
+Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::string_view prefix) {
   if (r.payload.empty()) {
     return Status::InvalidArgument(
-        fmt::format("{}payload is empty; a job needs a payload of 1 to {} bytes", prefix,
-                    config.max_payload));
+        fmt::format("{}payload is empty; a job needs a payload of 1 to {} bytes", prefix, config.max_payload));
   }
   if (static_cast<int64_t>(r.payload.size()) > config.max_payload) {
-    return Status::TooLarge(fmt::format(
-        "{}payload has {} bytes; this queue accepts at most {} (its config max_payload)", prefix,
-        r.payload.size(), config.max_payload));
+    return Status::TooLarge(
+        fmt::format("{}payload has {} bytes; this queue accepts at most {} (its config max_payload)", prefix,
+                    r.payload.size(), config.max_payload));
   }
   DELAYQ_RETURN_IF_ERROR(ValidateKey(r.key, fmt::format("{}key", prefix)));
   if (r.replace && r.key.empty()) {
     return Status::InvalidArgument(
-        fmt::format("{}replace is set without a key; replace needs the key of the job to replace",
-                    prefix));
+        fmt::format("{}replace is set without a key; replace needs the key of the job to replace", prefix));
   }
   if (r.headers.size() > Limits::kMaxHeaders) {
-    return Status::InvalidArgument(fmt::format("{}headers has {} entries; at most {} are allowed",
-                                               prefix, r.headers.size(), Limits::kMaxHeaders));
+    return Status::InvalidArgument(
+        fmt::format("{}headers has {} entries; at most {} are allowed", prefix, r.headers.size(), Limits::kMaxHeaders));
   }
   size_t header_bytes = 0;
   for (const auto& [name, value] : r.headers) {
@@ -181,49 +170,45 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config,
     header_bytes += name.size() + value.size();
   }
   if (header_bytes > Limits::kMaxHeaderBytes) {
-    return Status::InvalidArgument(
-        fmt::format("{}headers have {} bytes in all; at most {} are allowed", prefix, header_bytes,
-                    Limits::kMaxHeaderBytes));
+    return Status::InvalidArgument(fmt::format("{}headers have {} bytes in all; at most {} are allowed", prefix,
+                                               header_bytes, Limits::kMaxHeaderBytes));
   }
   if (r.max_attempts && (*r.max_attempts < 1 || *r.max_attempts > Limits::kMaxAttempts)) {
-    return Status::InvalidArgument(fmt::format("{}max_attempts is {}; it must be between 1 and {}",
-                                               prefix, *r.max_attempts, Limits::kMaxAttempts));
+    return Status::InvalidArgument(fmt::format("{}max_attempts is {}; it must be between 1 and {}", prefix,
+                                               *r.max_attempts, Limits::kMaxAttempts));
   }
   return Status::Ok();
 }
 
 Status ValidateWhen(const When& when, const QueueConfig& config, std::string_view prefix) {
   if (when.delay_ms && when.deliver_at_ms) {
-    return Status::InvalidArgument(fmt::format(
-        "{}delay and deliver_at are both given; give one of them (or neither for now)", prefix));
+    return Status::InvalidArgument(
+        fmt::format("{}delay and deliver_at are both given; give one of them (or neither for now)", prefix));
   }
   if (when.delay_ms) {
     int64_t d = *when.delay_ms;
     if (d < 0) {
-      return Status::InvalidArgument(
-          fmt::format("{}delay is {} ms; it must not be negative", prefix, d));
+      return Status::InvalidArgument(fmt::format("{}delay is {} ms; it must not be negative", prefix, d));
     }
     if (d > config.max_delay_ms) {
-      return Status::InvalidArgument(fmt::format(
-          "{}delay is {} ({} ms); this queue accepts at most {} (its config max_delay_ms)",
-          prefix, FormatDuration(d), d, FormatDuration(config.max_delay_ms)));
+      return Status::InvalidArgument(
+          fmt::format("{}delay is {} ({} ms); this queue accepts at most {} (its config max_delay_ms)", prefix,
+                      FormatDuration(d), d, FormatDuration(config.max_delay_ms)));
     }
   }
   return Status::Ok();
 }
 
-Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& config,
-                           std::string_view prefix) {
+Result<int64_t> ResolveDue(const When& when, int64_t now_ms, const QueueConfig& config, std::string_view prefix) {
   DELAYQ_RETURN_IF_ERROR(ValidateWhen(when, config, prefix));
   if (when.delay_ms) return now_ms + *when.delay_ms;
   if (when.deliver_at_ms) {
     int64_t at = *when.deliver_at_ms;
     if (at > now_ms + config.max_delay_ms) {
-      return Status::InvalidArgument(fmt::format(
-          "{}deliver_at {} is {} from now; this queue accepts at most {} (its config "
-          "max_delay_ms)",
-          prefix, FormatTimestamp(at), FormatDuration(at - now_ms),
-          FormatDuration(config.max_delay_ms)));
+      return Status::InvalidArgument(
+          fmt::format("{}deliver_at {} is {} from now; this queue accepts at most {} (its config "
+                      "max_delay_ms)",
+                      prefix, FormatTimestamp(at), FormatDuration(at - now_ms), FormatDuration(config.max_delay_ms)));
     }
     return std::max(at, now_ms);
   }

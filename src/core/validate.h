@@ -30,8 +30,7 @@ std::string NackErrorText(const NackRequest& request);
 
 // Checks payload, headers, key and max_attempts of one enqueue request against the queue's
 // config (kTooLarge for a payload over max_payload).
-Status ValidateEnqueue(const EnqueueRequest& request, const QueueConfig& config,
-                       std::string_view field_prefix = "");
+Status ValidateEnqueue(const EnqueueRequest& request, const QueueConfig& config, std::string_view field_prefix = "");
 
 // What can be judged of `when` without a clock: at most one of delay and deliver_at, and a
 // delay within 0..max_delay_ms. (A store whose clock is elsewhere, Redis, checks this first.)

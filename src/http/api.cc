@@ -43,9 +43,9 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   if (match.route == kNoRoute) {
     const std::string shown = request.target.substr(0, 200);
     if (!match.allow.empty()) {
-      HttpResponse r = ErrorResponse(405, "method_not_allowed",
-                                     fmt::format("{} is not allowed on {}; allowed: {}", request.method.substr(0, 16),
-                                                 shown, match.allow));
+      HttpResponse r = ErrorResponse(
+          405, "method_not_allowed",
+          fmt::format("{} is not allowed on {}; allowed: {}", request.method.substr(0, 16), shown, match.allow));
       r.headers.emplace_back("Allow", match.allow);
       finish(std::move(r));
       return {};

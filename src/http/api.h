@@ -24,9 +24,9 @@ struct HttpRequest {
   std::string target;         // path and query: "/v1/queues/orders/jobs?key=k"
   std::string authorization;  // the Authorization header, if any
   std::string body;
-  std::string content_type;   // the Content-Type header, if any
-  std::string host;           // the Host header, if any
-  std::string origin;         // the Origin header, if any (browsers send it)
+  std::string content_type;  // the Content-Type header, if any
+  std::string host;          // the Host header, if any
+  std::string origin;        // the Origin header, if any (browsers send it)
   // True when the client has hung up (sent its end). Callable until the reply is given. A
   // reserve for a client that is gone takes no job, and jobs a waiting reserve took for a client
   // that left meanwhile go back at once: they would sit leased to nobody for the whole lease.
@@ -43,10 +43,10 @@ struct HttpResponse {
 using Reply = std::function<void(HttpResponse)>;
 
 struct ApiOptions {
-  std::string auth_token;                   // when set, required on everything but /healthz
-  int64_t max_waiting = 50'000;             // waiting reserves at once; more are refused (429)
+  std::string auth_token;                             // when set, required on everything but /healthz
+  int64_t max_waiting = 50'000;                       // waiting reserves at once; more are refused (429)
   std::function<bool()> ready = [] { return true; };  // /readyz
-  std::string dashboard_html;               // served at GET /
+  std::string dashboard_html;                         // served at GET /
   // Host names (besides IP addresses and localhost) that requests may name in Host: a guard
   // against DNS rebinding. "*" allows any.
   std::vector<std::string> allowed_hosts;

@@ -30,7 +30,6 @@ bool BearerMatches(std::string_view header, std::string_view token) {
   return diff == 0;
 }
 
-
 // The host name of a Host header or an origin's authority: "[::1]:7070" -> "::1",
 // "Example.com:80" -> "example.com".
 std::string HostName(std::string_view authority) {
@@ -84,11 +83,12 @@ std::optional<HttpResponse> RefuseBrowserAttack(const HttpRequest& request,
     std::string trimmed = type;
     while (!trimmed.empty() && trimmed.back() == ' ') trimmed.pop_back();
     if (trimmed != "application/json") {
-      return ErrorResponse(415, "unsupported_media_type",
-                           fmt::format("{} needs \"Content-Type: application/json\" (got {}); with curl, "
-                                       "use --json '{{...}}' or -H 'Content-Type: application/json'",
-                                       request.method,
-                                       request.content_type.empty() ? "none" : "\"" + request.content_type.substr(0, 100) + "\""));
+      return ErrorResponse(
+          415, "unsupported_media_type",
+          fmt::format("{} needs \"Content-Type: application/json\" (got {}); with curl, "
+                      "use --json '{{...}}' or -H 'Content-Type: application/json'",
+                      request.method,
+                      request.content_type.empty() ? "none" : "\"" + request.content_type.substr(0, 100) + "\""));
     }
   }
   return std::nullopt;
@@ -103,11 +103,11 @@ std::optional<HttpResponse> RefuseUnauthenticated(const HttpRequest& request, co
   if (token.empty() || public_route || BearerMatches(request.authorization, token)) {
     return std::nullopt;
   }
-  HttpResponse r = ErrorResponse(401, "unauthenticated",
-                                 request.authorization.empty()
-                                     ? "this server needs a bearer token: send \"Authorization: "
-                                       "Bearer <token>\" (the token given to delayq serve)"
-                                     : "the bearer token is wrong");
+  HttpResponse r =
+      ErrorResponse(401, "unauthenticated",
+                    request.authorization.empty() ? "this server needs a bearer token: send \"Authorization: "
+                                                    "Bearer <token>\" (the token given to delayq serve)"
+                                                  : "the bearer token is wrong");
   r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }

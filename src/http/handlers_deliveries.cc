@@ -64,7 +64,8 @@ HttpResponse Ack(Context& c, const Call& call) {
     if (!results[0].ok()) return ErrorResponse(results[0]);
     return JsonResponse(200, R"({"acked":1})");
   }
-  return JsonResponse(200, wire::WriteBatchResponse("acked", body->receipts, results, FirstOccurrences(body->receipts)));
+  return JsonResponse(200,
+                      wire::WriteBatchResponse("acked", body->receipts, results, FirstOccurrences(body->receipts)));
 }
 
 HttpResponse Nack(Context& c, const Call& call) {

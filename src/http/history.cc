@@ -8,8 +8,8 @@ void History::Add(int64_t now_ms, const std::vector<QueueStats>& stats) {
   std::lock_guard lock(mu_);
   for (const auto& s : stats) {
     auto& q = samples_[s.name];
-    q.push_back({now_ms, s.scheduled, s.ready, s.reserved, s.dead, s.counters.enqueued,
-                 s.counters.delivered, s.counters.acked, s.lateness.p99_ms});
+    q.push_back({now_ms, s.scheduled, s.ready, s.reserved, s.dead, s.counters.enqueued, s.counters.delivered,
+                 s.counters.acked, s.lateness.p99_ms});
     while (q.size() > keep_) q.pop_front();
   }
 }

@@ -23,8 +23,7 @@ struct HistorySample {
 
 class History {
  public:
-  explicit History(int64_t interval_ms = 10'000, size_t keep = 90)
-      : interval_ms_(interval_ms), keep_(keep) {}
+  explicit History(int64_t interval_ms = 10'000, size_t keep = 90) : interval_ms_(interval_ms), keep_(keep) {}
 
   void Add(int64_t now_ms, const std::vector<QueueStats>& stats);
   // JSON: {"interval_ms": N, "queues": {"name": [[t, scheduled, ready, reserved, dead,

@@ -15,8 +15,7 @@ namespace delayq::http {
 Metrics::Metrics() : routes_(new PerRoute[Routes().size() + 1]), route_count_(Routes().size() + 1) {}
 
 int64_t Metrics::NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -53,7 +52,6 @@ double CpuSeconds() {
   }
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
-
 
 // Keeps the kMaxQueueSeries queues holding the most jobs and sums the rest into "(other)".
 void FoldQueues(std::vector<QueueStats>& stats) {
@@ -103,7 +101,8 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
   out.Family("delayq_jobs_due_next_60s", "gauge", "Scheduled jobs due in the next 60 seconds.");
   for (const auto& s : stats) out.Sample("delayq_jobs_due_next_60s", {{"queue", s.name}}, s.due_next_60s);
   out.Family("delayq_oldest_ready_seconds", "gauge", "Age of the longest-waiting ready job.");
-  for (const auto& s : stats) out.Sample("delayq_oldest_ready_seconds", {{"queue", s.name}}, s.oldest_ready_ms / 1000.0);
+  for (const auto& s : stats)
+    out.Sample("delayq_oldest_ready_seconds", {{"queue", s.name}}, s.oldest_ready_ms / 1000.0);
   out.Family("delayq_queue_paused", "gauge", "1 while the queue is paused.");
   for (const auto& s : stats) out.Sample("delayq_queue_paused", {{"queue", s.name}}, s.paused ? 1 : 0);
   struct Counter {
@@ -116,7 +115,8 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
            Counter{"delayq_jobs_delivered_total", "Deliveries (reserves) of jobs.", &QueueCounters::delivered},
            Counter{"delayq_jobs_acked_total", "Jobs acknowledged.", &QueueCounters::acked},
            Counter{"delayq_jobs_nacked_total", "Deliveries ended by a nack.", &QueueCounters::nacked},
-           Counter{"delayq_jobs_redelivered_total", "Leases that expired without an answer.", &QueueCounters::redelivered},
+           Counter{"delayq_jobs_redelivered_total", "Leases that expired without an answer.",
+                   &QueueCounters::redelivered},
            Counter{"delayq_jobs_dead_total", "Jobs moved to the dead-letter queue.", &QueueCounters::dead},
        }) {
     out.Family(c.name, "counter", c.help);
@@ -137,8 +137,8 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
       cumulative[i] = running;
     }
     const std::string route = RouteName(r);
-    out.Histogram("delayq_http_request_duration_seconds", {{"route", route}},
-                  kBucketsSeconds, cumulative, count, pr.sum_us.load(std::memory_order_relaxed) / 1e6);
+    out.Histogram("delayq_http_request_duration_seconds", {{"route", route}}, kBucketsSeconds, cumulative, count,
+                  pr.sum_us.load(std::memory_order_relaxed) / 1e6);
   }
   out.Family("delayq_http_requests_total", "counter", "HTTP requests by route and status class.");
   for (size_t r = 0; r < route_count_; ++r) {

@@ -15,8 +15,8 @@ namespace delayq::http {
 
 class Metrics {
  public:
-  static constexpr std::array<double, 16> kBucketsSeconds = {
-      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  static constexpr std::array<double, 16> kBucketsSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                             0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 
   Metrics();
   // One answered request of route `route` (an index of Routes(), or kNoRoute).

@@ -56,10 +56,9 @@ class DelayProducer::Impl : public RdKafka::DeliveryReportCb {
     headers->add(std::string(kDueHeader), due);
     auto* callback = on_delivery ? new DeliveryCallback(std::move(on_delivery)) : nullptr;
     RdKafka::ErrorCode err = producer_->produce(
-        TopicFor(std::max<int64_t>(0, due_ms - now_ms)), RdKafka::Topic::PARTITION_UA,
-        RdKafka::Producer::RK_MSG_COPY, message.value.data(), message.value.size(),
-        message.key ? message.key->data() : nullptr, message.key ? message.key->size() : 0, 0,
-        headers.get(), callback);
+        TopicFor(std::max<int64_t>(0, due_ms - now_ms)), RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+        message.value.data(), message.value.size(), message.key ? message.key->data() : nullptr,
+        message.key ? message.key->size() : 0, 0, headers.get(), callback);
     if (err != RdKafka::ERR_NO_ERROR) {
       delete callback;
       if (err == RdKafka::ERR__QUEUE_FULL) {
@@ -74,8 +73,8 @@ class DelayProducer::Impl : public RdKafka::DeliveryReportCb {
   Status Flush(std::chrono::milliseconds timeout) {
     RdKafka::ErrorCode err = producer_->flush(static_cast<int>(timeout.count()));
     if (err != RdKafka::ERR_NO_ERROR) {
-      return Status::Unavailable(fmt::format("{} messages still unconfirmed after {} ms: {}",
-                                             producer_->outq_len(), timeout.count(), RdKafka::err2str(err)));
+      return Status::Unavailable(fmt::format("{} messages still unconfirmed after {} ms: {}", producer_->outq_len(),
+                                             timeout.count(), RdKafka::err2str(err)));
     }
     return Status::Ok();
   }

@@ -23,9 +23,9 @@
 namespace delayq::kafka {
 namespace {
 
-constexpr int kMaxWaitMs = 100;         // longest consume() wait: stop, commits and lag stay fresh
-constexpr int kDrainPerLoop = 5'000;    // messages taken from the consumer before acting
-constexpr int64_t kRetryMs = 1'000;     // a forward that failed transiently is retried after this
+constexpr int kMaxWaitMs = 100;       // longest consume() wait: stop, commits and lag stay fresh
+constexpr int kDrainPerLoop = 5'000;  // messages taken from the consumer before acting
+constexpr int64_t kRetryMs = 1'000;   // a forward that failed transiently is retried after this
 constexpr int64_t kLagRefreshMs = 1'000;
 constexpr size_t kMaxTargetHandles = 10'000;  // target topics whose metadata is fetched ahead
 
@@ -82,10 +82,8 @@ bool PermanentProduceError(RdKafka::ErrorCode err) {
     case RdKafka::ERR_MSG_SIZE_TOO_LARGE:
     case RdKafka::ERR_INVALID_MSG:
     case RdKafka::ERR_INVALID_RECORD:
-    case RdKafka::ERR_TOPIC_EXCEPTION:
-      return true;
-    default:
-      return false;
+    case RdKafka::ERR_TOPIC_EXCEPTION: return true;
+    default: return false;
   }
 }
 
@@ -219,9 +217,9 @@ Status Forwarder::Impl::Start() {
     std::unique_ptr<RdKafka::Error> err(
         producer_->init_transactions(static_cast<int>(options_.startup_timeout.count())));
     if (err) {
-      return Status::Unavailable(fmt::format(
-          "cannot start Kafka transactions for --exactly-once (transactional.id {}): {}",
-          producer["transactional.id"], err->str()));
+      return Status::Unavailable(
+          fmt::format("cannot start Kafka transactions for --exactly-once (transactional.id {}): {}",
+                      producer["transactional.id"], err->str()));
     }
   }
   return Status::Ok();
@@ -259,7 +257,7 @@ Status Forwarder::Impl::Run() {
 }
 
 void Forwarder::Impl::rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
-                  std::vector<RdKafka::TopicPartition*>& partitions) {
+                                   std::vector<RdKafka::TopicPartition*>& partitions) {
   bool cooperative = consumer->rebalance_protocol() == "COOPERATIVE";
   ++metrics_.rebalances;
   if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
@@ -314,11 +312,11 @@ void Forwarder::Impl::dr_cb(RdKafka::Message& report) {
     Finish(held);
     return;
   }
-  spdlog::warn("producing {} offset {} to {} failed: {}", held->partition->topic, held->offset,
-               report.topic_name(), report.errstr());
+  spdlog::warn("producing {} offset {} to {} failed: {}", held->partition->topic, held->offset, report.topic_name(),
+               report.errstr());
   if (held->action == Action::kForward && PermanentProduceError(report.err())) {
-    held->routing_error = Status::InvalidArgument(
-        fmt::format("target topic {} refused the message: {}", held->target, report.errstr()));
+    held->routing_error =
+        Status::InvalidArgument(fmt::format("target topic {} refused the message: {}", held->target, report.errstr()));
     Schedule(held, clock_->NowMs());
   } else {
     Schedule(held, clock_->NowMs() + kRetryMs);
@@ -327,13 +325,12 @@ void Forwarder::Impl::dr_cb(RdKafka::Message& report) {
 
 Status Forwarder::Impl::CheckTopics() {
   RdKafka::Metadata* raw = nullptr;
-  RdKafka::ErrorCode err =
-      consumer_->metadata(true, nullptr, &raw, static_cast<int>(options_.startup_timeout.count()));
+  RdKafka::ErrorCode err = consumer_->metadata(true, nullptr, &raw, static_cast<int>(options_.startup_timeout.count()));
   std::unique_ptr<RdKafka::Metadata> metadata(raw);
   if (err != RdKafka::ERR_NO_ERROR) {
-    return Status::Unavailable(fmt::format(
-        "cannot reach the Kafka brokers at {} within {} ms ({}); check --brokers and that Kafka is up",
-        options_.brokers, options_.startup_timeout.count(), RdKafka::err2str(err)));
+    return Status::Unavailable(
+        fmt::format("cannot reach the Kafka brokers at {} within {} ms ({}); check --brokers and that Kafka is up",
+                    options_.brokers, options_.startup_timeout.count(), RdKafka::err2str(err)));
   }
   std::set<std::string> existing;
   for (const RdKafka::TopicMetadata* t : *metadata->topics()) {
@@ -344,16 +341,17 @@ Status Forwarder::Impl::CheckTopics() {
     if (!existing.contains(topic)) missing.push_back(topic);
   }
   if (!missing.empty()) {
-    return Status::NotFound(fmt::format(
-        "level topics missing on {}: {}; create each with one partition (kafka-topics.sh --create "
-        "--topic {} --partitions 1) or match --levels, --topics-per-level and --prefix to the ones "
-        "that exist",
-        options_.brokers, fmt::join(missing, ", "), missing.front()));
+    return Status::NotFound(
+        fmt::format("level topics missing on {}: {}; create each with one partition (kafka-topics.sh --create "
+                    "--topic {} --partitions 1) or match --levels, --topics-per-level and --prefix to the ones "
+                    "that exist",
+                    options_.brokers, fmt::join(missing, ", "), missing.front()));
   }
   if (!existing.contains(levels_.DeadTopic())) {
-    spdlog::warn("the dead-letter topic {} does not exist; messages without valid delayq headers "
-                 "will wait (uncommitted) until it is created",
-                 levels_.DeadTopic());
+    spdlog::warn(
+        "the dead-letter topic {} does not exist; messages without valid delayq headers "
+        "will wait (uncommitted) until it is created",
+        levels_.DeadTopic());
   }
   return Status::Ok();
 }
@@ -379,8 +377,8 @@ bool Forwarder::Impl::Intake(std::unique_ptr<RdKafka::Message> message) {
   held->offset = message->offset();
   std::string target_storage, due_storage;
   RdKafka::Headers* headers = message->headers();
-  Result<Routing> routing = ParseRouting(FindHeader(headers, kTargetHeader, target_storage),
-                                         FindHeader(headers, kDueHeader, due_storage));
+  Result<Routing> routing =
+      ParseRouting(FindHeader(headers, kTargetHeader, target_storage), FindHeader(headers, kDueHeader, due_storage));
   int64_t act_ms = clock_->NowMs();
   if (routing.ok()) {
     WarmUp(routing->target);
@@ -531,13 +529,14 @@ RdKafka::ErrorCode Forwarder::Impl::Produce(Held* held, int64_t now_ms, Held* op
   } else {
     held->action = Action::kCascade;
     size_t level = levels_.LevelFor(held->due_ms - now_ms);
-    topic = levels_.TopicName(level, static_cast<int>(next_topic_++ % static_cast<uint64_t>(levels_.topics_per_level())));
+    topic =
+        levels_.TopicName(level, static_cast<int>(next_topic_++ % static_cast<uint64_t>(levels_.topics_per_level())));
     for (const auto& h : kept) headers->add(h.key(), h.value(), h.value_size());
   }
   for (;;) {
-    RdKafka::ErrorCode err = producer_->produce(
-        topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, const_cast<void*>(m.payload()),
-        m.len(), m.key_pointer(), m.key_len(), 0, headers.get(), opaque);
+    RdKafka::ErrorCode err = producer_->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+                                                const_cast<void*>(m.payload()), m.len(), m.key_pointer(), m.key_len(),
+                                                0, headers.get(), opaque);
     if (err == RdKafka::ERR__QUEUE_FULL) {
       producer_->poll(10);  // deliveries free room
       continue;
@@ -616,9 +615,10 @@ Status Forwarder::Impl::CheckFatal() {
   std::string reason;
   RdKafka::ErrorCode err = producer_->fatal_error(reason);
   if (err != RdKafka::ERR_NO_ERROR) {
-    return Status::Unavailable(fmt::format("fatal Kafka producer error: {} ({}); restart the forwarder, "
-                                           "uncommitted messages are read again",
-                                           reason, RdKafka::err2str(err)));
+    return Status::Unavailable(
+        fmt::format("fatal Kafka producer error: {} ({}); restart the forwarder, "
+                    "uncommitted messages are read again",
+                    reason, RdKafka::err2str(err)));
   }
   return Status::Ok();
 }
@@ -629,8 +629,7 @@ void Forwarder::Impl::PublishPartitions() {
     int64_t low = 0, high = 0;
     int64_t lag = -1;
     int64_t position = p->offsets.CommitPoint();
-    if (consumer_->get_watermark_offsets(p->topic, p->partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
-        high >= 0) {
+    if (consumer_->get_watermark_offsets(p->topic, p->partition, &low, &high) == RdKafka::ERR_NO_ERROR && high >= 0) {
       lag = high - std::max(position, low);
       if (lag < 0) lag = 0;
     }

@@ -50,7 +50,8 @@ std::string ForwarderMetrics::Render() const {
     out.Family(name, type, help);
     for (const auto& level : s.levels) out.Sample(name, {{"level", level.name}}, value(level));
   };
-  per_level("delayq_forward_forwarded_total", "counter", "Messages produced to their target topic, by the level read from.",
+  per_level("delayq_forward_forwarded_total", "counter",
+            "Messages produced to their target topic, by the level read from.",
             [](const auto& l) { return l.forwarded; });
   per_level("delayq_forward_cascaded_total", "counter", "Messages moved to a shorter level, by the level read from.",
             [](const auto& l) { return l.cascaded; });
@@ -58,11 +59,13 @@ std::string ForwarderMetrics::Render() const {
             [](const auto& l) { return l.dead; });
   per_level("delayq_forward_held", "gauge", "Messages read and not yet finished (waiting in memory or in flight).",
             [](const auto& l) { return l.held; });
-  out.Family("delayq_forward_consumer_lag", "gauge", "Messages in a level partition not yet committed by this instance.");
+  out.Family("delayq_forward_consumer_lag", "gauge",
+             "Messages in a level partition not yet committed by this instance.");
   for (const auto& p : s.assigned) {
     out.Sample("delayq_forward_consumer_lag", {{"topic", p.topic}, {"partition", std::to_string(p.partition)}}, p.lag);
   }
-  out.Family("delayq_forward_partition_paused", "gauge", "1 while a partition is paused because its read-ahead is full.");
+  out.Family("delayq_forward_partition_paused", "gauge",
+             "1 while a partition is paused because its read-ahead is full.");
   for (const auto& p : s.assigned) {
     out.Sample("delayq_forward_partition_paused", {{"topic", p.topic}, {"partition", std::to_string(p.partition)}},
                p.paused ? 1 : 0);
@@ -77,7 +80,8 @@ std::string ForwarderMetrics::Render() const {
   counter("delayq_forward_aborted_transactions_total", "Transactions aborted and retried.", s.aborted_transactions);
   counter("delayq_forward_produce_errors_total", "Produce attempts that failed (retried).", s.produce_errors);
   counter("delayq_forward_rebalances_total", "Partition assignments and revocations seen.", s.rebalances);
-  out.Family("delayq_forward_lateness_seconds", "histogram", "Time from a message's due time to its confirmed forward.");
+  out.Family("delayq_forward_lateness_seconds", "histogram",
+             "Time from a message's due time to its confirmed forward.");
   out.Lateness("delayq_forward_lateness_seconds", {}, s.lateness);
   out.Family("delayq_forward_batch_seconds", "histogram",
              "Time to act on one batch of due messages (and commit its transaction).");

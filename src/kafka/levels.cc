@@ -14,20 +14,18 @@ constexpr size_t kMaxLevels = 64;
 constexpr size_t kMaxTopicLength = 249;  // Kafka's own limit
 
 bool IsTopicChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
 }
 
 Status CheckTopicName(std::string_view what, std::string_view name) {
   if (name.empty()) return Status::InvalidArgument(fmt::format("{} is empty; name a Kafka topic", what));
   if (name.size() > kMaxTopicLength) {
-    return Status::InvalidArgument(fmt::format("{} is {} characters; Kafka allows at most {}", what,
-                                               name.size(), kMaxTopicLength));
+    return Status::InvalidArgument(
+        fmt::format("{} is {} characters; Kafka allows at most {}", what, name.size(), kMaxTopicLength));
   }
   if (!std::all_of(name.begin(), name.end(), IsTopicChar)) {
     return Status::InvalidArgument(fmt::format(
-        "{} \"{}\" has a character Kafka does not allow; use letters, digits, '.', '_' and '-'",
-        what, name));
+        "{} \"{}\" has a character Kafka does not allow; use letters, digits, '.', '_' and '-'", what, name));
   }
   return Status::Ok();
 }
@@ -50,18 +48,18 @@ Result<Levels> Levels::Parse(std::string_view text, std::string prefix, int topi
     std::string_view item = text.substr(start, comma - start);
     start = comma + 1;
     if (item.empty()) {
-      return Status::InvalidArgument(fmt::format(
-          "levels \"{}\" has an empty entry; write them like {}", text, kDefaultLevels));
+      return Status::InvalidArgument(
+          fmt::format("levels \"{}\" has an empty entry; write them like {}", text, kDefaultLevels));
     }
     Result<int64_t> ms = ParseDuration(item);
     if (!ms.ok()) {
-      return Status::InvalidArgument(fmt::format("level \"{}\" is not a duration ({}); write levels like {}",
-                                                 item, ms.status().message(), kDefaultLevels));
+      return Status::InvalidArgument(fmt::format("level \"{}\" is not a duration ({}); write levels like {}", item,
+                                                 ms.status().message(), kDefaultLevels));
     }
     if (*ms < 1) return Status::InvalidArgument(fmt::format("level \"{}\" is zero; levels start at 1ms", item));
     if (!levels.levels_ms_.empty() && *ms <= levels.levels_ms_.back()) {
-      return Status::InvalidArgument(fmt::format("levels must increase: {} follows {}", item,
-                                                 FormatDuration(levels.levels_ms_.back())));
+      return Status::InvalidArgument(
+          fmt::format("levels must increase: {} follows {}", item, FormatDuration(levels.levels_ms_.back())));
     }
     levels.levels_ms_.push_back(*ms);
     if (levels.levels_ms_.size() > kMaxLevels) {
@@ -119,16 +117,14 @@ Result<Routing> ParseRouting(const std::string* target, const std::string* due) 
     return Status::InvalidArgument(fmt::format("no {} header; name the topic to deliver to", kTargetHeader));
   }
   if (due == nullptr) {
-    return Status::InvalidArgument(
-        fmt::format("no {} header; give the due time in epoch milliseconds", kDueHeader));
+    return Status::InvalidArgument(fmt::format("no {} header; give the due time in epoch milliseconds", kDueHeader));
   }
   DELAYQ_RETURN_IF_ERROR(CheckTopicName(fmt::format("{} header", kTargetHeader), *target));
   int64_t due_ms = 0;
   auto [end, ec] = std::from_chars(due->data(), due->data() + due->size(), due_ms);
   if (due->empty() || ec != std::errc() || end != due->data() + due->size() || due_ms < 0) {
     return Status::InvalidArgument(fmt::format(
-        "{} header \"{}\" is not a time; give epoch milliseconds as decimal digits", kDueHeader,
-        due->substr(0, 40)));
+        "{} header \"{}\" is not a time; give epoch milliseconds as decimal digits", kDueHeader, due->substr(0, 40)));
   }
   return Routing{*target, due_ms};
 }

@@ -7,14 +7,14 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <cctype>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cctype>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -37,8 +37,7 @@ class HttpServer::Impl {
   template <class Stream>
   class Session;
 
-  Impl(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections,
-       std::atomic<int64_t>* body_bytes)
+  Impl(Handler handler, HttpServerOptions options, std::atomic<int64_t>* connections, std::atomic<int64_t>* body_bytes)
       : handler_(std::move(handler)),
         connections_(connections != nullptr ? connections : &own_connections_),
         body_bytes_(body_bytes != nullptr ? body_bytes : &own_body_bytes_),
@@ -58,9 +57,8 @@ class HttpServer::Impl {
     beast::error_code ec;
     auto address = net::ip::make_address(options_.host, ec);
     if (ec) {
-      return Status::InvalidArgument(fmt::format(
-          "listen address \"{}\" is not an IP address (use 127.0.0.1, 0.0.0.0 or ::1)",
-          options_.host));
+      return Status::InvalidArgument(
+          fmt::format("listen address \"{}\" is not an IP address (use 127.0.0.1, 0.0.0.0 or ::1)", options_.host));
     }
     tcp::endpoint endpoint(address, options_.port);
     acceptor_.open(endpoint.protocol(), ec);
@@ -68,8 +66,7 @@ class HttpServer::Impl {
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
     if (ec) {
-      return Status::Unavailable(fmt::format("cannot listen on {}:{}: {}", options_.host,
-                                             options_.port, ec.message()));
+      return Status::Unavailable(fmt::format("cannot listen on {}:{}: {}", options_.host, options_.port, ec.message()));
     }
     port_ = acceptor_.local_endpoint().port();
     Accept();
@@ -95,9 +92,9 @@ class HttpServer::Impl {
     }
     ssl_->use_private_key_file(options_.tls_key_file, net::ssl::context::pem, ec);
     if (ec) {
-      return Status::InvalidArgument(fmt::format(
-          "cannot use --tls-key \"{}\": {} (a PEM private key matching --tls-cert is needed)",
-          options_.tls_key_file, ec.message()));
+      return Status::InvalidArgument(
+          fmt::format("cannot use --tls-key \"{}\": {} (a PEM private key matching --tls-cert is needed)",
+                      options_.tls_key_file, ec.message()));
     }
     return Status::Ok();
   }
@@ -190,7 +187,7 @@ class HttpServer::Impl {
   std::mutex mu_;
   std::set<SessionBase*> sessions_;
   std::map<net::ip::address, size_t> per_address_;  // open connections by client address
-  std::optional<net::ssl::context> ssl_;             // set when serving TLS
+  std::optional<net::ssl::context> ssl_;            // set when serving TLS
   // Destroyed first (see ~Impl): the loop, then what runs on it.
   net::io_context ioc_;
   tcp::acceptor acceptor_;
@@ -337,7 +334,7 @@ class HttpServer::Impl::Session final : public SessionBase {
       }
       body_bytes_ = take;
       Tcp().expires_after(std::chrono::seconds(server_.options().header_timeout_s) +
-                            std::chrono::seconds(take / (64 * 1024)));
+                          std::chrono::seconds(take / (64 * 1024)));
       return bhttp::async_read(stream_, buffer_, *parser_,
                                [self = Self()](beast::error_code ec, size_t) { self->OnRead(ec); });
     }
@@ -347,9 +344,9 @@ class HttpServer::Impl::Session final : public SessionBase {
   void OnRead(beast::error_code ec) {
     if (Gone(ec)) return Close();
     if (ec == bhttp::error::body_limit) {
-      return Fail(413, "too_large",
-                  fmt::format("the request body is over {} bytes; send smaller batches",
-                              server_.options().max_body_bytes));
+      return Fail(
+          413, "too_large",
+          fmt::format("the request body is over {} bytes; send smaller batches", server_.options().max_body_bytes));
     }
     if (ec == bhttp::error::header_limit) {
       return Fail(431, "too_large", "the request headers are over 64 KiB");
@@ -389,17 +386,16 @@ class HttpServer::Impl::Session final : public SessionBase {
 
   // While a reserve waits, notice a client that hangs up, and abandon the reserve.
   void WatchForHangUp() {
-    Tcp().socket().async_wait(
-        tcp::socket::wait_read, [self = Self()](beast::error_code ec) {
-          if (self->answered_ || !self->cancel_) return;
-          char byte;
-          ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-            auto cancel = std::move(self->cancel_);
-            cancel();  // the reserve is answered (empty); the write then fails and closes
-          }
-          // n > 0: the client sent its next request early; it is read after this answer.
-        });
+    Tcp().socket().async_wait(tcp::socket::wait_read, [self = Self()](beast::error_code ec) {
+      if (self->answered_ || !self->cancel_) return;
+      char byte;
+      ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        auto cancel = std::move(self->cancel_);
+        cancel();  // the reserve is answered (empty); the write then fails and closes
+      }
+      // n > 0: the client sent its next request early; it is read after this answer.
+    });
   }
 
   void Write(http::HttpResponse r) {
@@ -472,13 +468,15 @@ void HttpServer::Impl::Accept() {
         std::lock_guard lock(mu_);
         size_t& from_peer = per_address_[peer];
         if (sessions_.size() >= options_.max_connections || stopping_) {
-          static const std::string kBusy = Refusal(503, "Service Unavailable", Code::kUnavailable,
-              "delayq is at its connection limit (--max-connections); retry later");
+          static const std::string kBusy =
+              Refusal(503, "Service Unavailable", Code::kUnavailable,
+                      "delayq is at its connection limit (--max-connections); retry later");
           refusal = &kBusy;
         } else if (options_.max_connections_per_address > 0 && from_peer >= options_.max_connections_per_address) {
-          static const std::string kTooMany = Refusal(429, "Too Many Requests", Code::kResourceExhausted,
-              "this address has the most connections one client may open (--max-connections-per-address); "
-              "reuse connections (keep-alive) or close some");
+          static const std::string kTooMany =
+              Refusal(429, "Too Many Requests", Code::kResourceExhausted,
+                      "this address has the most connections one client may open (--max-connections-per-address); "
+                      "reuse connections (keep-alive) or close some");
           refusal = &kTooMany;
         }
         if (refusal == nullptr) ++from_peer;
@@ -491,7 +489,8 @@ void HttpServer::Impl::Accept() {
       } else {
         std::shared_ptr<SessionBase> session;
         if (ssl_) {
-          session = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, peer, std::move(socket), *ssl_);
+          session =
+              std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, peer, std::move(socket), *ssl_);
         } else {
           session = std::make_shared<Session<beast::tcp_stream>>(*this, peer, std::move(socket));
         }
@@ -505,8 +504,9 @@ void HttpServer::Impl::Accept() {
 
 std::string HttpServer::Impl::Refusal(int status, std::string_view reason, Code code, std::string_view message) {
   std::string body = wire::ErrorBody(code, message);
-  return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
-                     status, reason, body.size(), body);
+  return fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}", status,
+      reason, body.size(), body);
 }
 
 void HttpServer::Impl::CloseIdle() {
@@ -540,9 +540,8 @@ HttpServer::HttpServer(Handler handler, HttpServerOptions options, std::atomic<i
                        std::atomic<int64_t>* body_bytes)
     : impl_(std::make_unique<Impl>(std::move(handler), std::move(options), connections, body_bytes)) {}
 HttpServer::HttpServer(http::Api& api, HttpServerOptions options)
-    : HttpServer([&api](http::HttpRequest request, http::Reply reply) {
-                   return api.Handle(std::move(request), std::move(reply));
-                 },
+    : HttpServer([&api](http::HttpRequest request,
+                        http::Reply reply) { return api.Handle(std::move(request), std::move(reply)); },
                  [&] {
                    options.admit = [&api](const http::HttpRequest& head) { return api.Admit(head); };
                    return std::move(options);

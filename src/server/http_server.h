@@ -8,8 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "delayq/status.h"
@@ -19,18 +19,18 @@ namespace delayq::server {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 7070;                // 0: any free port (see HttpServer::port())
-  int threads = 8;                     // I/O + handler threads; handlers may wait for an fsync
-  size_t max_body_bytes = 16 << 20;    // larger bodies get 413
+  uint16_t port = 7070;              // 0: any free port (see HttpServer::port())
+  int threads = 8;                   // I/O + handler threads; handlers may wait for an fsync
+  size_t max_body_bytes = 16 << 20;  // larger bodies get 413
   // Bytes of request bodies held at once across all connections, counted from each request's
   // Content-Length (max_body_bytes for a chunked one) before its body is read; a request that
   // would go over gets 503 and its body is not read.
   size_t max_body_memory = 256 << 20;
-  size_t max_connections = 20'000;     // more get 503
+  size_t max_connections = 20'000;  // more get 503
   // Open connections from one client address; more get 429. 0: no cap. Behind a proxy every
   // client has the proxy's address: raise it there.
   size_t max_connections_per_address = 1'000;
-  int idle_timeout_s = 120;            // an idle keep-alive connection is closed after this
+  int idle_timeout_s = 120;  // an idle keep-alive connection is closed after this
   // Once a request's first byte arrived, its header must be complete within this, and its body
   // within this plus one second per 64 KiB (a client that trickles bytes is closed).
   int header_timeout_s = 10;

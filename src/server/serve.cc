@@ -7,10 +7,10 @@
 #include <atomic>
 #include <cctype>
 #include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "http/api.h"
 #include "server/http_server.h"
@@ -56,7 +56,6 @@ class HistorySampler {
   std::thread thread_;
 };
 
-
 // Whether a listen host only accepts connections from this machine.
 bool IsLoopback(const std::string& host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") return true;
@@ -74,8 +73,8 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.front()))) token.erase(0, 1);
   if (token.empty()) {
-    return Status::InvalidArgument(fmt::format("--auth-token-file {}: the first line is empty; put the token there",
-                                               path));
+    return Status::InvalidArgument(
+        fmt::format("--auth-token-file {}: the first line is empty; put the token there", path));
   }
   return token;
 }
@@ -107,10 +106,11 @@ int Serve(const ServeOptions& options) {
   }
   // Anyone who can reach the port can use the whole API when there is no token.
   if (o.auth_token.empty() && !IsLoopback(http.host) && !o.insecure_no_auth) {
-    spdlog::error("--listen {} is reachable beyond this machine and no token is set: give --auth-token-file "
-                  "(or --auth-token / DELAYQ_AUTH_TOKEN), listen on 127.0.0.1, or accept the risk with "
-                  "--insecure-no-auth",
-                  o.listen);
+    spdlog::error(
+        "--listen {} is reachable beyond this machine and no token is set: give --auth-token-file "
+        "(or --auth-token / DELAYQ_AUTH_TOKEN), listen on 127.0.0.1, or accept the risk with "
+        "--insecure-no-auth",
+        o.listen);
     return 2;
   }
   auto store = OpenStore(o);
@@ -143,9 +143,9 @@ int Serve(const ServeOptions& options) {
     spdlog::error("{}", s.message());
     return s.code() == Code::kInvalidArgument ? 2 : 1;
   }
-  const std::string url = fmt::format(
-      "{}://{}:{}", o.tls_cert.empty() ? "http" : "https", http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host,
-      server.port());
+  const std::string url =
+      fmt::format("{}://{}:{}", o.tls_cert.empty() ? "http" : "https",
+                  http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host, server.port());
   if (!o.port_file.empty()) {
     std::ofstream(o.port_file) << server.port() << "\n";
   }
@@ -154,8 +154,8 @@ int Serve(const ServeOptions& options) {
       "try:  curl -s -X POST %s/v1/queues/demo/jobs -d '{\"payload\":{\"hello\":\"world\"},"
       "\"delay\":\"5s\"}'\n"
       "      curl -s -X POST %s/v1/queues/demo/reserve -d '{\"wait_ms\":10000}'\n",
-      url.c_str(), store->description.c_str(),
-      o.auth_token.empty() ? "" : ", bearer token required", url.c_str(), url.c_str());
+      url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required", url.c_str(),
+      url.c_str());
   std::fflush(stdout);
   server.Run(true, [&] {
     ready = false;

@@ -15,23 +15,23 @@ struct ServeOptions {
   std::string store = "embedded";         // embedded | redis://HOST:PORT | redis-cluster://...
   Durability durability = Durability::kSync;
   int64_t sync_interval_ms = 50;
-  std::string auth_token;                 // empty: no authentication
-  std::string auth_token_file;            // read the token from this file (not visible in ps)
-  bool insecure_no_auth = false;          // allow listening beyond loopback without a token
-  std::vector<std::string> allowed_hosts; // Host names answered besides IPs and localhost
+  std::string auth_token;                  // empty: no authentication
+  std::string auth_token_file;             // read the token from this file (not visible in ps)
+  bool insecure_no_auth = false;           // allow listening beyond loopback without a token
+  std::vector<std::string> allowed_hosts;  // Host names answered besides IPs and localhost
   int threads = 8;
   size_t max_body_bytes = 16 << 20;
-  size_t max_body_memory = 256 << 20;     // request bodies held at once, all connections
+  size_t max_body_memory = 256 << 20;  // request bodies held at once, all connections
   size_t max_connections = 20'000;
   size_t max_connections_per_address = 1'000;
   int header_timeout_s = 10;
-  std::string tls_cert, tls_key;          // PEM files: serve https only
+  std::string tls_cert, tls_key;  // PEM files: serve https only
   int64_t max_waiting = 50'000;
-  size_t max_queues = 10'000;             // creating more is 429
-  std::string port_file;                  // when set, the bound port is written here (tests)
-  int redis_shards = 1;                   // shards of a queue created on Redis (1..256)
-  int redis_wait_replicas = 0;            // Redis: writes wait for this many replicas (WAIT)
-  int redis_wait_timeout_ms = 1000;       // ... at most this long, else 503
+  size_t max_queues = 10'000;        // creating more is 429
+  std::string port_file;             // when set, the bound port is written here (tests)
+  int redis_shards = 1;              // shards of a queue created on Redis (1..256)
+  int redis_wait_replicas = 0;       // Redis: writes wait for this many replicas (WAIT)
+  int redis_wait_timeout_ms = 1000;  // ... at most this long, else 503
 };
 
 // Runs the server; returns the process exit code (0 after a clean stop).

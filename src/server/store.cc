@@ -36,13 +36,12 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     out.queue = std::move(*redis);
     out.close = [raw] { raw->Close(); };
     out.description = fmt::format(
-        "Redis at {}{}{}", o.store,
-        o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "",
+        "Redis at {}{}{}", o.store, o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "",
         o.redis_wait_replicas > 0 ? fmt::format(", writes wait for {} replica(s)", o.redis_wait_replicas) : "");
     return out;
   }
-  return Status::InvalidArgument(fmt::format(
-      "--store \"{}\" is not embedded, redis://HOST:PORT or redis-cluster://HOST:PORT,...", o.store));
+  return Status::InvalidArgument(
+      fmt::format("--store \"{}\" is not embedded, redis://HOST:PORT or redis-cluster://HOST:PORT,...", o.store));
 }
 
 }  // namespace delayq::server

@@ -50,15 +50,15 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
     if (*when) continue;
     if (key == "payload") {
       if (have_payload) {
-        return Status::InvalidArgument(fmt::format(
-            "{}payload and {}payload_base64 are both given; give one", prefix, prefix));
+        return Status::InvalidArgument(
+            fmt::format("{}payload and {}payload_base64 are both given; give one", prefix, prefix));
       }
       DELAYQ_RETURN_IF_ERROR(RawValue(v, field, &r.payload));
       have_payload = true;
     } else if (key == "payload_base64") {
       if (have_payload) {
-        return Status::InvalidArgument(fmt::format(
-            "{}payload and {}payload_base64 are both given; give one", prefix, prefix));
+        return Status::InvalidArgument(
+            fmt::format("{}payload and {}payload_base64 are both given; give one", prefix, prefix));
       }
       std::string text;
       DELAYQ_RETURN_IF_ERROR(GetString(v, field, &text));
@@ -75,8 +75,8 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
       int64_t n;
       DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &n, "an integer from 1 to 1000"));
       if (n < 1 || n > Limits::kMaxAttempts) {
-        return Status::InvalidArgument(fmt::format("{} is {}; it must be between 1 and {}", field,
-                                                   n, Limits::kMaxAttempts));
+        return Status::InvalidArgument(
+            fmt::format("{} is {}; it must be between 1 and {}", field, n, Limits::kMaxAttempts));
       }
       r.max_attempts = static_cast<int32_t>(n);
     } else if (key == "headers") {
@@ -94,8 +94,8 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
     }
   }
   if (!have_payload) {
-    return Status::InvalidArgument(fmt::format(
-        "{}payload is missing; give \"payload\" (any JSON value) or \"payload_base64\"", prefix));
+    return Status::InvalidArgument(
+        fmt::format("{}payload is missing; give \"payload\" (any JSON value) or \"payload_base64\"", prefix));
   }
   return r;
 }
@@ -138,8 +138,7 @@ Result<EnqueueBody> ParseEnqueueRequest(std::string_view body) {
       if (!r.ok()) return r.status();
       out.jobs.push_back(std::move(*r));
       if (++i > Limits::kMaxBatch) {
-        return Status::TooLarge(fmt::format("jobs has more than {} entries; send several batches",
-                                            Limits::kMaxBatch));
+        return Status::TooLarge(fmt::format("jobs has more than {} entries; send several batches", Limits::kMaxBatch));
       }
     }
     if (out.jobs.empty()) return ValidateBatchSize(0);

@@ -16,15 +16,13 @@ std::string ErrorBody(Code code, std::string_view message) {
   return w.Take();
 }
 
-
 Status ParseErrorResponse(int http_status, std::string_view body) {
   auto d = OpenResponse(body, "error");
   if (d.ok()) {
     sj::object o;
     sj::value e;
     sj::object eo;
-    if (!(*d)->doc.get_object().get(o) && !o.find_field_unordered("error").get(e) &&
-        !e.get_object().get(eo)) {
+    if (!(*d)->doc.get_object().get(o) && !o.find_field_unordered("error").get(e) && !e.get_object().get(eo)) {
       std::string code, message;
       for (auto f : eo) {
         std::string_view k;
@@ -34,15 +32,15 @@ Status ParseErrorResponse(int http_status, std::string_view body) {
         else if (k == "message") message = Str(v);
       }
       Code c = CodeFromName(code);
-      if (c == Code::kOk) c = Code::kInternal;  // an error answer is never ok, whatever it says
+      if (c == Code::kOk) c = Code::kInternal;           // an error answer is never ok, whatever it says
       if (c == Code::kInternal && code != "internal") {  // a transport code, e.g. method_not_allowed
-        c = http_status == 401 ? Code::kUnauthenticated
-            : http_status == 404 ? Code::kNotFound
+        c = http_status == 401                         ? Code::kUnauthenticated
+            : http_status == 404                       ? Code::kNotFound
             : http_status == 413 || http_status == 431 ? Code::kTooLarge
-            : http_status == 429 ? Code::kResourceExhausted
-            : http_status == 503 ? Code::kUnavailable
-            : http_status >= 400 && http_status < 500 ? Code::kInvalidArgument
-                                                      : Code::kInternal;
+            : http_status == 429                       ? Code::kResourceExhausted
+            : http_status == 503                       ? Code::kUnavailable
+            : http_status >= 400 && http_status < 500  ? Code::kInvalidArgument
+                                                       : Code::kInternal;
       }
       return Status(c, message.empty() ? fmt::format("HTTP {}", http_status) : message);
     }

@@ -45,8 +45,7 @@ Status ValidateBody(std::string_view body) {
   simdjson::dom::element root;
   auto error = parser.parse(body.data(), body.size(), true).get(root);
   if (error == simdjson::DEPTH_ERROR) {
-    return Status::InvalidArgument(
-        fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
+    return Status::InvalidArgument(fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
   }
   if (error == simdjson::NUMBER_ERROR) {
     return Status::InvalidArgument(
@@ -118,8 +117,7 @@ Status RawValue(sj::value v, std::string_view field, std::string* out) {
   } else {
     raw = v.raw_json_token();
   }
-  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
-                          raw.back() == '\t')) {
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
     raw.remove_suffix(1);
   }
   if (error) return TypeError(field, "a JSON value");
@@ -186,8 +184,7 @@ std::string Raw(sj::value v) {
   } else {
     raw = v.raw_json_token();
   }
-  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' ||
-                          raw.back() == '\t')) {
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n' || raw.back() == '\r' || raw.back() == '\t')) {
     raw.remove_suffix(1);
   }
   return std::string(raw);

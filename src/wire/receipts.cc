@@ -20,8 +20,7 @@ int64_t CountOk(const std::vector<Status>& statuses, const std::vector<size_t>& 
 
 // The failures of a batch, one entry per receipt as spelled (a client finds each of its
 // receipts there), without repeating an identical one.
-void WriteFailures(JsonWriter& w, const std::vector<std::string>& receipts,
-                   const std::vector<Status>& statuses) {
+void WriteFailures(JsonWriter& w, const std::vector<std::string>& receipts, const std::vector<Status>& statuses) {
   std::set<std::string_view> listed;
   w.Key("failed").BeginArray();
   for (size_t i = 0; i < statuses.size(); ++i) {
@@ -117,8 +116,8 @@ Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body) {
                                              : "receipt is missing; give \"receipt\" or \"receipts\"");
   }
   if (out.receipts.size() > Limits::kMaxBatch) {
-    return Status::TooLarge(fmt::format("receipts has {} entries; at most {} are allowed",
-                                        out.receipts.size(), Limits::kMaxBatch));
+    return Status::TooLarge(
+        fmt::format("receipts has {} entries; at most {} are allowed", out.receipts.size(), Limits::kMaxBatch));
   }
   return out;
 }
@@ -172,8 +171,7 @@ Result<TouchResult> ParseTouchResponse(std::string_view body) {
   return r;
 }
 
-Result<std::vector<Status>> ParseBatchResponse(std::string_view body,
-                                               const std::vector<std::string>& receipts) {
+Result<std::vector<Status>> ParseBatchResponse(std::string_view body, const std::vector<std::string>& receipts) {
   std::map<std::string, Status> failed;
   Status s = WithField(body, "batch", "failed", [&](sj::value v) {
     sj::array arr;

@@ -19,7 +19,7 @@ namespace delayq::wire {
 
 struct ReceiptsBody {
   std::vector<std::string> receipts;
-  bool batch = false;  // "receipts": [...] rather than "receipt": "..."
+  bool batch = false;                  // "receipts": [...] rather than "receipt": "..."
   std::optional<int64_t> retry_in_ms;  // nack
   std::string error;                   // nack
   bool dead = false;                   // nack

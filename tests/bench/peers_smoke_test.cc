@@ -19,8 +19,8 @@ using nlohmann::json;
 const std::string kHarness = DELAYQ_PEERS_HARNESS;
 
 json RunWorkload(const std::string& workload, const std::string& consumers, std::string* line) {
-  RunResult r = RunProcess({DELAYQ_NODE, kHarness + "/run.js", "--system", "delayq-none", "--workload", workload,
-                            "--n", "2000", "--consumers", consumers, "--seconds", "2", "--delayq", DELAYQ_BIN});
+  RunResult r = RunProcess({DELAYQ_NODE, kHarness + "/run.js", "--system", "delayq-none", "--workload", workload, "--n",
+                            "2000", "--consumers", consumers, "--seconds", "2", "--delayq", DELAYQ_BIN});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   *line = r.out;
   return json::parse(r.out, nullptr, /*allow_exceptions=*/false);

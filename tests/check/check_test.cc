@@ -35,8 +35,8 @@ RunOptions Base(std::string store, std::string fault) {
 
 std::vector<Mode> Modes() {
   std::vector<Mode> m;
-  for (const char* fault : {"none", "kill-server", "kill-consumers", "stop-server", "clock-step", "disk-full",
-                            "disk-error", "power-cut"}) {
+  for (const char* fault :
+       {"none", "kill-server", "kill-consumers", "stop-server", "clock-step", "disk-full", "disk-error", "power-cut"}) {
     std::string name = std::string("embedded_sync_") + fault;
     std::replace(name.begin(), name.end(), '-', '_');
     m.push_back({name, Base("embedded", fault)});
@@ -97,8 +97,7 @@ TEST_P(Check, EveryInvariantHolds) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, Check, ::testing::ValuesIn(Modes()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Modes, Check, ::testing::ValuesIn(Modes()), [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace delayq::check

@@ -43,11 +43,11 @@ class Recorder {
 struct Op {
   int client = 0;
   int64_t seq = 0;
-  std::string op;      // enqueue, reserve, ack, nack, touch, cancel, reschedule, get, ...
+  std::string op;  // enqueue, reserve, ack, nack, touch, cancel, reschedule, get, ...
   std::string queue;
-  int64_t t0 = 0;      // sent, µs
-  int64_t t1 = -1;     // answered, µs; -1: never (in doubt)
-  std::string code;    // "ok", "not_found", ...; "" when in doubt
+  int64_t t0 = 0;    // sent, µs
+  int64_t t1 = -1;   // answered, µs; -1: never (in doubt)
+  std::string code;  // "ok", "not_found", ...; "" when in doubt
   std::string message;
   Json args, result;
   bool answered() const { return t1 >= 0; }

@@ -5,8 +5,8 @@
 //
 // Prints a one-line verdict (and, on a failure, each anomaly with the slice of history that
 // shows it); exits 0 when every invariant held. docs/reliability.md explains the modes.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <climits>
 #include <fstream>
@@ -114,14 +114,28 @@ int main(int argc, char** argv) {
     std::cout << r.verdict << std::endl;
     if (!o.json.empty()) {
       const Report& rep = r.report;
-      nlohmann::json j = {{"mode", r.mode}, {"store", o.store}, {"durability", o.durability}, {"fault", o.fault},
-                          {"pass", r.pass}, {"ops", rep.ops}, {"in_doubt", rep.in_doubt}, {"jobs", rep.jobs},
-                          {"acknowledged", r.acknowledged}, {"deliveries", rep.deliveries},
-                          {"faults", r.faults_injected}, {"anomalies", rep.anomalies.size()}, {"lost", rep.lost},
-                          {"resurrected", rep.resurrected}, {"lateness_p50_ms", rep.lateness_p50_ms},
-                          {"lateness_p99_ms", rep.lateness_p99_ms}, {"lateness_max_ms", rep.lateness_max_ms},
-                          {"loss_expected", LossExpected(o)}, {"loss_effects", rep.loss_effects}, {"lost_window_ms", rep.lost_window_ms},
-                          {"duration_ms", o.duration_ms}, {"clients", o.clients}};
+      nlohmann::json j = {{"mode", r.mode},
+                          {"store", o.store},
+                          {"durability", o.durability},
+                          {"fault", o.fault},
+                          {"pass", r.pass},
+                          {"ops", rep.ops},
+                          {"in_doubt", rep.in_doubt},
+                          {"jobs", rep.jobs},
+                          {"acknowledged", r.acknowledged},
+                          {"deliveries", rep.deliveries},
+                          {"faults", r.faults_injected},
+                          {"anomalies", rep.anomalies.size()},
+                          {"lost", rep.lost},
+                          {"resurrected", rep.resurrected},
+                          {"lateness_p50_ms", rep.lateness_p50_ms},
+                          {"lateness_p99_ms", rep.lateness_p99_ms},
+                          {"lateness_max_ms", rep.lateness_max_ms},
+                          {"loss_expected", LossExpected(o)},
+                          {"loss_effects", rep.loss_effects},
+                          {"lost_window_ms", rep.lost_window_ms},
+                          {"duration_ms", o.duration_ms},
+                          {"clients", o.clients}};
       std::ofstream(o.json, std::ios::app) << j.dump() << "\n";
     }
     return r.pass ? 0 : 1;

@@ -22,8 +22,8 @@
 #include "check/history.h"
 #include "check/proc.h"
 #include "check/worker.h"
-#include "support/process.h"
 #include "delayq/client.h"
+#include "support/process.h"
 
 namespace delayq::check {
 namespace {
@@ -54,7 +54,6 @@ std::string LossEffects(const Report& r) {
   if (!effects.empty()) parts.push_back(effects);
   return parts.empty() ? "" : " (" + Join(parts, "; ") + ")";
 }
-
 
 std::string FakeTimeLibrary() {
   for (const char* p : {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
@@ -158,7 +157,8 @@ class Run {
   }
   std::string Mode() const {
     std::string m = o_.store == "embedded" ? "embedded/" + o_.durability : o_.store;
-    if (o_.store == "redis" && (o_.fault == "redis-restart" || o_.fault == "redis-failover" || o_.fault == "power-cut")) {
+    if (o_.store == "redis" &&
+        (o_.fault == "redis-restart" || o_.fault == "redis-failover" || o_.fault == "power-cut")) {
       m += "/appendfsync=" + o_.redis_appendfsync;
     }
     if (o_.redis_wait_replicas > 0) m += fmt::format("/wait={}", o_.redis_wait_replicas);
@@ -183,8 +183,9 @@ class Run {
   std::unique_ptr<Proc> StartRedis(const std::string& name, int port, const std::vector<std::string>& more) {
     const std::string dir = (DiskFault() ? Mount() : root_) + "/" + name;
     CreateDurableDirectory(dir);  // as an installation would: Redis's own files are then its business
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1",
-                                     "--save", "", "--dir", dir, "--loglevel", "notice"};
+    std::vector<std::string> args = {
+        "redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+        "--dir",        dir,      "--loglevel",         "notice"};
     args.insert(args.end(), more.begin(), more.end());
     auto p = std::make_unique<Proc>(args, root_ + "/" + name + ".log");
     if (!p->WaitForLine("Ready to accept connections", std::chrono::seconds(60))) {
@@ -221,10 +222,10 @@ class Run {
         port = static_cast<int>(Uniform(20000, 45000));
       } while (!PortFree(port) || !PortFree(port + 10000));
       redis_ports_.push_back(port);
-      redis_.push_back(StartRedis(fmt::format("node{}", i), port,
-                                  {"--cluster-enabled", "yes", "--cluster-config-file",
-                                   root_ + fmt::format("/node{}/nodes.conf", i), "--cluster-node-timeout", "5000",
-                                   "--appendonly", "yes"}));
+      redis_.push_back(
+          StartRedis(fmt::format("node{}", i), port,
+                     {"--cluster-enabled", "yes", "--cluster-config-file", root_ + fmt::format("/node{}/nodes.conf", i),
+                      "--cluster-node-timeout", "5000", "--appendonly", "yes"}));
       create.push_back(fmt::format("127.0.0.1:{}", port));
     }
     create.insert(create.end(), {"--cluster-replicas", "0", "--cluster-yes"});
@@ -272,9 +273,9 @@ class Run {
   // --- servers ---
   void StartServer(int i) {
     if (server_ports_.size() <= static_cast<size_t>(i)) server_ports_.push_back(testing::FreeTcpPort());
-    std::vector<std::string> args = {o_.delayq_bin, "serve", "--listen",
-                                     fmt::format("127.0.0.1:{}", server_ports_[static_cast<size_t>(i)]), "--data",
-                                     DataDir(i)};
+    std::vector<std::string> args = {o_.delayq_bin, "serve",
+                                     "--listen",    fmt::format("127.0.0.1:{}", server_ports_[static_cast<size_t>(i)]),
+                                     "--data",      DataDir(i)};
     if (o_.store == "embedded") {
       args.insert(args.end(), {"--durability", o_.durability});
     } else {
@@ -288,7 +289,9 @@ class Run {
       const std::string lib = FakeTimeLibrary();
       if (lib.empty()) throw std::runtime_error("clock-step needs libfaketime (Debian package faketime)");
       if (!fs::exists(FakeTimeFile())) SetFakeTime("+0");
-      env = {{"LD_PRELOAD", lib}, {"FAKETIME_TIMESTAMP_FILE", FakeTimeFile()}, {"FAKETIME_NO_CACHE", "1"},
+      env = {{"LD_PRELOAD", lib},
+             {"FAKETIME_TIMESTAMP_FILE", FakeTimeFile()},
+             {"FAKETIME_NO_CACHE", "1"},
              {"DONT_FAKE_MONOTONIC", "1"}};
     }
     if (servers_.size() <= static_cast<size_t>(i)) servers_.resize(static_cast<size_t>(i) + 1);
@@ -334,10 +337,13 @@ class Run {
     for (int i = 0; i < Servers(); ++i) urls.push_back(Url(i));
     const std::string history = root_ + fmt::format("/history{}.jsonl", id);
     histories_.push_back(history);
-    std::vector<std::string> args = {o_.self_bin, "--worker", "--id", std::to_string(id), "--seed",
-                                     std::to_string(o_.seed * 1000 + static_cast<uint64_t>(id)), "--urls", Join(urls, ","),
-                                     "--queues", Join(kQueues, ","), "--history", history, "--until-us",
-                                     std::to_string(until_us_)};
+    std::vector<std::string> args = {o_.self_bin,  "--worker",
+                                     "--id",       std::to_string(id),
+                                     "--seed",     std::to_string(o_.seed * 1000 + static_cast<uint64_t>(id)),
+                                     "--urls",     Join(urls, ","),
+                                     "--queues",   Join(kQueues, ","),
+                                     "--history",  history,
+                                     "--until-us", std::to_string(until_us_)};
     if (admin) args.push_back("--admin");
     workers_[id] = std::make_unique<Proc>(args, root_ + fmt::format("/worker{}.log", id));
     if (admin) admin_ = id;
@@ -526,7 +532,10 @@ class Run {
         QueueCounts& qc = out.metrics[(*it)[1]];
         const std::string state = (*it)[2];
         const int64_t n = std::stoll((*it)[3]);
-        (state == "scheduled" ? qc.scheduled : state == "ready" ? qc.ready : state == "reserved" ? qc.reserved : qc.dead) = n;
+        (state == "scheduled"  ? qc.scheduled
+         : state == "ready"    ? qc.ready
+         : state == "reserved" ? qc.reserved
+                               : qc.dead) = n;
       }
     }
     return out;

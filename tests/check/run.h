@@ -26,28 +26,28 @@ namespace delayq::check {
 //   power-cut         SIGKILL the server and drop every write not fsynced (delayq-fuse), as a
 //                     power loss would; remount and restart
 struct RunOptions {
-  std::string delayq_bin;                // the `delayq` binary
-  std::string self_bin;                  // this binary (workers are started from it)
-  std::string fuse_bin;                  // the `delayq-fuse` binary (disk faults)
-  std::string store = "embedded";        // embedded | redis | redis-cluster
-  std::string durability = "sync";       // embedded: sync | interval | none
+  std::string delayq_bin;           // the `delayq` binary
+  std::string self_bin;             // this binary (workers are started from it)
+  std::string fuse_bin;             // the `delayq-fuse` binary (disk faults)
+  std::string store = "embedded";   // embedded | redis | redis-cluster
+  std::string durability = "sync";  // embedded: sync | interval | none
   std::string fault = "none";
-  int clients = 6;                       // workers; one of them administers (pause, config, dead)
-  int servers = 1;                       // delayq servers sharing the store (Redis only)
+  int clients = 6;  // workers; one of them administers (pause, config, dead)
+  int servers = 1;  // delayq servers sharing the store (Redis only)
   int64_t duration_ms = 20'000;
   int64_t fault_every_ms = 5'000;
   std::string redis_appendfsync = "everysec";  // always | everysec
-  int redis_wait_replicas = 0;           // delayq serve --redis-wait-replicas
+  int redis_wait_replicas = 0;                 // delayq serve --redis-wait-replicas
   uint64_t seed = 1;
-  std::string keep;                      // keep the history and logs in this directory
-  std::string json;                      // append the result as one JSON line to this file
+  std::string keep;  // keep the history and logs in this directory
+  std::string json;  // append the result as one JSON line to this file
 };
 
 struct RunResult {
   Report report;
   std::string verdict;  // the one-line verdict
   bool pass = false;
-  std::string mode;     // "embedded/sync kill-server"
+  std::string mode;  // "embedded/sync kill-server"
   int64_t faults_injected = 0;
   int64_t acknowledged = 0;  // enqueues acknowledged
 };

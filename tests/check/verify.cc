@@ -23,9 +23,9 @@ struct DeliveryRec {
   std::string id, receipt, queue;
   int64_t attempt = 0, max = 0;
   int64_t due = 0, deadline = 0, lease_ms = 0;
-  int64_t lease_end = 0;      // the deadline, as set again by the last touch that answered ok
+  int64_t lease_end = 0;  // the deadline, as set again by the last touch that answered ok
   bool acked = false, nacked = false;
-  bool unsure = false;        // a nack or touch of it is in doubt
+  bool unsure = false;                                // a nack or touch of it is in doubt
   int64_t at() const { return deadline - lease_ms; }  // when it was handed out (store's clock, ms)
 };
 
@@ -293,7 +293,8 @@ class Verifier {
       }
       const int64_t limit = op.op == "reserve" ? op.args.value("wait", int64_t{0}) * 1000 + 1'000'000 : 5'000'000;
       if (took > limit) {
-        Add("answered", fmt::format("answered after {:.0f} ms; the limit is {:.0f} ms", took / 1e3, limit / 1e3), {&op});
+        Add("answered", fmt::format("answered after {:.0f} ms; the limit is {:.0f} ms", took / 1e3, limit / 1e3),
+            {&op});
       }
     }
   }
@@ -396,8 +397,10 @@ class Verifier {
       for (size_t k = 0; k < t.deliveries.size(); ++k) {
         const DeliveryRec& d = deliveries_[t.deliveries[k]];
         if (came_due.insert(d.due).second && d.at() < d.due && reached[t.deliveries[k]] < d.due) {
-          AddJob("early", fmt::format("job {} was handed out at {} ms, {} ms before it was due at {}", id, d.at(),
-                                      d.due - d.at(), d.due), t);
+          AddJob("early",
+                 fmt::format("job {} was handed out at {} ms, {} ms before it was due at {}", id, d.at(),
+                             d.due - d.at(), d.due),
+                 t);
         }
         if (d.attempt > d.max) {
           AddJob("attempts", fmt::format("job {} was delivered for attempt {} of {}", id, d.attempt, d.max), t);
@@ -413,16 +416,18 @@ class Verifier {
         const int64_t from = prev.reserve->t0, to = d.reserve->t1;
         const bool hidden = ReserveInDoubt(t.queue, from, to);
         const bool reset = Restarted(t, from, to);
-        const bool fine = d.attempt == prev.attempt + 1 || d.attempt == 1 ||
-                          (hidden && (d.attempt > prev.attempt || reset));
+        const bool fine =
+            d.attempt == prev.attempt + 1 || d.attempt == 1 || (hidden && (d.attempt > prev.attempt || reset));
         if (!fine) {
           AddJob("attempts", fmt::format("job {} went from attempt {} to attempt {}", id, prev.attempt, d.attempt), t);
         }
         if (prev.nacked || prev.unsure || prev.acked) continue;  // acked: see CheckJobs
         if (o_.clock_steps && NearClockStep(prev.reserve->t0, d.reserve->t1)) continue;
         if (d.at() < prev.lease_end) {
-          AddJob("lease", fmt::format("job {} was handed out again at {} while the lease of attempt {} lasted until {}",
-                                      id, d.at(), prev.attempt, prev.lease_end), t);
+          AddJob("lease",
+                 fmt::format("job {} was handed out again at {} while the lease of attempt {} lasted until {}", id,
+                             d.at(), prev.attempt, prev.lease_end),
+                 t);
         }
       }
     }
@@ -441,14 +446,15 @@ class Verifier {
         if (!d) continue;
         const Trace& t = traces_[d->id];
         // The deliveries after this one, in the order sorted above.
-        auto self = std::find_if(t.deliveries.begin(), t.deliveries.end(),
-                                 [&](size_t k) { return &deliveries_[k] == d; });
+        auto self =
+            std::find_if(t.deliveries.begin(), t.deliveries.end(), [&](size_t k) { return &deliveries_[k] == d; });
         for (auto it = self == t.deliveries.end() ? self : std::next(self); it != t.deliveries.end(); ++it) {
           const DeliveryRec& later = deliveries_[*it];
           if (later.reserve->answered() && later.reserve->t1 < op.t0) {
-            AddJob("stale", fmt::format("a {} with the receipt of attempt {} of job {} succeeded after attempt {} "
-                                        "had been handed out",
-                                        op.op, d->attempt, d->id, later.attempt),
+            AddJob("stale",
+                   fmt::format("a {} with the receipt of attempt {} of job {} succeeded after attempt {} "
+                               "had been handed out",
+                               op.op, d->attempt, d->id, later.attempt),
                    t);
             break;
           }
@@ -503,8 +509,9 @@ class Verifier {
         for (size_t k : t.deliveries) again = again || deliveries_[k].reserve->t0 > t.removed_ok_t1;
         if (again) {
           ++r_.resurrected;
-          AddJob("resurrected", fmt::format("job {} was {} after an ack or cancel of it answered ok", id,
-                                            present ? "still there at the end" : "delivered again"),
+          AddJob("resurrected",
+                 fmt::format("job {} was {} after an ack or cancel of it answered ok", id,
+                             present ? "still there at the end" : "delivered again"),
                  t);
         }
       }
@@ -519,9 +526,10 @@ class Verifier {
             break;
           }
         }
-        AddJob("lost", fmt::format("job {} was enqueued (acknowledged) and is gone, with no ack, cancel or purge "
-                                   "that explains it",
-                                   id),
+        AddJob("lost",
+               fmt::format("job {} was enqueued (acknowledged) and is gone, with no ack, cancel or purge "
+                           "that explains it",
+                           id),
                t);
       }
     }
@@ -530,8 +538,9 @@ class Verifier {
       if (op.op != "nack" || !op.ok()) continue;
       const DeliveryRec* d = DeliveryOf(op.args["rc"]);
       if (d && d->attempt >= d->max && op.result["state"] != "dead") {
-        AddJob("attempts", fmt::format("the nack of attempt {} of {} of job {} scheduled it again instead of making it dead",
-                                       d->attempt, d->max, d->id),
+        AddJob("attempts",
+               fmt::format("the nack of attempt {} of {} of job {} scheduled it again instead of making it dead",
+                           d->attempt, d->max, d->id),
                traces_[d->id]);
       }
     }
@@ -570,10 +579,11 @@ class Verifier {
       const bool each_at_least = stats.scheduled >= mine.scheduled && stats.ready >= mine.ready &&
                                  stats.reserved >= mine.reserved && stats.dead >= mine.dead;
       if (!each_at_least || extra > slack) {
-        Add("counts", fmt::format("queue {}: stats say scheduled {} ready {} reserved {} dead {}; a recount of the "
-                                  "jobs finds {} {} {} {} (and up to {} unknown from enqueues in doubt)",
-                                  q, stats.scheduled, stats.ready, stats.reserved, stats.dead, mine.scheduled,
-                                  mine.ready, mine.reserved, mine.dead, slack),
+        Add("counts",
+            fmt::format("queue {}: stats say scheduled {} ready {} reserved {} dead {}; a recount of the "
+                        "jobs finds {} {} {} {} (and up to {} unknown from enqueues in doubt)",
+                        q, stats.scheduled, stats.ready, stats.reserved, stats.dead, mine.scheduled, mine.ready,
+                        mine.reserved, mine.dead, slack),
             {});
       }
       auto m = f_.metrics.find(q);
@@ -621,14 +631,17 @@ class Verifier {
     std::vector<size_t> order(lateness.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lateness[a] < lateness[b]; });
-    auto at = [&](double q) { return lateness[order[std::min(order.size() - 1, static_cast<size_t>(q * order.size()))]]; };
+    auto at = [&](double q) {
+      return lateness[order[std::min(order.size() - 1, static_cast<size_t>(q * order.size()))]];
+    };
     r_.lateness_p50_ms = at(0.5);
     r_.lateness_p99_ms = at(0.99);
     r_.lateness_max_ms = lateness[order.back()];
     if (!o_.clock_steps && r_.lateness_p99_ms > 1000) {
       const DeliveryRec& worst = *which[order.back()];
-      AddJob("lateness", fmt::format("p99 lateness of jobs a poll was waiting for is {:.0f} ms (max {:.0f} ms, job {})",
-                                     r_.lateness_p99_ms, r_.lateness_max_ms, worst.id),
+      AddJob("lateness",
+             fmt::format("p99 lateness of jobs a poll was waiting for is {:.0f} ms (max {:.0f} ms, job {})",
+                         r_.lateness_p99_ms, r_.lateness_max_ms, worst.id),
              traces_.at(worst.id));
     }
   }
@@ -644,8 +657,7 @@ class Verifier {
   std::map<std::string, int64_t> in_doubt_jobs_;
   std::map<std::pair<std::string, std::string>, std::vector<const Op*>> keyed_ops_, key_cancels_;
   std::set<std::pair<std::string, std::string>> keyed_due_doubt_;
-  std::map<std::string, std::vector<const Op*>> replays_, purges_, pauses_, reserves_in_doubt_,
-      enqueues_in_doubt_;
+  std::map<std::string, std::vector<const Op*>> replays_, purges_, pauses_, reserves_in_doubt_, enqueues_in_doubt_;
 };
 
 }  // namespace

@@ -44,10 +44,10 @@ struct QueueCounts {
 };
 
 struct FinalState {
-  std::map<std::string, FinalJob> jobs;            // by id: a Get of every id the history names
-  std::map<std::string, QueueCounts> stats;        // GET /v1/queues/{q}
-  std::map<std::string, QueueCounts> metrics;      // delayq_jobs{queue,state} from /metrics
-  bool settled = true;  // every job due and every lease over when it was read
+  std::map<std::string, FinalJob> jobs;        // by id: a Get of every id the history names
+  std::map<std::string, QueueCounts> stats;    // GET /v1/queues/{q}
+  std::map<std::string, QueueCounts> metrics;  // delayq_jobs{queue,state} from /metrics
+  bool settled = true;                         // every job due and every lease over when it was read
 };
 
 struct VerifyOptions {
@@ -58,8 +58,8 @@ struct VerifyOptions {
 };
 
 struct Anomaly {
-  std::string kind;     // one of the invariant names above
-  std::string what;     // one sentence
+  std::string kind;                // one of the invariant names above
+  std::string what;                // one sentence
   std::vector<std::string> slice;  // the smallest slice of history that shows it
 };
 

@@ -37,12 +37,12 @@ class HistoryBuilder {
                int64_t lease_ms = 1000) {
     Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", lease_ms}}, "ok",
         {{"d", Json::array({{{"id", id},
-                              {"rc", receipt},
-                              {"att", attempt},
-                              {"max", 3},
-                              {"due", Due(due_ms)},
-                              {"ld", Due(handed_ms + lease_ms)},
-                              {"key", ""}}})}},
+                             {"rc", receipt},
+                             {"att", attempt},
+                             {"max", 3},
+                             {"due", Due(due_ms)},
+                             {"ld", Due(handed_ms + lease_ms)},
+                             {"key", ""}}})}},
         handed_ms);
   }
   void Ack(const std::string& receipt, int64_t at_ms, const std::string& code = "ok") {
@@ -108,7 +108,7 @@ TEST(Verify, ADeliveryBeforeTheDueTimeIsEarly) {
 // delivery with no step is early.
 TEST(Verify, AJobThatCameDueDuringAForwardStepIsNotEarlyAfterTheStepBack) {
   HistoryBuilder b;
-  b.Enqueue(kId, 3'600'000 + 100, 50);  // enqueued during the step: due an hour ahead
+  b.Enqueue(kId, 3'600'000 + 100, 50);                // enqueued during the step: due an hour ahead
   b.Reserve(kId, kReceipt, 1, 3'600'000 + 100, 200);  // handed out after the step back
   b.Ack(kReceipt, 250);
   EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {.clock_steps = true})), std::vector<std::string>{"early"});
@@ -124,7 +124,8 @@ TEST(Verify, AJobCreatedByAnEnqueueInDoubtMayBeDeliveredAtTheDueTimeItAskedFor) 
   b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}}})}}, "unavailable", Json(), 0);
   b.history().faults.push_back({"redis-failover", kT0 - 1000, kT0 + 2000});
   b.Reserve(kId, kReceipt, 1, 100, 100);
-  b.Add("nack", {{"rc", kReceipt}, {"retry", 50}}, "ok", {{"state", "scheduled"}, {"due", HistoryBuilder::Due(200)}}, 150);
+  b.Add("nack", {{"rc", kReceipt}, {"retry", 50}}, "ok", {{"state", "scheduled"}, {"due", HistoryBuilder::Due(200)}},
+        150);
   b.Reserve(kId, kId + ".1111111111111111", 2, 200, 200);
   b.Ack(kId + ".1111111111111111", 250);
   EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{});
@@ -137,7 +138,7 @@ TEST(Verify, AttemptsMaySkipAfterAReserveInDoubtAndRestartAfterAReplay) {
   b.Enqueue(kId, 100, 0);
   b.Reserve(kId, kReceipt, 1, 100, 100, 100);
   b.Reserve(kId, kId + ".1111111111111111", 3, 100, 400, 100);  // attempt 2 went unseen
-  FinalState reserved = Empty();  // still held at the end
+  FinalState reserved = Empty();                                // still held at the end
   reserved.jobs[kId] = {.found = true, .state = "reserved"};
   reserved.stats["q"].reserved = reserved.metrics["q"].reserved = 1;
   EXPECT_EQ(Kinds(Verify(b.history(), reserved, {})), std::vector<std::string>{"attempts"});
@@ -155,8 +156,7 @@ TEST(Verify, AttemptsMaySkipAfterAReserveInDoubtAndRestartAfterAReplay) {
 TEST(Verify, AJobWhoseAttemptsUnseenDeliveriesMayHaveUsedUpCanBePurged) {
   HistoryBuilder b;
   b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}, {"max", 1}}})}}, "ok",
-        {{"jobs", Json::array({{{"id", kId}, {"due", HistoryBuilder::Due(100)}, {"dup", false}, {"rep", false}}})}},
-        0);
+        {{"jobs", Json::array({{{"id", kId}, {"due", HistoryBuilder::Due(100)}, {"dup", false}, {"rep", false}}})}}, 0);
   b.Add("purge", Json::object(), "ok", {{"n", 1}}, 5000);
   EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"lost"});
   b.Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", 1000}}, "unavailable", Json(), 150);
@@ -178,7 +178,7 @@ TEST(Verify, AnAckWithTheReceiptOfAnOlderDeliveryThatSucceedsIsStale) {
   b.Enqueue(kId, 100, 0);
   b.Reserve(kId, kReceipt, 1, 100, 100, 100);
   b.Reserve(kId, kId + ".1111111111111111", 2, 100, 300, 1000);  // after the first lease ran out
-  b.Ack(kReceipt, 400);                                           // the old receipt: must fail
+  b.Ack(kReceipt, 400);                                          // the old receipt: must fail
   b.Ack(kId + ".1111111111111111", 500);
   EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"stale"});
 }

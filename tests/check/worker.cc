@@ -61,7 +61,9 @@ class Worker {
   // --- randomness ---
   int64_t Uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
-  const std::string& AnyQueue() { return o_.queues[static_cast<size_t>(Uniform(0, static_cast<int64_t>(o_.queues.size()) - 1))]; }
+  const std::string& AnyQueue() {
+    return o_.queues[static_cast<size_t>(Uniform(0, static_cast<int64_t>(o_.queues.size()) - 1))];
+  }
   // Records an answer that is a count ({"n": ...}), or the error's code and message.
   static std::string CountAnswer(const Result<int64_t>& n, Json& r, std::string& m) {
     if (!n.ok()) {
@@ -76,7 +78,8 @@ class Worker {
     static const char* kB32 = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     std::string id = "0";
     for (int i = 1; i < 26; ++i) id += kB32[Uniform(0, 31)];
-    if (!known_.empty() && Chance(0.5)) id = known_[static_cast<size_t>(Uniform(0, static_cast<int64_t>(known_.size()) - 1))].second;
+    if (!known_.empty() && Chance(0.5))
+      id = known_[static_cast<size_t>(Uniform(0, static_cast<int64_t>(known_.size()) - 1))].second;
     // Shaped like a real receipt (id, 128-bit token, 64-bit tag), so only its tag gives it away.
     return fmt::format("{}.{:016x}{:016x}.{:016x}", id, static_cast<uint64_t>(Uniform(1, INT64_MAX)),
                        static_cast<uint64_t>(Uniform(1, INT64_MAX)), static_cast<uint64_t>(Uniform(1, INT64_MAX)));
@@ -89,12 +92,19 @@ class Worker {
   template <class F>
   std::string Do(const char* op, const std::string& queue, Json args, F&& call) {
     const int64_t n = ++seq_;
-    Json begin = {{"k", "b"}, {"c", o_.id}, {"n", n}, {"op", op}, {"q", queue}, {"t", WallUs()}, {"a", std::move(args)}};
+    Json begin = {{"k", "b"},      {"c", o_.id},          {"n", n}, {"op", op}, {"q", queue},
+                  {"t", WallUs()}, {"a", std::move(args)}};
     rec_.Line(begin);
     Json result = Json::object();
     std::string message;
     std::string code = call(result, message);
-    rec_.Line({{"k", "e"}, {"c", o_.id}, {"n", n}, {"t", WallUs()}, {"code", code}, {"m", message.substr(0, 300)}, {"r", result}});
+    rec_.Line({{"k", "e"},
+               {"c", o_.id},
+               {"n", n},
+               {"t", WallUs()},
+               {"code", code},
+               {"m", message.substr(0, 300)},
+               {"r", result}});
     if (code == "unavailable") std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return code;
   }
@@ -176,8 +186,13 @@ class Worker {
       }
       r["d"] = Json::array();
       for (auto& d : *got) {
-        r["d"].push_back({{"id", d.id}, {"rc", d.receipt}, {"att", d.attempt}, {"max", d.max_attempts},
-                          {"due", d.due_at_ms}, {"ld", d.lease_deadline_ms}, {"key", d.key}});
+        r["d"].push_back({{"id", d.id},
+                          {"rc", d.receipt},
+                          {"att", d.attempt},
+                          {"max", d.max_attempts},
+                          {"due", d.due_at_ms},
+                          {"ld", d.lease_deadline_ms},
+                          {"key", d.key}});
         Remember(queue, d.id);
         // Work mostly takes up to 200 ms; now and then up to 1.3 leases, so that some leases
         // run out before the answer.
@@ -347,8 +362,8 @@ class Worker {
           m = job.status().message();
           return std::string(Name(job.code()));
         }
-        r = {{"id", job->id}, {"due", job->due_at_ms}, {"state", JobStateName(job->state)}, {"att", job->attempt},
-             {"max", job->max_attempts}, {"key", job->key}};
+        r = {{"id", job->id},       {"due", job->due_at_ms},    {"state", JobStateName(job->state)},
+             {"att", job->attempt}, {"max", job->max_attempts}, {"key", job->key}};
         return std::string("ok");
       });
     }
@@ -373,10 +388,20 @@ class Worker {
           return client_->Enqueue(queue, {.payload = "1", .when = {.delay_ms = 400LL * 86'400'000}}).status();
         });
         break;
-      case 3: fail("touch with a 10 ms lease", [&] { return client_->Touch(queue, ForgedReceipt(), 10).status(); }); break;
-      case 4: fail("cancel of a job that does not exist", [&] { return client_->Cancel(queue, JobRef::ById("01ARZ3NDEKTSV4RRFFQ69G5FAV")); }); break;
-      case 5: fail("replay of a malformed id", [&] { return client_->ReplayDead(queue, std::vector<std::string>{"bad id"}).status(); }); break;
-      default: fail("nack with a negative retry", [&] { return client_->Nack(queue, {ForgedReceipt(), -5}).status(); }); break;
+      case 3:
+        fail("touch with a 10 ms lease", [&] { return client_->Touch(queue, ForgedReceipt(), 10).status(); });
+        break;
+      case 4:
+        fail("cancel of a job that does not exist",
+             [&] { return client_->Cancel(queue, JobRef::ById("01ARZ3NDEKTSV4RRFFQ69G5FAV")); });
+        break;
+      case 5:
+        fail("replay of a malformed id",
+             [&] { return client_->ReplayDead(queue, std::vector<std::string>{"bad id"}).status(); });
+        break;
+      default:
+        fail("nack with a negative retry", [&] { return client_->Nack(queue, {ForgedReceipt(), -5}).status(); });
+        break;
     }
   }
 
@@ -407,7 +432,8 @@ class Worker {
     if (p < 0.78) {
       int64_t next_finish = INT64_MAX;
       for (const auto& h : held_) next_finish = std::min(next_finish, h.finish_us);
-      const int64_t until_finish = next_finish == INT64_MAX ? 1500 : std::max<int64_t>(0, (next_finish - WallUs()) / 1000);
+      const int64_t until_finish =
+          next_finish == INT64_MAX ? 1500 : std::max<int64_t>(0, (next_finish - WallUs()) / 1000);
       return Reserve(std::min<int64_t>(1500, until_finish));
     }
     if (p < 0.83) return BadReceipt();
@@ -457,11 +483,12 @@ class Worker {
       c.backoff.base_ms = Uniform(50, 500);
       c.backoff.max_ms = 3000;
       c.backoff.jitter = 0.2;
-      Do("config", queue, {{"max", c.max_attempts}, {"lease", c.lease_ms}, {"base", c.backoff.base_ms}}, [&](Json&, std::string& m) {
-        Status s = client_->SetConfig(queue, c);
-        m = s.message();
-        return std::string(Name(s.code()));
-      });
+      Do("config", queue, {{"max", c.max_attempts}, {"lease", c.lease_ms}, {"base", c.backoff.base_ms}},
+         [&](Json&, std::string& m) {
+           Status s = client_->SetConfig(queue, c);
+           m = s.message();
+           return std::string(Name(s.code()));
+         });
     } else if (p < 0.45) {
       Do("dead_list", queue, {{"limit", 100}}, [&](Json& r, std::string& m) {
         auto jobs = client_->ListDead(queue, 100);
@@ -481,7 +508,8 @@ class Worker {
       std::vector<std::string> ids;
       if (!dead_[queue].empty() && Chance(0.6)) {
         auto& d = dead_[queue];
-        for (int i = 0; i < 5; ++i) ids.push_back(d[static_cast<size_t>(Uniform(0, static_cast<int64_t>(d.size()) - 1))]);
+        for (int i = 0; i < 5; ++i)
+          ids.push_back(d[static_cast<size_t>(Uniform(0, static_cast<int64_t>(d.size()) - 1))]);
       }
       Do("replay", queue, {{"ids", ids}},
          [&](Json& r, std::string& m) { return CountAnswer(client_->ReplayDead(queue, ids), r, m); });

@@ -16,7 +16,7 @@ struct WorkerOptions {
   std::vector<std::string> queues;  // the queues of the run
   std::string history;              // the file to append to
   int64_t until_us = 0;             // wall-clock end
-  bool admin = false;  // pause/resume, config, dead letters; else produce and consume
+  bool admin = false;               // pause/resume, config, dead letters; else produce and consume
   int64_t max_delay_ms = 5000;
 };
 

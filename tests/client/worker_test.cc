@@ -43,9 +43,11 @@ TEST(WorkerTest, ReturnAcksAndThrowingNacksWithTheMessage) {
   ASSERT_TRUE(engine->Enqueue("w", {.payload = "ok"}).ok());
   auto bad = engine->Enqueue("w", {.payload = "bad"});
   ASSERT_TRUE(bad.ok());
-  Worker worker(*engine, "w", [](const Delivery& d) {
-    if (d.payload == "bad") throw std::runtime_error("no such order");
-  }, {.concurrency = 2, .wait_ms = 200});
+  Worker worker(*engine, "w",
+                [](const Delivery& d) {
+                  if (d.payload == "bad") throw std::runtime_error("no such order");
+                },
+                {.concurrency = 2, .wait_ms = 200});
   worker.Start();
   ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 1 && worker.stats().nacked == 1; }));
   worker.Stop();
@@ -68,13 +70,15 @@ TEST(WorkerTest, AHandlerLongerThanTheLeaseKeepsItsJob) {
   ASSERT_TRUE(engine->Enqueue("long", {.payload = "slow"}).ok());
   std::mutex mu;
   std::vector<int32_t> attempts;
-  Worker worker(*engine, "long", [&](const Delivery& d) {
-    {
-      std::lock_guard lock(mu);
-      attempts.push_back(d.attempt);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2'500));  // the long job itself
-  }, {.concurrency = 3, .wait_ms = 200});
+  Worker worker(*engine, "long",
+                [&](const Delivery& d) {
+                  {
+                    std::lock_guard lock(mu);
+                    attempts.push_back(d.attempt);
+                  }
+                  std::this_thread::sleep_for(std::chrono::milliseconds(2'500));  // the long job itself
+                },
+                {.concurrency = 3, .wait_ms = 200});
   worker.Start();
   ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 1; }));
   worker.Stop();
@@ -88,11 +92,13 @@ TEST(WorkerTest, StopFinishesTheHandlersInFlight) {
   auto engine = OpenEngine(dir);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine->Enqueue("stop", {.payload = std::to_string(i)}).ok());
   std::atomic<int> started{0}, finished{0};
-  Worker worker(*engine, "stop", [&](const Delivery&) {
-    ++started;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a job in flight at Stop
-    ++finished;
-  }, {.concurrency = 2, .wait_ms = 200});
+  Worker worker(*engine, "stop",
+                [&](const Delivery&) {
+                  ++started;
+                  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a job in flight at Stop
+                  ++finished;
+                },
+                {.concurrency = 2, .wait_ms = 200});
   worker.Start();
   ASSERT_TRUE(Eventually([&] { return started.load() >= 1; }));
   worker.Stop();

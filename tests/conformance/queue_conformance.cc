@@ -22,8 +22,7 @@ using ::testing::Test;
 std::string QueueName() {
   static std::atomic<int> n{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string("conf.") + info->name() + "." + std::to_string(n++) + "." +
-                     std::to_string(::getpid());
+  std::string name = std::string("conf.") + info->name() + "." + std::to_string(n++) + "." + std::to_string(::getpid());
   for (char& c : name) {
     if (c == '/') c = '.';
   }
@@ -64,16 +63,14 @@ std::vector<Delivery> MustReserveBytes(Queue& q, const std::string& queue, int64
 }
 
 // Starts a waiting reserve; the future is ready when it is answered.
-std::future<Result<std::vector<Delivery>>> ReserveWaiting(Queue& q, const std::string& queue,
-                                                          int64_t wait_ms, int32_t max = 1) {
+std::future<Result<std::vector<Delivery>>> ReserveWaiting(Queue& q, const std::string& queue, int64_t wait_ms,
+                                                          int32_t max = 1) {
   auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
   auto future = promise->get_future();
   ReserveRequest r;
   r.max = max;
   r.wait_ms = wait_ms;
-  q.ReserveAsync(queue, r, [promise](Result<std::vector<Delivery>> res) {
-    promise->set_value(std::move(res));
-  });
+  q.ReserveAsync(queue, r, [promise](Result<std::vector<Delivery>> res) { promise->set_value(std::move(res)); });
   return future;
 }
 
@@ -94,8 +91,8 @@ QueueStats MustStats(Queue& q, const std::string& queue) {
 }
 
 // Reserves until `n` jobs were received, letting time pass in small steps.
-std::vector<Delivery> ReceiveAll(QueueHarness& h, const std::string& queue, size_t n,
-                                 int64_t step_ms, int max_steps = 400) {
+std::vector<Delivery> ReceiveAll(QueueHarness& h, const std::string& queue, size_t n, int64_t step_ms,
+                                 int max_steps = 400) {
   std::vector<Delivery> got;
   for (int i = 0; i < max_steps && got.size() < n; ++i) {
     auto batch = MustReserve(h.queue(), queue);
@@ -219,8 +216,7 @@ TEST_P(QueueConformance, EveryJobIsDeliveredOnceWhenAcked) {
   std::set<std::string> ids;
   std::vector<EnqueueRequest> batch;
   for (int i = 0; i < 300; ++i) {
-    batch.push_back(Job("p" + std::to_string(i),
-                        std::uniform_int_distribution<int64_t>(0, 5 * h_->unit_ms())(rng)));
+    batch.push_back(Job("p" + std::to_string(i), std::uniform_int_distribution<int64_t>(0, 5 * h_->unit_ms())(rng)));
     if (batch.size() == 100) {
       auto res = q().EnqueueBatch(queue, batch);
       ASSERT_TRUE(res.ok()) << res.status().ToString();
@@ -347,11 +343,11 @@ TEST_P(QueueConformance, AReceiptWithAnyOtherTokenActsOnNothing) {
     f[i] = f[i] == '0' ? '1' : '0';
     forged.push_back(f);
   }
-  forged.push_back(a.substr(0, 27) + b.substr(27));                 // a's id with b's token and tag
-  forged.push_back(b.substr(0, 27) + a.substr(27));                 // b's id with a's token and tag
-  forged.push_back(a.substr(0, 27 + 32));                           // a's token without its tag
-  forged.push_back(a.substr(0, 27) + a.substr(27 + 16));            // half of a's token
-  forged.push_back(a.substr(0, 27) + std::string(16, 'f'));         // a 64-bit guess
+  forged.push_back(a.substr(0, 27) + b.substr(27));          // a's id with b's token and tag
+  forged.push_back(b.substr(0, 27) + a.substr(27));          // b's id with a's token and tag
+  forged.push_back(a.substr(0, 27 + 32));                    // a's token without its tag
+  forged.push_back(a.substr(0, 27) + a.substr(27 + 16));     // half of a's token
+  forged.push_back(a.substr(0, 27) + std::string(16, 'f'));  // a 64-bit guess
   for (const std::string& f : forged) {
     const Status s = q().Ack(queue, f);
     EXPECT_FALSE(s.ok()) << f;
@@ -477,9 +473,8 @@ TEST_P(QueueConformance, ReadsAndReservesCreateNoQueue) {
   r.wait_ms = 60'000;
   auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
   auto future = promise->get_future();
-  const uint64_t handle = q().ReserveAsync(missing, r, [promise](Result<std::vector<Delivery>> res) {
-    promise->set_value(std::move(res));
-  });
+  const uint64_t handle = q().ReserveAsync(
+      missing, r, [promise](Result<std::vector<Delivery>> res) { promise->set_value(std::move(res)); });
   q().CancelReserve(handle);
   auto cancelled = Await(future);
   ASSERT_TRUE(cancelled.ok());
@@ -794,8 +789,7 @@ TEST_P(QueueConformance, ExpiredLeaseOnTheLastAttemptGoesDead) {
   auto dead = q().ListDead(queue, 10);
   ASSERT_TRUE(dead.ok());
   ASSERT_EQ(dead->size(), 1u);
-  EXPECT_NE((*dead)[0].last_error.find("lease expired"), std::string::npos)
-      << (*dead)[0].last_error;
+  EXPECT_NE((*dead)[0].last_error.find("lease expired"), std::string::npos) << (*dead)[0].last_error;
 }
 
 // A dead job is kept for its queue's dead_retention_ms and then deleted, by every store: never
@@ -994,8 +988,7 @@ TEST_P(QueueConformance, ReplaySelectedIdsAndPurge) {
   auto replayed = q().ReplayDead(queue, pick);
   ASSERT_TRUE(replayed.ok());
   EXPECT_EQ(*replayed, 2);
-  EXPECT_EQ(q().ReplayDead(queue, std::vector<std::string>{"bad id"}).code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(q().ReplayDead(queue, std::vector<std::string>{"bad id"}).code(), Code::kInvalidArgument);
   auto got = MustReserve(q(), queue);
   ASSERT_EQ(got.size(), 2u);
   std::set<std::string> got_ids = {got[0].id, got[1].id};
@@ -1183,8 +1176,8 @@ TEST_P(QueueConformance, StatsCountEveryState) {
 
   auto all = q().ListQueues();
   ASSERT_TRUE(all.ok());
-  EXPECT_TRUE(std::any_of(all->begin(), all->end(),
-                          [&](const QueueStats& x) { return x.name == queue && x.dead == 1; }));
+  EXPECT_TRUE(
+      std::any_of(all->begin(), all->end(), [&](const QueueStats& x) { return x.name == queue && x.dead == 1; }));
 }
 
 TEST_P(QueueConformance, ScheduleCountsJobsByDueTime) {

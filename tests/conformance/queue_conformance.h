@@ -47,9 +47,7 @@ struct HarnessFactory {
 // What GoogleTest prints for GetParam(): the harness name, not the struct's bytes.
 inline void PrintTo(const HarnessFactory& f, std::ostream* os) { *os << f.name; }
 
-inline std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info) {
-  return info.param.name;
-}
+inline std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info) { return info.param.name; }
 
 class QueueConformance : public ::testing::TestWithParam<HarnessFactory> {
  protected:

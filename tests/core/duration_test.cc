@@ -18,8 +18,8 @@ TEST(Duration, ParsesUnitsDecimalsAndSums) {
 }
 
 TEST(Duration, RefusesWhatItCannotRead) {
-  for (const char* bad : {"", "5", "s", "-5s", "5 s", "5x", "1..5s", "5sec", "1e3s", "36501d",
-                          "99999999999999999999s", "1.2.3s"}) {
+  for (const char* bad :
+       {"", "5", "s", "-5s", "5 s", "5x", "1..5s", "5sec", "1e3s", "36501d", "99999999999999999999s", "1.2.3s"}) {
     auto r = ParseDuration(bad);
     EXPECT_EQ(r.code(), Code::kInvalidArgument) << bad;
     if (!r.ok()) {
@@ -46,9 +46,8 @@ TEST(Timestamp, ParsesRfc3339) {
 }
 
 TEST(Timestamp, RefusesBadDates) {
-  for (const char* bad : {"", "2026-12-01", "2026-12-01T10:00:00", "2026-13-01T00:00:00Z",
-                          "2025-02-29T00:00:00Z", "2026-12-01T24:00:00Z", "2026-12-01T10:00:00Zx",
-                          "2026-12-01T10:00:00+1:00", "yesterday"}) {
+  for (const char* bad : {"", "2026-12-01", "2026-12-01T10:00:00", "2026-13-01T00:00:00Z", "2025-02-29T00:00:00Z",
+                          "2026-12-01T24:00:00Z", "2026-12-01T10:00:00Zx", "2026-12-01T10:00:00+1:00", "yesterday"}) {
     EXPECT_EQ(ParseTimestamp(bad).code(), Code::kInvalidArgument) << bad;
   }
 }

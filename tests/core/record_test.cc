@@ -38,19 +38,20 @@ TEST(Record, JobRoundTrips) {
 // changed; follow the rule in core/record.h instead of editing these bytes.
 TEST(Record, DecodesVersion1Bytes) {
   const std::string v1 = std::string(
-      "\x01"          // version
-      "\x01"          // state: dead
-      "\x00"          // flags
-      "\x05"          // due_at_ms = 5
-      "\x06"          // created_at_ms = 6
-      "\x03"          // max_attempts
-      "\x03"          // attempt
-      "\x07"          // dead_at_ms = 7
-      "\x01q"         // queue
-      "\x00"          // key
-      "\x03" "err"    // last_error
+      "\x01"   // version
+      "\x01"   // state: dead
+      "\x00"   // flags
+      "\x05"   // due_at_ms = 5
+      "\x06"   // created_at_ms = 6
+      "\x03"   // max_attempts
+      "\x03"   // attempt
+      "\x07"   // dead_at_ms = 7
+      "\x01q"  // queue
+      "\x00"   // key
+      "\x03"
+      "err"             // last_error
       "\x01\x01h\x01v"  // headers {h: v}
-      "\x02hi",       // payload
+      "\x02hi",         // payload
       23);
   JobRecord r;
   ASSERT_TRUE(DecodeJobRecord(v1, &r).ok());
@@ -62,9 +63,7 @@ TEST(Record, DecodesVersion1Bytes) {
   EXPECT_EQ(r.headers.at("h"), "v");
   EXPECT_EQ(r.payload, "hi");
   DueRecord d;
-  ASSERT_TRUE(
-      DecodeDueRecord(std::string("\x01\x0b\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a", 12), &d)
-          .ok());
+  ASSERT_TRUE(DecodeDueRecord(std::string("\x01\x0b\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a", 12), &d).ok());
   EXPECT_EQ(d.due_ms, 11);
   EXPECT_EQ(d.attempt, 2);
   EXPECT_EQ(d.delivery, (DeliveryToken{0, 9}));  // a 64-bit token: its receipts stay valid

@@ -33,7 +33,7 @@ TEST(Ulid, StrictlyIncreasingWithinAMillisecondAndWhenTheClockStepsBack) {
   }
   Ulid later = gen.Next(2000);
   EXPECT_LT(prev, later);
-  gen.Observe(*Ulid::Parse("7ZZZZZZZZZZZZZZZZZZZZZZZZZ") );
+  gen.Observe(*Ulid::Parse("7ZZZZZZZZZZZZZZZZZZZZZZZZZ"));
   EXPECT_EQ(gen.Next(3000).ToString().size(), 26u);
 }
 

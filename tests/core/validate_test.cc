@@ -9,8 +9,8 @@ TEST(Validate, QueueNames) {
   EXPECT_TRUE(ValidateQueueName("orders").ok());
   EXPECT_TRUE(ValidateQueueName("a.b_c:d-E9").ok());
   EXPECT_TRUE(ValidateQueueName(std::string(128, 'q')).ok());
-  for (std::string bad : {std::string(""), std::string(129, 'q'), std::string("a b"),
-                          std::string("a/b"), std::string("\xc3\xa9"), std::string("a\0b", 3)}) {
+  for (std::string bad : {std::string(""), std::string(129, 'q'), std::string("a b"), std::string("a/b"),
+                          std::string("\xc3\xa9"), std::string("a\0b", 3)}) {
     Status s = ValidateQueueName(bad);
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("[A-Za-z0-9._:-]"), std::string::npos) << s.message();

@@ -47,8 +47,9 @@ class DashboardTest : public ::testing::Test {
   std::string Url(const std::string& hash = "") { return server_.url() + "/" + hash; }
   // The text of a cell of the overview's row for `queue` (0 = name, 1 = scheduled, ...).
   std::string Cell(const std::string& queue, int column) {
-    return browser_.Wait("document.querySelector('tr[data-queue=\"" + queue + "\"]') && document.querySelector('tr[data-queue=\"" +
-                         queue + "\"]').children[" + std::to_string(column) + "].textContent");
+    return browser_.Wait("document.querySelector('tr[data-queue=\"" + queue +
+                         "\"]') && document.querySelector('tr[data-queue=\"" + queue + "\"]').children[" +
+                         std::to_string(column) + "].textContent");
   }
 };
 
@@ -81,12 +82,15 @@ TEST_F(DashboardTest, DueHistogramMatchesTheSeededDueTimes) {
   ASSERT_TRUE(api_->EnqueueBatch("orders", jobs).ok());
   browser_.Go(Url("#/queue/orders"));
   browser_.Wait("document.querySelectorAll('[data-testid=due-hour] rect').length === 60");
-  const int64_t start = std::stoll(browser_.Exec("return document.querySelector('[data-testid=due-hour]').dataset.start").get<std::string>());
-  json values = browser_.Exec("return [...document.querySelectorAll('[data-testid=due-hour] rect')].map(r => Number(r.dataset.value))");
+  const int64_t start = std::stoll(
+      browser_.Exec("return document.querySelector('[data-testid=due-hour]').dataset.start").get<std::string>());
+  json values = browser_.Exec(
+      "return [...document.querySelectorAll('[data-testid=due-hour] rect')].map(r => Number(r.dataset.value))");
   std::vector<int64_t> expected(60, 0);
   for (int64_t t : seeded) ++expected[static_cast<size_t>((t - start) / minute)];
   EXPECT_EQ(values.get<std::vector<int64_t>>(), expected);
-  json week = browser_.Exec("return [...document.querySelectorAll('[data-testid=due-week] rect')].map(r => Number(r.dataset.value))");
+  json week = browser_.Exec(
+      "return [...document.querySelectorAll('[data-testid=due-week] rect')].map(r => Number(r.dataset.value))");
   auto w = week.get<std::vector<int64_t>>();
   ASSERT_EQ(w.size(), 168u);
   EXPECT_EQ(w[47] + w[48], 4) << "the four jobs two days out";
@@ -97,7 +101,9 @@ TEST_F(DashboardTest, DueHistogramMatchesTheSeededDueTimes) {
   browser_.Clear("input[name=max_attempts]");
   browser_.Type("input[name=max_attempts]", "7");
   browser_.Click("button[type=submit].primary");
-  browser_.Wait("[...document.querySelectorAll('.toast')].some(t => t.textContent.includes('Saved the configuration of orders'))");
+  browser_.Wait(
+      "[...document.querySelectorAll('.toast')].some(t => t.textContent.includes('Saved the configuration of "
+      "orders'))");
   EXPECT_EQ(api_->GetConfig("orders")->max_attempts, 7);
   browser_.Clear("input[name=lease_ms]");
   browser_.Type("input[name=lease_ms]", "soon");
@@ -126,7 +132,8 @@ TEST_F(DashboardTest, DeadJobIsReplayedAndPurgeAsksFirst) {
   browser_.Wait("!document.querySelector('" + row + "')");
   EXPECT_EQ(api_->Get("fails", JobRef::ById(dead))->state, JobState::kReady);
   browser_.Go(Url("#/job/fails/" + dead));
-  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-state]') && document.querySelector('[data-testid=job-state]').textContent"),
+  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-state]') && "
+                          "document.querySelector('[data-testid=job-state]').textContent"),
             "ready");
 
   const std::string second = MakeDead(*api_, "refunds", "second failure");
@@ -156,17 +163,22 @@ TEST_F(DashboardTest, JobLookupByKeyWithTheKeyboardAndReschedule) {
   browser_.Type("#find-ref", "pay-1");
   browser_.Exec("document.querySelector('#find-kind').value = 'key'");
   browser_.Type("#find-ref", "\xee\x80\x87");  // U+E007: the Enter key submits the form
-  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-state]') && document.querySelector('[data-testid=job-state]').textContent"),
+  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-state]') && "
+                          "document.querySelector('[data-testid=job-state]').textContent"),
             "ready");
   EXPECT_NE(browser_.Text("[data-testid=payload]").find("\"amount\": 1.5"), std::string::npos);
   EXPECT_NE(browser_.Text("[data-testid=job]").find("version"), std::string::npos);
   browser_.Type("input[aria-label='New delay']", "10m");
   browser_.Click("form.toolbar button");
-  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-state]').textContent === 'scheduled' && 'scheduled'"), "scheduled");
+  EXPECT_EQ(
+      browser_.Wait("document.querySelector('[data-testid=job-state]').textContent === 'scheduled' && 'scheduled'"),
+      "scheduled");
   browser_.Screenshot(Shot("job"));
   EXPECT_EQ(api_->Get("payments", JobRef::ByKey("pay-1"))->state, JobState::kScheduled);
   browser_.Go(Url("#/job/payments/01JDQ8Z3K6T6V3W1C9X2N4M5PQ"));
-  EXPECT_NE(browser_.Wait("document.querySelector('[data-testid=job-error]') && document.querySelector('[data-testid=job-error]').textContent")
+  EXPECT_NE(browser_
+                .Wait("document.querySelector('[data-testid=job-error]') && "
+                      "document.querySelector('[data-testid=job-error]').textContent")
                 .get<std::string>()
                 .find("not_found"),
             std::string::npos);
@@ -180,7 +192,8 @@ TEST_F(DashboardTest, ThousandQueuesArePagedOnTheOverview) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   browser_.Go(Url());
-  browser_.Wait("document.querySelector('.pager') && document.querySelector('.pager').textContent.includes('1000 queues')");
+  browser_.Wait(
+      "document.querySelector('.pager') && document.querySelector('.pager').textContent.includes('1000 queues')");
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // A figure for people, not an assertion: timing belongs in benchmarks on a shared machine.
   std::cout << "overview of 1000 queues loaded in " << ms << " ms\n";

@@ -55,10 +55,10 @@ struct State {
   std::atomic<int> fail{0};      // 0, ENOSPC or EIO
   std::mutex mu;                 // guards everything below
   uint64_t next_id = 1;
-  std::map<ino_t, uint64_t> ids;                      // inode in current -> file id
-  std::map<uint64_t, std::map<off_t, off_t>> dirty;   // id -> [start, end) written since its sync
-  std::map<std::string, uint64_t> durable_files;      // durable name -> file id
-  std::set<std::string> durable_dirs;                 // durable directories ("" is the root)
+  std::map<ino_t, uint64_t> ids;                     // inode in current -> file id
+  std::map<uint64_t, std::map<off_t, off_t>> dirty;  // id -> [start, end) written since its sync
+  std::map<std::string, uint64_t> durable_files;     // durable name -> file id
+  std::set<std::string> durable_dirs;                // durable directories ("" is the root)
 };
 State g;
 
@@ -111,7 +111,8 @@ int SyncData(int app_fd) {
   std::vector<char> buf(1 << 20);
   for (auto [start, end] : g.dirty[id]) {
     for (off_t pos = start; pos < end;) {
-      ssize_t n = pread(fd, buf.data(), static_cast<size_t>(std::min<off_t>(end - pos, static_cast<off_t>(buf.size()))), pos);
+      ssize_t n =
+          pread(fd, buf.data(), static_cast<size_t>(std::min<off_t>(end - pos, static_cast<off_t>(buf.size()))), pos);
       if (n <= 0) break;  // beyond a later truncation
       if (pwrite(out, buf.data(), static_cast<size_t>(n), pos) != n) {
         int e = errno;
@@ -256,7 +257,7 @@ void* Init(fuse_conn_info*, fuse_config* cfg) {
   cfg->entry_timeout = 0;  // a cut changes the files under the kernel's feet
   cfg->attr_timeout = 0;
   cfg->negative_timeout = 0;
-  cfg->direct_io = 1;      // no page cache: what the application reads is what we hold
+  cfg->direct_io = 1;  // no page cache: what the application reads is what we hold
   return nullptr;
 }
 

@@ -65,8 +65,8 @@ class Fuse : public ::testing::Test {
     while (!fs::exists(mnt_ + "/.delayq-fuse") && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ASSERT_TRUE(fs::exists(mnt_ + "/.delayq-fuse")) << "delayq-fuse did not mount (needs root and /dev/fuse): "
-                                                   << Slurp(root_ + "/fuse.log");
+    ASSERT_TRUE(fs::exists(mnt_ + "/.delayq-fuse"))
+        << "delayq-fuse did not mount (needs root and /dev/fuse): " << Slurp(root_ + "/fuse.log");
   }
   void TearDown() override {
     if (pid_ > 0) {
@@ -91,7 +91,7 @@ class Fuse : public ::testing::Test {
 TEST_F(Fuse, APowerCutKeepsOnlyWhatWasFsyncedAndNamedDurably) {
   Write(P("both"), "data and name", true);  // data synced, then the directory: kept
   Write(P("named-only"), "", false);
-  FsyncPath(mnt_, O_RDONLY | O_DIRECTORY);  // names every file above durably
+  FsyncPath(mnt_, O_RDONLY | O_DIRECTORY);           // names every file above durably
   Write(P("both"), "rewritten, not synced", false);  // reverts to the synced content
   {
     std::ofstream(P("named-only")) << "lost";  // the name is durable, this data never was

@@ -21,8 +21,7 @@ namespace {
 
 struct InProcessServer {
   InProcessServer() {
-    const std::string dir =
-        std::filesystem::temp_directory_path() / ("delayq-fuzz-conn-" + std::to_string(::getpid()));
+    const std::string dir = std::filesystem::temp_directory_path() / ("delayq-fuzz-conn-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     delayq::EngineOptions o;
     o.path = dir;

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string parts[3];
   for (int i = 0, at = 0; i < 3; ++i) {
     size_t nl = i < 2 ? input.find('\n', static_cast<size_t>(at)) : std::string::npos;
-    parts[i] = input.substr(static_cast<size_t>(at), nl == std::string::npos ? std::string::npos : nl - static_cast<size_t>(at));
+    parts[i] = input.substr(static_cast<size_t>(at),
+                            nl == std::string::npos ? std::string::npos : nl - static_cast<size_t>(at));
     if (nl == std::string::npos) break;
     at = static_cast<int>(nl) + 1;
   }

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <future>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "http/routes.h"
 #include "store/embedded/engine_harness.h"
@@ -22,8 +22,8 @@ class ApiTest : public ::testing::Test {
  protected:
   ApiTest() : api_(h_.queue(), {}) {}
 
-  http::HttpResponse Call(const std::string& method, const std::string& target,
-                          const std::string& body = "", const std::string& auth = "") {
+  http::HttpResponse Call(const std::string& method, const std::string& target, const std::string& body = "",
+                          const std::string& auth = "") {
     std::promise<http::HttpResponse> p;
     auto f = p.get_future();
     const bool has_body = method == "POST" || method == "PUT" || method == "PATCH";
@@ -32,8 +32,7 @@ class ApiTest : public ::testing::Test {
     return f.get();
   }
   json J(const http::HttpResponse& r) { return json::parse(r.body); }
-  void ExpectError(const http::HttpResponse& r, int status, const std::string& code,
-                   const std::string& mention = "") {
+  void ExpectError(const http::HttpResponse& r, int status, const std::string& code, const std::string& mention = "") {
     EXPECT_EQ(r.status, status) << r.body;
     json body = json::parse(r.body, nullptr, false);
     ASSERT_TRUE(body.contains("error")) << r.body;
@@ -50,8 +49,8 @@ class ApiTest : public ::testing::Test {
 
 TEST_F(ApiTest, EnqueueGetReserveAckRoundTripWithVerbatimPayload) {
   const std::string payload = R"({"orderId": "42",  "amount":1.50,"tags":["a" , "b"]})";
-  auto e = Call("POST", "/v1/queues/orders/jobs",
-                R"({"payload": )" + payload + R"(, "delay_ms": 1800000, "key": "order-42",
+  auto e =
+      Call("POST", "/v1/queues/orders/jobs", R"({"payload": )" + payload + R"(, "delay_ms": 1800000, "key": "order-42",
                     "headers": {"version": "2"}, "max_attempts": 3})");
   ASSERT_EQ(e.status, 201) << e.body;
   json er = J(e);
@@ -95,8 +94,7 @@ TEST_F(ApiTest, EnqueueGetReserveAckRoundTripWithVerbatimPayload) {
   auto a = Call("POST", "/v1/queues/orders/ack", R"({"receipt":")" + receipt + R"("})");
   EXPECT_EQ(a.status, 200);
   EXPECT_EQ(J(a)["acked"], 1);
-  ExpectError(Call("POST", "/v1/queues/orders/ack", R"({"receipt":")" + receipt + R"("})"), 404,
-              "not_found");
+  ExpectError(Call("POST", "/v1/queues/orders/ack", R"({"receipt":")" + receipt + R"("})"), 404, "not_found");
   ExpectError(Call("GET", "/v1/queues/orders/jobs/" + id), 404, "not_found");
 }
 
@@ -106,10 +104,10 @@ TEST_F(ApiTest, BinaryPayloadsTravelAsBase64) {
   json job = J(Call("GET", "/v1/queues/b/jobs/" + J(e)["id"].get<std::string>()));
   EXPECT_EQ(job["payload_base64"], "AP8Q");
   EXPECT_FALSE(job.contains("payload"));
-  ExpectError(Call("POST", "/v1/queues/b/jobs", R"({"payload_base64": "***"})"), 400,
-              "invalid_argument", "payload_base64");
-  ExpectError(Call("POST", "/v1/queues/b/jobs", R"({"payload": 1, "payload_base64": "AA=="})"), 400,
-              "invalid_argument", "payload");
+  ExpectError(Call("POST", "/v1/queues/b/jobs", R"({"payload_base64": "***"})"), 400, "invalid_argument",
+              "payload_base64");
+  ExpectError(Call("POST", "/v1/queues/b/jobs", R"({"payload": 1, "payload_base64": "AA=="})"), 400, "invalid_argument",
+              "payload");
 }
 
 TEST_F(ApiTest, DelayFormsAndBatches) {
@@ -117,8 +115,9 @@ TEST_F(ApiTest, DelayFormsAndBatches) {
   EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"delay":"1h30m"})"))["due_at"], now + 5'400'000);
   EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"deliver_at":"2026-01-01T01:00:00Z"})"))["due_at"],
             1'767'229'200'000);
-  EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs",
-                   R"({"payload":1,"deliver_at":)" + std::to_string(now + 5) + "}"))["due_at"], now + 5);
+  EXPECT_EQ(
+      J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"deliver_at":)" + std::to_string(now + 5) + "}"))["due_at"],
+      now + 5);
   EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1,"deliver_at":1000})"))["due_at"], now)
       << "the past means now";
   EXPECT_EQ(J(Call("POST", "/v1/queues/d/jobs", R"({"payload":1})"))["due_at"], now);
@@ -126,8 +125,8 @@ TEST_F(ApiTest, DelayFormsAndBatches) {
   ASSERT_EQ(b.status, 201) << b.body;
   ASSERT_EQ(J(b)["jobs"].size(), 2u);
   EXPECT_EQ(J(b)["jobs"][1]["due_at"], now + 5);
-  ExpectError(Call("POST", "/v1/queues/d/jobs", R"({"jobs":[{"payload":1},{"delay_ms":5}]})"), 400,
-              "invalid_argument", "jobs[1].payload");
+  ExpectError(Call("POST", "/v1/queues/d/jobs", R"({"jobs":[{"payload":1},{"delay_ms":5}]})"), 400, "invalid_argument",
+              "jobs[1].payload");
   ExpectError(Call("POST", "/v1/queues/d/jobs", R"({"jobs":[]})"), 400, "invalid_argument");
   std::string big = R"({"jobs":[)";
   for (int i = 0; i < 1001; ++i) big += std::string(i ? "," : "") + R"({"payload":1})";
@@ -170,10 +169,9 @@ TEST_F(ApiTest, EveryInputErrorNamesTheField) {
     auto r = Call("POST", "/v1/queues/errs/jobs", c.body);
     ExpectError(r, c.status, c.status == 413 ? "too_large" : "invalid_argument", c.mention);
   }
-  ExpectError(Call("POST", "/v1/queues/bad%20name/jobs", R"({"payload":1})"), 400,
+  ExpectError(Call("POST", "/v1/queues/bad%20name/jobs", R"({"payload":1})"), 400, "invalid_argument", "queue name");
+  ExpectError(Call("POST", "/v1/queues/" + std::string(129, 'q') + "/jobs", R"({"payload":1})"), 400,
               "invalid_argument", "queue name");
-  ExpectError(Call("POST", "/v1/queues/" + std::string(129, 'q') + "/jobs", R"({"payload":1})"),
-              400, "invalid_argument", "queue name");
   // Nothing was stored by any of them.
   ExpectError(Call("GET", "/v1/queues/errs"), 404, "not_found");
 }
@@ -255,8 +253,7 @@ TEST_F(ApiTest, AckNackTouchSingleAndBatch) {
   EXPECT_EQ(J(n)["due_at"], h_.NowMs() + 5000);
   auto d = Call("POST", "/v1/queues/a/nack", R"({"receipt":")" + r1 + R"(","dead":true})");
   EXPECT_EQ(J(d)["state"], "dead");
-  auto batch = Call("POST", "/v1/queues/a/ack",
-                    R"({"receipts":[")" + r2 + R"(",")" + r0 + R"(","garbage"]})");
+  auto batch = Call("POST", "/v1/queues/a/ack", R"({"receipts":[")" + r2 + R"(",")" + r0 + R"(","garbage"]})");
   ASSERT_EQ(batch.status, 200) << batch.body;
   json b = J(batch);
   EXPECT_EQ(b["acked"], 1);
@@ -269,8 +266,8 @@ TEST_F(ApiTest, AckNackTouchSingleAndBatch) {
   ExpectError(Call("POST", "/v1/queues/a/ack", R"({})"), 400, "invalid_argument", "receipt");
   ExpectError(Call("POST", "/v1/queues/a/ack", R"({"receipts":"x"})"), 400, "invalid_argument", "receipts");
   ExpectError(Call("POST", "/v1/queues/a/touch", R"({"receipt":")" + r2 + R"("})"), 404, "not_found");
-  ExpectError(Call("POST", "/v1/queues/a/nack", R"({"receipt":")" + r0 + R"(","retry_in_ms":"soon"})"),
-              400, "invalid_argument", "retry_in_ms");
+  ExpectError(Call("POST", "/v1/queues/a/nack", R"({"receipt":")" + r0 + R"(","retry_in_ms":"soon"})"), 400,
+              "invalid_argument", "retry_in_ms");
 }
 
 TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
@@ -310,8 +307,8 @@ TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
 
   // Queue stats, list, config, pause/resume, schedule.
   json st = J(Call("GET", "/v1/queues/dl"));
-  for (const char* field : {"name", "scheduled", "ready", "reserved", "dead", "due_next_60s",
-                            "earliest_due_at", "oldest_ready_ms", "counters", "lateness_ms"}) {
+  for (const char* field : {"name", "scheduled", "ready", "reserved", "dead", "due_next_60s", "earliest_due_at",
+                            "oldest_ready_ms", "counters", "lateness_ms"}) {
     EXPECT_TRUE(st.contains(field)) << field;
   }
   for (const char* field : {"enqueued", "delivered", "acked", "nacked", "redelivered", "dead"}) {
@@ -325,8 +322,7 @@ TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
   ASSERT_EQ(cfg.status, 200) << cfg.body;
   EXPECT_EQ(J(cfg)["max_attempts"], 9);
   EXPECT_EQ(J(Call("GET", "/v1/queues/dl/config"))["backoff"]["base_ms"], 250);
-  ExpectError(Call("PUT", "/v1/queues/dl/config", R"({"backoff":{"jitter":5}})"), 400,
-              "invalid_argument", "jitter");
+  ExpectError(Call("PUT", "/v1/queues/dl/config", R"({"backoff":{"jitter":5}})"), 400, "invalid_argument", "jitter");
   EXPECT_EQ(J(Call("POST", "/v1/queues/dl/pause"))["paused"], true);
   EXPECT_EQ(J(Call("POST", "/v1/queues/dl/reserve", ""))["jobs"].size(), 0u);
   EXPECT_EQ(J(Call("POST", "/v1/queues/dl/resume"))["paused"], false);

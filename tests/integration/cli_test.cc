@@ -18,8 +18,8 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, EnqueueGetCancelWithExitCodes) {
-  RunResult e = Cli({"enqueue", "orders", R"({"orderId":42})", "--delay", "30m", "--key", "order-42",
-                     "-H", "version=2"});
+  RunResult e =
+      Cli({"enqueue", "orders", R"({"orderId":42})", "--delay", "30m", "--key", "order-42", "-H", "version=2"});
   ASSERT_EQ(e.exit_code, 0) << e.err;
   EXPECT_NE(e.out.find("enqueued"), std::string::npos) << e.out;
   const std::string id = e.out.substr(e.out.find("enqueued ") + 9, 26);
@@ -52,8 +52,9 @@ TEST_F(CliTest, EnqueueGetCancelWithExitCodes) {
 // `bench --lead` moves the window's start: 0ms makes jobs come due while others are still being
 // enqueued (what `make bench-peers` measures); a lead longer than the enqueue does not.
 TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
-  const std::vector<std::string> burst = {"--json", "bench", "--no-progress", "--jobs", "2000", "--window", "300ms",
-                                          "--grace", "2s", "--consumers", "2", "--producers", "2"};
+  const std::vector<std::string> burst = {
+      "--json",  "bench", "--no-progress", "--jobs", "2000",        "--window", "300ms",
+      "--grace", "2s",    "--consumers",   "2",      "--producers", "2"};
   auto with = [&](const std::string& lead) {
     std::vector<std::string> args = burst;
     args.insert(args.end(), {"--lead", lead, "--queue", "lead-" + lead});
@@ -105,8 +106,7 @@ TEST_F(CliTest, WorkAcksOnExitZeroAndNacksOtherwise) {
   ASSERT_EQ(Cli({"enqueue", "w", R"({"ok":1})"}).exit_code, 0);
   ASSERT_EQ(Cli({"enqueue", "w", R"("please fail")"}).exit_code, 0);
 
-  Child worker({DELAYQ_BIN, "--server", server_.url(), "work", "w", "--concurrency", "2", "--wait", "1s",
-                "--", script},
+  Child worker({DELAYQ_BIN, "--server", server_.url(), "work", "w", "--concurrency", "2", "--wait", "1s", "--", script},
                dir.Sub("worker.log"));
   auto client = server_.NewClient();
   // Done when the good job is acked and the bad one is dead (a long poll on the dead count).

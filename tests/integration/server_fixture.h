@@ -21,7 +21,7 @@ class ServerProcess {
 
   void Start() {
     std::vector<std::string> args = {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:" + std::to_string(port_),
-                                     "--data", data_};
+                                     "--data",   data_};
     args.insert(args.end(), extra_.begin(), extra_.end());
     child_ = std::make_unique<Child>(args, dir_.Sub("server.log"));
     std::string line = child_->WaitForLine("delayq serving");

@@ -3,11 +3,11 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iostream>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <fstream>
+#include <iostream>
 
 #include <atomic>
 #include <condition_variable>
@@ -43,8 +43,7 @@ class ClientHarness : public QueueHarness {
 };
 
 INSTANTIATE_TEST_SUITE_P(HttpClient, QueueConformance,
-                         ::testing::Values(HarnessFactory{
-                             "server", [] { return std::make_unique<ClientHarness>(); }}),
+                         ::testing::Values(HarnessFactory{"server", [] { return std::make_unique<ClientHarness>(); }}),
                          HarnessName);
 
 TEST(Server, BadInputBatteryLeavesTheServerUpAndTheStoreUnchanged) {
@@ -69,9 +68,14 @@ TEST(Server, BadInputBatteryLeavesTheServerUpAndTheStoreUnchanged) {
       {"negative delay", Post(path, R"({"payload":1,"delay_ms":-5})"), 400},
       {"bad duration", Post(path, R"({"payload":1,"delay":"5 parsecs"})"), 400},
       {"unknown route", "GET /v2/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 404},
-      {"wrong method", "PUT " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 405},
+      {"wrong method",
+       "PUT " + path +
+           " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: "
+           "0\r\n\r\n",
+       405},
       {"malformed HTTP", "HELLO\r\n\r\n", 400},
-      {"body shorter than Content-Length", "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"pay", 400},
+      {"body shorter than Content-Length",
+       "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"pay", 400},
       {"huge header", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + std::string(100000, 'a') + "\r\n\r\n", 431},
   };
   for (const auto& c : cases) {
@@ -92,7 +96,9 @@ TEST(Server, KeepAliveServesManyRequestsOnOneConnection) {
   ServerProcess server;
   std::string requests;
   for (int i = 0; i < 50; ++i) {
-    requests += "POST /v1/queues/ka/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+    requests +=
+        "POST /v1/queues/ka/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+        "13\r\n\r\n{\"payload\":1}";
   }
   requests += "GET /v1/queues/ka HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   std::string response = RawExchange(server.port(), requests);
@@ -140,8 +146,8 @@ TEST(Server, KillNineUnderLoadLosesNoAcknowledgedEnqueue) {
     producers.emplace_back([&] {
       auto client = server.NewClient({.timeout_ms = 5000});
       for (int i = 0; !stop; ++i) {
-        auto e = client->Enqueue("crash", {.payload = "{\"n\":" + std::to_string(i) + "}",
-                                           .when = {.delay_ms = i % 2 ? 0 : 3'600'000}});
+        auto e = client->Enqueue(
+            "crash", {.payload = "{\"n\":" + std::to_string(i) + "}", .when = {.delay_ms = i % 2 ? 0 : 3'600'000}});
         if (!e.ok()) return;  // the server is gone
         std::lock_guard lock(mu);
         acknowledged.insert(e->id);
@@ -181,8 +187,8 @@ TEST(Server, KillNineUnderLoadLosesNoAcknowledgedEnqueue) {
     }
   }
   EXPECT_EQ(again, held);
-  std::cout << "kill -9: " << acknowledged.size() << " acknowledged enqueues, " << lost
-            << " lost; " << again.size() << "/" << held.size() << " held jobs redelivered\n";
+  std::cout << "kill -9: " << acknowledged.size() << " acknowledged enqueues, " << lost << " lost; " << again.size()
+            << "/" << held.size() << " held jobs redelivered\n";
 }
 
 // Consumers long-poll while jobs come due and another client's requests fail: every job is
@@ -211,8 +217,8 @@ TEST(Server, ConsumersAreServedWhileAnotherClientsRequestsFail) {
       while (!stop) {
         const auto started = std::chrono::steady_clock::now();
         auto got = client->Reserve("mixed", {.max = 16, .wait_ms = 3000});
-        const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::steady_clock::now() - started).count();
+        const int64_t ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
         longest_ms = std::max<int64_t>(longest_ms, ms);
         if (ms > 3000 + 1000) ++slow_polls;
         if (!got.ok()) {
@@ -235,8 +241,7 @@ TEST(Server, ConsumersAreServedWhileAnotherClientsRequestsFail) {
     while (!stop) {
       EXPECT_EQ(noisy->Ack("mixed", "not-a-receipt").code(), Code::kInvalidArgument);
       EXPECT_EQ(noisy->Stats("no-such-queue").code(), Code::kNotFound);
-      EXPECT_EQ(noisy->Ack("no-such-queue", "01ARZ3NDEKTSV4RRFFQ69G5FAV.00000000000000aa").code(),
-                Code::kNotFound);
+      EXPECT_EQ(noisy->Ack("no-such-queue", "01ARZ3NDEKTSV4RRFFQ69G5FAV.00000000000000aa").code(), Code::kNotFound);
       EXPECT_EQ(noisy->Nack("mixed", {"01ARZ3NDEKTSV4RRFFQ69G5FAV.00000000000000aa"}).code(),
                 Code::kInvalidArgument);  // not a receipt this server issued
     }
@@ -258,9 +263,7 @@ TEST(Server, ConsumersAreServedWhileAnotherClientsRequestsFail) {
 TEST(Server, SigtermAnswersWaitingReservesAndExitsZero) {
   ServerProcess server;
   auto client = server.NewClient();
-  auto waiting = std::async(std::launch::async, [&] {
-    return client->Reserve("term", {.max = 1, .wait_ms = 60'000});
-  });
+  auto waiting = std::async(std::launch::async, [&] { return client->Reserve("term", {.max = 1, .wait_ms = 60'000}); });
   // The reserve is waiting once the server's metrics say so (each look is a round trip).
   auto observer = server.NewClient();
   bool registered = false;
@@ -271,8 +274,7 @@ TEST(Server, SigtermAnswersWaitingReservesAndExitsZero) {
   ASSERT_TRUE(registered);
   const auto started = std::chrono::steady_clock::now();
   EXPECT_EQ(server.Terminate(), 0) << server.log();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_LT(seconds, 5.0) << "SIGTERM took too long";
   auto answer = waiting.get();
   ASSERT_TRUE(answer.ok()) << answer.status().ToString();
@@ -282,8 +284,8 @@ TEST(Server, SigtermAnswersWaitingReservesAndExitsZero) {
 TEST(Server, RefusesAPortInUseWithAClearError) {
   ServerProcess first;
   TempDir dir;
-  RunResult r = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:" + std::to_string(first.port()),
-                     "--data", dir.Sub("d")});
+  RunResult r = RunProcess(
+      {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:" + std::to_string(first.port()), "--data", dir.Sub("d")});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
 }

@@ -101,8 +101,8 @@ class KafkaForwarder : public ::testing::Test {
       std::string id = std::to_string(i);
       int64_t at = WallMs() + static_cast<int64_t>(rng() % static_cast<uint64_t>(max_delay_ms));
       due[id] = at;
-      Status s = (*producer)->Send({.target_topic = "orders", .key = "k" + id, .value = id,
-                                    .headers = {{"trace", "t" + id}}, .due_ms = at});
+      Status s = (*producer)->Send(
+          {.target_topic = "orders", .key = "k" + id, .value = id, .headers = {{"trace", "t" + id}}, .due_ms = at});
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
     EXPECT_TRUE((*producer)->Flush(std::chrono::seconds(30)).ok());
@@ -174,7 +174,8 @@ TEST_F(KafkaForwarder, ForwardsABacklogOfDueMessagesCompletely) {
     std::set<std::string> ids;
     for (const Seen& s : seen) ids.insert(s.value);
     return ids.size() == static_cast<size_t>(kBacklog);
-  })) << "forwarded " << Total(forwarder->Stats(), &ForwarderStats::Level::forwarded) << " of " << kBacklog;
+  })) << "forwarded "
+      << Total(forwarder->Stats(), &ForwarderStats::Level::forwarded) << " of " << kBacklog;
 }
 
 TEST_F(KafkaForwarder, HandWrittenMessagesAreForwardedAndInvalidOnesGoToTheDeadTopic) {
@@ -223,23 +224,25 @@ TEST_F(KafkaForwarder, LosesNothingWhenBrokersFailAndComeBack) {
   // that says it is not the leader; then a broker goes away for a while. (A mix of several
   // retriable errors in a row made the mock keep one message fewer than librdkafka confirmed in
   // some loaded runs — see docs/operations.md — so one kind is injected here.)
-  rd_kafka_mock_push_request_errors(cluster_.get(), delayq::testing::kApiProduce, 3,
-                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
-                                    RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
+  rd_kafka_mock_push_request_errors(
+      cluster_.get(), delayq::testing::kApiProduce, 3, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+      RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION);
   ASSERT_TRUE(reader.WaitForCount(50));
   rd_kafka_mock_broker_set_down(cluster_.get(), 2);
   // The broker stays down while the forwarder keeps trying (the outage itself, not a sync).
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   rd_kafka_mock_broker_set_up(cluster_.get(), 2);
-  ASSERT_TRUE(reader.WaitFor([&](const std::vector<Seen>& seen) {
-    std::set<std::string> ids;
-    for (const Seen& s : seen) ids.insert(s.value);
-    return ids.size() == due.size();
-  }, std::chrono::seconds(120))) << "the reader saw " << reader.seen().size() << ", the forwarder forwarded "
-                                 << Total(forwarder->Stats(), &ForwarderStats::Level::forwarded) << " of " << due.size()
-                                 << "; orders holds " << delayq::testing::HighWatermark(cluster_.bootstraps(), "orders", 0)
-                                 << " + " << delayq::testing::HighWatermark(cluster_.bootstraps(), "orders", 1);
+  ASSERT_TRUE(reader.WaitFor(
+      [&](const std::vector<Seen>& seen) {
+        std::set<std::string> ids;
+        for (const Seen& s : seen) ids.insert(s.value);
+        return ids.size() == due.size();
+      },
+      std::chrono::seconds(120)))
+      << "the reader saw " << reader.seen().size() << ", the forwarder forwarded "
+      << Total(forwarder->Stats(), &ForwarderStats::Level::forwarded) << " of " << due.size() << "; orders holds "
+      << delayq::testing::HighWatermark(cluster_.bootstraps(), "orders", 0) << " + "
+      << delayq::testing::HighWatermark(cluster_.bootstraps(), "orders", 1);
   size_t duplicates = CheckDelivered(reader.seen(), due);
   std::printf("broker faults: %zu duplicates (allowed at-least-once), %lu produce errors seen\n", duplicates,
               static_cast<unsigned long>(forwarder->Stats().produce_errors));
@@ -329,9 +332,9 @@ TEST_F(KafkaForwarder, KilledForwarderProcessIsRestartedWithoutLoss) {
     std::string port = delayq::testing::ReadFile(dir.Sub(name + ".port"));
     auto client = Client::Connect("http://127.0.0.1:" + port.substr(0, port.find('\n')));
     return client.ok() && Eventually([&] {
-      auto m = (*client)->Metrics();
-      return m.ok() && m->find("delayq_forward_assigned_partitions 3") != std::string::npos;
-    });
+             auto m = (*client)->Metrics();
+             return m.ok() && m->find("delayq_forward_assigned_partitions 3") != std::string::npos;
+           });
   };
   auto first = start("first");
   ASSERT_TRUE(wait_assigned(*first, "first")) << delayq::testing::ReadFile(dir.Sub("first.log"));
@@ -342,11 +345,13 @@ TEST_F(KafkaForwarder, KilledForwarderProcessIsRestartedWithoutLoss) {
   EXPECT_EQ(first->Wait(), 128 + SIGKILL);
   auto second = start("second");
   ASSERT_TRUE(wait_assigned(*second, "second")) << delayq::testing::ReadFile(dir.Sub("second.log"));
-  ASSERT_TRUE(reader.WaitFor([&](const std::vector<Seen>& seen) {
-    std::set<std::string> ids;
-    for (const Seen& s : seen) ids.insert(s.value);
-    return ids.size() == due.size();
-  }, std::chrono::seconds(90)));
+  ASSERT_TRUE(reader.WaitFor(
+      [&](const std::vector<Seen>& seen) {
+        std::set<std::string> ids;
+        for (const Seen& s : seen) ids.insert(s.value);
+        return ids.size() == due.size();
+      },
+      std::chrono::seconds(90)));
   size_t duplicates = CheckDelivered(reader.seen(), due);
   std::printf("after SIGKILL: %zu duplicates (re-read past the last commit)\n", duplicates);
   second->Signal(SIGTERM);

@@ -20,7 +20,7 @@ TEST(KafkaLevels, ParsesTheDefaultLevelsAndNamesTopics) {
 TEST(KafkaLevels, LevelForPicksTheLargestLevelNotAboveTheDelay) {
   auto levels = Levels::Parse("1s,5s,1m");
   ASSERT_TRUE(levels.ok());
-  EXPECT_EQ(levels->LevelFor(0), 0u);      // shorter than every level: the smallest
+  EXPECT_EQ(levels->LevelFor(0), 0u);  // shorter than every level: the smallest
   EXPECT_EQ(levels->LevelFor(999), 0u);
   EXPECT_EQ(levels->LevelFor(1000), 0u);
   EXPECT_EQ(levels->LevelFor(4999), 0u);
@@ -37,8 +37,8 @@ TEST(KafkaLevels, WritesLevelsInTheirShortestFormAndMapsTopicsBack) {
   EXPECT_EQ(levels->AllTopics().size(), 9u);
   EXPECT_EQ(levels->LevelOfTopic("dq.500ms.0"), 0);
   EXPECT_EQ(levels->LevelOfTopic("dq.1m.2"), 1);
-  EXPECT_EQ(levels->LevelOfTopic("dq.60s.2"), -1);   // not the topic's name
-  EXPECT_EQ(levels->LevelOfTopic("dq.1m.3"), -1);    // beyond topics per level
+  EXPECT_EQ(levels->LevelOfTopic("dq.60s.2"), -1);  // not the topic's name
+  EXPECT_EQ(levels->LevelOfTopic("dq.1m.3"), -1);   // beyond topics per level
   EXPECT_EQ(levels->LevelOfTopic("dq.2m.0"), -1);
   EXPECT_EQ(levels->LevelOfTopic("orders"), -1);
 }
@@ -82,7 +82,7 @@ TEST(OffsetTracker, CommitsUpToTheFirstUnfinishedOffset) {
   EXPECT_EQ(t.CommitPoint(), 14);
   t.SetDone(14, true);
   EXPECT_EQ(t.CommitPoint(), 15);
-  t.SetDone(14, false);            // an aborted transaction takes it back
+  t.SetDone(14, false);  // an aborted transaction takes it back
   EXPECT_EQ(t.CommitPoint(), 14);
   t.SetDone(14, true);
   t.Compact();

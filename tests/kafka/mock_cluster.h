@@ -64,7 +64,7 @@ class MockCluster {
 
 // The offsets `group` has committed on each (topic, partition 0); -1001 when none.
 inline std::map<std::string, int64_t> CommittedOffsets(const std::string& brokers, const std::string& group,
-                                                      const std::vector<std::string>& topics) {
+                                                       const std::vector<std::string>& topics) {
   std::string err;
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   conf->set("bootstrap.servers", brokers, err);

@@ -29,9 +29,7 @@ constexpr bool kMeasuresMemory = false;
 constexpr bool kMeasuresMemory = true;
 #endif
 
-double MsSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // Sends `bytes` on an open connection; false when the server has closed it.
 bool SendAll(int fd, const std::string& bytes) {
@@ -149,8 +147,8 @@ TEST(Security, ANormalClientIsServedWhileAThousandSlowConnectionsAreOpen) {
   }
   EXPECT_TRUE(all_open) << "the slow connections are not all open";
   for (int fd : slow) ::close(fd);
-  std::cout << "a normal client's enqueue, median / max: " << quiet[25] << " / " << quiet.back()
-            << " ms alone, " << attacked[25] << " / " << attacked.back() << " ms beside 1 000 slow connections; RSS "
+  std::cout << "a normal client's enqueue, median / max: " << quiet[25] << " / " << quiet.back() << " ms alone, "
+            << attacked[25] << " / " << attacked.back() << " ms beside 1 000 slow connections; RSS "
             << rss_before / 1048576 << " -> " << rss_after / 1048576 << " MiB" << std::endl;
   if (kMeasuresMemory) {
     EXPECT_LT(rss_after - rss_before, 64.0 * 1048576);
@@ -169,8 +167,9 @@ TEST(Security, BodiesHeldAtOnceHaveAGlobalBoundAndADeadline) {
     const size_t at = m.ok() ? m->find(name) : std::string::npos;
     return at == std::string::npos ? -1L : std::stol(m->substr(at + name.size()));
   };
-  const std::string header = "POST /v1/queues/b/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                             "Connection: close\r\nContent-Length: 150000\r\n\r\n";
+  const std::string header =
+      "POST /v1/queues/b/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: 150000\r\n\r\n";
   const std::string body = R"({"payload":")" + std::string(150000 - 14, 'x') + R"("})";
   ASSERT_EQ(body.size(), 150000u);
   int a = ConnectFrom(server.port()), b = ConnectFrom(server.port(), "127.0.0.1", 30), c = ConnectFrom(server.port());
@@ -255,7 +254,8 @@ TEST(Security, QueueNamesCostNothingUntilAWriteAndAreBounded) {
   auto listed = client->ListQueues();
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty()) << listed->size() << " queues were created by reads";
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(client->Enqueue("q" + std::to_string(i), EnqueueRequest{.payload = "1"}).ok());
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(client->Enqueue("q" + std::to_string(i), EnqueueRequest{.payload = "1"}).ok());
   auto refused = client->Enqueue("q100", EnqueueRequest{.payload = "1"});
   EXPECT_EQ(refused.code(), Code::kResourceExhausted) << refused.status().ToString();
   std::string raw = RawExchange(server.port(), Post("/v1/queues/q101/jobs", R"({"payload":1})"));
@@ -274,8 +274,9 @@ TEST(Security, QueueNamesCostNothingUntilAWriteAndAreBounded) {
 TEST(Security, TlsServesHttpsAndTheClientChecksTheCertificate) {
   TempDir dir;
   const std::string cert = dir.Sub("cert.pem"), key = dir.Sub("key.pem");
-  RunResult made = RunProcess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                               "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
+  RunResult made =
+      RunProcess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                  "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   ServerProcess server({"--tls-cert", cert, "--tls-key", key});
   const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
@@ -338,15 +339,16 @@ TEST(Security, BearerTokenEndToEnd) {
 TEST(Security, BearerSchemeInAnyCaseAndNearMissTokens) {
   ServerProcess server({"--auth-token", "t0ken"});
   auto status = [&](const std::string& authorization) {
-    std::string response = RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " +
-                                                          authorization + "\r\nConnection: close\r\n\r\n");
+    std::string response =
+        RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " + authorization +
+                                       "\r\nConnection: close\r\n\r\n");
     return response.substr(0, 12);
   };
   EXPECT_EQ(status("Bearer t0ken"), "HTTP/1.1 200");
   EXPECT_EQ(status("bearer t0ken"), "HTTP/1.1 200");
   EXPECT_EQ(status("BEARER t0ken"), "HTTP/1.1 200");
-  for (const char* wrong : {"Bearer t0ke", "Bearer t0kenn", "Bearer T0ken", "Bearer", "Basic t0ken", "t0ken",
-                            "Bearer x0ken"}) {
+  for (const char* wrong :
+       {"Bearer t0ke", "Bearer t0kenn", "Bearer T0ken", "Bearer", "Basic t0ken", "t0ken", "Bearer x0ken"}) {
     EXPECT_EQ(status(wrong), "HTTP/1.1 401") << wrong;
   }
 }
@@ -357,23 +359,26 @@ TEST(Security, BearerSchemeInAnyCaseAndNearMissTokens) {
 TEST(Security, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
   ServerProcess server;
   const std::string smuggled =
-      "POST /v1/queues/smuggled/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"payload\":1}";
+      "POST /v1/queues/smuggled/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+      "13\r\n\r\n{\"payload\":1}";
   for (const std::string& te : {std::string("chunked, identity"), std::string("identity"), std::string("gzip"),
                                 std::string("chunked, chunked"), std::string("xchunked")}) {
     std::string response = RawExchange(
-        server.port(), "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: " + te + "\r\n\r\n" +
-                           smuggled);
+        server.port(),
+        "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: " + te + "\r\n\r\n" + smuggled);
     EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 400") << te << ": " << response;
     EXPECT_EQ(response.find("HTTP/1.1 201"), std::string::npos) << te << ": the second request ran";
   }
   std::string both = RawExchange(server.port(),
                                  "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 13\r\n"
-                                 "Transfer-Encoding: chunked\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n" + smuggled);
+                                 "Transfer-Encoding: chunked\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n" +
+                                     smuggled);
   EXPECT_EQ(both.substr(0, 12), "HTTP/1.1 400") << both;
   EXPECT_EQ(both.find("HTTP/1.1 201"), std::string::npos);
   // Chunked alone is fine.
   std::string chunked = RawExchange(server.port(),
-                                    "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                                    "POST /v1/queues/front/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                    "application/json\r\nTransfer-Encoding: chunked\r\n"
                                     "Connection: close\r\n\r\nd\r\n{\"payload\":1}\r\n0\r\n\r\n");
   EXPECT_EQ(chunked.substr(0, 12), "HTTP/1.1 201") << chunked;
   auto client = server.NewClient();
@@ -390,12 +395,12 @@ TEST(Security, TokenFileAndNoTokenBeyondLoopback) {
   EXPECT_TRUE(server.NewClient({.auth_token = "s3cret-from-file"})->ListQueues().ok());
 
   std::ofstream(dir.Sub("empty")) << "\n";
-  RunResult empty = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d1"),
-                                "--auth-token-file", dir.Sub("empty")});
+  RunResult empty = RunProcess(
+      {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d1"), "--auth-token-file", dir.Sub("empty")});
   EXPECT_EQ(empty.exit_code, 2);
   EXPECT_NE(empty.err.find("the first line is empty"), std::string::npos) << empty.err;
-  RunResult missing = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d2"),
-                                  "--auth-token-file", dir.Sub("nope")});
+  RunResult missing = RunProcess(
+      {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d2"), "--auth-token-file", dir.Sub("nope")});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("cannot read it"), std::string::npos) << missing.err;
 
@@ -418,9 +423,11 @@ TEST(Security, MemoryGoesBackAfterLargeRequests) {
   const double before = rss();
   ASSERT_GT(before, 0);
   for (int i = 0; i < 4; ++i) {  // on both server threads, twice
-    std::string response = RawExchange(server.port(), "POST /v1/queues/big/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                                      "Content-Type: application/json\r\nConnection: close\r\n"
-                                                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    std::string response = RawExchange(server.port(),
+                                       "POST /v1/queues/big/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                       "Content-Type: application/json\r\nConnection: close\r\n"
+                                       "Content-Length: " +
+                                           std::to_string(body.size()) + "\r\n\r\n" + body);
     EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 413") << response.substr(0, 300);
   }
   const double after = rss();
@@ -436,8 +443,10 @@ TEST(Security, MemoryGoesBackAfterLargeRequests) {
 TEST(Security, ACrossSiteOrRebindingRequestChangesNothing) {
   ServerProcess server;
   auto send = [&](const std::string& path, const std::string& headers, const std::string& body) {
-    return RawExchange(server.port(), "POST " + path + " HTTP/1.1\r\n" + headers + "Connection: close\r\n"
-                                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body)
+    return RawExchange(server.port(), "POST " + path + " HTTP/1.1\r\n" + headers +
+                                          "Connection: close\r\n"
+                                          "Content-Length: " +
+                                          std::to_string(body.size()) + "\r\n\r\n" + body)
         .substr(0, 12);
   };
   const std::string evil = "Host: evil.example\r\nOrigin: http://evil.example\r\nContent-Type: text/plain\r\n";
@@ -456,11 +465,15 @@ TEST(Security, ACrossSiteOrRebindingRequestChangesNothing) {
 TEST(Security, ALargeBodyIsNotReadBeforeItsTokenIsChecked) {
   // Over the default --max-body (16 MiB): 413 from the header alone.
   ServerProcess small({"--auth-token", "t0ken"});
-  EXPECT_EQ(StatusOf(RawExchange(small.port(), "POST /v1/queues/x/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                               "Content-Length: 60000000\r\n\r\n")), 413);
+  EXPECT_EQ(StatusOf(RawExchange(small.port(),
+                                 "POST /v1/queues/x/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Length: 60000000\r\n\r\n")),
+            413);
   ServerProcess server({"--auth-token", "t0ken", "--max-body", std::to_string(64 << 20)});
-  const std::string header = "POST /v1/queues/x/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                             "Content-Length: " + std::to_string(60 << 20) + "\r\n\r\n";
+  const std::string header =
+      "POST /v1/queues/x/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(60 << 20) + "\r\n\r\n";
   // The header alone: answered 401 at once (before, the server waited for the body).
   std::string response = RawExchange(server.port(), header);
   EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 401") << response.substr(0, 200);

@@ -56,7 +56,7 @@ inline std::string ReadFile(const std::string& path) {
 
 // Runs a command to completion with `input` on stdin; captures stdout and stderr.
 inline RunResult RunProcess(std::vector<std::string> args, const std::map<std::string, std::string>& env = {},
-                     const std::string& input = "") {
+                            const std::string& input = "") {
   TempDir dir;
   const std::string in_path = dir.Sub("in"), out_path = dir.Sub("out"), err_path = dir.Sub("err");
   std::ofstream(in_path, std::ios::binary) << input;

@@ -68,15 +68,16 @@ inline std::string RawExchange(int port, const std::string& bytes, size_t limit 
 
 // The server's resident memory, as its /metrics reports it (-1 when it cannot be read).
 inline double ResidentBytes(int port, const std::string& authorization = "") {
-  std::string metrics = RawExchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization +
-                                              "Connection: close\r\n\r\n");
+  std::string metrics =
+      RawExchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization + "Connection: close\r\n\r\n");
   const std::string name = "\ndelayq_process_resident_memory_bytes ";
   const size_t at = metrics.find(name);
   return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size()));
 }
 
 inline std::string Post(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "client/http_connection.h"
-#include "wire/json_writer.h"
 #include "support/process.h"
+#include "wire/json_writer.h"
 
 namespace delayq::testing {
 
@@ -27,8 +27,8 @@ class WebDriver {
 
   explicit WebDriver(int width = 1280, int height = 800) {
     const int port = FreeTcpPort();
-    driver_ = std::make_unique<Child>(
-        std::vector<std::string>{"chromedriver", "--port=" + std::to_string(port)}, dir_.Sub("chromedriver.log"));
+    driver_ = std::make_unique<Child>(std::vector<std::string>{"chromedriver", "--port=" + std::to_string(port)},
+                                      dir_.Sub("chromedriver.log"));
     if (driver_->WaitForLine("started successfully").empty()) {
       throw std::runtime_error("chromedriver did not start: " + ReadFile(dir_.Sub("chromedriver.log")));
     }
@@ -41,11 +41,12 @@ class WebDriver {
                      {"unhandledPromptBehavior", "ignore"},
                      {"goog:chromeOptions",
                       {{"binary", "/usr/bin/chromium"},
-                       {"args", {"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                 "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
-                                 "--disable-dev-shm-usage",  // containers and chroots often lack /dev/shm
-                                 "--user-data-dir=" + dir_.Sub("profile"),
-                                 "--window-size=" + std::to_string(width) + "," + std::to_string(height)}}}}}}}}};
+                       {"args",
+                        {"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                         "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
+                         "--disable-dev-shm-usage",  // containers and chroots often lack /dev/shm
+                         "--user-data-dir=" + dir_.Sub("profile"),
+                         "--window-size=" + std::to_string(width) + "," + std::to_string(height)}}}}}}}}};
     json r = Call("POST", "/session", caps);
     session_ = "/session/" + r["sessionId"].get<std::string>();
     Call("POST", session_ + "/timeouts", {{"script", 30'000}, {"implicit", 0}, {"pageLoad", 30'000}});
@@ -91,7 +92,9 @@ class WebDriver {
     Call("POST", session_ + "/element/" + Element(css) + "/value", {{"text", text}});
   }
   void Clear(const std::string& css) { Call("POST", session_ + "/element/" + Element(css) + "/clear", json::object()); }
-  std::string Text(const std::string& css) { return Exec("return document.querySelector(arguments[0]).textContent", {css}); }
+  std::string Text(const std::string& css) {
+    return Exec("return document.querySelector(arguments[0]).textContent", {css});
+  }
 
   // The JS confirm()/alert() on the page.
   std::string AlertText() { return Call("GET", session_ + "/alert/text", nullptr).get<std::string>(); }
@@ -112,7 +115,6 @@ class WebDriver {
   }
 
  private:
-
   std::pair<int, json> Request(const std::string& method, const std::string& path, const json& body) {
     auto r = http_->Request(method, path, body.is_null() ? "" : body.dump(), 60'000);
     if (!r.ok()) throw std::runtime_error("chromedriver: " + r.status().ToString());

@@ -2,6 +2,7 @@
 // client's requests through the server's parsers, the server's answers through the client's).
 #include <gtest/gtest.h>
 
+#include "core/receipt.h"
 #include "wire/enqueue.h"
 #include "wire/error.h"
 #include "wire/job.h"
@@ -11,7 +12,6 @@
 #include "wire/receipts.h"
 #include "wire/reserve.h"
 #include "wire/when.h"
-#include "core/receipt.h"
 
 namespace delayq::wire {
 namespace {
@@ -87,8 +87,12 @@ TEST(JsonCodec, ScalarPayloadsStayVerbatim) {
 }
 
 TEST(WireEnqueue, RequestsAndAnswersRoundTrip) {
-  EnqueueRequest a{.payload = R"({"orderId":42})", .headers = {{"v", "2"}}, .when = {.delay_ms = 1500},
-                   .key = "order-42", .replace = true, .max_attempts = 7};
+  EnqueueRequest a{.payload = R"({"orderId":42})",
+                   .headers = {{"v", "2"}},
+                   .when = {.delay_ms = 1500},
+                   .key = "order-42",
+                   .replace = true,
+                   .max_attempts = 7};
   EnqueueRequest b{.payload = std::string("\x00\xff", 2), .binary = true, .when = {.deliver_at_ms = 1767225600000}};
   auto one = ParseEnqueueRequest(WriteEnqueueRequest(a));
   ASSERT_TRUE(one.ok()) << one.status().ToString();
@@ -141,8 +145,15 @@ TEST(WireReserve, RequestsAndDeliveriesRoundTrip) {
   EXPECT_EQ(back->lease_ms, 60'000);
   EXPECT_EQ(back->max_bytes, 1 << 20);
   EXPECT_EQ(ParseReserveRequest("")->max, 1) << "an empty body is all defaults";
-  const Delivery d{.id = "01JDQ8Z3K6T6V3W1C9X2N4M5PQ", .receipt = "r.1.2", .payload = "[1,2]", .headers = {{"a", "b"}},
-                   .attempt = 2, .max_attempts = 5, .due_at_ms = 7, .key = "k", .lease_deadline_ms = 8};
+  const Delivery d{.id = "01JDQ8Z3K6T6V3W1C9X2N4M5PQ",
+                   .receipt = "r.1.2",
+                   .payload = "[1,2]",
+                   .headers = {{"a", "b"}},
+                   .attempt = 2,
+                   .max_attempts = 5,
+                   .due_at_ms = 7,
+                   .key = "k",
+                   .lease_deadline_ms = 8};
   auto got = ParseReserveResponse(WriteReserveResponse(std::span(&d, 1)));
   ASSERT_TRUE(got.ok() && got->size() == 1u);
   const Delivery& g = (*got)[0];
@@ -166,7 +177,8 @@ TEST(WireReceipts, RequestsAndAnswersRoundTrip) {
   auto one = ParseReceiptsRequest(WriteAckRequest(std::span(receipts.data(), 1), false));
   ASSERT_TRUE(one.ok());
   EXPECT_FALSE(one->batch);
-  auto nack = ParseReceiptsRequest(WriteNackRequest({.receipt = "a.1.2", .retry_in_ms = 5, .error = "e", .dead = true}));
+  auto nack =
+      ParseReceiptsRequest(WriteNackRequest({.receipt = "a.1.2", .retry_in_ms = 5, .error = "e", .dead = true}));
   ASSERT_TRUE(nack.ok());
   EXPECT_EQ(nack->retry_in_ms, 5);
   EXPECT_EQ(nack->error, "e");
@@ -181,8 +193,8 @@ TEST(WireReceipts, RequestsAndAnswersRoundTrip) {
   EXPECT_EQ(n->due_at_ms, 11) << "a dead job's due time is answered too";
   EXPECT_EQ(ParseTouchResponse(WriteTouchResponse({.lease_deadline_ms = 12}))->lease_deadline_ms, 12);
   const std::vector<Status> statuses = {Status::Ok(), Status::LeaseExpired("stale"), Status::Ok()};
-  auto batch = ParseBatchResponse(WriteBatchResponse("acked", receipts, statuses, FirstOccurrences(receipts)),
-                                  receipts);
+  auto batch =
+      ParseBatchResponse(WriteBatchResponse("acked", receipts, statuses, FirstOccurrences(receipts)), receipts);
   ASSERT_TRUE(batch.ok()) << batch.status().ToString();
   EXPECT_TRUE((*batch)[0].ok());
   EXPECT_EQ((*batch)[1].code(), Code::kLeaseExpired);

@@ -46,23 +46,23 @@ struct ForwarderOptions {
 
 struct ForwarderStats {
   struct Level {
-    std::string name;          // "30s"
-    uint64_t forwarded = 0;    // produced to the target topic
-    uint64_t cascaded = 0;     // produced to a shorter level
-    uint64_t dead = 0;         // produced to <prefix>.dead
-    uint64_t held = 0;         // read and not yet finished (in memory or in flight)
+    std::string name;        // "30s"
+    uint64_t forwarded = 0;  // produced to the target topic
+    uint64_t cascaded = 0;   // produced to a shorter level
+    uint64_t dead = 0;       // produced to <prefix>.dead
+    uint64_t held = 0;       // read and not yet finished (in memory or in flight)
   };
   struct Partition {
     std::string topic;
     int32_t partition = 0;
-    int64_t lag = -1;          // high watermark - committed position; -1 unknown
+    int64_t lag = -1;  // high watermark - committed position; -1 unknown
     bool paused = false;
   };
   std::vector<Level> levels;
   std::vector<Partition> assigned;
   uint64_t transactions = 0, aborted_transactions = 0, produce_errors = 0, rebalances = 0;
-  LatenessSummary lateness;     // confirmed time - due time, of forwarded messages
-  LatenessSummary batch;        // time to act on one batch (and commit its transaction)
+  LatenessSummary lateness;  // confirmed time - due time, of forwarded messages
+  LatenessSummary batch;     // time to act on one batch (and commit its transaction)
 };
 
 class Forwarder {

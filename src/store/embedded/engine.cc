@@ -82,8 +82,8 @@ void EngineImpl::Close() {
 
 EngineInfo EngineImpl::Info() {
   std::lock_guard lock(mu_);
-  return {window_entries_, ready_entries_, leases_.size(), waiters_.size(), queues_.size(),
-          write_seq_,      commit_.syncs()};
+  return {window_entries_, ready_entries_, leases_.size(), waiters_.size(),
+          queues_.size(),  write_seq_,     commit_.syncs()};
 }
 
 Status EngineImpl::Health() {
@@ -103,9 +103,7 @@ Status EngineImpl::CheckOpenLocked() const {
 
 EngineImpl::Op::Op(EngineImpl& engine, Kind kind)
     : engine_(engine),
-      in_flight_(kind == kWrites && engine.options_.durability == Durability::kSync
-                     ? &engine.commit_
-                     : nullptr),
+      in_flight_(kind == kWrites && engine.options_.durability == Durability::kSync ? &engine.commit_ : nullptr),
       lock_(engine.mu_),
       now_(engine.NowLocked()),
       status_(engine.CheckOpenLocked()) {
@@ -209,18 +207,16 @@ bool ParseDurability(std::string_view text, Durability* out) {
   return false;
 }
 
-Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options,
-                                                    std::unique_ptr<Storage> storage) {
+Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options, std::unique_ptr<Storage> storage) {
   if (options.sync_interval_ms < 1 || options.sync_interval_ms > 60'000) {
-    return Status::InvalidArgument(fmt::format(
-        "sync_interval_ms is {}; it must be between 1 and 60000", options.sync_interval_ms));
+    return Status::InvalidArgument(
+        fmt::format("sync_interval_ms is {}; it must be between 1 and 60000", options.sync_interval_ms));
   }
-  if (options.window_capacity < 16 || options.window_refill < 1 ||
-      options.window_refill > options.window_capacity) {
-    return Status::InvalidArgument(fmt::format(
-        "window_capacity is {} and window_refill {}; the capacity must be at least 16 and the "
-        "refill between 1 and the capacity",
-        options.window_capacity, options.window_refill));
+  if (options.window_capacity < 16 || options.window_refill < 1 || options.window_refill > options.window_capacity) {
+    return Status::InvalidArgument(
+        fmt::format("window_capacity is {} and window_refill {}; the capacity must be at least 16 and the "
+                    "refill between 1 and the capacity",
+                    options.window_capacity, options.window_refill));
   }
   Status s = ValidateConfig(options.default_queue_config);
   if (!s.ok()) return Status::InvalidArgument("default queue config: " + s.message());
@@ -233,8 +229,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   if (options.path.empty()) {
     return Status::InvalidArgument("path is empty; give the directory to keep the jobs in");
   }
-  auto storage = OpenRocksDbStorage(
-      {options.path, options.block_cache_bytes, options.write_buffer_bytes});
+  auto storage = OpenRocksDbStorage({options.path, options.block_cache_bytes, options.write_buffer_bytes});
   if (!storage.ok()) return storage.status();
   return OpenEngineOnStorage(options, std::move(*storage));
 }

@@ -24,8 +24,8 @@ constexpr int64_t kRetryAfterErrorMs = 1000;
 
 }  // namespace
 
-void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record,
-                                      int32_t attempt, int64_t now_ms, WriteBatch& batch) {
+void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt, int64_t now_ms,
+                                      WriteBatch& batch) {
   batch.Delete(Cf::kDue, DueIndexKey(q->name, DueKey{record->due_at_ms, id}));
   if (record->key_indexed) batch.Delete(Cf::kKeys, IdemKey(q->name, record->key));
   record->dead = true;
@@ -101,8 +101,7 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
         more = next < wanted.size();
       } else {
         auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
-        for (; cursor->Valid() && chunk.size() < kDeadChunk &&
-               static_cast<int64_t>(chunk.size()) < budget;
+        for (; cursor->Valid() && chunk.size() < kDeadChunk && static_cast<int64_t>(chunk.size()) < budget;
              cursor->Next()) {
           std::string_view name;
           int64_t dead_at;

@@ -16,8 +16,8 @@
 
 namespace delayq {
 
-Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes,
-                                                        int64_t lease_ms, const Instant& now) {
+Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
+                                                        const Instant& now) {
   std::vector<Delivery> out;
   if (q->meta.paused || q->ready.empty()) return out;
   const int64_t deadline = now.wall_ms() + lease_ms;
@@ -61,8 +61,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       }
       if (s.ok()) bytes += static_cast<int64_t>(raw.size());
       if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
-        spdlog::error("queue {}: ready job {} has no record; dropping it", q->name,
-                      key.id.ToString());
+        spdlog::error("queue {}: ready job {} has no record; dropping it", q->name, key.id.ToString());
         broken.push_back(key);
         continue;
       }
@@ -70,8 +69,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
       const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
       const int32_t attempt = it->second.attempt + 1;
-      batch->Put(Cf::kDue, DueIndexKey(q->name, key),
-                 EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
+      batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
       Delivery d;
       d.id = key.id.ToString();
       d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
@@ -97,8 +95,8 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     const ReadyInfo info = p.it->second;
     q->ready.erase(p.it);
     --ready_entries_;
-    AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline,
-                                 deadline_mono_us, out[i].key, p.key_indexed});
+    AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline, deadline_mono_us,
+                                 out[i].key, p.key_indexed});
     ++q->counters.delivered;
     if (!info.redelivery) q->lateness.Record(now.wall_us - key.due_ms * 1000);
   }
@@ -110,14 +108,11 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   return out;
 }
 
-Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
-                                                  const ReserveRequest& request) {
+Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue, const ReserveRequest& request) {
   if (request.wait_ms > 0) {
     auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
     auto future = promise->get_future();
-    ReserveAsync(queue, request, [promise](Result<std::vector<Delivery>> r) {
-      promise->set_value(std::move(r));
-    });
+    ReserveAsync(queue, request, [promise](Result<std::vector<Delivery>> r) { promise->set_value(std::move(r)); });
     return future.get();
   }
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
@@ -126,12 +121,10 @@ Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue,
   DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);  // a reserve creates no queue
   if (!q) return std::vector<Delivery>{};
-  return ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms),
-                       op.now());
+  return ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
 }
 
-uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& request,
-                                  ReserveCallback done) {
+uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) {
   Status valid = ValidateQueueName(queue);
   if (valid.ok()) valid = ValidateReserve(request);
   if (!valid.ok()) {
@@ -153,9 +146,7 @@ uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& 
   auto result =
       ReserveLocked(q, request.max, request.max_bytes, request.lease_ms.value_or(ConfigOf(q).lease_ms), op.now());
   if (!result.ok() || !result->empty() || request.wait_ms == 0) {
-    op.deferred().Add([done = std::move(done), result = std::move(result)]() mutable {
-      done(std::move(result));
-    });
+    op.deferred().Add([done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
     return 0;
   }
   const uint64_t handle = next_waiter_++;
@@ -182,8 +173,8 @@ void EngineImpl::CancelReserve(uint64_t handle) {
   done(std::vector<Delivery>{});
 }
 
-Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
-                                       JobRecord* record, bool* have_record) {
+Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
+                                       bool* have_record) {
   *have_record = false;
   const std::string id = receipt.id.ToString();
   if (auto it = leases_.find(receipt.id); it != leases_.end()) {
@@ -216,8 +207,7 @@ Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
   return AckBatch(queue, std::span(&r, 1)).front();
 }
 
-std::vector<Status> EngineImpl::AckBatch(std::string_view queue,
-                                         std::span<const std::string> receipts) {
+std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
   std::vector<Status> out(receipts.size());
   Status valid = ValidateQueueName(queue);
   if (!valid.ok()) {
@@ -325,14 +315,12 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       result = {JobState::kDead, record.due_at_ms};
     } else {
       std::uniform_real_distribution<double> unit(0.0, 1.0);
-      int64_t delay = request.retry_in_ms.value_or(
-          BackoffDelayMs(config.backoff, t.attempt, unit(rng_)));
+      int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(config.backoff, t.attempt, unit(rng_)));
       new_key = {now_ms + delay, t.id};
       record.due_at_ms = new_key.due_ms;
       batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
       batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
-      batch->Put(Cf::kDue, DueIndexKey(queue, new_key),
-                 EncodeDueRecord({new_key.due_ms, t.attempt, {}, 0}));
+      batch->Put(Cf::kDue, DueIndexKey(queue, new_key), EncodeDueRecord({new_key.due_ms, t.attempt, {}, 0}));
       result = {JobState::kScheduled, new_key.due_ms};
     }
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
@@ -375,8 +363,7 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
     const int64_t deadline = op.now().wall_ms() + lease;
     const int64_t deadline_mono_us = op.now().mono_us + lease * 1000;
     auto batch = storage_->NewBatch();
-    batch->Put(Cf::kDue, DueIndexKey(queue, t.key),
-               EncodeDueRecord({t.key.due_ms, t.attempt, t.delivery, deadline}));
+    batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord({t.key.due_ms, t.attempt, t.delivery, deadline}));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
       Lease lease_now = leases_.at(t.id);
@@ -387,8 +374,8 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
     } else {  // the lease had run out, but no one else has the job: take it back
       q->ready.erase(t.key);
       --ready_entries_;
-      AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline,
-                                 deadline_mono_us, record.key, record.key_indexed});
+      AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline, deadline_mono_us,
+                                 record.key, record.key_indexed});
     }
     result.lease_deadline_ms = deadline;
   }

@@ -39,14 +39,14 @@
 
 #include "core/errors.h"
 #include "core/histogram.h"
+#include "core/receipt.h"
+#include "core/receipt_signer.h"
 #include "core/record.h"
 #include "core/ulid.h"
 #include "delayq/engine.h"
 #include "store/embedded/due_window.h"
 #include "store/embedded/group_commit.h"
 #include "store/embedded/keys.h"
-#include "core/receipt.h"
-#include "core/receipt_signer.h"
 #include "store/embedded/storage.h"
 
 namespace delayq {
@@ -101,9 +101,9 @@ struct QueueState {
   std::string name;
   QueueMeta meta;  // config (when has_config) and paused
 
-  DueWindow window;                  // scheduled, due bucket <= window_end -> attempt
-  int64_t window_end = kNoBucket;    // last due bucket held whole in the window
-  bool window_complete = true;       // no scheduled job beyond the window (window_end = kNoBucket)
+  DueWindow window;                // scheduled, due bucket <= window_end -> attempt
+  int64_t window_end = kNoBucket;  // last due bucket held whole in the window
+  bool window_complete = true;     // no scheduled job beyond the window (window_end = kNoBucket)
   std::map<DueKey, ReadyInfo> ready;
   std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
 
@@ -130,7 +130,7 @@ struct Lease {
   DeliveryToken delivery;
   int64_t deadline_ms = 0;       // wall clock: shown to clients and stored
   int64_t deadline_mono_us = 0;  // monotonic: when it actually runs out
-  std::string idem_key;  // the job's idempotency key
+  std::string idem_key;          // the job's idempotency key
   bool key_indexed = false;
 };
 
@@ -151,29 +151,24 @@ class EngineImpl final : public Engine {
   Status Start();
 
   Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
-  Result<std::vector<EnqueueResult>> EnqueueBatch(
-      std::string_view queue, std::span<const EnqueueRequest> requests) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
+                                                  std::span<const EnqueueRequest> requests) override;
   Result<Job> Get(std::string_view queue, const JobRef& ref) override;
   Status Cancel(std::string_view queue, const JobRef& ref) override;
   Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
-  Result<std::vector<Delivery>> Reserve(std::string_view queue,
-                                        const ReserveRequest& request) override;
-  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
-                        ReserveCallback done) override;
+  Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
   Status Ack(std::string_view queue, std::string_view receipt) override;
-  std::vector<Status> AckBatch(std::string_view queue,
-                               std::span<const std::string> receipts) override;
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
-  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
-                            std::optional<int64_t> lease_ms) override;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
   Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;
   Result<QueueStats> Stats(std::string_view queue) override;
   Result<std::vector<QueueStats>> ListQueues() override;
-  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms,
-                                     int32_t buckets) override;
+  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) override;
   Result<QueueConfig> GetConfig(std::string_view queue) override;
   Status SetConfig(std::string_view queue, const QueueConfig& config) override;
   Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
@@ -237,7 +232,7 @@ class EngineImpl final : public Engine {
   Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
 
   // --- queues (engine.cc) ---
-  QueueState* FindQueueLocked(std::string_view name);  // a queue (never a provisional one)
+  QueueState* FindQueueLocked(std::string_view name);         // a queue (never a provisional one)
   QueueState* GetOrCreateQueueLocked(std::string_view name);  // no limit: recovery
   // kResourceExhausted when `name` is not a queue and there are options_.max_queues already.
   Status RoomForQueueLocked(std::string_view name);
@@ -256,8 +251,8 @@ class EngineImpl final : public Engine {
   Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
 
   // --- placement of live jobs in memory (engine_index.cc) ---
-  void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery,
-                   bool redelivery, int64_t now_us);
+  void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery, bool redelivery,
+                   int64_t now_us);
   void UnplaceLocked(QueueState* q, const DueKey& key);
   void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt);
   void WindowEraseLocked(QueueState* q, const DueKey& key);
@@ -290,16 +285,15 @@ class EngineImpl final : public Engine {
   // --- operations (engine_jobs.cc, engine_delivery.cc, engine_queues.cc) ---
   Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                               const Instant& now);
-  Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target,
-                             JobRecord* record, bool* have_record);
+  Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
+                             bool* have_record);
   Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
   Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
-  void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt,
-                            int64_t now_ms, WriteBatch& batch);
+  void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt, int64_t now_ms,
+                            WriteBatch& batch);
   Status WriteLocked(WriteBatch& batch, uint64_t* seq);
   Status WaitDurable(uint64_t seq);
-  Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue,
-                                                 std::span<const EnqueueRequest> requests,
+  Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue, std::span<const EnqueueRequest> requests,
                                                  bool batch);
   // An enqueue planned under the lock: the batch to write, then what changes in memory.
   struct EnqueuePlan {
@@ -313,8 +307,7 @@ class EngineImpl final : public Engine {
     std::vector<EnqueueResult> results;
   };
   Result<EnqueuePlan> PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
-                                        std::span<const EnqueueRequest> requests, bool is_batch,
-                                        int64_t now_ms);
+                                        std::span<const EnqueueRequest> requests, bool is_batch, int64_t now_ms);
   void ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, const Instant& now);
   QueueStats StatsLocked(QueueState* q, const Instant& now);
 
@@ -357,7 +350,6 @@ class EngineImpl final : public Engine {
 inline Status UnknownQueue(std::string_view name) { return errors::UnknownQueue(name); }
 
 // Opens an engine on a given storage (the fault seam for tests).
-Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options,
-                                                    std::unique_ptr<Storage> storage);
+Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options, std::unique_ptr<Storage> storage);
 
 }  // namespace delayq

@@ -8,8 +8,8 @@
 
 namespace delayq {
 
-void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt,
-                             DeliveryToken delivery, bool redelivery, int64_t now_us) {
+void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery, bool redelivery,
+                             int64_t now_us) {
   if (key.due_ms * 1000 <= now_us) {
     q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery});
     ++ready_entries_;
@@ -63,8 +63,7 @@ void EngineImpl::UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& ol
 // Reads the next whole due buckets of `q` after its window from disk, at least window_refill
 // jobs' worth. Only called when the window is empty and incomplete; callers update heads_.
 Status EngineImpl::RefillLocked(QueueState* q) {
-  auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1),
-                               QueuePrefixEnd(q->name));
+  auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1), QueuePrefixEnd(q->name));
   size_t loaded = 0;
   int64_t last_bucket = q->window_end;
   for (; cursor->Valid(); cursor->Next()) {
@@ -72,8 +71,7 @@ Status EngineImpl::RefillLocked(QueueState* q) {
     int64_t bucket;
     Ulid id;
     DueRecord rec;
-    if (!ParseTimeIdKey(cursor->key(), &name, &bucket, &id) ||
-        !DecodeDueRecord(cursor->value(), &rec).ok()) {
+    if (!ParseTimeIdKey(cursor->key(), &name, &bucket, &id) || !DecodeDueRecord(cursor->value(), &rec).ok()) {
       return Status::Corruption("a due-index entry of queue " + q->name + " is malformed");
     }
     if (bucket != last_bucket && loaded >= options_.window_refill) break;  // buckets stay whole

@@ -14,13 +14,13 @@ Result<EnqueueResult> EngineImpl::Enqueue(std::string_view queue, const EnqueueR
   return std::move(r->front());
 }
 
-Result<std::vector<EnqueueResult>> EngineImpl::EnqueueBatch(
-    std::string_view queue, std::span<const EnqueueRequest> requests) {
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueBatch(std::string_view queue,
+                                                            std::span<const EnqueueRequest> requests) {
   return EnqueueImpl(queue, requests, true);
 }
 
-Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
-    std::string_view queue, std::span<const EnqueueRequest> requests, bool is_batch) {
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(std::string_view queue,
+                                                           std::span<const EnqueueRequest> requests, bool is_batch) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateBatchSize(requests.size()));
   Op op(*this, Op::kWrites);
@@ -46,8 +46,8 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(
 // due time on this store's clock; nothing is written and memory is untouched. A key given twice
 // in the batch: the first request wins and the others answer its job as a duplicate.
 Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
-                                                              std::span<const EnqueueRequest> requests,
-                                                              bool is_batch, int64_t now_ms) {
+                                                              std::span<const EnqueueRequest> requests, bool is_batch,
+                                                              int64_t now_ms) {
   auto prefix = [is_batch](size_t i) { return is_batch ? fmt::format("jobs[{}].", i) : std::string(); };
   std::vector<int64_t> dues(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -142,8 +142,7 @@ void EngineImpl::ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, cons
   }
 }
 
-Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id,
-                                    JobRecord* record) {
+Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record) {
   std::string raw;
   if (!ref.id.empty()) {
     auto parsed = Ulid::Parse(ref.id);
@@ -274,8 +273,7 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
     auto batch = storage_->NewBatch();
     batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
     batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
-    batch->Put(Cf::kDue, DueIndexKey(queue, key),
-               EncodeDueRecord({key.due_ms, due_rec.attempt, {}, 0}));
+    batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, due_rec.attempt, {}, 0}));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     UnplaceLocked(q, old_key);
     PlaceLocked(q, key, due_rec.attempt, {}, false, op.now().wall_us);

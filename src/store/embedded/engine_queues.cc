@@ -24,16 +24,15 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
   const int64_t limit = now_ms + 60'000;
   s.due_next_60s = q->window.CountDueBy(limit);
   if (!q->window_complete && q->window_end < DueBucket(limit)) {  // the rest is on disk
-    auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1),
-                                 DueBucketKey(q->name, DueBucket(limit) + 1));
+    auto cursor =
+        storage_->Scan(Cf::kDue, DueBucketKey(q->name, q->window_end + 1), DueBucketKey(q->name, DueBucket(limit) + 1));
     for (; cursor->Valid(); cursor->Next()) {
       std::string_view name;
       int64_t bucket;
       DueKey key;
       DueRecord rec;
-      if (ParseTimeIdKey(cursor->key(), &name, &bucket, &key.id) &&
-          DecodeDueRecord(cursor->value(), &rec).ok() && rec.due_ms <= limit &&
-          rec.lease_deadline_ms == 0 && !leases_.contains(key.id) &&
+      if (ParseTimeIdKey(cursor->key(), &name, &bucket, &key.id) && DecodeDueRecord(cursor->value(), &rec).ok() &&
+          rec.due_ms <= limit && rec.lease_deadline_ms == 0 && !leases_.contains(key.id) &&
           !q->ready.contains({rec.due_ms, key.id})) {
         ++s.due_next_60s;
       }
@@ -62,8 +61,7 @@ Result<std::vector<QueueStats>> EngineImpl::ListQueues() {
   return out;
 }
 
-Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t bucket_ms,
-                                               int32_t buckets) {
+Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateScheduleHistogram(bucket_ms, buckets));
   Op op(*this, Op::kReads);

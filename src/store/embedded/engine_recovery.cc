@@ -106,14 +106,13 @@ Status EngineImpl::RecoverLocked() {
     Status s = storage_->Get(Cf::kJobs, p.key.id.Raw(), &raw);
     if (s.ok()) s = DecodeJobRecord(raw, &record);
     if (!s.ok()) {
-      return Status::Corruption(fmt::format("reserved job {} has no readable record: {}",
-                                            p.key.id.ToString(), s.ToString()));
+      return Status::Corruption(
+          fmt::format("reserved job {} has no readable record: {}", p.key.id.ToString(), s.ToString()));
     }
     // The stored deadline is a wall-clock date; what is left of it runs on the monotonic clock.
     const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_us);
-    AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts,
-                                   p.due.delivery, p.due.lease_deadline_ms, now.mono_us + left_us,
-                                   record.key, record.key_indexed});
+    AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery,
+                                   p.due.lease_deadline_ms, now.mono_us + left_us, record.key, record.key_indexed});
   }
 
   int64_t dead = 0;
@@ -134,14 +133,11 @@ Status EngineImpl::RecoverLocked() {
 
   for (auto& [name, queue] : queues_) PlanDeadSweepLocked(queue.get());
   wake_at_ = {0, 0};
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - started)
-                .count();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
   spdlog::info(
       "recovered {} in {} ms: {} live jobs ({} ready, {} reserved, {} scheduled in memory), "
       "{} dead, {} queues",
-      options_.path, ms, jobs, ready_entries_, leases_.size(), window_entries_, dead,
-      queues_.size());
+      options_.path, ms, jobs, ready_entries_, leases_.size(), window_entries_, dead, queues_.size());
   return Status::Ok();
 }
 

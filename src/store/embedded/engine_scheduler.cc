@@ -70,8 +70,7 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
 // else receives it; when that delivery was the last attempt the job goes dead instead.
 void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched) {
   std::vector<Ulid> expired;
-  for (auto it = lease_deadlines_.begin();
-       it != lease_deadlines_.end() && it->first <= now.mono_us; ++it) {
+  for (auto it = lease_deadlines_.begin(); it != lease_deadlines_.end() && it->first <= now.mono_us; ++it) {
     expired.push_back(it->second);
   }
   if (expired.empty()) return;
@@ -94,12 +93,11 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
     Status s = storage_->Get(Cf::kJobs, id.Raw(), &raw);
     if (s.ok()) s = DecodeJobRecord(raw, &record);
     if (!s.ok()) {
-      spdlog::error("job {}: reading it to move it to dead failed: {}", id.ToString(),
-                    s.ToString());
+      spdlog::error("job {}: reading it to move it to dead failed: {}", id.ToString(), s.ToString());
       continue;  // retried below
     }
-    record.last_error = fmt::format("lease expired without an ack on attempt {} of {}",
-                                    lease.attempt, lease.max_attempts);
+    record.last_error =
+        fmt::format("lease expired without an ack on attempt {} of {}", lease.attempt, lease.max_attempts);
     DeadTransitionLocked(q, id, &record, lease.attempt, now_ms, *batch);
     dying.emplace_back(id, q);
   }
@@ -114,8 +112,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
       }
       return;
     }
-    spdlog::error("moving {} jobs with expired leases to dead failed: {}", dying.size(),
-                  s.ToString());
+    spdlog::error("moving {} jobs with expired leases to dead failed: {}", dying.size(), s.ToString());
   }
   // Leases that could not be handled yet: try again in a second.
   for (const Ulid& id : expired) {
@@ -154,9 +151,7 @@ void EngineImpl::ServeWaitersLocked(QueueState* q, const Instant& now, Deferred&
     if (result.ok() && result->empty()) return;
     q->waiters.pop_front();
     waiter_deadlines_.erase({w.deadline_mono_us, handle});
-    deferred.Add([done = std::move(w.done), result = std::move(result)]() mutable {
-      done(std::move(result));
-    });
+    deferred.Add([done = std::move(w.done), result = std::move(result)]() mutable { done(std::move(result)); });
     waiters_.erase(it);
   }
   while (!q->waiters.empty() && !waiters_.contains(q->waiters.front())) q->waiters.pop_front();

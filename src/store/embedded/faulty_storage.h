@@ -34,11 +34,8 @@ class FaultyStorage final : public Storage {
     }
     return base_->SyncWal();
   }
-  Status Get(Cf cf, std::string_view key, std::string* value) override {
-    return base_->Get(cf, key, value);
-  }
-  std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys,
-                               std::vector<std::string>* values) override {
+  Status Get(Cf cf, std::string_view key, std::string* value) override { return base_->Get(cf, key, value); }
+  std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys, std::vector<std::string>* values) override {
     return base_->MultiGet(cf, keys, values);
   }
   std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) override {

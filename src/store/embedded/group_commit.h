@@ -26,9 +26,7 @@ class GroupCommit {
 
   // Records that writes up to sequence number `seq` have been applied (unsynced). Sequence
   // numbers increase with every write; callers serialize this with their writes.
-  void Written(uint64_t seq) {
-    written_.store(seq, std::memory_order_release);
-  }
+  void Written(uint64_t seq) { written_.store(seq, std::memory_order_release); }
 
   // A caller that will write and then WaitDurable: between Enter and Leave it is in flight.
   void Enter() { in_flight_.fetch_add(1, std::memory_order_acq_rel); }

@@ -41,12 +41,11 @@ Status DecodeQueueMeta(std::string_view data, QueueMeta* m) {
   uint64_t max_attempts, base, factor, max_ms, jitter, lease, payload, retention, max_delay;
   if (!in.U8(&version)) return Status::Corruption("queue meta record is empty");
   if (version != 1) {
-    return Status::Corruption("queue meta record has unknown format version " +
-                              std::to_string(version));
+    return Status::Corruption("queue meta record has unknown format version " + std::to_string(version));
   }
-  if (!in.U8(&flags) || !in.Varint(&max_attempts) || !in.Varint(&base) || !in.Fixed64(&factor) ||
-      !in.Varint(&max_ms) || !in.Fixed64(&jitter) || !in.Varint(&lease) || !in.Varint(&payload) ||
-      !in.Varint(&retention) || !in.Varint(&max_delay) || !in.empty()) {
+  if (!in.U8(&flags) || !in.Varint(&max_attempts) || !in.Varint(&base) || !in.Fixed64(&factor) || !in.Varint(&max_ms) ||
+      !in.Fixed64(&jitter) || !in.Varint(&lease) || !in.Varint(&payload) || !in.Varint(&retention) ||
+      !in.Varint(&max_delay) || !in.empty()) {
     return Status::Corruption("queue meta record is truncated or malformed");
   }
   m->has_config = flags & 1;

@@ -8,18 +8,18 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
-#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cstring>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <mutex>
-#include <shared_mutex>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -51,9 +51,7 @@ void DisablePerfCounters() {
 class DueBucketPrefix final : public rocksdb::SliceTransform {
  public:
   const char* Name() const override { return "delayq.DueBucketPrefix"; }
-  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
-    return {key.data(), PrefixLength(key)};
-  }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return {key.data(), PrefixLength(key)}; }
   bool InDomain(const rocksdb::Slice& key) const override { return PrefixLength(key) != 0; }
 
  private:
@@ -78,9 +76,7 @@ class RocksBatch final : public WriteBatch {
   void Put(Cf cf, std::string_view key, std::string_view value) override {
     batch_.Put((*cfs_)[static_cast<int>(cf)], ToSlice(key), ToSlice(value));
   }
-  void Delete(Cf cf, std::string_view key) override {
-    batch_.Delete((*cfs_)[static_cast<int>(cf)], ToSlice(key));
-  }
+  void Delete(Cf cf, std::string_view key) override { batch_.Delete((*cfs_)[static_cast<int>(cf)], ToSlice(key)); }
   size_t Count() const override { return batch_.Count(); }
   size_t ByteSize() const override { return batch_.GetDataSize(); }
   rocksdb::WriteBatch* raw() { return &batch_; }
@@ -92,8 +88,7 @@ class RocksBatch final : public WriteBatch {
 
 class RocksCursor final : public Cursor {
  public:
-  RocksCursor(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view lower,
-              std::string_view upper)
+  RocksCursor(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view lower, std::string_view upper)
       : upper_(upper) {
     upper_slice_ = ToSlice(upper_);
     rocksdb::ReadOptions ro;
@@ -150,15 +145,15 @@ Status CreateDurableDirectory(const std::string& path) {
   }
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
     if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::IoError(fmt::format("cannot create the data directory {}: {}", it->string(),
-                                         std::strerror(errno)));
+      return Status::IoError(
+          fmt::format("cannot create the data directory {}: {}", it->string(), std::strerror(errno)));
     }
     const int fd = ::open(it->parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || ::fsync(fd) != 0) {
       const int e = errno;
       if (fd >= 0) ::close(fd);
-      return Status::IoError(fmt::format("cannot sync the directory {}: {}",
-                                         it->parent_path().string(), std::strerror(e)));
+      return Status::IoError(
+          fmt::format("cannot sync the directory {}: {}", it->parent_path().string(), std::strerror(e)));
     }
     ::close(fd);
   }
@@ -195,14 +190,12 @@ class RocksDbStorage final : public Storage {
   Status Get(Cf cf, std::string_view key, std::string* value) override {
     DisablePerfCounters();
     if (!db_) return BrokenStatus();
-    rocksdb::Status s =
-        db_->Get(rocksdb::ReadOptions(), cfs_[static_cast<int>(cf)], ToSlice(key), value);
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cfs_[static_cast<int>(cf)], ToSlice(key), value);
     if (s.IsNotFound()) return Status::NotFound("no such key");
     return FromRocks(s, "reading the store");
   }
 
-  std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys,
-                               std::vector<std::string>* values) override {
+  std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys, std::vector<std::string>* values) override {
     DisablePerfCounters();
     if (!db_) return std::vector<Status>(keys.size(), BrokenStatus());
     std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
@@ -332,9 +325,7 @@ class RocksDbStorage final : public Storage {
     if (!s.ok()) {
       return Status::IoError(fmt::format(
           "cannot open the store in {}: {}{}", o_.path, s.ToString(),
-          s.ToString().find("lock") != std::string::npos
-              ? " (is another delayq running on this directory?)"
-              : ""));
+          s.ToString().find("lock") != std::string::npos ? " (is another delayq running on this directory?)" : ""));
     }
     db_.reset(db);
     cfs_ = std::move(cfs);
@@ -360,12 +351,12 @@ class RocksDbStorage final : public Storage {
 
   Status Failed(const rocksdb::Status& s, std::string_view what) {
     if (s.ok()) return Status::Ok();
-    Status out = s.IsNoSpace() || s.ToString().find("No space left") != std::string::npos
-                     ? Status::IoError(fmt::format(
-                           "the disk under the store is full ({}: {}); nothing was written, and writes "
-                           "resume by themselves once there is space",
-                           what, s.ToString()))
-                     : FromRocks(s, what);
+    Status out =
+        s.IsNoSpace() || s.ToString().find("No space left") != std::string::npos
+            ? Status::IoError(fmt::format("the disk under the store is full ({}: {}); nothing was written, and writes "
+                                          "resume by themselves once there is space",
+                                          what, s.ToString()))
+            : FromRocks(s, what);
     if (out.code() == Code::kIoError) {
       std::lock_guard lock(broken_mu_);
       if (Healthy()) {

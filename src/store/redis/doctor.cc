@@ -34,34 +34,39 @@ Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
     int major = 0, minor = 0;
     std::sscanf(version.c_str(), "%d.%d", &major, &minor);
     if (version.empty() || major < 6 || (major == 6 && minor < 2)) {
-      findings.push_back({where, fmt::format("Redis {} is older than 6.2: delayq needs XAUTOCLAIM and "
-                                             "XPENDING IDLE, which came with 6.2",
-                                             version.empty() ? "of unknown version" : version),
+      findings.push_back({where,
+                          fmt::format("Redis {} is older than 6.2: delayq needs XAUTOCLAIM and "
+                                      "XPENDING IDLE, which came with 6.2",
+                                      version.empty() ? "of unknown version" : version),
                           "upgrade Redis to 6.2 or later (7.x recommended)"});
     }
     const std::string policy = config(node, "maxmemory-policy");
     if (policy.rfind('?', 0) == 0) {
-      findings.push_back({where, "CONFIG GET is refused (" + policy.substr(1) + "), so the settings that lose jobs cannot be checked",
-                          "allow CONFIG GET for the user delayq connects as, and run doctor again"});
+      findings.push_back(
+          {where, "CONFIG GET is refused (" + policy.substr(1) + "), so the settings that lose jobs cannot be checked",
+           "allow CONFIG GET for the user delayq connects as, and run doctor again"});
       continue;
     }
     if (policy != "noeviction") {
-      findings.push_back({where, fmt::format("maxmemory-policy is {}: when Redis fills up it deletes keys, "
-                                             "which loses jobs without an error",
-                                             policy),
+      findings.push_back({where,
+                          fmt::format("maxmemory-policy is {}: when Redis fills up it deletes keys, "
+                                      "which loses jobs without an error",
+                                      policy),
                           "CONFIG SET maxmemory-policy noeviction (and set it in redis.conf); Redis "
                           "then refuses writes when full, and delayq reports them as errors"});
     }
     if (config(node, "appendonly") != "yes") {
-      findings.push_back({where, "appendonly is no: a Redis restart loses every job written since the last "
-                                 "RDB snapshot",
+      findings.push_back({where,
+                          "appendonly is no: a Redis restart loses every job written since the last "
+                          "RDB snapshot",
                           "CONFIG SET appendonly yes and CONFIG SET appendfsync everysec (and in redis.conf)"});
     } else {
       const std::string fsync = config(node, "appendfsync");
       if (fsync != "everysec" && fsync != "always") {
-        findings.push_back({where, fmt::format("appendfsync is {}: a crash of the machine loses what the OS had "
-                                               "not yet written",
-                                               fsync),
+        findings.push_back({where,
+                            fmt::format("appendfsync is {}: a crash of the machine loses what the OS had "
+                                        "not yet written",
+                                        fsync),
                             "CONFIG SET appendfsync everysec (at most a second lost) or always"});
       }
     }

@@ -39,12 +39,10 @@ Value Convert(const redisReply* r) {
       v.array.reserve(r->elements);
       for (size_t i = 0; i < r->elements; ++i) v.array.push_back(Convert(r->element[i]));
       break;
-    default:
-      break;
+    default: break;
   }
   return v;
 }
-
 
 // An error reply that says "this node cannot serve now" rather than "this command is wrong":
 // the caller gets a Status (kUnavailable: HTTP 503, try again), not an error Value. Empty for
@@ -55,34 +53,34 @@ std::optional<Status> TransientError(const Value& v, const Endpoint& node) {
   auto starts = [&](const char* p) { return e.rfind(p, 0) == 0; };
   const std::string at = node.ToString();
   if (starts("LOADING")) {
-    return Status::Unavailable(fmt::format(
-        "Redis at {} is loading its data set into memory (it restarted); retry shortly", at));
+    return Status::Unavailable(
+        fmt::format("Redis at {} is loading its data set into memory (it restarted); retry shortly", at));
   }
   if (starts("BUSY")) {
     return Status::Unavailable(fmt::format("Redis at {} is busy running a script; retry shortly", at));
   }
   if (starts("MASTERDOWN")) {
-    return Status::Unavailable(fmt::format(
-        "Redis at {} is a replica whose link to its master is down; retry shortly", at));
+    return Status::Unavailable(
+        fmt::format("Redis at {} is a replica whose link to its master is down; retry shortly", at));
   }
   if (starts("READONLY")) {
-    return Status::Unavailable(fmt::format(
-        "Redis at {} is a read-only replica (a failover happened?); point delayq at the master", at));
+    return Status::Unavailable(
+        fmt::format("Redis at {} is a read-only replica (a failover happened?); point delayq at the master", at));
   }
   if (starts("NOREPLICAS")) {
-    return Status::Unavailable(fmt::format(
-        "Redis at {} refuses writes: fewer replicas are connected than min-replicas-to-write", at));
+    return Status::Unavailable(
+        fmt::format("Redis at {} refuses writes: fewer replicas are connected than min-replicas-to-write", at));
   }
   if (starts("MISCONF")) {
-    return Status::Unavailable(fmt::format(
-        "Redis at {} refuses writes because it cannot save its snapshot (is its disk full?): {}", at, e));
+    return Status::Unavailable(
+        fmt::format("Redis at {} refuses writes because it cannot save its snapshot (is its disk full?): {}", at, e));
   }
   if (starts("TRYAGAIN") || starts("CLUSTERDOWN")) {
     return Status::Unavailable(fmt::format("the Redis Cluster cannot serve this slot now ({}); retry shortly", e));
   }
   if (starts("OOM")) {
-    return Status::ResourceExhausted(fmt::format(
-        "Redis at {} is out of memory (maxmemory reached); nothing was written: {}", at, e));
+    return Status::ResourceExhausted(
+        fmt::format("Redis at {} is out of memory (maxmemory reached); nothing was written: {}", at, e));
   }
   return std::nullopt;
 }
@@ -130,7 +128,8 @@ uint16_t Crc16(std::string_view s) {
   uint16_t crc = 0;
   for (unsigned char c : s) {
     crc ^= static_cast<uint16_t>(c) << 8;
-    for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+    for (int i = 0; i < 8; ++i)
+      crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
   }
   return crc;
 }
@@ -153,8 +152,8 @@ Result<RedisUrl> RedisUrl::Parse(std::string_view url) {
     rest = url.substr(16);
     out.cluster = true;
   } else {
-    return Status::InvalidArgument(fmt::format(
-        "store \"{}\" is not redis://HOST[:PORT] or redis-cluster://HOST:PORT[,HOST:PORT...]", url));
+    return Status::InvalidArgument(
+        fmt::format("store \"{}\" is not redis://HOST[:PORT] or redis-cluster://HOST:PORT[,HOST:PORT...]", url));
   }
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   while (!rest.empty()) {
@@ -433,8 +432,7 @@ Result<std::vector<Value>> RedisClient::Pipeline(std::string_view route_key,
 }
 
 Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args, int wait_replicas,
-                                int wait_timeout_ms) {
+                                const std::vector<std::string>& args, int wait_replicas, int wait_timeout_ms) {
   std::string sha;
   {
     std::lock_guard lock(mu_);

@@ -77,9 +77,8 @@ class RedisClient {
   // EVALSHA (loading the script first where needed). keys[0] decides the slot. With
   // wait_replicas > 0 the script is followed by WAIT on its connection; kUnavailable when fewer
   // replicas confirmed its writes within wait_timeout_ms (they are on the primary only).
-  Result<Value> Eval(const Script& script, const std::vector<std::string>& keys,
-                     const std::vector<std::string>& args, int wait_replicas = 0,
-                     int wait_timeout_ms = 1000);
+  Result<Value> Eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                     int wait_replicas = 0, int wait_timeout_ms = 1000);
   // One command on every master (CONFIG GET, INFO, SCRIPT LOAD, ...), in node order.
   Result<std::vector<std::pair<Endpoint, Value>>> CallAll(const std::vector<std::string>& argv);
 

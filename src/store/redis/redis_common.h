@@ -13,17 +13,15 @@ namespace delayq::redis {
 
 inline constexpr const char* kRegistry = "dq:queues";  // a set of every queue's name
 inline constexpr int64_t kRegistryRefreshMs = 10'000;
-inline constexpr size_t kChunk = 1000;  // jobs one script call moves at most (promote, replay, ...)
+inline constexpr size_t kChunk = 1000;            // jobs one script call moves at most (promote, replay, ...)
 inline constexpr int64_t kConfigFreshMs = 1'000;  // a cached queue config is read again after this
 
 inline int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 inline int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -34,8 +32,8 @@ inline std::string Tag(const std::string& queue, int shard, int shards) {
 // The keys of one shard, in the order every script takes them (scripts.h lists them).
 inline std::vector<std::string> ShardKeys(const std::string& queue, int shard, int shards) {
   const std::string p = "dq:{" + Tag(queue, shard, shards) + "}:";
-  return {p + "due",  p + "jobs",     p + "meta",     p + "ready",    p + "leases", p + "dead",
-          p + "keys", p + "errors",   p + "counters", p + "lateness", p + "config", p + "wake"};
+  return {p + "due",  p + "jobs",   p + "meta",     p + "ready",    p + "leases", p + "dead",
+          p + "keys", p + "errors", p + "counters", p + "lateness", p + "config", p + "wake"};
 }
 inline constexpr size_t kMetaKey = 2, kDeadKey = 5, kConfigKey = 10;  // indexes into ShardKeys
 // The config hash every server reads a queue's shards and config from (shard 0's tag unsharded).

@@ -33,7 +33,8 @@ return 1
 // docs/operations.md says how to move such a queue.
 int RedisQueue::QueueView::ShardOfKey(std::string_view key) const {
   if (shards == 1) return 0;
-  if (legacy_key_route) return static_cast<int>(std::hash<std::string>()(std::string(key)) % static_cast<size_t>(shards));
+  if (legacy_key_route)
+    return static_cast<int>(std::hash<std::string>()(std::string(key)) % static_cast<size_t>(shards));
   return Crc16(key) % shards;
 }
 
@@ -130,12 +131,26 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
 
 Status RedisQueue::WriteConfig(const std::string& queue, const QueueConfig& c) {
   const std::string home = HomeConfigKey(queue);
-  auto r = Call(home, {"HSET", home, "max_attempts", std::to_string(c.max_attempts), "base_ms",
-                                std::to_string(c.backoff.base_ms), "factor", fmt::format("{}", c.backoff.factor),
-                                "max_ms", std::to_string(c.backoff.max_ms), "jitter",
-                                fmt::format("{}", c.backoff.jitter), "lease_ms", std::to_string(c.lease_ms),
-                                "max_payload", std::to_string(c.max_payload), "dead_retention_ms",
-                                std::to_string(c.dead_retention_ms), "max_delay_ms", std::to_string(c.max_delay_ms)});
+  auto r = Call(home, {"HSET",
+                       home,
+                       "max_attempts",
+                       std::to_string(c.max_attempts),
+                       "base_ms",
+                       std::to_string(c.backoff.base_ms),
+                       "factor",
+                       fmt::format("{}", c.backoff.factor),
+                       "max_ms",
+                       std::to_string(c.backoff.max_ms),
+                       "jitter",
+                       fmt::format("{}", c.backoff.jitter),
+                       "lease_ms",
+                       std::to_string(c.lease_ms),
+                       "max_payload",
+                       std::to_string(c.max_payload),
+                       "dead_retention_ms",
+                       std::to_string(c.dead_retention_ms),
+                       "max_delay_ms",
+                       std::to_string(c.max_delay_ms)});
   if (!r.ok()) return r.status();
   if (r->is_error()) return ScriptError(*r);
   std::lock_guard lock(mu_);

@@ -30,13 +30,16 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
   const auto signer = Signer();
   std::vector<Delivery> out;
   int64_t bytes = 0;  // of the stored records answered, against request.max_bytes
-  for (int k = 0; k < q.shards && static_cast<int32_t>(out.size()) < request.max &&
-                  (out.empty() || bytes < request.max_bytes);
+  for (int k = 0;
+       k < q.shards && static_cast<int32_t>(out.size()) < request.max && (out.empty() || bytes < request.max_bytes);
        ++k) {
     const int shard = (start + k) % q.shards;
     const int32_t want = request.max - static_cast<int32_t>(out.size());
-    std::vector<std::string> args = {options_.consumer, std::to_string(want), std::to_string(lease),
-                                     std::to_string(kClaimIdleMs), std::to_string(request.max_bytes - bytes),
+    std::vector<std::string> args = {options_.consumer,
+                                     std::to_string(want),
+                                     std::to_string(lease),
+                                     std::to_string(kClaimIdleMs),
+                                     std::to_string(request.max_bytes - bytes),
                                      out.empty() ? "1" : "0"};
     // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
     // receipt acts only when its token equals the stored one.
@@ -207,11 +210,12 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
   }
   const BackoffPolicy& b = q.config.backoff;
   const int shard = q.ShardOfId(receipt->id);
-  auto v = Run(kNackScript, q, shard,
-               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
-                NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms),
-                fmt::format("{}", b.factor), std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0))},
-               true);
+  auto v =
+      Run(kNackScript, q, shard,
+          {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
+           NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms), fmt::format("{}", b.factor),
+           std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0))},
+          true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kArray) return DeliveryError(v->str, receipt->id);

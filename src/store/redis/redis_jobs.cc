@@ -200,7 +200,8 @@ Result<Job> RedisQueue::Get(std::string_view queue_view, const JobRef& ref) {
   auto v = Run(kGetScript, *info, shard, {ref.id, ref.key});
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
-  if (v->is_nil()) return ref.id.empty() ? errors::NoJobWithKey(info->name, ref.key) : errors::NoSuchJob(info->name, ref.id);
+  if (v->is_nil())
+    return ref.id.empty() ? errors::NoJobWithKey(info->name, ref.key) : errors::NoSuchJob(info->name, ref.id);
   return ToJob(info->name, *v);
 }
 

@@ -27,10 +27,10 @@ Result<Meta> ParseMeta(std::string_view text) {
       return Status::Corruption("a job's meta record in Redis is malformed (no format)");
     }
     if (version > kMetaFormat) {
-      return Status::Unavailable(fmt::format(
-          "a job's meta record in Redis has format {}, newer than this delayq reads ({}); upgrade every "
-          "delayq server that shares this Redis",
-          version, kMetaFormat));
+      return Status::Unavailable(
+          fmt::format("a job's meta record in Redis has format {}, newer than this delayq reads ({}); upgrade every "
+                      "delayq server that shares this Redis",
+                      version, kMetaFormat));
     }
     m.format = static_cast<int>(version);
     body.remove_prefix(bar + 1);
@@ -61,8 +61,8 @@ Result<Meta> ParseMeta(std::string_view text) {
 }
 
 std::string FormatMeta(const Meta& m) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", kMetaFormat, m.state, m.due, m.base, m.attempt, m.max,
-                     m.delivery, m.sid, m.key_indexed ? 1 : 0, m.key);
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", kMetaFormat, m.state, m.due, m.base, m.attempt, m.max, m.delivery,
+                     m.sid, m.key_indexed ? 1 : 0, m.key);
 }
 
 }  // namespace delayq::redis

@@ -45,10 +45,10 @@ Status RedisQueue::CheckDataFormat() {
   auto v = Call(kFormatKey, {"GET", kFormatKey});
   if (!v.ok()) return v.status();
   if (v->AsInt() > kMetaFormat) {
-    return Status::Unavailable(fmt::format(
-        "the Redis at {} holds delayq data of format {} ({}), newer than this delayq reads ({}); run the "
-        "delayq release that wrote it, or a later one",
-        options_.url, v->AsInt(), kFormatKey, kMetaFormat));
+    return Status::Unavailable(
+        fmt::format("the Redis at {} holds delayq data of format {} ({}), newer than this delayq reads ({}); run the "
+                    "delayq release that wrote it, or a later one",
+                    options_.url, v->AsInt(), kFormatKey, kMetaFormat));
   }
   return Status::Ok();
 }

@@ -48,7 +48,7 @@ struct RedisQueueOptions {
   int shards = 1;                     // shards of a queue created by this process (1..256)
   int64_t safety_interval_ms = 1000;  // the longest a lost wake message can delay a job
   QueueConfig default_queue_config;
-  std::string consumer;               // consumer name in the stream groups; default host:pid
+  std::string consumer;  // consumer name in the stream groups; default host:pid
   // A write a client is told succeeded (enqueue, reserve, ack, nack, touch, cancel, reschedule,
   // replay, purge) first waits until this many replicas have it (Redis WAIT), at most
   // wait_timeout_ms; when fewer confirm, the call answers kUnavailable (the write is on the
@@ -79,14 +79,12 @@ class RedisQueue final : public Queue {
   Status Cancel(std::string_view queue, const JobRef& ref) override;
   Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
-  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request,
-                        ReserveCallback done) override;
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
   Status Ack(std::string_view queue, std::string_view receipt) override;
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
-  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
-                            std::optional<int64_t> lease_ms) override;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
   Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;
@@ -120,7 +118,7 @@ class RedisQueue final : public Queue {
   // The cache entry of a queue: its view and what the scheduler knows of it.
   struct QueueInfo {
     QueueView view;
-    int64_t config_read_at = -1;  // steady ms; re-read after a second (other processes)
+    int64_t config_read_at = -1;      // steady ms; re-read after a second (other processes)
     std::vector<int64_t> next_due;    // per shard, Redis ms; -1 none
     std::vector<int64_t> next_lease;  // per shard
     std::vector<int64_t> next_dead;   // per shard: when its oldest dead job died; -1 none

@@ -15,8 +15,7 @@ namespace delayq::redis {
 namespace {
 
 // Lateness from the buckets the scripts keep (edges in LatenessSummary::kLatenessBucketsMs).
-void AddLateness(const Value& flat, std::vector<uint64_t>* buckets, uint64_t* count, int64_t* sum_us,
-                 int64_t* max_us) {
+void AddLateness(const Value& flat, std::vector<uint64_t>* buckets, uint64_t* count, int64_t* sum_us, int64_t* max_us) {
   for (size_t i = 0; i + 1 < flat.array.size(); i += 2) {
     const std::string& k = flat.array[i].str;
     const int64_t v = flat.array[i + 1].AsInt();

@@ -197,19 +197,20 @@ std::string Replace(std::string text, std::string_view name, std::string_view va
 const std::string& Prelude() {
   static const std::string prelude = [] {
     std::string edges;
-    for (double edge : LatenessSummary::kLatenessBucketsMs) edges += fmt::format("{}{}", edges.empty() ? "" : ", ", edge);
+    for (double edge : LatenessSummary::kLatenessBucketsMs)
+      edges += fmt::format("{}{}", edges.empty() ? "" : ", ", edge);
     return Replace(Replace(kPreludeTemplate, "@META_FORMAT@", std::to_string(kMetaFormat)), "@LATENESS_EDGES@", edges);
   }();
   return prelude;
 }
 
-
-
 }  // namespace
 
 Script Make(const char* name, const char* body) { return Script{name, Prelude() + body}; }
 
-Script ProbeScript(std::string name, std::string_view body) { return Script{std::move(name), Prelude() + std::string(body)}; }
+Script ProbeScript(std::string name, std::string_view body) {
+  return Script{std::move(name), Prelude() + std::string(body)};
+}
 
 // ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1)
 // Returns per job {id, due, duplicate, replaced}; errors "delayq:TOO_FAR:<i>:<now>" (a deliver_at
@@ -335,11 +336,6 @@ local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
 return { #ids, earliest_due() or -1, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1 }
 )LUA");
 
-
-
-
-
-
 // ARGV: id, key. Returns "O", "N" (no such job) or "C" (reserved).
 const Script kCancelScript = Make("cancel", R"LUA(
 local id, m = resolve(1)
@@ -378,9 +374,6 @@ end
 meta_put(id, m)
 return { id, due }
 )LUA");
-
-
-
 
 // ARGV: force ('1'). Deletes every key of this shard of a queue; without force only when it
 // holds no job (every job, live or dead, has a meta entry). Returns {deleted (0/1), jobs}.

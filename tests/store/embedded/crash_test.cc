@@ -133,8 +133,8 @@ TEST(CrashTest, KillNineLosesNoAcknowledgedEnqueueOrAck) {
   }
   EXPECT_GT(reserved_back, 0u) << "no reserved-but-unacked job to check";
   std::cout << "crash test: " << log.enqueued.size() << " enqueues and " << log.acked.size()
-            << " acks acknowledged before SIGKILL; " << reserved_back
-            << " reserved jobs handed out again; " << delivered.size() << " delivered\n";
+            << " acks acknowledged before SIGKILL; " << reserved_back << " reserved jobs handed out again; "
+            << delivered.size() << " delivered\n";
 }
 
 }  // namespace

@@ -16,8 +16,7 @@ inline constexpr int64_t kStartUs = 1'767'225'600'000'000;
 
 class EngineHarness : public QueueHarness {
  public:
-  explicit EngineHarness(Durability durability = Durability::kNone,
-                         std::function<void(EngineOptions&)> tweak = {})
+  explicit EngineHarness(Durability durability = Durability::kNone, std::function<void(EngineOptions&)> tweak = {})
       : clock_(std::make_shared<ManualClock>(kStartUs)) {
     options_.path = dir_.Sub("data");
     options_.durability = durability;

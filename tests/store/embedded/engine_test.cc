@@ -12,18 +12,17 @@ namespace {
 
 INSTANTIATE_TEST_SUITE_P(
     Engine, QueueConformance,
-    ::testing::Values(
-        HarnessFactory{"sync", [] { return std::make_unique<EngineHarness>(Durability::kSync); }},
-        HarnessFactory{"none", [] { return std::make_unique<EngineHarness>(Durability::kNone); }},
-        // A tiny window: every test also exercises refills from disk and evictions.
-        HarnessFactory{"tiny_window",
-                       [] {
-                         return std::make_unique<EngineHarness>(
-                             Durability::kInterval, [](EngineOptions& o) {
-                               o.window_capacity = 16;
-                               o.window_refill = 4;
-                             });
-                       }}),
+    ::testing::Values(HarnessFactory{"sync", [] { return std::make_unique<EngineHarness>(Durability::kSync); }},
+                      HarnessFactory{"none", [] { return std::make_unique<EngineHarness>(Durability::kNone); }},
+                      // A tiny window: every test also exercises refills from disk and evictions.
+                      HarnessFactory{"tiny_window",
+                                     [] {
+                                       return std::make_unique<EngineHarness>(Durability::kInterval,
+                                                                              [](EngineOptions& o) {
+                                                                                o.window_capacity = 16;
+                                                                                o.window_refill = 4;
+                                                                              });
+                                     }}),
     HarnessName);
 
 EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::nullopt) {
@@ -193,8 +192,7 @@ TEST(EngineFaults, FailedWritesChangeNothingAndSayWhy) {
   EXPECT_EQ(e.code(), Code::kIoError);
   EXPECT_NE(e.status().message().find("writing to the store"), std::string::npos);
   h.faults().FailWrites(1);
-  EXPECT_EQ(q.EnqueueBatch("q", std::vector<EnqueueRequest>{Job("a"), Job("b")}).code(),
-            Code::kIoError);
+  EXPECT_EQ(q.EnqueueBatch("q", std::vector<EnqueueRequest>{Job("a"), Job("b")}).code(), Code::kIoError);
   EXPECT_EQ(q.Stats("q")->ready, before.ready);
   EXPECT_EQ(q.Stats("q")->counters.enqueued, before.counters.enqueued);
 
@@ -259,9 +257,7 @@ TEST(EngineLifecycle, CloseAnswersWaitersAndRefusesLaterCalls) {
   EngineHarness h;
   std::promise<size_t> answered;
   h.queue().ReserveAsync("q", {1, 60'000, std::nullopt},
-                         [&](Result<std::vector<Delivery>> r) {
-                           answered.set_value(r.ok() ? r->size() : 999);
-                         });
+                         [&](Result<std::vector<Delivery>> r) { answered.set_value(r.ok() ? r->size() : 999); });
   EXPECT_EQ(h.engine().Info().waiters, 1u);
   h.engine().Close();
   EXPECT_EQ(answered.get_future().get(), 0u);
@@ -280,8 +276,7 @@ TEST(EngineLifecycle, OpenRefusesBadOptionsAndALockedDirectory) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   auto second = Engine::Open(o);
   EXPECT_EQ(second.code(), Code::kIoError);
-  EXPECT_NE(second.status().message().find("another delayq"), std::string::npos)
-      << second.status().message();
+  EXPECT_NE(second.status().message().find("another delayq"), std::string::npos) << second.status().message();
 }
 
 TEST(EngineScheduler, ThousandsOfWaitersAreServedInOrderOfArrival) {

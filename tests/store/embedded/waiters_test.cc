@@ -87,9 +87,7 @@ const FailingCall kFailingCalls[] = {
     {"touch of a receipt for a job that does not exist",
      [](Queue& q, auto&, auto&, auto& gone) { return q.Touch("a", gone, std::nullopt).code() == Code::kNotFound; }},
     {"touch on a queue that does not exist",
-     [](Queue& q, auto&, auto& held, auto&) {
-       return q.Touch("nope", held, std::nullopt).code() == Code::kNotFound;
-     }},
+     [](Queue& q, auto&, auto& held, auto&) { return q.Touch("nope", held, std::nullopt).code() == Code::kNotFound; }},
     {"get of a job that does not exist",
      [](Queue& q, auto&, auto&, auto&) {
        return q.Get("a", JobRef::ById("01ARZ3NDEKTSV4RRFFQ69G5FAV")).code() == Code::kNotFound;
@@ -240,8 +238,7 @@ TEST(SystemClockTest, SleepsTowardsAWallClockDateAreCappedSoUnreportedStepsAreNo
   const int64_t in_an_hour = clock.NowUs() + 3'600'000'000LL;
   EXPECT_LE(clock.RealTimeUntil(in_an_hour).count(), SystemClock::kStepCheckUs);
   EXPECT_EQ(clock.RealTimeUntil(Clock::kNever, clock.MonoUs() - 1).count(), 0);
-  EXPECT_GT(clock.RealTimeUntil(Clock::kNever, clock.MonoUs() + 3'600'000'000LL).count(),
-            SystemClock::kStepCheckUs)
+  EXPECT_GT(clock.RealTimeUntil(Clock::kNever, clock.MonoUs() + 3'600'000'000LL).count(), SystemClock::kStepCheckUs)
       << "monotonic deadlines are not capped: they cannot step";
 }
 

@@ -79,8 +79,9 @@ class RedisServer {
 
  private:
   void Spawn(const std::vector<std::string>& more) {
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--dir", dir_, "--loglevel", "notice"};
+    std::vector<std::string> args = {
+        "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        "--dir",        dir_,     "--loglevel",          "notice"};
     args.insert(args.end(), extra_.begin(), extra_.end());
     args.insert(args.end(), more.begin(), more.end());
     child_.reset();
@@ -101,10 +102,10 @@ class RedisCluster {
     for (int i = 0; i < 3; ++i) {
       auto dir = tmp_.Sub("n" + std::to_string(i));
       std::filesystem::create_directories(dir);
-      nodes_.push_back(std::make_unique<RedisServer>(
-          std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file", dir + "/nodes.conf",
-                                   "--cluster-node-timeout", "5000"},
-          dir));
+      nodes_.push_back(
+          std::make_unique<RedisServer>(std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
+                                                                 dir + "/nodes.conf", "--cluster-node-timeout", "5000"},
+                                        dir));
     }
     std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
     for (auto& n : nodes_) create.push_back("127.0.0.1:" + std::to_string(n->port()));
@@ -125,7 +126,8 @@ class RedisCluster {
   }
   std::string url_text() const {
     std::string u = "redis-cluster://";
-    for (size_t i = 0; i < nodes_.size(); ++i) u += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      u += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
     return u;
   }
 

@@ -50,11 +50,12 @@ class RedisHarness : public QueueHarness {
 
 INSTANTIATE_TEST_SUITE_P(
     Redis, QueueConformance,
-    ::testing::Values(
-        HarnessFactory{"single", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 1); }},
-        HarnessFactory{"sharded", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 4); }},
-        HarnessFactory{"cluster", [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 1); }},
-        HarnessFactory{"cluster_sharded", [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 3); }}),
+    ::testing::Values(HarnessFactory{"single", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 1); }},
+                      HarnessFactory{"sharded", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 4); }},
+                      HarnessFactory{"cluster",
+                                     [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 1); }},
+                      HarnessFactory{"cluster_sharded",
+                                     [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 3); }}),
     HarnessName);
 
 EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::nullopt) {
@@ -239,8 +240,7 @@ TEST(RedisStore, UnreachableRedisIsAClearUnavailable) {
   o.url = "redis://127.0.0.1:1";
   auto q = redis::RedisQueue::Open(o);
   EXPECT_EQ(q.code(), Code::kUnavailable);
-  EXPECT_NE(q.status().message().find("cannot reach Redis at 127.0.0.1:1"), std::string::npos)
-      << q.status().message();
+  EXPECT_NE(q.status().message().find("cannot reach Redis at 127.0.0.1:1"), std::string::npos) << q.status().message();
   o.url = "http://nope";
   EXPECT_EQ(redis::RedisQueue::Open(o).code(), Code::kInvalidArgument);
 
