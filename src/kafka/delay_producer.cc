@@ -66,7 +66,7 @@ class DelayProducer::Impl : public RdKafka::DeliveryReportCb {
       }
       return Status::InvalidArgument(fmt::format("cannot send to Kafka: {}", RdKafka::err2str(err)));
     }
-    headers.release();  // owned by librdkafka once produce succeeded
+    (void)headers.release();  // owned by librdkafka once produce succeeded
     return Status::Ok();
   }
 

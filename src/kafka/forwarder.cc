@@ -541,7 +541,7 @@ RdKafka::ErrorCode Forwarder::Impl::Produce(Held* held, int64_t now_ms, Held* op
       producer_->poll(10);  // deliveries free room
       continue;
     }
-    if (err == RdKafka::ERR_NO_ERROR) headers.release();
+    if (err == RdKafka::ERR_NO_ERROR) (void)headers.release();  // owned by librdkafka now
     return err;
   }
 }
