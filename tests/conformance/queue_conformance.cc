@@ -972,6 +972,92 @@ TEST_P(QueueConformance, ErrorMessagesAreTheSameOnEveryStore) {
               errors::QueueNotEmpty(queue, stats.scheduled + stats.ready + stats.reserved + stats.dead), "delete");
 }
 
+// Recovery, on every store: after a restart every job is where it was — scheduled, ready,
+// reserved (its receipt still good, its lease still running out when it did), dead — with its
+// attempts, key and due time; the config and a pause stay; and time goes on from there: the
+// scheduled job comes due, the lease runs out and the job is delivered again.
+TEST_P(QueueConformance, EveryStateSurvivesARestart) {
+  const std::string queue = QueueName(), paused = QueueName();
+  const int64_t unit = h_->unit_ms();
+  QueueConfig config;
+  config.max_attempts = 3;
+  config.lease_ms = std::max<int64_t>(1'000, 4 * unit);
+  ASSERT_TRUE(q().SetConfig(queue, config).ok());
+  // A dead one (its own max_attempts), a reserved one, a ready one, a keyed scheduled one.
+  EnqueueRequest doomed = Job("dead");
+  doomed.max_attempts = 1;
+  MustEnqueue(q(), queue, doomed);
+  auto first = MustReserve(q(), queue, 1);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(q().Nack(queue, {.receipt = first[0].receipt, .error = "boom"}).ok());
+  MustEnqueue(q(), queue, Job("held"));
+  auto held = MustReserve(q(), queue, 1);
+  ASSERT_EQ(held.size(), 1u);
+  const auto ready = MustEnqueue(q(), queue, Job("ready"));
+  EnqueueRequest keyed = Job("later", 10 * unit);
+  keyed.key = "later-key";
+  const auto later = MustEnqueue(q(), queue, keyed);
+  ASSERT_TRUE(q().Pause(paused).ok());
+  MustEnqueue(q(), paused, Job("waits"));
+  auto snapshot = [&](const std::string& id) {
+    auto j = q().Get(queue, JobRef::ById(id));
+    EXPECT_TRUE(j.ok()) << j.status().ToString();
+    return j.ok() ? *j : delayq::Job{};
+  };
+  const delayq::Job before[] = {snapshot(first[0].id), snapshot(held[0].id), snapshot(ready.id), snapshot(later.id)};
+  const QueueStats stats = MustStats(q(), queue);
+
+  h_->Restart();
+
+  for (const delayq::Job& b : before) {
+    const delayq::Job a = snapshot(b.id);
+    EXPECT_EQ(a.state, b.state) << b.payload;
+    EXPECT_EQ(a.due_at_ms, b.due_at_ms) << b.payload;
+    EXPECT_EQ(a.attempt, b.attempt) << b.payload;
+    EXPECT_EQ(a.max_attempts, b.max_attempts) << b.payload;
+    EXPECT_EQ(a.key, b.key) << b.payload;
+    EXPECT_EQ(a.payload, b.payload);
+    EXPECT_EQ(a.last_error, b.last_error) << b.payload;
+    EXPECT_EQ(a.lease_deadline_ms, b.lease_deadline_ms) << b.payload;
+    EXPECT_EQ(a.dead_at_ms, b.dead_at_ms) << b.payload;
+  }
+  const QueueStats after = MustStats(q(), queue);
+  EXPECT_EQ(after.scheduled, stats.scheduled);
+  EXPECT_EQ(after.ready, stats.ready);
+  EXPECT_EQ(after.reserved, stats.reserved);
+  EXPECT_EQ(after.dead, stats.dead);
+  auto config_after = q().GetConfig(queue);
+  ASSERT_TRUE(config_after.ok());
+  EXPECT_EQ(*config_after, config);
+  EXPECT_TRUE(MustStats(q(), paused).paused);
+  EXPECT_TRUE(MustReserve(q(), paused).empty()) << "a paused queue stays paused";
+  auto dup = q().Enqueue(queue, keyed);
+  ASSERT_TRUE(dup.ok());
+  EXPECT_TRUE(dup->duplicate) << "the key still names its job";
+  EXPECT_EQ(dup->id, later.id);
+
+  // The reserved job's receipt still touches; once its lease runs out the job is delivered again.
+  ASSERT_TRUE(q().Touch(queue, held[0].receipt, config.lease_ms).ok()) << "a receipt survives the restart";
+  auto ready_now = MustReserve(q(), queue, 10);
+  ASSERT_EQ(ready_now.size(), 1u);
+  EXPECT_EQ(ready_now[0].id, ready.id);
+  ASSERT_TRUE(q().Ack(queue, ready_now[0].receipt).ok());
+  h_->Advance(config.lease_ms + unit);
+  auto again = ReceiveAll(*h_, queue, 1, unit / 4 + 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, held[0].id);
+  EXPECT_EQ(again[0].attempt, 2);
+  EXPECT_EQ(q().Ack(queue, held[0].receipt).code(), Code::kLeaseExpired);
+  ASSERT_TRUE(q().Ack(queue, again[0].receipt).ok());
+  // The scheduled job comes due when it said; the dead one replays.
+  auto due = ReceiveAll(*h_, queue, 1, unit);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].id, later.id);
+  EXPECT_GE(h_->NowMs(), later.due_at_ms);
+  const std::vector<std::string> dead_ids = {first[0].id};
+  EXPECT_EQ(*q().ReplayDead(queue, dead_ids), 1);
+}
+
 TEST_P(QueueConformance, ReplaySelectedIdsAndPurge) {
   const std::string queue = QueueName();
   std::vector<std::string> ids;

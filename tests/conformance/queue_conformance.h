@@ -37,6 +37,10 @@ class QueueHarness {
   // False for a queue split into shards: order holds within a shard only, so the suite checks
   // that every job arrives, not in which order.
   virtual bool ordered() const { return true; }
+  // Stops the store and opens it again on the same data; queue() is the new one afterwards. The
+  // embedded store closes and reopens its directory (its kill -9 is crash_test's); a Redis store
+  // is replaced by a new one on the same Redis; a server is killed with SIGKILL and started again.
+  virtual void Restart() = 0;
 };
 
 struct HarnessFactory {

@@ -33,6 +33,13 @@ ServerProcess& SharedServer() {
 class ClientHarness : public QueueHarness {
  public:
   ClientHarness() : client_(SharedServer().NewClient()) {}
+  // The shared server, killed and started again on its data directory and port.
+  void Restart() override {
+    client_.reset();
+    SharedServer().Kill();
+    SharedServer().Restart();
+    client_ = SharedServer().NewClient();
+  }
   Queue& queue() override { return *client_; }
   int64_t NowMs() override { return SystemClock().NowMs(); }
   void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }

@@ -38,6 +38,7 @@ class EngineHarness : public QueueHarness {
     engine_ = std::move(*engine);
   }
   void Close() { engine_.reset(); }
+  void Restart() override { Reopen(); }
 
   Engine& engine() { return *engine_; }
   FaultyStorage& faults() { return *faulty_; }

@@ -29,10 +29,13 @@ RedisCluster& SharedCluster() {
 
 class RedisHarness : public QueueHarness {
  public:
-  RedisHarness(std::string url, int shards) : shards_(shards) {
+  RedisHarness(std::string url, int shards) : url_(std::move(url)), shards_(shards) { Restart(); }
+  // Everything is in Redis: a new store (another process, as far as Redis can tell) on it.
+  void Restart() override {
+    queue_.reset();
     redis::RedisQueueOptions o;
-    o.url = std::move(url);
-    o.shards = shards;
+    o.url = url_;
+    o.shards = shards_;
     auto q = redis::RedisQueue::Open(o);
     if (!q.ok()) throw std::runtime_error(q.status().ToString());
     queue_ = std::move(*q);
@@ -44,6 +47,7 @@ class RedisHarness : public QueueHarness {
   bool ordered() const override { return shards_ == 1; }
 
  private:
+  std::string url_;
   int shards_;
   std::unique_ptr<redis::RedisQueue> queue_;
 };
