@@ -28,6 +28,7 @@ namespace delayq {
 class Clock {
  public:
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  static constexpr int64_t kLongestWaitUs = 3'600'000'000;  // one hour
 
   virtual ~Clock() = default;
   // Wall clock: microseconds since the Unix epoch.
@@ -37,7 +38,8 @@ class Clock {
   virtual int64_t MonoUs() const = 0;
   // The longest a scheduler may block in real time before the wall-clock deadline
   // `wall_deadline_us` or the monotonic deadline `mono_deadline_us` (kNever: none) could be
-  // reached. A manual clock answers "a long time": it wakes sleepers through listeners instead.
+  // reached, at most kLongestWaitUs (a wait of kNever would overflow a condition variable's
+  // clock). A manual clock answers "a long time": it wakes sleepers through listeners instead.
   virtual std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const = 0;
   std::chrono::microseconds RealTimeUntil(int64_t wall_deadline_us) const {
     return RealTimeUntil(wall_deadline_us, kNever);

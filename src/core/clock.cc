@@ -35,7 +35,10 @@ int64_t SystemClock::MonoUs() const {
 }
 
 std::chrono::microseconds SystemClock::RealTimeUntil(int64_t wall_deadline_us, int64_t mono_deadline_us) const {
-  int64_t wait = kNever;
+  // Nothing to wait for (no scheduled job, lease, waiter or dead job) used to mean a wait of
+  // kNever microseconds, whose conversion to the condition variable's nanoseconds overflowed
+  // (UBSan; found when the once-a-minute dead sweep stopped bounding every sleep).
+  int64_t wait = kLongestWaitUs;
   if (wall_deadline_us != kNever) {
     wait = std::min(wall_deadline_us - NowUs(), kStepCheckUs);
   }
@@ -89,7 +92,7 @@ std::chrono::microseconds ManualClock::RealTimeUntil(int64_t wall_deadline_us, i
   if (wall_deadline_us <= NowUs() || mono_deadline_us <= MonoUs()) {
     return std::chrono::microseconds(0);
   }
-  return std::chrono::hours(1);  // woken by AdvanceUs through the listeners
+  return std::chrono::microseconds(kLongestWaitUs);  // woken by AdvanceUs through the listeners
 }
 
 void ManualClock::AdvanceUs(int64_t us) {

@@ -249,6 +249,7 @@ class EngineImpl final : public Engine {
   Status CheckOpenLocked() const;
   Status LoadReceiptSecretLocked();
   Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
+  Status SetPaused(std::string_view queue, bool paused);  // engine_queues.cc
 
   // --- placement of live jobs in memory (engine_index.cc) ---
   void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery, bool redelivery,

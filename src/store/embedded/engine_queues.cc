@@ -179,20 +179,12 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   return deleted;
 }
 
-Status EngineImpl::Pause(std::string_view queue) {
-  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Op op(*this, Op::kWrites);
-  DELAYQ_RETURN_IF_ERROR(op.status());
-  auto created = CreateQueueLocked(queue);
-  if (!created.ok()) return created.status();
-  QueueState* q = *created;
-  QueueMeta meta = q->meta;
-  meta.paused = true;
-  DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
-  return op.Finish();
-}
+Status EngineImpl::Pause(std::string_view queue) { return SetPaused(queue, true); }
 
-Status EngineImpl::Resume(std::string_view queue) {
+Status EngineImpl::Resume(std::string_view queue) { return SetPaused(queue, false); }
+
+// Persists the flag (creating the queue if it is new); a resume serves the waiting reserves.
+Status EngineImpl::SetPaused(std::string_view queue, bool paused) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
@@ -200,9 +192,9 @@ Status EngineImpl::Resume(std::string_view queue) {
   if (!created.ok()) return created.status();
   QueueState* q = *created;
   QueueMeta meta = q->meta;
-  meta.paused = false;
+  meta.paused = paused;
   DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
-  ServeWaitersLocked(q, op.now(), op.deferred());
+  if (!paused) ServeWaitersLocked(q, op.now(), op.deferred());
   return op.Finish();
 }
 
