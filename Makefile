@@ -5,9 +5,10 @@ BUILD ?= build
 SAN_BUILD ?= build-sanitize
 TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# The build a user makes (Release), with warnings as errors: CI builds and tests exactly that.
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON
 
-.PHONY: all deps build run test test-sanitize test-tsan check-history fuzz format format-check tidy bench bench-redis bench-kafka bench-peers clean
+.PHONY: all deps build run test test-sanitize test-tsan check-history fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers clean
 
 all: build
 
@@ -30,7 +31,7 @@ test: build
 # allocators hold freed memory in quarantine on purpose.
 SAN_EXCLUDE ?= Modes/Check|MemoryGoesBackAfterLargeRequests
 test-sanitize: deps
-	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDELAYQ_SANITIZE=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDELAYQ_SANITIZE=ON -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 900 -E "$(SAN_EXCLUDE)"
 
@@ -41,7 +42,7 @@ test-sanitize: deps
 # Kafka forwarder (librdkafka's threads crash TSan's runtime as soon as the mock cluster starts).
 TSAN_TARGETS ?= delayq_cli core_test engine_test http_test client_test integration_test redis_test
 test-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_TSAN=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_TSAN=ON -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) --timeout 900 -E "_NOT_BUILT|MemoryGoesBackAfterLargeRequests"
@@ -57,10 +58,11 @@ check-history: build
 # or exhausts memory is kept as build-fuzz/fuzz-TARGET-crash-* (or -oom-*), never in the tree.
 FUZZ_TARGETS = request connection redis_reply kafka_headers duration
 FUZZ_SECONDS ?= 60
-fuzz: deps
+fuzz-build: deps
 	@DELAYQ_EXTRA_PACKAGES="clang-14 libclang-rt-14-dev" ./scripts/install-deps.sh
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_FUZZ=ON -DDELAYQ_BUILD_TESTS=OFF -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \

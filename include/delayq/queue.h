@@ -4,8 +4,9 @@
 // (delayq::Client); the server, the CLI and the Worker are written against this interface
 // only, and one conformance suite (tests/conformance) runs against every implementation.
 //
-// All methods are thread-safe. A queue is created on first use by Enqueue, Reserve or
-// SetConfig; read-only calls on a queue that was never used answer kNotFound.
+// All methods are thread-safe. A queue is created on first use by Enqueue or SetConfig;
+// a Reserve or a read-only call on a queue that was never used creates nothing (reads answer
+// kNotFound, a reserve an empty list or, waiting, whatever is enqueued to it meanwhile).
 //
 // Common errors of every method: kInvalidArgument (a bad queue name or field; the message
 // names it), kUnavailable (the store is closed or unreachable), kIoError (the store failed;

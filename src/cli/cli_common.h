@@ -24,8 +24,18 @@ struct Global {
 };
 
 Result<std::unique_ptr<Client>> MakeClient(const Global& g);
-// Prints the error to stderr and returns its exit code.
+// Prints the error to stderr and returns its exit code: "delayq: MESSAGE", or with --json
+// {"error": {"code": "not_found", "message": "..."}} (the server's error shape).
 int Fail(const Status& s);
+// Whether errors are printed as JSON (--json anywhere before a `--`); set by Main before parsing,
+// so that a command-line error is JSON too.
+void SetJsonErrors(bool json);
+// kNotFound saying that `queue` does not exist yet, naming the existing queue nearest to it, when
+// it does not exist; nullopt when it does (or the server cannot say). missing_queue.cc.
+std::optional<Status> MissingQueue(Queue& client, const std::string& queue);
+// When the command line has a mistyped subcommand or option: what to say about it (naming the
+// nearest known one), else "". typos.cc.
+std::string TypoHint(CLI::App& app, int argc, char** argv);
 // A subcommand's callback from `fn` (returning a Status): a failure is printed and sets `rc`.
 template <class Fn>
 std::function<void()> Run(int& rc, Fn fn) {

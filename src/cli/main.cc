@@ -5,10 +5,14 @@
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <string_view>
 
 #include "cli/cli_common.h"
 #include "cli/exit_codes.h"
+#include "core/version.h"
 
 namespace delayq::cli {
 namespace {
@@ -32,6 +36,8 @@ int Main(int argc, char** argv) {
       "delivered at least once, retried with back-off, dead-lettered when out of "
       "attempts."};
   app.footer(kExitCodesHelp);
+  app.set_version_flag("--version", fmt::format("delayq {} (commit {})", Version(), Commit()),
+                       "Print delayq's version and the commit it was built from");
   app.require_subcommand(1);
   app.fallthrough();
   Global g;
@@ -60,10 +66,16 @@ int Main(int argc, char** argv) {
   AddWorkCommand(app, g, rc);
   AddBenchCommand(app, g, rc);
   AddForwardCommand(app, rc);
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    if (std::string_view(argv[i]) == "--json") SetJsonErrors(true);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::string message = TypoHint(app, argc, argv);
+    if (message.empty()) message = fmt::format("{}; see `delayq --help`", e.what());
+    return Fail(Status::InvalidArgument(message));
   }
   return rc;
 }

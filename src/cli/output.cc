@@ -4,6 +4,7 @@
 #include "cli/exit_codes.h"
 #include "core/duration.h"
 #include "delayq/clock.h"
+#include "wire/error.h"
 #include "wire/job.h"
 #include "wire/json_read.h"
 #include "wire/queue.h"
@@ -15,8 +16,18 @@ Result<std::unique_ptr<Client>> MakeClient(const Global& g) {
   return Client::Connect(g.server, {g.token, 30'000, g.ca_file});
 }
 
+namespace {
+bool json_errors = false;
+}  // namespace
+
+void SetJsonErrors(bool json) { json_errors = json; }
+
 int Fail(const Status& s) {
-  std::fprintf(stderr, "delayq: %s\n", s.message().c_str());
+  if (json_errors) {
+    std::fprintf(stderr, "%s\n", wire::ErrorBody(s.code(), s.message()).c_str());
+  } else {
+    std::fprintf(stderr, "delayq: %s\n", s.message().c_str());
+  }
   return ExitCodeOf(s.code());
 }
 

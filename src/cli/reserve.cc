@@ -24,6 +24,9 @@ void AddReserveCommand(CLI::App& app, Global& g, int& rc) {
     if (!client.ok()) return client.status();
     auto jobs = (*client)->Reserve(a->queue, r);
     if (!jobs.ok()) return jobs.status();
+    if (jobs->empty()) {
+      if (auto missing = MissingQueue(**client, a->queue)) return *missing;  // and created none
+    }
     PrintDeliveries(*jobs, g.json);
     return Status::Ok();
   }));

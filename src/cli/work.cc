@@ -32,6 +32,12 @@ void AddWorkCommand(CLI::App& app, Global& g, int& rc) {
   w->add_option("--lease", args->lease, "Lease per job, kept alive while the command runs");
   w->add_option("--wait", args->wait, "Long-poll wait per reserve")->capture_default_str();
   w->add_option("command", args->command, "The command and its arguments (after --)")->required();
+  w->footer(
+      "The command gets the job's payload on stdin, and in its environment: DELAYQ_QUEUE, DELAYQ_JOB_ID, "
+      "DELAYQ_ATTEMPT (this delivery's attempt, 1 on the first), DELAYQ_MAX_ATTEMPTS, DELAYQ_DUE_AT (epoch ms), "
+      "DELAYQ_KEY (empty without a key) and DELAYQ_HEADER_<NAME> for each header (the name upper-cased, every "
+      "character but letters and digits made _). Exit status 0 acks the job; any other nacks it, with the last "
+      "line of the command's stderr as its last_error. The lease is kept alive while the command runs.");
   w->callback([args, &g, &rc] {
     auto client = MakeClient(g);
     if (!client.ok()) {
@@ -42,6 +48,10 @@ void AddWorkCommand(CLI::App& app, Global& g, int& rc) {
     if (!ping.ok()) {
       rc = Fail(ping);
       return;
+    }
+    // A worker may well start before the first job is enqueued: a missing queue is only a warning.
+    if (auto missing = MissingQueue(**client, args->queue)) {
+      std::fprintf(stderr, "delayq work: %s; waiting for its first job\n", missing->message().c_str());
     }
     WorkerOptions options;
     options.concurrency = args->concurrency;

@@ -204,7 +204,7 @@ class HttpClient final : public Client {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("GET", Path(queue, "/config"), "");
     if (!r.ok()) return r.status();
-    return wire::ParseConfig(r->body, QueueConfig{});
+    return wire::ParseConfig(r->body, QueueConfig{}, wire::Fields::kOpen);
   }
 
   Status SetConfig(std::string_view queue, const QueueConfig& config) override {

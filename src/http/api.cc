@@ -1,10 +1,13 @@
 #include "http/api.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
+#include "core/nearest.h"
 #include "http/guard.h"
 #include "http/response.h"
 #include "http/routes.h"
@@ -12,7 +15,7 @@
 
 namespace delayq::http {
 
-Api::Api(Queue& queue, ApiOptions options) : queue_(queue), options_(std::move(options)) {
+Api::Api(Queue& queue, ApiOptions options) : queue_(queue), options_(std::move(options)), metrics_(options_.build) {
   for (std::string& host : options_.allowed_hosts) host = Lower(host);  // host names ignore case
 }
 
@@ -58,6 +61,18 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   }
   Context context{queue_, options_, metrics_, history_};
   const RouteSpec& route = Routes()[match.route];
+  const std::vector<std::string_view> known = QueryParams(route);
+  for (const auto& [name, value] : target.query) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string shown = name.substr(0, 64);
+    std::string hint = DidYouMean(shown, known);
+    if (hint.empty()) {
+      hint = known.empty() ? fmt::format("; {} {} takes none", route.method, route.pattern)
+                           : fmt::format("; it takes {}", fmt::join(known, ", "));
+    }
+    finish(ErrorResponse(400, "invalid_argument", fmt::format("unknown query parameter \"{}\"{}", shown, hint)));
+    return {};
+  }
   const Call call{request, target, std::move(match.params)};
   if (route.async) return route.async(context, call, std::move(finish));
   finish(route.handler(context, call));

@@ -50,6 +50,7 @@ struct ApiOptions {
   // Host names (besides IP addresses and localhost) that requests may name in Host: a guard
   // against DNS rebinding. "*" allows any.
   std::vector<std::string> allowed_hosts;
+  BuildInfo build;  // GET /v1/version's store and durability
 };
 
 // The HTTP status of a Status code (the one table; the CLI has its exit-code twin).

@@ -9,6 +9,7 @@ namespace delayq::http::handlers {
 // The service: the dashboard page, health, metrics, history (handlers_service.cc).
 HttpResponse Dashboard(Context& c, const Call& call);
 HttpResponse Healthz(Context& c, const Call& call);
+HttpResponse VersionJson(Context& c, const Call& call);
 HttpResponse Readyz(Context& c, const Call& call);
 HttpResponse MetricsText(Context& c, const Call& call);
 HttpResponse HistoryJson(Context& c, const Call& call);

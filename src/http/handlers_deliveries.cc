@@ -57,7 +57,7 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
 }
 
 HttpResponse Ack(Context& c, const Call& call) {
-  auto body = wire::ParseReceiptsRequest(call.request.body);
+  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kAck);
   if (!body.ok()) return ErrorResponse(body.status());
   std::vector<Status> results = c.queue.AckBatch(call.queue(), body->receipts);
   if (!body->batch) {
@@ -69,7 +69,7 @@ HttpResponse Ack(Context& c, const Call& call) {
 }
 
 HttpResponse Nack(Context& c, const Call& call) {
-  auto body = wire::ParseReceiptsRequest(call.request.body);
+  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kNack);
   if (!body.ok()) return ErrorResponse(body.status());
   const std::vector<size_t> first = FirstOccurrences(body->receipts);
   std::vector<Status> results;
@@ -91,7 +91,7 @@ HttpResponse Nack(Context& c, const Call& call) {
 }
 
 HttpResponse Touch(Context& c, const Call& call) {
-  auto body = wire::ParseReceiptsRequest(call.request.body);
+  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kTouch);
   if (!body.ok()) return ErrorResponse(body.status());
   const std::vector<size_t> first = FirstOccurrences(body->receipts);
   std::vector<Status> results;

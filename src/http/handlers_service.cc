@@ -1,6 +1,8 @@
-// The service's own routes: the dashboard page, health, readiness, metrics, history.
+// The service's own routes: the dashboard page, health, readiness, version, metrics, history.
+#include "core/version.h"
 #include "http/handlers.h"
 #include "http/response.h"
+#include "wire/json_writer.h"
 
 namespace delayq::http::handlers {
 
@@ -20,6 +22,14 @@ HttpResponse Dashboard(Context& c, const Call&) {
 }
 
 HttpResponse Healthz(Context&, const Call&) { return JsonResponse(200, R"({"status":"ok"})"); }
+
+HttpResponse VersionJson(Context& c, const Call&) {
+  wire::JsonWriter w;
+  w.BeginObject().Key("version").String(Version()).Key("commit").String(Commit());
+  w.Key("store").String(c.metrics.build().store).Key("durability").String(c.metrics.build().durability);
+  w.EndObject();
+  return JsonResponse(200, w.Take());
+}
 
 HttpResponse Readyz(Context& c, const Call&) {
   if (!c.options.ready()) return ErrorResponse(Status::Unavailable("the store is not open yet or is shutting down"));

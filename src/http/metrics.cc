@@ -8,11 +8,14 @@
 #include <fstream>
 
 #include "core/prometheus.h"
+#include "core/version.h"
+#include "http/process.h"
 #include "http/routes.h"
 
 namespace delayq::http {
 
-Metrics::Metrics() : routes_(new PerRoute[Routes().size() + 1]), route_count_(Routes().size() + 1) {}
+Metrics::Metrics(BuildInfo build)
+    : routes_(new PerRoute[Routes().size() + 1]), route_count_(Routes().size() + 1), build_(std::move(build)) {}
 
 int64_t Metrics::NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -30,28 +33,6 @@ void Metrics::Observe(size_t route, int status, double seconds) {
 }
 
 namespace {
-
-int64_t ResidentBytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  in >> size >> resident;
-  return resident * sysconf(_SC_PAGESIZE);
-}
-
-double CpuSeconds() {
-  std::ifstream in("/proc/self/stat");
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(s.substr(close + 2));
-  std::string f;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stod(f);
-    if (i == 15) stime = std::stod(f);
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
 
 // Keeps the kMaxQueueSeries queues holding the most jobs and sums the rest into "(other)".
 void FoldQueues(std::vector<QueueStats>& stats) {
@@ -157,10 +138,22 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
   out.Sample("delayq_http_body_bytes", {}, body_bytes.load());
   out.Family("delayq_reserve_waiting", "gauge", "Reserve requests waiting for a job (long polls).");
   out.Sample("delayq_reserve_waiting", {}, waiting.load());
-  out.Family("delayq_process_resident_memory_bytes", "gauge", "Resident memory of the server.");
-  out.Sample("delayq_process_resident_memory_bytes", {}, ResidentBytes());
-  out.Family("delayq_process_cpu_seconds_total", "counter", "CPU time of the server.");
-  out.Sample("delayq_process_cpu_seconds_total", {}, CpuSeconds());
+  const ProcessFigures process = ReadProcess();
+  WriteProcessMetrics(out, process);
+  // The names of 0.1, kept for the dashboards that use them.
+  out.Family("delayq_process_resident_memory_bytes", "gauge",
+             "Resident memory of the server (deprecated: process_resident_memory_bytes).");
+  out.Sample("delayq_process_resident_memory_bytes", {}, process.resident_bytes);
+  out.Family("delayq_process_cpu_seconds_total", "counter",
+             "CPU time of the server (deprecated: process_cpu_seconds_total).");
+  out.Sample("delayq_process_cpu_seconds_total", {}, process.cpu_seconds);
+  out.Family("delayq_build_info", "gauge", "Always 1; the labels say which delayq this is and what it runs on.");
+  out.Sample("delayq_build_info",
+             {{"version", std::string(Version())},
+              {"commit", std::string(Commit())},
+              {"store", build_.store},
+              {"durability", build_.durability}},
+             1);
   out.Family("delayq_store_up", "gauge",
              "1 while the store can serve requests (Redis reachable and loaded; the embedded store open).");
   out.Sample("delayq_store_up", {}, store_up ? 1 : 0);

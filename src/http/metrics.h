@@ -13,12 +13,19 @@
 
 namespace delayq::http {
 
+// What GET /v1/version and delayq_build_info say the server runs on.
+struct BuildInfo {
+  std::string store = "embedded";  // embedded | redis | redis-cluster
+  std::string durability;          // sync | interval | none; "redis" on Redis (its own AOF settings)
+};
+
 class Metrics {
  public:
   static constexpr std::array<double, 16> kBucketsSeconds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                              0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 
-  Metrics();
+  explicit Metrics(BuildInfo build = {});
+  const BuildInfo& build() const { return build_; }
   // One answered request of route `route` (an index of Routes(), or kNoRoute).
   void Observe(size_t route, int status, double seconds);
 
@@ -45,6 +52,7 @@ class Metrics {
   };
   std::unique_ptr<PerRoute[]> routes_;  // one per route of the table, then one for the rest
   size_t route_count_ = 0;
+  BuildInfo build_;
   const int64_t started_us_ = NowUs();
   static int64_t NowUs();
 };

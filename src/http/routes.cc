@@ -14,19 +14,23 @@ constexpr RouteSpec kRoutes[] = {
     {"GET", "/healthz", "the process is up", Healthz, nullptr, true},
     {"GET", "/readyz", "the store is open and can serve", Readyz, nullptr, true},
     {"GET", "/metrics", "Prometheus text", MetricsText},
-    {"GET", "/v1/history", "recent stats of every queue, for the dashboard's charts", HistoryJson},
+    {"GET", "/v1/version", "the server's version, commit, store and durability", VersionJson},
+    {"GET", "/v1/history", "recent stats of every queue, for the dashboard's charts (?queue=Q, repeated)", HistoryJson,
+     nullptr, false, "queue"},
     {"GET", "/v1/queues", "every queue with its stats", ListQueues},
     {"GET", "/v1/queues/{q}", "a queue's stats", Stats},
-    {"DELETE", "/v1/queues/{q}", "delete an empty queue (?force=true: with its jobs)", DeleteQueue},
+    {"DELETE", "/v1/queues/{q}", "delete an empty queue (?force=true: with its jobs)", DeleteQueue, nullptr, false,
+     "force"},
     {"GET", "/v1/queues/{q}/config", "a queue's config", GetConfig},
     {"PUT", "/v1/queues/{q}/config", "replace a queue's config (fields not given keep theirs)", PutConfig},
     {"POST", "/v1/queues/{q}/pause", "hand out nothing until resumed", Pause},
     {"POST", "/v1/queues/{q}/resume", "hand out again", Resume},
-    {"GET", "/v1/queues/{q}/schedule", "scheduled jobs counted by due time (?bucket=1m&horizon=1h)", Schedule},
+    {"GET", "/v1/queues/{q}/schedule", "scheduled jobs counted by due time (?bucket=1m&horizon=1h)", Schedule, nullptr,
+     false, "bucket,horizon"},
     {"POST", "/v1/queues/{q}/jobs", "enqueue one job, or {\"jobs\": [...]} as a batch", Enqueue},
-    {"GET", "/v1/queues/{q}/jobs", "a job by its key (?key=K)", GetJob},
-    {"PATCH", "/v1/queues/{q}/jobs", "reschedule a job by its key (?key=K)", Reschedule},
-    {"DELETE", "/v1/queues/{q}/jobs", "cancel a job by its key (?key=K)", Cancel},
+    {"GET", "/v1/queues/{q}/jobs", "a job by its key (?key=K)", GetJob, nullptr, false, "key"},
+    {"PATCH", "/v1/queues/{q}/jobs", "reschedule a job by its key (?key=K)", Reschedule, nullptr, false, "key"},
+    {"DELETE", "/v1/queues/{q}/jobs", "cancel a job by its key (?key=K)", Cancel, nullptr, false, "key"},
     {"GET", "/v1/queues/{q}/jobs/{id}", "a job", GetJob},
     {"PATCH", "/v1/queues/{q}/jobs/{id}", "reschedule a scheduled or ready job", Reschedule},
     {"DELETE", "/v1/queues/{q}/jobs/{id}", "cancel a job", Cancel},
@@ -34,7 +38,7 @@ constexpr RouteSpec kRoutes[] = {
     {"POST", "/v1/queues/{q}/ack", "acknowledge deliveries (one receipt or a batch)", Ack},
     {"POST", "/v1/queues/{q}/nack", "end deliveries without success: retry or dead", Nack},
     {"POST", "/v1/queues/{q}/touch", "extend the leases of deliveries", Touch},
-    {"GET", "/v1/queues/{q}/dead", "dead jobs, oldest death first (?limit=100)", DeadList},
+    {"GET", "/v1/queues/{q}/dead", "dead jobs, oldest death first (?limit=100)", DeadList, nullptr, false, "limit"},
     {"DELETE", "/v1/queues/{q}/dead", "delete every dead job", DeadPurge},
     {"POST", "/v1/queues/{q}/dead/replay", "make dead jobs ready again ({\"ids\": [...]}, none = all)", DeadReplay},
 };
@@ -69,6 +73,17 @@ bool Fits(std::string_view pattern, const std::vector<std::string>& segments, st
 }  // namespace
 
 std::span<const RouteSpec> Routes() { return kRoutes; }
+
+std::vector<std::string_view> QueryParams(const RouteSpec& route) {
+  std::vector<std::string_view> out;
+  std::string_view rest = route.query;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    out.push_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return out;
+}
 
 std::string RouteName(size_t route) {
   if (route >= std::size(kRoutes)) return "other";

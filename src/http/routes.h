@@ -47,7 +47,13 @@ struct RouteSpec {
   Handler handler = nullptr;
   AsyncHandler async = nullptr;
   bool head = false;  // HEAD is answered as GET (the health checks and the dashboard page)
+  // The query parameters it takes, comma-separated ("bucket,horizon"); any other is refused,
+  // as an unknown field of a body is.
+  std::string_view query = "";
 };
+
+// The route's query parameters, split.
+std::vector<std::string_view> QueryParams(const RouteSpec& route);
 
 // Every route, in the order docs/http-api.md documents them.
 std::span<const RouteSpec> Routes();

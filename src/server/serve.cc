@@ -126,6 +126,7 @@ int Serve(const ServeOptions& options) {
   api_options.max_waiting = o.max_waiting;
   api_options.ready = [&ready] { return ready.load(); };
   api_options.dashboard_html = kDashboardHtml;
+  api_options.build = {store->kind, store->durability};
   http::Api api(queue, api_options);
   HistorySampler sampler(queue, api.history());
 

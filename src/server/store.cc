@@ -21,6 +21,8 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     out.queue = std::move(*engine);
     out.close = [raw] { raw->Close(); };
     out.description = fmt::format("embedded in {}, durability {}", o.data, DurabilityName(o.durability));
+    out.kind = "embedded";
+    out.durability = DurabilityName(o.durability);
     return out;
   }
   if (o.store.rfind("redis://", 0) == 0 || o.store.rfind("redis-cluster://", 0) == 0) {
@@ -35,6 +37,8 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     redis::RedisQueue* raw = redis->get();
     out.queue = std::move(*redis);
     out.close = [raw] { raw->Close(); };
+    out.kind = o.store.rfind("redis-cluster://", 0) == 0 ? "redis-cluster" : "redis";
+    out.durability = "redis";
     out.description = fmt::format(
         "Redis at {}{}{}", o.store, o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "",
         o.redis_wait_replicas > 0 ? fmt::format(", writes wait for {} replica(s)", o.redis_wait_replicas) : "");

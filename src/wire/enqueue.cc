@@ -36,6 +36,9 @@ void WriteResult(JsonWriter& w, const EnqueueResult& r) {
   w.EndObject();
 }
 
+constexpr std::string_view kJobFields[] = {"payload", "payload_base64", "delay_ms",     "delay",  "deliver_at",
+                                           "key",     "replace",        "max_attempts", "headers"};
+
 Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
   EnqueueRequest r;
   bool have_payload = false;
@@ -91,6 +94,8 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
         DELAYQ_RETURN_IF_ERROR(GetString(hv, fmt::format("{}.{}", field, name), &value));
         r.headers[std::string(name)] = std::move(value);
       }
+    } else {
+      return UnknownField(prefix, key, kJobFields);
     }
   }
   if (!have_payload) {
@@ -121,9 +126,27 @@ Result<EnqueueBody> ParseEnqueueRequest(std::string_view body) {
   if (!d.ok()) return d.status();
   sj::object obj;
   if ((*d)->doc.get_object().get(obj)) return Status::InvalidArgument("the body must be a JSON object");
-  // {"jobs": [...]} is a batch; anything else is one job. Look for "jobs" first.
+  // {"jobs": [...]} is a batch, and then "jobs" is its only field; anything else is one job.
+  bool batch = false, other = false;
+  std::string_view first_other;
+  for (auto f : obj) {
+    std::string_view key;
+    if (f.unescaped_key().get(key)) return Status::InvalidArgument("a field name is not a string");
+    if (key == "jobs") {
+      batch = true;
+    } else if (!other) {
+      other = true;
+      first_other = key;
+    }
+  }
+  if (batch && other) {
+    constexpr std::string_view kBatchFields[] = {"jobs"};
+    return Status::InvalidArgument(UnknownField("", first_other, kBatchFields).message() +
+                                   "; a batch is {\"jobs\": [...]} and each job's fields go inside its entry");
+  }
+  if (obj.reset().error()) return Status::InvalidArgument("the body must be a JSON object");
   sj::value jobs;
-  auto error = obj.find_field_unordered("jobs").get(jobs);
+  auto error = batch ? obj.find_field_unordered("jobs").get(jobs) : simdjson::NO_SUCH_FIELD;
   EnqueueBody out;
   if (!error) {
     sj::array arr;

@@ -3,7 +3,9 @@
 #include <malloc.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "core/nearest.h"
 #include "wire/json_writer.h"
 
 namespace delayq::wire {
@@ -81,6 +83,12 @@ Result<std::unique_ptr<Doc>> OpenRequest(std::string_view body) {
 
 Status TypeError(std::string_view field, std::string_view expected) {
   return Status::InvalidArgument(fmt::format("{} must be {}", field, expected));
+}
+
+Status UnknownField(std::string_view prefix, std::string_view key, std::span<const std::string_view> known) {
+  std::string hint = DidYouMean(key, known);
+  if (hint.empty()) hint = fmt::format("; the fields are {}", fmt::join(known, ", "));
+  return Status::InvalidArgument(fmt::format("unknown field \"{}{}\"{}", prefix, key, hint));
 }
 
 Status GetInt(sj::value v, std::string_view field, int64_t* out, std::string_view expected) {

@@ -10,6 +10,7 @@
 #include <simdjson.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,10 @@ struct Doc {
 // Validates the whole body, then opens it for the walk. An empty body is an error.
 Result<std::unique_ptr<Doc>> OpenRequest(std::string_view body);
 Status TypeError(std::string_view field, std::string_view expected);
+// A field the request object does not have (objects are closed): kInvalidArgument naming it
+// (with its prefix, e.g. "jobs[3].") and the nearest known field, or every known field when
+// none is near.
+Status UnknownField(std::string_view prefix, std::string_view key, std::span<const std::string_view> known);
 Status GetInt(sj::value v, std::string_view field, int64_t* out, std::string_view expected);
 Status GetString(sj::value v, std::string_view field, std::string* out);
 Status GetBool(sj::value v, std::string_view field, bool* out);

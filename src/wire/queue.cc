@@ -137,7 +137,10 @@ std::string WriteConfigBody(const QueueConfig& config) {
   return w.Take();
 }
 
-Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base) {
+Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, Fields fields) {
+  constexpr std::string_view kFields[] = {"max_attempts", "lease_ms",          "max_payload",
+                                          "backoff",      "dead_retention_ms", "max_delay_ms"};
+  constexpr std::string_view kBackoffFields[] = {"base_ms", "max_ms", "factor", "jitter"};
   auto d = OpenRequest(body);
   if (!d.ok()) return d.status();
   sj::object obj;
@@ -181,8 +184,12 @@ Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base) 
           DELAYQ_RETURN_IF_ERROR(get_double(bv, field, &c.backoff.factor));
         } else if (bkey == "jitter") {
           DELAYQ_RETURN_IF_ERROR(get_double(bv, field, &c.backoff.jitter));
+        } else if (fields == Fields::kClosed) {
+          return UnknownField("backoff.", bkey, kBackoffFields);
         }
       }
+    } else if (fields == Fields::kClosed) {
+      return UnknownField("", key, kFields);
     }
   }
   return c;
@@ -220,7 +227,8 @@ Result<std::vector<std::string>> ParseReplayRequest(std::string_view body) {
     std::string_view key;
     sj::value v;
     if (f.unescaped_key().get(key) || f.value().get(v)) return Status::InvalidArgument("malformed field");
-    if (key != "ids") continue;
+    constexpr std::string_view kFields[] = {"ids"};
+    if (key != "ids") return UnknownField("", key, kFields);
     sj::array arr;
     if (v.get_array().get(arr)) return TypeError("ids", "an array of job ids");
     size_t i = 0;

@@ -24,7 +24,10 @@ Result<std::vector<QueueStats>> ParseQueuesResponse(std::string_view body);
 void WriteConfig(JsonWriter& w, const QueueConfig& config);
 std::string WriteConfigBody(const QueueConfig& config);  // PUT's body and GET's answer
 // A config as PUT gives it: the fields given replace `base`'s (every store then validates it).
-Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base);
+// A request (kClosed) refuses a field it does not know; an answer (kOpen, the client reading
+// GET .../config) skips it, as a newer server may send more.
+enum class Fields { kClosed, kOpen };
+Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, Fields fields = Fields::kClosed);
 
 std::string WriteScheduleResponse(const ScheduleHistogram& histogram);
 Result<ScheduleHistogram> ParseScheduleResponse(std::string_view body);

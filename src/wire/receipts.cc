@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -68,7 +69,14 @@ std::string WriteTouchRequest(std::string_view receipt, std::optional<int64_t> l
   return w.Take();
 }
 
-Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body) {
+Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor route) {
+  constexpr std::string_view kAckFields[] = {"receipt", "receipts"};
+  constexpr std::string_view kNackFields[] = {"receipt", "receipts", "retry_in_ms", "error", "dead"};
+  constexpr std::string_view kTouchFields[] = {"receipt", "receipts", "lease_ms"};
+  using Names = std::span<const std::string_view>;
+  const Names known = route == ReceiptsFor::kAck    ? Names(kAckFields)
+                      : route == ReceiptsFor::kNack ? Names(kNackFields)
+                                                    : Names(kTouchFields);
   auto d = OpenRequest(body);
   if (!d.ok()) return d.status();
   sj::object obj;
@@ -80,6 +88,7 @@ Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body) {
     sj::value v;
     if (f.unescaped_key().get(key) || f.value().get(v)) return Status::InvalidArgument("malformed field");
     int64_t n;
+    if (std::find(known.begin(), known.end(), key) == known.end()) return UnknownField("", key, known);
     if (key == "receipt") {
       std::string r;
       DELAYQ_RETURN_IF_ERROR(GetString(v, "receipt", &r));

@@ -29,8 +29,11 @@ struct ReceiptsBody {
 std::string WriteAckRequest(std::span<const std::string> receipts, bool batch);
 std::string WriteNackRequest(const NackRequest& request);
 std::string WriteTouchRequest(std::string_view receipt, std::optional<int64_t> lease_ms);
-// kInvalidArgument naming the field; kTooLarge past Limits::kMaxBatch receipts.
-Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body);
+// Which route's body: each takes "receipt" or "receipts", and its own fields besides.
+enum class ReceiptsFor { kAck, kNack, kTouch };
+// kInvalidArgument naming the field (also a field of another route: "lease_ms" on a nack);
+// kTooLarge past Limits::kMaxBatch receipts.
+Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor route);
 
 std::string WriteNackResponse(const NackResult& result);
 std::string WriteTouchResponse(const TouchResult& result);

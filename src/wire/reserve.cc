@@ -45,6 +45,9 @@ Result<ReserveRequest> ParseReserveRequest(std::string_view body) {
     } else if (key == "max_bytes") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, "max_bytes", &n, "an integer from 1 to 268435456"));
       r.max_bytes = n;
+    } else {
+      constexpr std::string_view kFields[] = {"max", "wait_ms", "lease_ms", "max_bytes"};
+      return UnknownField("", key, kFields);
     }
   }
   DELAYQ_RETURN_IF_ERROR(ValidateReserve(r));

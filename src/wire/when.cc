@@ -94,6 +94,8 @@ Result<When> ParseRescheduleRequest(std::string_view body) {
     if (f.unescaped_key().get(key) || f.value().get(v)) return Status::InvalidArgument("malformed field");
     auto r = ParseWhenField(key, v, "", &when);
     if (!r.ok()) return r.status();
+    constexpr std::string_view kFields[] = {"delay_ms", "delay", "deliver_at"};
+    if (!*r) return UnknownField("", key, kFields);
   }
   if (!when.delay_ms && !when.deliver_at_ms) {
     return Status::InvalidArgument("give the new due time as delay_ms, delay or deliver_at");

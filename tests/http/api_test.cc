@@ -2,6 +2,7 @@
 // a manual clock. The same routes are exercised through the real binary in tests/integration.
 #include "http/api.h"
 
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/version.h"
 #include "http/routes.h"
 #include "store/embedded/engine_harness.h"
 #include "support/process.h"
@@ -174,6 +176,69 @@ TEST_F(ApiTest, EveryInputErrorNamesTheField) {
               "invalid_argument", "queue name");
   // Nothing was stored by any of them.
   ExpectError(Call("GET", "/v1/queues/errs"), 404, "not_found");
+}
+
+// Request objects and query strings are closed (SPEC 10.1): a typo is a 400 that names the field
+// and the nearest known one, and changes nothing, on every route that takes a body or a query.
+TEST_F(ApiTest, AnUnknownFieldOrQueryParameterIsRefusedAndChangesNothing) {
+  auto e = Call("POST", "/v1/queues/t/jobs", R"({"payload":1,"key":"k"})");
+  ASSERT_EQ(e.status, 201);
+  const std::string id = J(e)["id"];
+  ASSERT_EQ(J(Call("POST", "/v1/queues/t/reserve", R"({"max":1})"))["jobs"].size(), 1u);
+  auto before = h_.queue().Stats("t");
+  ASSERT_TRUE(before.ok());
+  struct Case {
+    std::string method, target, body, mention;
+  } cases[] = {
+      {"POST", "/v1/queues/t/jobs", R"({"payload":1,"dealy_ms":5000})",
+       R"(unknown field "dealy_ms" (did you mean "delay_ms"?))"},
+      {"POST", "/v1/queues/t/jobs", R"({"jobs":[{"payload":1},{"payload":2,"kye":"x"}]})",
+       R"(unknown field "jobs[1].kye" (did you mean "key"?))"},
+      {"POST", "/v1/queues/t/jobs", R"({"jobs":[{"payload":1}],"max_attempts":2})", "each job's fields go inside"},
+      {"POST", "/v1/queues/t/reserve", R"({"max":1,"wait":10})", R"(did you mean "wait_ms"?)"},
+      {"POST", "/v1/queues/t/ack", R"({"reciept":"x"})", R"(did you mean "receipt"?)"},
+      {"POST", "/v1/queues/t/nack", R"({"receipt":"x","retry_in":5})", R"(did you mean "retry_in_ms"?)"},
+      {"POST", "/v1/queues/t/touch", R"({"receipt":"x","lease":5})", R"(did you mean "lease_ms"?)"},
+      {"PUT", "/v1/queues/t/config", R"({"lease_ms":5000,"max_atempts":1})", R"(did you mean "max_attempts"?)"},
+      {"PATCH", "/v1/queues/t/jobs/" + id, R"({"dealy":"5s"})", R"(did you mean "delay"?)"},
+      {"POST", "/v1/queues/t/dead/replay", R"({"id":[]})", R"(did you mean "ids"?)"},
+      {"GET", "/v1/queues/t/dead?limt=5", "", R"(unknown query parameter "limt" (did you mean "limit"?))"},
+      {"GET", "/v1/queues/t/jobs?kye=k", "", R"(did you mean "key"?)"},
+      {"DELETE", "/v1/queues/t?forse=true", "", R"(did you mean "force"?)"},
+      {"GET", "/v1/queues/t/schedule?buckets=1m", "", R"(did you mean "bucket"?)"},
+      {"GET", "/v1/queues/t?verbose=1", "", "GET /v1/queues/{q} takes none"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.method + " " + c.target + " " + c.body);
+    ExpectError(Call(c.method, c.target, c.body), 400, "invalid_argument", c.mention);
+  }
+  auto after = h_.queue().Stats("t");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->scheduled + after->ready, before->scheduled + before->ready);
+  EXPECT_EQ(after->reserved, 1) << "the refused ack, nack and touch changed nothing";
+  EXPECT_EQ(after->counters.enqueued, before->counters.enqueued) << "no refused enqueue stored a job";
+  EXPECT_NE(J(Call("GET", "/v1/queues/t/config"))["max_attempts"], 1) << "the refused PUT changed nothing";
+  EXPECT_EQ(Call("GET", "/v1/queues/t").status, 200) << "the refused DELETE deleted nothing";
+}
+
+TEST_F(ApiTest, VersionAndBuildInfoSayWhatRuns) {
+  json v = J(Call("GET", "/v1/version"));
+  EXPECT_EQ(v["version"], std::string(Version()));
+  EXPECT_EQ(v["commit"], std::string(Commit()));
+  EXPECT_FALSE(v["commit"].get<std::string>().empty());
+  EXPECT_EQ(v["store"], "embedded");
+  EXPECT_TRUE(v.contains("durability"));
+  const std::string metrics = Call("GET", "/metrics").body;
+  EXPECT_NE(
+      metrics.find(fmt::format(R"(delayq_build_info{{version="{}",commit="{}",store="embedded")", Version(), Commit())),
+      std::string::npos)
+      << metrics.substr(0, 400);
+  for (const char* name : {"process_resident_memory_bytes ", "process_cpu_seconds_total ", "process_open_fds ",
+                           "process_max_fds ", "process_start_time_seconds ", "process_virtual_memory_bytes "}) {
+    const size_t at = metrics.find(std::string("\n") + name);
+    ASSERT_NE(at, std::string::npos) << name;
+    EXPECT_GT(std::stod(metrics.substr(at + 1 + std::string_view(name).size())), 0) << name;
+  }
 }
 
 TEST_F(ApiTest, ReserveLimitsAndLongPoll) {
@@ -500,8 +565,11 @@ TEST(ApiRoutes, EveryRouteIsDocumentedAndAnswered) {
   EXPECT_EQ(rows, Routes().size()) << "docs/http-api.md lists routes the table does not have, or misses some";
   for (size_t i = 0; i < Routes().size(); ++i) {
     const auto& r = Routes()[i];
-    EXPECT_NE(doc.find(fmt::format("| {} | `{}` |", r.method, r.pattern)), std::string::npos)
-        << RouteName(i) << " is not in docs/http-api.md's table of routes";
+    std::vector<std::string> query;
+    for (std::string_view p : http::QueryParams(r)) query.push_back(fmt::format("`{}`", p));
+    EXPECT_NE(doc.find(fmt::format("| {} | `{}` | {} |", r.method, r.pattern, fmt::join(query, ", "))),
+              std::string::npos)
+        << RouteName(i) << " is not in docs/http-api.md's table of routes with its query parameters";
     std::string path(r.pattern);
     for (auto [from, to] : {std::pair{"{q}", "docs.q"}, std::pair{"{id}", "01JDQ8Z3K6T6V3W1C9X2N4M5PQ"}}) {
       if (auto p = path.find(from); p != std::string::npos) path.replace(p, std::string_view(from).size(), to);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "integration/server_fixture.h"
 
@@ -51,6 +52,47 @@ TEST_F(CliTest, EnqueueGetCancelWithExitCodes) {
 
 // `bench --lead` moves the window's start: 0ms makes jobs come due while others are still being
 // enqueued (what `make bench-peers` measures); a lead longer than the enqueue does not.
+// A typo names the nearest command, option or queue, creates nothing, and exits 2 (bad input) or 3
+// (no such queue); with --json the error is the server's error object.
+TEST_F(CliTest, TyposNameTheNearestCommandOptionOrQueueAndCreateNothing) {
+  ASSERT_EQ(Cli({"enqueue", "orders", "1", "--delay", "1h"}).exit_code, 0);
+  RunResult sub = Cli({"reserv", "orders"});
+  EXPECT_EQ(sub.exit_code, 2);
+  EXPECT_NE(sub.err.find(R"(unknown command "reserv" for `delayq` (did you mean "reserve"?))"), std::string::npos)
+      << sub.err;
+  RunResult nested = Cli({"dead", "lsit", "orders"});
+  EXPECT_NE(nested.err.find(R"((did you mean "list"?))"), std::string::npos) << nested.err;
+  RunResult option = Cli({"enqueue", "orders", "1", "--dealy", "5s"});
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_NE(option.err.find(R"(unknown option "--dealy" for `delayq enqueue` (did you mean "--delay"?))"),
+            std::string::npos)
+      << option.err;
+
+  RunResult missing = Cli({"reserve", "ordres"});
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_NE(missing.err.find(R"(queue "ordres" does not exist yet)"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find(R"((did you mean "orders"?))"), std::string::npos) << missing.err;
+  RunResult stats = Cli({"stats", "ordres"});
+  EXPECT_EQ(stats.exit_code, 3) << stats.out << stats.err;
+  RunResult json = Cli({"--json", "reserve", "ordres"});
+  EXPECT_EQ(json.exit_code, 3);
+  auto error = nlohmann::json::parse(json.err, nullptr, false);
+  ASSERT_FALSE(error.is_discarded()) << json.err;
+  EXPECT_EQ(error["error"]["code"], "not_found");
+  RunResult bad_json = Cli({"--json", "enqueue", "orders", "1", "--dealy", "5s"});
+  EXPECT_EQ(nlohmann::json::parse(bad_json.err, nullptr, false)["error"]["code"], "invalid_argument") << bad_json.err;
+  // None of it created a queue.
+  auto queues = server_.NewClient()->ListQueues();
+  ASSERT_TRUE(queues.ok());
+  ASSERT_EQ(queues->size(), 1u);
+  EXPECT_EQ((*queues)[0].name, "orders");
+
+  RunResult version = Cli({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("delayq 0.", 0), 0u) << version.out;
+  EXPECT_NE(version.out.find("commit "), std::string::npos) << version.out;
+}
+
 TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
   const std::vector<std::string> burst = {
       "--json",  "bench", "--no-progress", "--jobs", "2000",        "--window", "300ms",

@@ -2,6 +2,8 @@
 // client's requests through the server's parsers, the server's answers through the client's).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/receipt.h"
 #include "wire/enqueue.h"
 #include "wire/error.h"
@@ -170,20 +172,20 @@ TEST(WireReserve, RequestsAndDeliveriesRoundTrip) {
 
 TEST(WireReceipts, RequestsAndAnswersRoundTrip) {
   const std::vector<std::string> receipts = {"a.1.2", "b.3.4", "a.1.2"};
-  auto ack = ParseReceiptsRequest(WriteAckRequest(receipts, true));
+  auto ack = ParseReceiptsRequest(WriteAckRequest(receipts, true), ReceiptsFor::kAck);
   ASSERT_TRUE(ack.ok());
   EXPECT_TRUE(ack->batch);
   EXPECT_EQ(ack->receipts, receipts);
-  auto one = ParseReceiptsRequest(WriteAckRequest(std::span(receipts.data(), 1), false));
+  auto one = ParseReceiptsRequest(WriteAckRequest(std::span(receipts.data(), 1), false), ReceiptsFor::kAck);
   ASSERT_TRUE(one.ok());
   EXPECT_FALSE(one->batch);
-  auto nack =
-      ParseReceiptsRequest(WriteNackRequest({.receipt = "a.1.2", .retry_in_ms = 5, .error = "e", .dead = true}));
+  auto nack = ParseReceiptsRequest(WriteNackRequest({.receipt = "a.1.2", .retry_in_ms = 5, .error = "e", .dead = true}),
+                                   ReceiptsFor::kNack);
   ASSERT_TRUE(nack.ok());
   EXPECT_EQ(nack->retry_in_ms, 5);
   EXPECT_EQ(nack->error, "e");
   EXPECT_TRUE(nack->dead);
-  auto touch = ParseReceiptsRequest(WriteTouchRequest("a.1.2", 60'000));
+  auto touch = ParseReceiptsRequest(WriteTouchRequest("a.1.2", 60'000), ReceiptsFor::kTouch);
   ASSERT_TRUE(touch.ok());
   EXPECT_EQ(touch->lease_ms, 60'000);
 
@@ -246,6 +248,53 @@ TEST(WireQueue, StatsConfigScheduleAndCountsRoundTrip) {
   EXPECT_EQ(*ParseReplayRequest(WriteReplayRequest(ids)), ids);
   EXPECT_TRUE(ParseReplayRequest("")->empty());
   EXPECT_EQ(*ParseCountResponse(WriteCountResponse("purged", 42), "purged"), 42);
+}
+
+// Request objects are closed (SPEC 10.1): a field the route does not know is refused, naming it
+// and the nearest known one, so a typo never silently changes what a request means.
+TEST(WireClosedObjects, AnUnknownFieldIsRefusedNamingTheNearestKnownOne) {
+  struct Case {
+    std::string body;
+    std::function<Status(std::string_view)> parse;
+    std::string message;
+  };
+  auto enqueue = [](std::string_view b) { return ParseEnqueueRequest(b).status(); };
+  auto reserve = [](std::string_view b) { return ParseReserveRequest(b).status(); };
+  auto ack = [](std::string_view b) { return ParseReceiptsRequest(b, ReceiptsFor::kAck).status(); };
+  auto nack = [](std::string_view b) { return ParseReceiptsRequest(b, ReceiptsFor::kNack).status(); };
+  auto touch = [](std::string_view b) { return ParseReceiptsRequest(b, ReceiptsFor::kTouch).status(); };
+  auto config = [](std::string_view b) { return ParseConfig(b, QueueConfig{}).status(); };
+  auto reschedule = [](std::string_view b) { return ParseRescheduleRequest(b).status(); };
+  auto replay = [](std::string_view b) { return ParseReplayRequest(b).status(); };
+  const std::vector<Case> cases = {
+      {R"({"payload": 1, "dealy_ms": 5000})", enqueue, R"(unknown field "dealy_ms" (did you mean "delay_ms"?))"},
+      {R"({"payload": 1, "Key": "k"})", enqueue, R"(unknown field "Key" (did you mean "key"?))"},
+      {R"({"jobs": [{"payload": 1}, {"payload": 2, "max_attempt": 3}]})", enqueue,
+       R"(unknown field "jobs[1].max_attempt" (did you mean "max_attempts"?))"},
+      {R"({"jobs": [{"payload": 1}], "delay_ms": 5})", enqueue, R"(unknown field "delay_ms"; the fields are jobs)"},
+      {R"({"payload": 1, "zzzzzzzzzz": 1})", enqueue, "the fields are payload, payload_base64, delay_ms"},
+      {R"({"max": 1, "wait": 100})", reserve, R"(unknown field "wait" (did you mean "wait_ms"?))"},
+      {R"({"max": 1, "wait_sm": 100})", reserve, R"(unknown field "wait_sm" (did you mean "wait_ms"?))"},
+      {R"({"receipt": "r", "retry_in_ms": 5})", ack,
+       R"(unknown field "retry_in_ms"; the fields are receipt, receipts)"},
+      {R"({"receipt": "r", "lease_ms": 5})", nack, R"(unknown field "lease_ms")"},
+      {R"({"receipt": "r", "retry_in": 5})", nack, R"(did you mean "retry_in_ms"?)"},
+      {R"({"receipt": "r", "lease": 5})", touch, R"(did you mean "lease_ms"?)"},
+      {R"({"lease_ms": 5000, "max_atempts": 3})", config, R"(did you mean "max_attempts"?)"},
+      {R"({"backoff": {"base": 10}})", config, R"(unknown field "backoff.base" (did you mean "base_ms"?))"},
+      {R"({"delay": "5s", "when": 1})", reschedule, R"(unknown field "when")"},
+      {R"({"id": ["x"]})", replay, R"(unknown field "id" (did you mean "ids"?))"},
+  };
+  for (const auto& c : cases) {
+    const Status st = c.parse(c.body);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << c.body;
+    EXPECT_NE(st.message().find(c.message), std::string::npos) << c.body << " answered: " << st.message();
+  }
+  // What the writers write is always read back: the closed readers know every field they send.
+  EXPECT_TRUE(ParseConfig(WriteConfigBody(QueueConfig{}), QueueConfig{}).ok());
+  EXPECT_TRUE(ParseReserveRequest(WriteReserveRequest({.max = 3, .wait_ms = 5, .lease_ms = 5000})).ok());
+  // A server's answer is read openly: a newer server may add fields.
+  EXPECT_TRUE(ParseConfig(R"({"lease_ms": 5000, "from_a_newer_server": 1})", QueueConfig{}, Fields::kOpen).ok());
 }
 
 }  // namespace
