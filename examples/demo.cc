@@ -27,7 +27,10 @@ int main(int argc, char** argv) {
   }
   bool nacked = false;
   for (int received = 0; received < 4;) {
-    auto jobs = q.Reserve("demo", {.max = 10, .wait_ms = 5000});
+    delayq::ReserveRequest reserve;
+    reserve.max = 10;
+    reserve.wait_ms = 5000;
+    auto jobs = q.Reserve("demo", reserve);
     if (!jobs.ok() || jobs->empty()) break;
     for (const auto& job : *jobs) {
       const int64_t late = delayq::SystemClock().NowMs() - job.due_at_ms;
@@ -36,7 +39,11 @@ int main(int argc, char** argv) {
       ++received;
       if (!nacked) {  // fail the first one once: it comes back after 200 ms
         nacked = true;
-        auto n = q.Nack("demo", {.receipt = job.receipt, .retry_in_ms = 200, .error = "demo"});
+        delayq::NackRequest nack;
+        nack.receipt = job.receipt;
+        nack.retry_in_ms = 200;
+        nack.error = "demo";
+        auto n = q.Nack("demo", nack);
         std::printf("  nacked: retry at +200 ms (%s)\n", n.ok() ? "ok" : n.status().ToString().c_str());
       } else {
         (void)q.Ack("demo", job.receipt);

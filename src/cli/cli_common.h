@@ -23,6 +23,15 @@ struct Global {
   bool json = false;
 };
 
+// --log-format and --log-level (logging.cc): every command logs to stderr, in UTC.
+struct LogOptions {
+  std::string format = "text";  // text | json
+  std::string level = "info";
+};
+void AddLogOptions(CLI::App& app, LogOptions& options);
+// Installs the logger as `options` say; called before parsing (defaults) and after.
+void SetUpLogging(const LogOptions& options);
+
 Result<std::unique_ptr<Client>> MakeClient(const Global& g);
 // Prints the error to stderr and returns its exit code: "delayq: MESSAGE", or with --json
 // {"error": {"code": "not_found", "message": "..."}} (the server's error shape).

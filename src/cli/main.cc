@@ -1,7 +1,5 @@
 // The `delayq` command: the global options and every subcommand, each in a file of its own
 // (cli_common.h lists them).
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
@@ -29,8 +27,8 @@ void RaiseOpenFileLimit() {
 
 int Main(int argc, char** argv) {
   RaiseOpenFileLimit();
-  spdlog::set_default_logger(spdlog::stderr_color_mt("delayq"));  // stdout is for results
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  LogOptions log;
+  SetUpLogging(log);
   CLI::App app{
       "delayq: a delay queue. Jobs become deliverable at a chosen time and are "
       "delivered at least once, retried with back-off, dead-lettered when out of "
@@ -47,6 +45,9 @@ int Main(int argc, char** argv) {
   app.add_option("--ca-file", g.ca_file, "With an https:// server: trust the CAs in this PEM file (or DELAYQ_CA_FILE)")
       ->envname("DELAYQ_CA_FILE");
   app.add_flag("--json", g.json, "Print the server's JSON instead of text");
+  AddLogOptions(app, log);
+  // Before any command's callback runs (serve logs from its own).
+  app.parse_complete_callback([&log] { SetUpLogging(log); });
   int rc = 0;
   AddServeCommand(app, rc);
   AddEnqueueCommand(app, g, rc);

@@ -1,5 +1,8 @@
 // `delayq serve`: the server's options; src/server runs it.
 #include "server/serve.h"
+
+#include <cctype>
+
 #include "cli/cli_common.h"
 #include "delayq/engine.h"
 
@@ -30,6 +33,9 @@ void AddServeCommand(CLI::App& app, int& rc) {
       ->delimiter(',');
   s->add_option("--tls-cert", serve.tls_cert, "Serve HTTPS with this PEM certificate chain (with --tls-key)");
   s->add_option("--tls-key", serve.tls_key, "The PEM private key of --tls-cert");
+  s->add_flag("--access-log", serve.access_log,
+              "Log each answered request: method, target, status, milliseconds (or DELAYQ_ACCESS_LOG)")
+      ->envname("DELAYQ_ACCESS_LOG");
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
   s->add_option("--threads", serve.threads, "Server threads")->capture_default_str();
@@ -65,6 +71,15 @@ void AddServeCommand(CLI::App& app, int& rc) {
                 "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 60'000));
+  // Every flag of serve can come from the environment too: --max-body-memory is
+  // DELAYQ_MAX_BODY_MEMORY (for systemd's Environment= and containers). The flag wins.
+  for (CLI::Option* option : s->get_options()) {
+    if (option->get_lnames().empty() || !option->get_envname().empty() || option->get_lnames()[0] == "help") continue;
+    std::string env = "DELAYQ_";
+    for (char c : option->get_lnames()[0]) env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+    option->envname(env);
+    option->description(option->get_description() + " [env " + env + "]");
+  }
   s->callback([a, &rc] {
     if (!ParseDurability(a->durability, &a->serve.durability)) {
       throw CLI::ValidationError("--durability", "must be sync, interval or none, not " + a->durability);

@@ -10,6 +10,13 @@ std::string_view Short(std::string_view s, size_t max) { return s.substr(0, max)
 
 }  // namespace
 
+std::string DeadJobWarning(std::string_view queue, std::string_view id, int32_t attempt, std::string_view last_error) {
+  const std::string after = attempt > 0 ? fmt::format(" after {} attempt{}", attempt, attempt == 1 ? "" : "s") : "";
+  return fmt::format("job {} of queue \"{}\" went dead{}{}{}; replay it with POST /v1/queues/{}/dead/replay", id,
+                     Short(queue, 200), after, last_error.empty() ? "" : ": ", Short(last_error, 200),
+                     Short(queue, 200));
+}
+
 Status StoreClosed() { return Status::Unavailable("the store is closed (delayq is shutting down)"); }
 
 Status UnknownQueue(std::string_view queue) {

@@ -13,6 +13,9 @@ namespace delayq::errors {
 
 // kUnavailable: the store was closed (delayq is shutting down).
 Status StoreClosed();
+// The warning both stores log when a job goes dead (its attempts ran out, or a nack said so);
+// `attempt` 0 when the store does not know it.
+std::string DeadJobWarning(std::string_view queue, std::string_view id, int32_t attempt, std::string_view last_error);
 // kNotFound: no queue has this name (reads never create one).
 Status UnknownQueue(std::string_view queue);
 // kResourceExhausted: creating `queue` would make queue number `would_be`, over `limit`.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,9 +31,12 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   RouteMatch match = MatchRoute(request.method, target.segments);
   // Answers through `reply`, once, recording the request's latency under its route.
   auto observed = std::make_shared<Reply>(std::move(reply));
-  auto finish = [this, started, observed, route = match.route](HttpResponse response) {
+  std::string logged;  // "GET /v1/queues/q": only with the access log
+  if (options_.access_log) logged = fmt::format("{} {}", request.method.substr(0, 16), request.target.substr(0, 300));
+  auto finish = [this, started, observed, route = match.route, logged](HttpResponse response) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     metrics_.Observe(route, response.status, seconds);
+    if (!logged.empty()) spdlog::info("{} {} {:.3f} ms", logged, response.status, seconds * 1e3);
     (*observed)(std::move(response));
   };
   auto refuse = [&](HttpResponse response) {

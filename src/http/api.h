@@ -50,7 +50,8 @@ struct ApiOptions {
   // Host names (besides IP addresses and localhost) that requests may name in Host: a guard
   // against DNS rebinding. "*" allows any.
   std::vector<std::string> allowed_hosts;
-  BuildInfo build;  // GET /v1/version's store and durability
+  BuildInfo build;          // GET /v1/version's store and durability
+  bool access_log = false;  // log each answered request (spdlog info)
 };
 
 // The HTTP status of a Status code (the one table; the CLI has its exit-code twin).

@@ -127,6 +127,7 @@ int Serve(const ServeOptions& options) {
   api_options.ready = [&ready] { return ready.load(); };
   api_options.dashboard_html = kDashboardHtml;
   api_options.build = {store->kind, store->durability};
+  api_options.access_log = o.access_log;
   http::Api api(queue, api_options);
   HistorySampler sampler(queue, api.history());
 
@@ -152,9 +153,8 @@ int Serve(const ServeOptions& options) {
   }
   std::printf(
       "delayq serving %s (store: %s%s)\n"
-      "try:  curl -s -X POST %s/v1/queues/demo/jobs -d '{\"payload\":{\"hello\":\"world\"},"
-      "\"delay\":\"5s\"}'\n"
-      "      curl -s -X POST %s/v1/queues/demo/reserve -d '{\"wait_ms\":10000}'\n",
+      "try:  curl -s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
+      "      curl -s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
       url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required", url.c_str(),
       url.c_str());
   std::fflush(stdout);

@@ -18,6 +18,7 @@ struct ServeOptions {
   std::string auth_token;                  // empty: no authentication
   std::string auth_token_file;             // read the token from this file (not visible in ps)
   bool insecure_no_auth = false;           // allow listening beyond loopback without a token
+  bool access_log = false;                 // log every answered request (info)
   std::vector<std::string> allowed_hosts;  // Host names answered besides IPs and localhost
   int threads = 8;
   size_t max_body_bytes = 16 << 20;

@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "integration/server_fixture.h"
 
@@ -91,6 +92,50 @@ TEST_F(CliTest, TyposNameTheNearestCommandOptionOrQueueAndCreateNothing) {
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out.rfind("delayq 0.", 0), 0u) << version.out;
   EXPECT_NE(version.out.find("commit "), std::string::npos) << version.out;
+}
+
+// --log-format json: every line of the server's log is one JSON object with a UTC time; the
+// access log has one line per answered request; a job going dead is a warning; --log-level
+// filters (and DELAYQ_* variables set serve's flags).
+TEST(CliLogs, JsonLinesAccessLogDeadWarningAndLevels) {
+  ServerProcess server({"--log-format", "json", "--access-log"});
+  auto client = server.NewClient();
+  ASSERT_TRUE(client->SetConfig("logs", QueueConfig{.max_attempts = 1}).ok());
+  EnqueueRequest job;
+  job.payload = "1";
+  ASSERT_TRUE(client->Enqueue("logs", job).ok());
+  auto got = client->Reserve("logs", {.max = 1});
+  ASSERT_TRUE(got.ok() && got->size() == 1);
+  ASSERT_EQ(client->Nack("logs", {(*got)[0].receipt, std::nullopt, "quote \" and\nnewline", false})->state,
+            JobState::kDead);
+  EXPECT_EQ(client->Get("logs", JobRef::ById("01JDQ8Z3K6T6V3W1C9X2N4M5PQ")).status().code(), Code::kNotFound);
+  ASSERT_EQ(server.Terminate(), 0);
+  bool access = false, dead = false;
+  std::istringstream lines(server.log());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("delayq serving", 0) == 0 || line.rfind("try:", 0) == 0 || line.rfind("      curl", 0) == 0)
+      continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not a JSON line: " << line;
+    ASSERT_TRUE(j.contains("time") && j.contains("level") && j.contains("message")) << line;
+    EXPECT_EQ(j["time"].get<std::string>().back(), 'Z') << "UTC: " << line;
+    const std::string m = j["message"];
+    access = access || m.find("GET /v1/queues/logs/jobs/01JDQ8Z3K6T6V3W1C9X2N4M5PQ 404") != std::string::npos;
+    if (m.find("went dead after 1 attempt") != std::string::npos) {
+      dead = true;
+      EXPECT_EQ(j["level"], "warning") << line;
+      EXPECT_NE(m.find("quote \" and\nnewline"), std::string::npos) << "escaped, not broken: " << line;
+    }
+  }
+  EXPECT_TRUE(access) << server.log();
+  EXPECT_TRUE(dead) << server.log();
+
+  // DELAYQ_LOG_LEVEL=error: the info lines are gone.
+  TempDir dir;
+  RunResult quiet = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:1", "--data", dir.Sub("d")},
+                               {{"DELAYQ_LOG_LEVEL", "error"}, {"DELAYQ_MAX_QUEUES", "not-a-number"}});
+  EXPECT_EQ(quiet.exit_code, 2) << "DELAYQ_MAX_QUEUES is serve's --max-queues: " << quiet.err;
+  EXPECT_NE(quiet.err.find("max-queues"), std::string::npos) << quiet.err;
 }
 
 TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {

@@ -34,6 +34,7 @@ void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* 
   record->dead_at_ms = now_ms;
   batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(*record));
   batch.Put(Cf::kDead, DeadIndexKey(q->name, now_ms, id), "");
+  spdlog::warn("{}", errors::DeadJobWarning(q->name, id.ToString(), attempt, record->last_error));
 }
 
 Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t limit) {

@@ -2,6 +2,7 @@
 // embedded store's engine_delivery.cc; waiting reserves are served by the scheduler
 // (redis_scheduler.cc).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <future>
 
@@ -222,7 +223,10 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
   NackResult r;
   r.state = v->array[0].str == "d" ? JobState::kDead : JobState::kScheduled;
   r.due_at_ms = v->array[1].AsInt();
-  if (r.state == JobState::kDead && v->array.size() > 2) NoteDeath(q.name, shard, v->array[2].AsInt());
+  if (r.state == JobState::kDead) {
+    if (v->array.size() > 2) NoteDeath(q.name, shard, v->array[2].AsInt());
+    spdlog::warn("{}", errors::DeadJobWarning(q.name, receipt->id.ToString(), 0, NackErrorText(request)));
+  }
   NoteReady(q.name);
   return r;
 }

@@ -1,0 +1,147 @@
+// Types of delayq for Node (src/index.js).
+
+/** "250ms", "1.5s", "1h30m", "7d" (units ms s m h d), or milliseconds. */
+export type Duration = string | number;
+/** Epoch milliseconds, an RFC 3339 string, or a Date. */
+export type Timestamp = number | string | Date;
+
+export class DelayqError extends Error {
+  /** The server's error code: "invalid_argument", "not_found", "lease_expired", ... */
+  code: string;
+  /** The HTTP status, when there was an answer. */
+  status?: number;
+  constructor(message: string, code?: string, status?: number);
+}
+export class InvalidArgument extends DelayqError {}
+export class TooLarge extends InvalidArgument {}
+export class Unauthorized extends DelayqError {}
+export class Forbidden extends DelayqError {}
+export class NotFound extends DelayqError {}
+export class Conflict extends DelayqError {}
+export class LeaseExpired extends Conflict {}
+export class Overloaded extends DelayqError {}
+export class Unavailable extends DelayqError {}
+
+export function errorFor(status: number, code: string | null | undefined, message: string): DelayqError;
+export function toMs(value: Duration, what?: string): number;
+
+export interface JobOptions {
+  delay?: Duration;
+  delayMs?: number;
+  deliverAt?: Timestamp;
+  /** A live job with this key makes the enqueue a duplicate (answered with that job). */
+  key?: string;
+  headers?: Record<string, string>;
+  maxAttempts?: number;
+  /** With a key naming a scheduled or ready job: rewrite it instead. */
+  replace?: boolean;
+}
+export interface WireJob {
+  payload?: unknown;
+  payload_base64?: string;
+  delay?: string;
+  delay_ms?: number;
+  deliver_at?: number | string;
+  key?: string;
+  headers?: Record<string, string>;
+  max_attempts?: number;
+  replace?: boolean;
+}
+export function jobBody(payload: unknown, opts?: JobOptions): WireJob;
+
+export interface EnqueueResult {
+  id: string;
+  /** Epoch milliseconds. */
+  dueAt: number;
+  duplicate: boolean;
+  replaced: boolean;
+}
+/** A delivery, as reserve hands it out; settle it with ack, nack or touch and its receipt. */
+export interface Job {
+  id: string;
+  receipt: string;
+  /** The JSON value enqueued; a Buffer for a binary payload. */
+  payload: any;
+  attempt: number;
+  dueAt: number;
+  key: string | null;
+  headers: Record<string, string>;
+  maxAttempts: number;
+  leaseDeadline: number;
+}
+export interface JobInfo {
+  id: string;
+  queue: string;
+  state: 'scheduled' | 'ready' | 'reserved' | 'dead';
+  dueAt: number;
+  attempt: number;
+  maxAttempts: number;
+  payload: any;
+  key: string | null;
+  headers: Record<string, string>;
+  createdAt: number;
+  lastError: string | null;
+  leaseDeadline: number | null;
+  deadAt: number | null;
+}
+export interface BatchResult {
+  done: number;
+  failed: { receipt: string; error: DelayqError }[];
+}
+export type JobRef = string | { id: string } | { key: string };
+
+export interface ClientOptions {
+  token?: string;
+  /** For connecting and each answer; a waiting reserve gets its wait on top. */
+  timeoutMs?: number;
+}
+
+export class Client {
+  readonly url: string;
+  constructor(url?: string, options?: ClientOptions);
+  enqueue(queue: string, payload: unknown, opts?: JobOptions): Promise<EnqueueResult>;
+  enqueueBatch(queue: string, jobs: WireJob[]): Promise<EnqueueResult[]>;
+  get(queue: string, ref: JobRef): Promise<JobInfo>;
+  cancel(queue: string, ref: JobRef): Promise<boolean>;
+  reschedule(queue: string, ref: JobRef, when: { delay?: Duration; delayMs?: number; deliverAt?: Timestamp }): Promise<JobInfo>;
+  reserve(queue: string, opts?: { max?: number; wait?: Duration; lease?: Duration }): Promise<Job[]>;
+  ack(queue: string, receipt: string): Promise<number>;
+  ack(queue: string, receipts: string[]): Promise<BatchResult>;
+  nack(queue: string, receipt: string, opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<{ state: 'scheduled' | 'dead'; dueAt: number }>;
+  nack(queue: string, receipts: string[], opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<BatchResult>;
+  touch(queue: string, receipt: string, opts?: { lease?: Duration }): Promise<number>;
+  touch(queue: string, receipts: string[], opts?: { lease?: Duration }): Promise<BatchResult>;
+  stats(queue: string): Promise<Record<string, any>>;
+  queues(): Promise<Record<string, any>[]>;
+  config(queue: string): Promise<Record<string, any>>;
+  setConfig(queue: string, fields: Record<string, unknown>): Promise<Record<string, any>>;
+  pause(queue: string): Promise<void>;
+  resume(queue: string): Promise<void>;
+  dead(queue: string, opts?: { limit?: number }): Promise<JobInfo[]>;
+  replay(queue: string, ids?: string[]): Promise<number>;
+  purge(queue: string): Promise<number>;
+  version(): Promise<{ version: string; commit: string; store: string; durability: string }>;
+}
+
+export interface WorkerOptions {
+  /** Handlers running at once. */
+  concurrency?: number;
+  /** Lease per job (default: the queue's), kept alive while the handler runs. */
+  lease?: Duration;
+  /** Long-poll wait per reserve. */
+  wait?: Duration;
+  /** Stop on SIGTERM and SIGINT (default true). */
+  signals?: boolean;
+  onError?: (job: Job, error: unknown) => void;
+}
+
+export class Worker {
+  acked: number;
+  nacked: number;
+  errors: number;
+  readonly stopping: boolean;
+  constructor(client: Client, queue: string, handler: (job: Job) => unknown | Promise<unknown>, options?: WorkerOptions);
+  /** Resolves after stop() (or a signal), once the running handlers are settled. */
+  run(): Promise<void>;
+  stop(): void;
+}

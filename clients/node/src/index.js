@@ -1,0 +1,369 @@
+// delayq for Node: the HTTP API as a Client, and a Worker that runs a handler per job.
+// Node's built-in fetch only; no dependencies. Types: index.d.ts.
+
+/** Any error from delayq; `code` is the server's code ("not_found", ...), `status` the HTTP one. */
+export class DelayqError extends Error {
+  constructor(message, code = 'internal', status = undefined) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+    this.status = status;
+  }
+}
+/** 400: a malformed request, a bad or unknown field (the message names it). */
+export class InvalidArgument extends DelayqError {}
+/** 413: a payload, body or batch over its limit. */
+export class TooLarge extends InvalidArgument {}
+/** 401: the server wants a (different) bearer token. */
+export class Unauthorized extends DelayqError {}
+/** 403: a foreign Origin or an unexpected Host. */
+export class Forbidden extends DelayqError {}
+/** 404: no such job, key, queue or route. */
+export class NotFound extends DelayqError {}
+/** 409: the job's state forbids it (cancel a reserved job). */
+export class Conflict extends DelayqError {}
+/** 409 lease_expired: the receipt names a delivery that is over; the job is not yours now. */
+export class LeaseExpired extends Conflict {}
+/** 429 or 507: refused for load or a limit. */
+export class Overloaded extends DelayqError {}
+/** 503 or no answer: the server is down, starting, stopping, or its store cannot serve now. */
+export class Unavailable extends DelayqError {}
+
+const BY_CODE = {
+  invalid_argument: InvalidArgument, unsupported_media_type: InvalidArgument, method_not_allowed: InvalidArgument,
+  too_large: TooLarge, unauthenticated: Unauthorized, forbidden: Forbidden, not_found: NotFound, conflict: Conflict,
+  lease_expired: LeaseExpired, resource_exhausted: Overloaded, unavailable: Unavailable, io_error: Unavailable,
+};
+const BY_STATUS = {
+  400: InvalidArgument, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 413: TooLarge,
+  429: Overloaded, 503: Unavailable, 507: Overloaded,
+};
+
+/** The error for an answer: by its code, else by its HTTP status. */
+export function errorFor(status, code, message) {
+  const Cls = BY_CODE[code] || BY_STATUS[status] || DelayqError;
+  return new Cls(message, code || `http_${status}`, status);
+}
+
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds of "250ms", "1.5s", "1h30m", "7d", or of a number of milliseconds. */
+export function toMs(value, what = 'duration') {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || value < 0) throw new RangeError(`${what} ${value} is not a non-negative number of milliseconds`);
+    return Math.round(value);
+  }
+  if (typeof value !== 'string') throw new TypeError(`${what} must be a duration such as "30s" or milliseconds`);
+  const text = value.trim();
+  const part = /(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)/y;
+  let total = 0;
+  part.lastIndex = 0;
+  while (part.lastIndex < text.length) {
+    const at = part.lastIndex;
+    const m = part.exec(text);
+    if (!m || m.index !== at) {
+      throw new RangeError(`${what} "${value}" is not a duration: write number+unit parts, units ms s m h d ("250ms", "1h30m")`);
+    }
+    total += Number(m[1]) * UNIT_MS[m[2]];
+  }
+  if (!text) throw new RangeError(`${what} is empty: write a duration such as "30s"`);
+  return Math.round(total);
+}
+
+function payloadOf(obj) {
+  return 'payload_base64' in obj ? Buffer.from(obj.payload_base64, 'base64') : obj.payload;
+}
+
+function job(obj) {
+  return {
+    id: obj.id, receipt: obj.receipt, payload: payloadOf(obj), attempt: obj.attempt ?? 0, dueAt: obj.due_at ?? 0,
+    key: obj.key ?? null, headers: obj.headers ?? {}, maxAttempts: obj.max_attempts ?? 0,
+    leaseDeadline: obj.lease_deadline ?? 0,
+  };
+}
+
+function jobInfo(obj) {
+  return {
+    id: obj.id, queue: obj.queue, state: obj.state, dueAt: obj.due_at ?? 0, attempt: obj.attempt ?? 0,
+    maxAttempts: obj.max_attempts ?? 0, payload: payloadOf(obj), key: obj.key ?? null, headers: obj.headers ?? {},
+    createdAt: obj.created_at ?? 0, lastError: obj.last_error ?? null, leaseDeadline: obj.lease_deadline ?? null,
+    deadAt: obj.dead_at ?? null,
+  };
+}
+
+function when(body, opts) {
+  const given = ['delay', 'delayMs', 'deliverAt'].filter((n) => opts[n] !== undefined && opts[n] !== null);
+  if (given.length > 1) throw new TypeError(`give one of delay, delayMs and deliverAt, not ${given.join(' and ')}`);
+  if (opts.delay !== undefined && opts.delay !== null) {
+    if (typeof opts.delay === 'string') body.delay = opts.delay; // the server parses it
+    else body.delay_ms = toMs(opts.delay, 'delay');
+  } else if (opts.delayMs !== undefined && opts.delayMs !== null) {
+    body.delay_ms = toMs(opts.delayMs, 'delayMs');
+  } else if (opts.deliverAt !== undefined && opts.deliverAt !== null) {
+    body.deliver_at = opts.deliverAt instanceof Date ? opts.deliverAt.getTime() : opts.deliverAt;
+  }
+}
+
+const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace']);
+
+function checkOptions(opts, known, what) {
+  for (const name of Object.keys(opts)) {
+    if (!known.has(name)) throw new TypeError(`unknown option "${name}" for ${what}; the options are ${[...known].join(', ')}`);
+  }
+}
+
+/** The wire object of one job, as enqueue and enqueueBatch send it (Buffers go as base64). */
+export function jobBody(payload, opts = {}) {
+  checkOptions(opts, JOB_OPTIONS, 'a job');
+  const body = {};
+  if (payload instanceof Uint8Array) body.payload_base64 = Buffer.from(payload).toString('base64');
+  else body.payload = payload === undefined ? null : payload;
+  when(body, opts);
+  if (opts.key != null) body.key = opts.key;
+  if (opts.headers) body.headers = { ...opts.headers };
+  if (opts.maxAttempts != null) body.max_attempts = opts.maxAttempts;
+  if (opts.replace) body.replace = true;
+  return body;
+}
+
+/** A connection to a delayq server. Safe to use from many async tasks at once. */
+export class Client {
+  constructor(url = 'http://127.0.0.1:7070', { token = undefined, timeoutMs = 30_000 } = {}) {
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`url "${url}" is not http://HOST:PORT or https://HOST:PORT`);
+    this.url = url.replace(/\/+$/, '');
+    this.token = token;
+    this.timeoutMs = timeoutMs;
+  }
+
+  async #call(method, path, body = undefined, { waitMs = 0, query = undefined } = {}) {
+    if (query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) q.append(k, String(v));
+      path += `?${q}`;
+    }
+    const headers = { accept: 'application/json' };
+    if (method === 'POST' || method === 'PUT' || method === 'PATCH') headers['content-type'] = 'application/json';
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    let response;
+    let text;
+    try {
+      response = await fetch(this.url + path, {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs + waitMs),
+      });
+      text = await response.text();
+    } catch (e) {
+      throw new Unavailable(`cannot reach ${this.url}: ${e.cause?.message ?? e.message}`, 'unavailable');
+    }
+    let value = null;
+    try { value = text ? JSON.parse(text) : null; } catch { value = null; }
+    if (response.ok) return value;
+    const err = value && typeof value === 'object' ? value.error : null;
+    if (err && typeof err === 'object') throw errorFor(response.status, err.code, err.message ?? '');
+    throw errorFor(response.status, null, `HTTP ${response.status}: ${text.slice(0, 200)}`);
+  }
+
+  static #q(queue) {
+    if (typeof queue !== 'string' || !queue) throw new TypeError('queue must be a non-empty string');
+    return `/v1/queues/${encodeURIComponent(queue)}`;
+  }
+
+  static #job(queue, ref) {
+    const { id, key } = typeof ref === 'string' ? { id: ref } : (ref ?? {});
+    if ((id === undefined) === (key === undefined)) throw new TypeError('give the job\'s id or {key} (one of them)');
+    return id !== undefined ? [`${Client.#q(queue)}/jobs/${encodeURIComponent(id)}`, undefined]
+      : [`${Client.#q(queue)}/jobs`, { key }];
+  }
+
+  /** Hands in one job: due after `delay` ("30m" or ms) or at `deliverAt`; now without either. */
+  async enqueue(queue, payload, opts = {}) {
+    const r = await this.#call('POST', `${Client.#q(queue)}/jobs`, jobBody(payload, opts));
+    return { id: r.id, dueAt: r.due_at, duplicate: !!r.duplicate, replaced: !!r.replaced };
+  }
+
+  /** Hands in up to 1000 jobs at once, all or none; each is jobBody(payload, opts) or the wire object. */
+  async enqueueBatch(queue, jobs) {
+    const r = await this.#call('POST', `${Client.#q(queue)}/jobs`, { jobs });
+    return r.jobs.map((j) => ({ id: j.id, dueAt: j.due_at, duplicate: !!j.duplicate, replaced: !!j.replaced }));
+  }
+
+  /** A job by id, or by {key}. */
+  async get(queue, ref) {
+    const [path, query] = Client.#job(queue, ref);
+    return jobInfo(await this.#call('GET', path, undefined, { query }));
+  }
+
+  /** Deletes a scheduled, ready or dead job (NotFound when none, Conflict while reserved). */
+  async cancel(queue, ref) {
+    const [path, query] = Client.#job(queue, ref);
+    return !!(await this.#call('DELETE', path, undefined, { query })).cancelled;
+  }
+
+  /** Moves a scheduled or ready job's due time: {delay} | {delayMs} | {deliverAt}. */
+  async reschedule(queue, ref, opts) {
+    const [path, query] = Client.#job(queue, ref);
+    const body = {};
+    when(body, opts ?? {});
+    if (!Object.keys(body).length) throw new TypeError('give the new due time: delay, delayMs or deliverAt');
+    return jobInfo(await this.#call('PATCH', path, body, { query }));
+  }
+
+  /** Takes up to `max` ready jobs for `lease`, waiting up to `wait` (≤ 60 s) for the first. */
+  async reserve(queue, { max = 1, wait = undefined, lease = undefined } = {}) {
+    const body = { max };
+    const waitMs = wait === undefined ? 0 : toMs(wait, 'wait');
+    if (waitMs) body.wait_ms = waitMs;
+    if (lease !== undefined) body.lease_ms = toMs(lease, 'lease');
+    const r = await this.#call('POST', `${Client.#q(queue)}/reserve`, body, { waitMs });
+    return r.jobs.map(job);
+  }
+
+  async #settle(queue, verb, receipt, extra, countField) {
+    if (typeof receipt === 'string') return this.#call('POST', `${Client.#q(queue)}/${verb}`, { receipt, ...extra });
+    const r = await this.#call('POST', `${Client.#q(queue)}/${verb}`, { receipts: [...receipt], ...extra });
+    return {
+      done: r[countField] ?? 0,
+      failed: (r.failed ?? []).map((f) => ({
+        receipt: f.receipt, error: errorFor(f.code === 'lease_expired' ? 409 : 400, f.code, f.message ?? f.code),
+      })),
+    };
+  }
+
+  /** Acknowledges a delivery (the job is done). An array of receipts is a batch: {done, failed}. */
+  async ack(queue, receipt) {
+    const r = await this.#settle(queue, 'ack', receipt, {}, 'acked');
+    return typeof receipt === 'string' ? r.acked : r;
+  }
+
+  /** Ends a delivery without success: retried after `retryIn` (default: the queue's back-off) or dead. */
+  async nack(queue, receipt, { retryIn = undefined, error = undefined, dead = false } = {}) {
+    const extra = {};
+    if (retryIn !== undefined) extra.retry_in_ms = toMs(retryIn, 'retryIn');
+    if (error !== undefined) extra.error = String(error);
+    if (dead) extra.dead = true;
+    const r = await this.#settle(queue, 'nack', receipt, extra, 'nacked');
+    return typeof receipt === 'string' ? { state: r.state, dueAt: r.due_at } : r;
+  }
+
+  /** Extends a delivery's lease; answers the new deadline (epoch ms). */
+  async touch(queue, receipt, { lease = undefined } = {}) {
+    const r = await this.#settle(queue, 'touch', receipt, lease === undefined ? {} : { lease_ms: toMs(lease, 'lease') }, 'touched');
+    return typeof receipt === 'string' ? r.lease_deadline : r;
+  }
+
+  /** The queue's counts, counters and lateness (GET /v1/queues/{q}). */
+  async stats(queue) { return this.#call('GET', Client.#q(queue)); }
+
+  async queues() {
+    const r = await this.#call('GET', '/v1/queues');
+    return Array.isArray(r) ? r : r.queues;
+  }
+
+  async config(queue) { return this.#call('GET', `${Client.#q(queue)}/config`); }
+
+  /** Changes the fields given (max_attempts, lease_ms, backoff: {...}, ...). */
+  async setConfig(queue, fields) { return this.#call('PUT', `${Client.#q(queue)}/config`, fields); }
+
+  async pause(queue) { await this.#call('POST', `${Client.#q(queue)}/pause`); }
+
+  async resume(queue) { await this.#call('POST', `${Client.#q(queue)}/resume`); }
+
+  /** Dead jobs, oldest death first. */
+  async dead(queue, { limit = 100 } = {}) {
+    return (await this.#call('GET', `${Client.#q(queue)}/dead`, undefined, { query: { limit } })).jobs.map(jobInfo);
+  }
+
+  /** Makes dead jobs ready again (all without `ids`). */
+  async replay(queue, ids = undefined) {
+    return (await this.#call('POST', `${Client.#q(queue)}/dead/replay`, ids ? { ids } : {})).replayed;
+  }
+
+  async purge(queue) { return (await this.#call('DELETE', `${Client.#q(queue)}/dead`)).purged; }
+
+  async version() { return this.#call('GET', '/v1/version'); }
+}
+
+const POLL_MS = 5_000; // a reserve waits at most this long at a time, so that stop() is seen
+
+/**
+ * Runs `handler(job)` for each job of `queue`, `concurrency` at a time. A handler that resolves
+ * acks the job; one that throws (or rejects) nacks it with the error's text as last_error. The
+ * lease is touched every third of its length while the handler runs. run() resolves after
+ * stop() (or SIGTERM/SIGINT, when `signals` is true), once the running handlers are settled.
+ */
+export class Worker {
+  constructor(client, queue, handler, { concurrency = 1, lease = undefined, wait = '20s', signals = true, onError = undefined } = {}) {
+    if (!(concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
+    this.client = client;
+    this.queue = queue;
+    this.handler = handler;
+    this.concurrency = concurrency;
+    this.leaseMs = lease === undefined ? undefined : toMs(lease, 'lease');
+    this.waitMs = Math.max(1, Math.min(toMs(wait, 'wait'), POLL_MS));
+    this.signals = signals;
+    this.onError = onError;
+    this.acked = 0;
+    this.nacked = 0;
+    this.errors = 0;
+    this.stopping = false;
+  }
+
+  /** Takes no new job; run() resolves once the running handlers are settled. */
+  stop() { this.stopping = true; }
+
+  async run() {
+    const onSignal = () => this.stop();
+    if (this.signals) { process.on('SIGTERM', onSignal); process.on('SIGINT', onSignal); }
+    try {
+      await Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
+    } finally {
+      if (this.signals) { process.off('SIGTERM', onSignal); process.off('SIGINT', onSignal); }
+    }
+  }
+
+  async #loop() {
+    while (!this.stopping) {
+      let jobs;
+      try {
+        jobs = await this.client.reserve(this.queue, { max: 1, wait: this.waitMs, lease: this.leaseMs });
+      } catch (e) {
+        if (!(e instanceof DelayqError)) throw e;
+        this.errors++;
+        await new Promise((r) => setTimeout(r, 1000)); // the server is down or refusing: again shortly
+        continue;
+      }
+      for (const j of jobs) await this.#handle(j);
+    }
+  }
+
+  async #handle(j) {
+    const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - Date.now()) : 30_000;
+    const keeper = setInterval(() => {
+      this.client.touch(this.queue, j.receipt, { lease }).catch(() => { this.errors++; });
+    }, lease / 3);
+    let error = null;
+    try {
+      await this.handler(j);
+    } catch (e) {
+      error = e;
+    } finally {
+      clearInterval(keeper);
+    }
+    try {
+      if (error === null) {
+        await this.client.ack(this.queue, j.receipt);
+        this.acked++;
+      } else {
+        const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        await this.client.nack(this.queue, j.receipt, { error: text.slice(0, 4000) });
+        this.nacked++;
+        if (this.onError) this.onError(j, error);
+      }
+    } catch (e) {
+      if (e instanceof LeaseExpired || e instanceof NotFound) return; // delivered again or deleted: not ours
+      if (!(e instanceof DelayqError)) throw e;
+      this.errors++; // unsettled: the lease runs out and the job is delivered again
+    }
+  }
+}

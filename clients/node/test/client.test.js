@@ -1,0 +1,179 @@
+// The Node client against a real server: every operation, the typed errors, hostile input,
+// concurrent mixed traffic, and a server killed with SIGKILL under the client.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as delayq from '../src/index.js';
+import { Client, jobBody } from '../src/index.js';
+import { startServer } from './server.js';
+
+test('enqueue, reserve, touch, ack round trip', async () => {
+  const s = await startServer(['--durability', 'interval']);
+  try {
+    const c = new Client(s.url);
+    const r = await c.enqueue('orders', { orderId: 42 }, { key: 'order-42', headers: { version: '2' }, maxAttempts: 3 });
+    assert.ok(r.id);
+    assert.equal(r.duplicate, false);
+    const dup = await c.enqueue('orders', { orderId: 43 }, { delay: '30m', key: 'order-42' });
+    assert.equal(dup.duplicate, true);
+    assert.equal(dup.id, r.id);
+    const info = await c.get('orders', { key: 'order-42' });
+    assert.deepEqual([info.state, info.payload, info.headers, info.maxAttempts], ['ready', { orderId: 42 }, { version: '2' }, 3]);
+    const jobs = await c.reserve('orders', { max: 10, wait: '1s', lease: '30s' });
+    assert.deepEqual(jobs.map((j) => j.id), [r.id]);
+    const [job] = jobs;
+    assert.deepEqual([job.payload, job.attempt, job.key], [{ orderId: 42 }, 1, 'order-42']);
+    assert.ok((await c.touch('orders', job.receipt, { lease: '60s' })) >= job.leaseDeadline);
+    assert.equal(await c.ack('orders', job.receipt), 1);
+    await assert.rejects(c.get('orders', r.id), delayq.NotFound);
+    assert.equal((await c.stats('orders')).counters.acked, 1);
+    const v = await c.version();
+    assert.equal(v.store, 'embedded');
+    assert.equal(v.durability, 'interval');
+  } finally { await s.stop(); }
+});
+
+test('delay forms, reschedule, cancel, binary payloads, batches', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    const now = Date.now();
+    const a = await c.enqueue('d', 'x', { delay: '1h30m' });
+    assert.ok(a.dueAt >= now + 5_400_000);
+    const at = new Date(Date.UTC(2027, 5, 1));
+    assert.equal((await c.enqueue('d', 'x', { deliverAt: at })).dueAt, at.getTime());
+    assert.equal((await c.enqueue('d', 'x', { deliverAt: '2027-06-01T00:00:00Z' })).dueAt, at.getTime());
+    assert.ok((await c.reschedule('d', a.id, { delay: '10m' })).dueAt < a.dueAt);
+    assert.equal(await c.cancel('d', a.id), true);
+    await assert.rejects(c.cancel('d', a.id), delayq.NotFound);
+    const blob = Buffer.from([0, 1, 2, 250, 255]);
+    const b = await c.enqueue('bin', blob);
+    assert.deepEqual((await c.get('bin', b.id)).payload, blob);
+    const results = await c.enqueueBatch('batch', [0, 1, 2, 3, 4].map((i) => jobBody(i, { key: `k${i}` })));
+    assert.equal(results.length, 5);
+    assert.equal((await c.reserve('batch', { max: 10 })).length, 5);
+  } finally { await s.stop(); }
+});
+
+test('nack retries, goes dead, is replayed', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('p', { max_attempts: 2, backoff: { base_ms: 1, jitter: 0 } });
+    const r = await c.enqueue('p', { poison: true });
+    let [job] = await c.reserve('p', { wait: '2s' });
+    assert.equal((await c.nack('p', job.receipt, { retryIn: 0, error: 'boom' })).state, 'scheduled');
+    [job] = await c.reserve('p', { wait: '2s' });
+    assert.equal(job.attempt, 2);
+    assert.equal((await c.nack('p', job.receipt, { error: 'boom again' })).state, 'dead');
+    const dead = await c.dead('p');
+    assert.deepEqual(dead.map((j) => [j.id, j.lastError]), [[r.id, 'boom again']]);
+    assert.equal(await c.replay('p'), 1);
+    const again = await c.reserve('p', { wait: '2s' });
+    assert.equal(again[0].attempt, 1);
+    assert.equal((await c.nack('p', again[0].receipt, { dead: true })).state, 'dead');
+    assert.equal(await c.purge('p'), 1);
+  } finally { await s.stop(); }
+});
+
+test('typed errors', async () => {
+  const s = await startServer();
+  const t = await startServer(['--auth-token', 's3cret-token-for-tests']);
+  try {
+    const c = new Client(s.url);
+    await assert.rejects(c.stats('never-used'), (e) => e instanceof delayq.NotFound && e.status === 404 && /does not exist/.test(e.message));
+    await assert.rejects(c.enqueue('q', 1, { delay: '5 minutes' }), delayq.InvalidArgument);
+    await c.enqueue('q', 0, { delay: '1h' });
+    await assert.rejects(c.ack('q', 'not-a-receipt'), delayq.InvalidArgument);
+    await assert.rejects(c.enqueueBatch('q', Array.from({ length: 1001 }, (_, i) => ({ payload: i }))), delayq.TooLarge);
+    await c.enqueue('q', 1);
+    const [job] = await c.reserve('q');
+    await assert.rejects(c.cancel('q', job.id), delayq.Conflict);
+    await c.ack('q', job.receipt);
+    await assert.rejects(c.ack('q', job.receipt), delayq.NotFound);
+    await assert.rejects(new Client(t.url).stats('q'), delayq.Unauthorized);
+    assert.ok((await new Client(t.url, { token: 's3cret-token-for-tests' }).enqueue('q', 1)).id);
+    await assert.rejects(new Client('http://127.0.0.1:1').stats('q'), delayq.Unavailable);
+    assert.ok(delayq.errorFor(429, 'resource_exhausted', 'x') instanceof delayq.Overloaded);
+    assert.ok(delayq.errorFor(409, 'lease_expired', 'x') instanceof delayq.Conflict);
+  } finally { await s.stop(); await t.stop(); }
+});
+
+test('an old receipt is lease_expired once the job was delivered again', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueue('l', 1);
+    const [first] = await c.reserve('l', { lease: '1s' });
+    const second = await c.reserve('l', { wait: '5s' }); // answered when the 1 s lease runs out
+    assert.equal(second[0].id, first.id);
+    assert.equal(second[0].attempt, 2);
+    await assert.rejects(c.ack('l', first.receipt), delayq.LeaseExpired);
+    const batch = await c.ack('l', [second[0].receipt, first.receipt]);
+    assert.equal(batch.done, 1);
+    assert.equal(batch.failed[0].receipt, first.receipt);
+    assert.ok(batch.failed[0].error instanceof delayq.LeaseExpired);
+  } finally { await s.stop(); }
+});
+
+test('hostile and malformed input is refused with a clear error', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await assert.rejects(c.enqueue('q', 1, { delay: '5s', deliverAt: 1 }), /one of delay/);
+    await assert.rejects(c.enqueue('q', 1, { dealy: '5s' }), /unknown option "dealy"/);
+    await assert.rejects(c.reserve('q', { wait: 'soon' }), /not a duration/);
+    await assert.rejects(c.get('q', {}), /id or \{key\}/);
+    await assert.rejects(c.enqueueBatch('q', [{ payload: 1, dealy_ms: 5 }]), (e) => e instanceof delayq.InvalidArgument && /did you mean "delay_ms"/.test(e.message));
+    await assert.rejects(c.enqueue('bad name\n', 1), delayq.InvalidArgument);
+    await assert.rejects(c.get('q', '../../etc/passwd'), delayq.NotFound);
+    assert.throws(() => new Client('ftp://example'), TypeError);
+    assert.deepEqual(await c.queues(), []);
+  } finally { await s.stop(); }
+});
+
+test('concurrent mixed traffic delivers every job once', async () => {
+  const s = await startServer(['--durability', 'interval']);
+  try {
+    const c = new Client(s.url);
+    const producers = 4; const per = 50; const acked = []; let errors = 0;
+    const produce = async (p) => {
+      for (let i = 0; i < per; i++) {
+        await c.enqueue('mix', { p, i }, { key: `${p}-${i}` });
+        await c.enqueue('mix', 1, { delay: 'nonsense' }).catch((e) => { if (e instanceof delayq.InvalidArgument) errors++; });
+      }
+    };
+    const consume = async () => {
+      while (acked.length < producers * per) {
+        for (const job of await c.reserve('mix', { max: 8, wait: '200ms' })) {
+          await c.ack('mix', 'garbage').catch(() => {});
+          await c.ack('mix', job.receipt);
+          acked.push(`${job.payload.p}-${job.payload.i}`);
+        }
+      }
+    };
+    await Promise.all([...Array.from({ length: producers }, (_, p) => produce(p)), consume(), consume(), consume()]);
+    assert.equal(new Set(acked).size, producers * per);
+    assert.equal(acked.length, producers * per);
+    assert.equal(errors, producers * per);
+    const st = await c.stats('mix');
+    assert.deepEqual([st.counters.acked, st.ready, st.reserved], [producers * per, 0, 0]);
+  } finally { await s.stop(); }
+});
+
+test('a server killed with SIGKILL loses nothing and the client carries on', async () => {
+  const s = await startServer(['--durability', 'sync']);
+  try {
+    const c = new Client(s.url);
+    const ids = [];
+    for (let i = 0; i < 20; i++) ids.push((await c.enqueue('k', i)).id);
+    await s.kill();
+    await assert.rejects(c.stats('k'), delayq.Unavailable);
+    await s.start();
+    assert.equal((await c.stats('k')).ready, 20);
+    const got = [];
+    while (got.length < 20) {
+      for (const job of await c.reserve('k', { max: 20, wait: '1s' })) { await c.ack('k', job.receipt); got.push(job.id); }
+    }
+    assert.deepEqual(got.sort(), ids.sort());
+  } finally { await s.stop(); }
+});

@@ -1,0 +1,104 @@
+// The Worker against a real server: resolving acks, throwing nacks with the error's text, the
+// lease is kept while a handler outlives it, SIGTERM lets the running handler finish; and the
+// README's order-timeout story (examples/order-timeout.js) runs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Client, Worker } from '../src/index.js';
+import { startServer } from './server.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+function run(args, opts = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+    let out = ''; let err = '';
+    child.stdout.on('data', (d) => { out += d; if (opts.onOut) opts.onOut(String(d), child); });
+    child.stderr.on('data', (d) => { err += d; });
+    child.on('exit', (code) => resolve({ code, out, err }));
+  });
+}
+
+test('resolving acks, throwing nacks with the error text', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('w', { max_attempts: 1 });
+    await c.enqueue('w', { ok: true });
+    const bad = await c.enqueue('w', { ok: false });
+    let seen = 0;
+    const worker = new Worker(c, 'w', async (job) => {
+      if (++seen === 2) worker.stop();
+      if (!job.payload.ok) throw new Error('payment provider said no');
+    }, { wait: '1s', signals: false });
+    await worker.run();
+    assert.deepEqual([worker.acked, worker.nacked], [1, 1]);
+    const dead = await c.dead('w');
+    assert.deepEqual(dead.map((j) => [j.id, j.lastError]), [[bad.id, 'Error: payment provider said no']]);
+  } finally { await s.stop(); }
+});
+
+test('a handler longer than the lease keeps its job', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueue('slow', 'x');
+    const attempts = [];
+    const worker = new Worker(c, 'slow', async (job) => {
+      attempts.push(job.attempt);
+      await new Promise((r) => setTimeout(r, 2500)); // the work: two and a half leases of 1 s
+      worker.stop();
+    }, { concurrency: 2, lease: '1s', wait: '200ms', signals: false });
+    await worker.run();
+    assert.deepEqual(attempts, [1]);
+    const st = await c.stats('slow');
+    assert.deepEqual([st.counters.acked, st.counters.redelivered], [1, 0]);
+    assert.equal(worker.errors, 0);
+  } finally { await s.stop(); }
+});
+
+test('SIGTERM lets the running handler finish and be acked', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueue('term', 'x');
+    const script = join(s.dir, 'worker.mjs');
+    writeFileSync(script, `
+      import { Client, Worker } from ${JSON.stringify(pathToFileURL(join(here, '..', 'src', 'index.js')).href)};
+      const w = new Worker(new Client(${JSON.stringify(s.url)}), 'term', async () => {
+        console.log('started');
+        await new Promise((r) => setTimeout(r, 1500));
+        console.log('finished');
+      }, { concurrency: 4 });
+      await w.run();
+      console.log('acked', w.acked);
+    `);
+    const r = await run([script], { onOut: (d, child) => { if (d.includes('started')) child.kill('SIGTERM'); } });
+    assert.equal(r.code, 0, r.err);
+    assert.deepEqual(r.out.trim().split('\n'), ['started', 'finished', 'acked 1']);
+    const st = await c.stats('term');
+    assert.deepEqual([st.counters.acked, st.ready, st.reserved], [1, 0, 0]);
+  } finally { await s.stop(); }
+});
+
+test('the order-timeout story of the README, importing the package by its name', async () => {
+  const s = await startServer();
+  try {
+    // What `npm install ./clients/node` makes: node_modules/delayq, resolved through package.json.
+    const app = join(s.dir, 'app');
+    mkdirSync(join(app, 'node_modules'), { recursive: true });
+    symlinkSync(join(here, '..'), join(app, 'node_modules', 'delayq'), 'dir');
+    copyFileSync(join(here, '..', 'examples', 'order-timeout.js'), join(app, 'order-timeout.mjs'));
+    const r = await run([join(app, 'order-timeout.mjs'), s.url]);
+    assert.equal(r.code, 0, r.out + r.err);
+    const out = r.out.trim().split('\n');
+    assert.match(out[0], /duplicate: true$/);
+    assert.ok(out.includes('cancelled unpaid order 42 on attempt 1'), r.out);
+    assert.ok(out.includes('dead: order-bad Error: order id "not-a-number" is not a number'), r.out);
+    assert.ok(out.includes('cancelled unpaid order not-a-number on attempt 1'), r.out);
+    assert.deepEqual(out.slice(-2), ['replayed 1', 'done: acked 2 nacked 2']);
+  } finally { await s.stop(); }
+});

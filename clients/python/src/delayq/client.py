@@ -1,0 +1,409 @@
+"""The delayq HTTP client: every operation of the API, as methods.
+
+A Client is safe to share between threads: each thread keeps its own keep-alive connection.
+Errors are raised as the exceptions of ``delayq.errors`` (``NotFound``, ``LeaseExpired``, ...).
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import http.client
+import json
+import socket
+import ssl
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from .durations import Duration, to_ms
+from .errors import DelayqError, Unavailable, error_for
+
+Timestamp = Union[int, str, datetime.datetime]
+
+
+@dataclass
+class EnqueueResult:
+    id: str
+    due_at: int  # epoch milliseconds
+    duplicate: bool  # the key already named a live job: this is that job
+    replaced: bool = False
+
+
+@dataclass
+class Job:
+    """A delivery, as reserve hands it out. Settle it with ack, nack or touch and its receipt."""
+
+    id: str
+    receipt: str
+    payload: Any  # the JSON value enqueued; bytes for a binary payload
+    attempt: int
+    due_at: int
+    key: Optional[str] = None
+    headers: Dict[str, str] = field(default_factory=dict)
+    max_attempts: int = 0
+    lease_deadline: int = 0  # epoch ms; touch before it
+
+
+@dataclass
+class JobInfo:
+    """A job as get and the dead list show it."""
+
+    id: str
+    queue: str
+    state: str  # scheduled | ready | reserved | dead
+    due_at: int
+    attempt: int
+    max_attempts: int
+    payload: Any
+    key: Optional[str] = None
+    headers: Dict[str, str] = field(default_factory=dict)
+    created_at: int = 0
+    last_error: Optional[str] = None
+    lease_deadline: Optional[int] = None
+    dead_at: Optional[int] = None
+
+
+@dataclass
+class NackResult:
+    state: str  # "scheduled" (retried at due_at) or "dead"
+    due_at: int
+
+
+@dataclass
+class BatchResult:
+    """A batch ack/nack/touch: not all-or-nothing. ``failed`` lists each receipt that failed,
+    with its error."""
+
+    done: int
+    failed: List[DelayqError] = field(default_factory=list)
+    failed_receipts: List[str] = field(default_factory=list)
+
+
+def _payload_of(obj: Mapping[str, Any]) -> Any:
+    if "payload_base64" in obj:
+        return base64.b64decode(obj["payload_base64"])
+    return obj.get("payload")
+
+
+def _job(obj: Mapping[str, Any]) -> Job:
+    return Job(id=obj["id"], receipt=obj["receipt"], payload=_payload_of(obj), attempt=obj.get("attempt", 0),
+               due_at=obj.get("due_at", 0), key=obj.get("key"), headers=dict(obj.get("headers") or {}),
+               max_attempts=obj.get("max_attempts", 0), lease_deadline=obj.get("lease_deadline", 0))
+
+
+def _job_info(obj: Mapping[str, Any]) -> JobInfo:
+    return JobInfo(id=obj["id"], queue=obj.get("queue", ""), state=obj.get("state", ""), due_at=obj.get("due_at", 0),
+                   attempt=obj.get("attempt", 0), max_attempts=obj.get("max_attempts", 0), payload=_payload_of(obj),
+                   key=obj.get("key"), headers=dict(obj.get("headers") or {}), created_at=obj.get("created_at", 0),
+                   last_error=obj.get("last_error"), lease_deadline=obj.get("lease_deadline"),
+                   dead_at=obj.get("dead_at"))
+
+
+def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[int],
+          deliver_at: Optional[Timestamp]) -> None:
+    given = [n for n, v in (("delay", delay), ("delay_ms", delay_ms), ("deliver_at", deliver_at)) if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give one of delay, delay_ms and deliver_at, not {' and '.join(given)}")
+    if delay is not None:
+        if isinstance(delay, str):
+            body["delay"] = delay  # the server parses it, with the same grammar
+        else:
+            body["delay_ms"] = to_ms(delay, "delay")
+    elif delay_ms is not None:
+        body["delay_ms"] = to_ms(delay_ms, "delay_ms")
+    elif deliver_at is not None:
+        if isinstance(deliver_at, datetime.datetime):
+            if deliver_at.tzinfo is None:
+                raise ValueError("deliver_at is a naive datetime; give it a timezone (datetime.timezone.utc)")
+            body["deliver_at"] = int(deliver_at.timestamp() * 1000)
+        else:
+            body["deliver_at"] = deliver_at
+
+
+def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
+             deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
+             headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
+             replace: bool = False) -> Dict[str, Any]:
+    """The JSON object of one job, as enqueue and enqueue_batch send it. ``bytes`` payloads go
+    as base64; anything else as its JSON value."""
+    body: Dict[str, Any] = {}
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        body["payload_base64"] = base64.b64encode(bytes(payload)).decode("ascii")
+    else:
+        body["payload"] = payload
+    _when(body, delay, delay_ms, deliver_at)
+    if key is not None:
+        body["key"] = key
+    if headers:
+        body["headers"] = dict(headers)
+    if max_attempts is not None:
+        body["max_attempts"] = max_attempts
+    if replace:
+        body["replace"] = True
+    return body
+
+
+class Client:
+    """A connection to a delayq server.
+
+    ``url``: "http://127.0.0.1:7070" (or https://). ``token``: the server's bearer token, if it
+    has one. ``timeout``: seconds for connecting and for each answer (a waiting reserve gets its
+    wait on top). ``ca_file``: with https, trust the CAs in this PEM file.
+    """
+
+    def __init__(self, url: str = "http://127.0.0.1:7070", token: Optional[str] = None, *,
+                 timeout: float = 30.0, ca_file: Optional[str] = None) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"url {url!r} is not http://HOST:PORT or https://HOST:PORT")
+        self.url = url.rstrip("/")
+        self._https = parsed.scheme == "https"
+        self._host = parsed.hostname
+        self._port = parsed.port or (443 if self._https else 80)
+        self._token = token
+        self._timeout = timeout
+        self._ssl = ssl.create_default_context(cafile=ca_file) if self._https else None
+        self._local = threading.local()
+
+    # --- transport ---
+
+    def _connection(self, fresh: bool) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and not fresh:
+            return conn
+        if conn is not None:
+            conn.close()
+        if self._https:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        self._local.conn = conn
+        self._local.used = False
+        return conn
+
+    def close(self) -> None:
+        """Closes this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, body: Optional[Any] = None, *, wait_s: float = 0,
+              query: Optional[Mapping[str, Any]] = None) -> Any:
+        if query:
+            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
+        headers = {"Accept": "application/json"}
+        if method in ("POST", "PUT", "PATCH"):
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        for attempt in (0, 1):
+            conn = self._connection(fresh=False)
+            reused = getattr(self._local, "used", False)
+            try:
+                conn.timeout = self._timeout + wait_s
+                if conn.sock is not None:
+                    conn.sock.settimeout(conn.timeout)
+                conn.request(method, path, body=data, headers=headers)
+                response = conn.getresponse()
+                text = response.read()
+                self._local.used = True
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                self._connection(fresh=True)
+                # A kept-alive connection the server closed while idle fails before any answer:
+                # sent again once on a new connection. A new connection failing is an answer.
+                if reused and attempt == 0:
+                    continue
+                raise Unavailable(f"{self.url} closed the connection: {e}", "unavailable") from e
+            except (OSError, http.client.HTTPException) as e:
+                self._connection(fresh=True)
+                raise Unavailable(f"cannot reach {self.url}: {e}", "unavailable") from e
+            if response.getheader("Connection", "").lower() == "close":
+                self._connection(fresh=True)
+            return self._answer(response.status, text)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _answer(status: int, text: bytes) -> Any:
+        try:
+            value = json.loads(text) if text else None
+        except ValueError:
+            value = None
+        if 200 <= status < 300:
+            return value
+        err = value.get("error") if isinstance(value, dict) else None
+        if isinstance(err, dict):
+            raise error_for(status, err.get("code"), err.get("message", ""))
+        raise error_for(status, None, f"HTTP {status}: {text[:200].decode('utf-8', 'replace')}")
+
+    @staticmethod
+    def _q(queue: str) -> str:
+        if not isinstance(queue, str) or not queue:
+            raise ValueError("queue must be a non-empty string")
+        return "/v1/queues/" + urllib.parse.quote(queue, safe="")
+
+    def _job_path(self, queue: str, id: Optional[str], key: Optional[str]) -> tuple:
+        if (id is None) == (key is None):
+            raise ValueError("give the job's id or its key (one of them)")
+        if id is not None:
+            return self._q(queue) + "/jobs/" + urllib.parse.quote(id, safe=""), None
+        return self._q(queue) + "/jobs", {"key": key}
+
+    # --- jobs ---
+
+    def enqueue(self, queue: str, payload: Any, *, delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
+                deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
+                headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
+                replace: bool = False) -> EnqueueResult:
+        """Hands in one job, due after ``delay`` ("30m", ms, timedelta) or at ``deliver_at``
+        (epoch ms, RFC 3339, aware datetime); due now without either. With a ``key`` naming a
+        live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it)."""
+        body = job_body(payload, delay=delay, delay_ms=delay_ms, deliver_at=deliver_at, key=key, headers=headers,
+                        max_attempts=max_attempts, replace=replace)
+        r = self._call("POST", self._q(queue) + "/jobs", body)
+        return EnqueueResult(r["id"], r["due_at"], r.get("duplicate", False), r.get("replaced", False))
+
+    def enqueue_batch(self, queue: str, jobs: Sequence[Mapping[str, Any]]) -> List[EnqueueResult]:
+        """Hands in up to 1000 jobs at once, all or none. Each is a dict of the wire fields
+        ({"payload": ..., "delay_ms": ..., "key": ...}); ``job_body()`` builds one."""
+        r = self._call("POST", self._q(queue) + "/jobs", {"jobs": [dict(j) for j in jobs]})
+        return [EnqueueResult(j["id"], j["due_at"], j.get("duplicate", False), j.get("replaced", False))
+                for j in r["jobs"]]
+
+    def get(self, queue: str, id: Optional[str] = None, *, key: Optional[str] = None) -> JobInfo:
+        path, query = self._job_path(queue, id, key)
+        return _job_info(self._call("GET", path, query=query))
+
+    def cancel(self, queue: str, id: Optional[str] = None, *, key: Optional[str] = None) -> bool:
+        """Deletes a scheduled, ready or dead job. NotFound when there is none; Conflict while
+        it is reserved."""
+        path, query = self._job_path(queue, id, key)
+        return bool(self._call("DELETE", path, query=query).get("cancelled"))
+
+    def reschedule(self, queue: str, id: Optional[str] = None, *, key: Optional[str] = None,
+                   delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
+                   deliver_at: Optional[Timestamp] = None) -> JobInfo:
+        """Moves a scheduled or ready job's due time; answers the job as it is now."""
+        path, query = self._job_path(queue, id, key)
+        body: Dict[str, Any] = {}
+        _when(body, delay, delay_ms, deliver_at)
+        if not body:
+            raise ValueError("give the new due time: delay, delay_ms or deliver_at")
+        return _job_info(self._call("PATCH", path, body, query=query))
+
+    # --- consuming ---
+
+    def reserve(self, queue: str, max: int = 1, wait: Optional[Duration] = None,
+                lease: Optional[Duration] = None) -> List[Job]:
+        """Takes up to ``max`` ready jobs for ``lease`` (default: the queue's), waiting up to
+        ``wait`` (at most 60 s) for the first. An empty list when none came."""
+        body: Dict[str, Any] = {"max": max}
+        wait_ms = to_ms(wait, "wait") if wait is not None else 0
+        if wait_ms:
+            body["wait_ms"] = wait_ms
+        if lease is not None:
+            body["lease_ms"] = to_ms(lease, "lease")
+        r = self._call("POST", self._q(queue) + "/reserve", body, wait_s=wait_ms / 1000)
+        return [_job(j) for j in r["jobs"]]
+
+    def _settle(self, queue: str, verb: str, receipt: Union[str, Sequence[str]], extra: Dict[str, Any],
+                count_field: str) -> Any:
+        if isinstance(receipt, str):
+            return self._call("POST", self._q(queue) + "/" + verb, {"receipt": receipt, **extra})
+        receipts = list(receipt)
+        r = self._call("POST", self._q(queue) + "/" + verb, {"receipts": receipts, **extra})
+        failed = r.get("failed") or []
+        return BatchResult(r.get(count_field, 0),
+                           [error_for(409 if f.get("code") == "lease_expired" else 400, f.get("code"),
+                                      f.get("message", f.get("code", ""))) for f in failed],
+                           [f.get("receipt", "") for f in failed])
+
+    def ack(self, queue: str, receipt: Union[str, Sequence[str]]) -> Union[int, BatchResult]:
+        """Acknowledges a delivery: the job is done and deleted. A list of receipts is a batch
+        (answered with a BatchResult, never raising for one receipt)."""
+        r = self._settle(queue, "ack", receipt, {}, "acked")
+        return r.get("acked", 0) if isinstance(r, dict) else r
+
+    def nack(self, queue: str, receipt: Union[str, Sequence[str]], *, retry_in: Optional[Duration] = None,
+             error: Optional[str] = None, dead: bool = False) -> Union[NackResult, BatchResult]:
+        """Ends a delivery without success: retried after ``retry_in`` (default: the queue's
+        back-off), or dead when out of attempts or ``dead=True``. ``error`` becomes last_error."""
+        extra: Dict[str, Any] = {}
+        if retry_in is not None:
+            extra["retry_in_ms"] = to_ms(retry_in, "retry_in")
+        if error is not None:
+            extra["error"] = error
+        if dead:
+            extra["dead"] = True
+        r = self._settle(queue, "nack", receipt, extra, "nacked")
+        return NackResult(r["state"], r["due_at"]) if isinstance(r, dict) else r
+
+    def touch(self, queue: str, receipt: Union[str, Sequence[str]], lease: Optional[Duration] = None) -> Union[int, BatchResult]:
+        """Extends a delivery's lease (by ``lease``, default the queue's); answers the new
+        lease deadline (epoch ms)."""
+        extra = {"lease_ms": to_ms(lease, "lease")} if lease is not None else {}
+        r = self._settle(queue, "touch", receipt, extra, "touched")
+        return r["lease_deadline"] if isinstance(r, dict) else r
+
+    # --- queues ---
+
+    def stats(self, queue: str) -> Dict[str, Any]:
+        """The queue's counts, counters and lateness (the JSON of GET /v1/queues/{q})."""
+        return self._call("GET", self._q(queue))
+
+    def queues(self) -> List[Dict[str, Any]]:
+        r = self._call("GET", "/v1/queues")
+        return r["queues"] if isinstance(r, dict) else r
+
+    def config(self, queue: str) -> Dict[str, Any]:
+        return self._call("GET", self._q(queue) + "/config")
+
+    def set_config(self, queue: str, **fields: Any) -> Dict[str, Any]:
+        """Changes the fields given (max_attempts, lease_ms, backoff={...}, ...); the others keep theirs."""
+        return self._call("PUT", self._q(queue) + "/config", fields)
+
+    def pause(self, queue: str) -> None:
+        self._call("POST", self._q(queue) + "/pause")
+
+    def resume(self, queue: str) -> None:
+        self._call("POST", self._q(queue) + "/resume")
+
+    def delete_queue(self, queue: str, force: bool = False) -> None:
+        self._call("DELETE", self._q(queue), query={"force": "true"} if force else None)
+
+    def dead(self, queue: str, limit: int = 100) -> List[JobInfo]:
+        """Dead jobs, oldest death first."""
+        r = self._call("GET", self._q(queue) + "/dead", query={"limit": limit})
+        return [_job_info(j) for j in r["jobs"]]
+
+    def replay(self, queue: str, ids: Optional[Sequence[str]] = None) -> int:
+        """Makes dead jobs ready again (all of them without ``ids``), attempts reset to 0."""
+        body = {"ids": list(ids)} if ids is not None else {}
+        return self._call("POST", self._q(queue) + "/dead/replay", body).get("replayed", 0)
+
+    def purge(self, queue: str) -> int:
+        """Deletes every dead job of the queue."""
+        return self._call("DELETE", self._q(queue) + "/dead").get("purged", 0)
+
+    # --- the service ---
+
+    def version(self) -> Dict[str, str]:
+        return self._call("GET", "/v1/version")
+
+    def ready(self) -> bool:
+        try:
+            self._call("GET", "/readyz")
+            return True
+        except DelayqError:
+            return False
+
+
+__all__ = ["Client", "Job", "JobInfo", "EnqueueResult", "NackResult", "BatchResult", "job_body"]

@@ -1,0 +1,86 @@
+"""The Worker against a real server: a return acks, an exception nacks with its text, the lease
+is kept while a handler outlives it, and SIGTERM lets the running handler finish and settle."""
+from __future__ import annotations
+
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from delayq import Client, Worker
+
+
+def test_return_acks_and_an_exception_nacks_with_its_message(server):
+    c = Client(server.url)
+    c.set_config("w", max_attempts=1)
+    c.enqueue("w", {"ok": True})
+    bad = c.enqueue("w", {"ok": False})
+    seen = []
+    worker = None
+
+    def handle(job):
+        seen.append(job.payload)
+        if len(seen) == 2:
+            worker.stop()
+        if not job.payload["ok"]:
+            raise RuntimeError("payment provider said no")
+
+    worker = Worker(c, "w", handle, concurrency=1, wait="1s")
+    worker.run()
+    assert worker.acked == 1 and worker.nacked == 1
+    dead = c.dead("w")
+    assert [j.id for j in dead] == [bad.id]
+    assert dead[0].last_error == "RuntimeError: payment provider said no"
+
+
+def test_a_handler_longer_than_the_lease_keeps_its_job(server):
+    c = Client(server.url)
+    job_id = c.enqueue("slow", "x").id
+    done = threading.Event()
+    attempts = []
+
+    def handle(job):
+        attempts.append(job.attempt)
+        time.sleep(2.5)  # the work: two and a half leases of 1 s
+        done.set()
+
+    worker = Worker(c, "slow", handle, concurrency=2, lease="1s", wait="200ms")
+    t = threading.Thread(target=worker.run)
+    t.start()
+    assert done.wait(30)
+    worker.stop()
+    t.join(30)
+    assert attempts == [1], "the job was never delivered to a second handler"
+    s = c.stats("slow")
+    assert s["counters"]["acked"] == 1 and s["counters"]["redelivered"] == 0
+    assert worker.errors == 0
+    assert job_id
+
+
+def test_sigterm_lets_the_running_handler_finish_and_be_acked(server, tmp_path):
+    c = Client(server.url)
+    c.enqueue("term", "x")
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(pathlib.Path(__file__).resolve().parents[1] / 'src')!r})
+        from delayq import Client, Worker
+        def handle(job):
+            print("started", flush=True)
+            time.sleep(1.5)
+            print("finished", flush=True)
+        w = Worker(Client({server.url!r}), "term", handle, concurrency=4)
+        w.run()
+        print("acked", w.acked, flush=True)
+    """))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0
+    assert out.split("\n")[:2] == ["finished", "acked 1"]
+    s = c.stats("term")
+    assert s["counters"]["acked"] == 1 and s["ready"] == 0 and s["reserved"] == 0
