@@ -1,4 +1,4 @@
-// The embedded store: delayq in-process on a RocksDB directory (SPEC 5.1).
+// The embedded store: delayq in-process on a RocksDB directory.
 //
 //   auto engine = delayq::Engine::Open({.path = "./delayq-data"});
 //   if (!engine.ok()) { ... engine.status().message() ... }

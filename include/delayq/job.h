@@ -1,4 +1,4 @@
-// The job model shared by every store, the HTTP API and the CLI (SPEC section 2).
+// The job model shared by every store, the HTTP API and the CLI.
 //
 // Times are milliseconds since the Unix epoch on the store's clock ("due_at_ms"), or
 // durations in milliseconds ("delay_ms"). A producer's clock never decides a due time:

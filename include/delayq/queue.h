@@ -1,4 +1,4 @@
-// The Queue interface: the whole job lifecycle of SPEC sections 2 and 4.
+// The Queue interface: the whole job lifecycle (enqueue, deliver, settle, inspect, dead letters).
 //
 // Implemented by the embedded engine (delayq::Engine), the Redis store and the HTTP client
 // (delayq::Client); the server, the CLI and the Worker are written against this interface

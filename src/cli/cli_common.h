@@ -100,5 +100,6 @@ void AddDoctorCommand(CLI::App& app, Global& g, int& rc);
 void AddWorkCommand(CLI::App& app, Global& g, int& rc);
 void AddBenchCommand(CLI::App& app, Global& g, int& rc);
 void AddForwardCommand(CLI::App& app, int& rc);
+void AddCompletionCommand(CLI::App& app, int& rc);  // after every other command: it lists them
 
 }  // namespace delayq::cli

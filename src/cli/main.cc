@@ -67,6 +67,7 @@ int Main(int argc, char** argv) {
   AddWorkCommand(app, g, rc);
   AddBenchCommand(app, g, rc);
   AddForwardCommand(app, rc);
+  AddCompletionCommand(app, rc);
   for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
     if (std::string_view(argv[i]) == "--json") SetJsonErrors(true);
   }

@@ -138,6 +138,32 @@ TEST(CliLogs, JsonLinesAccessLogDeadWarningAndLevels) {
   EXPECT_NE(quiet.err.find("max-queues"), std::string::npos) << quiet.err;
 }
 
+// `delayq completion bash` completes commands, nested commands and each command's options, and
+// skips the values of options (`--server URL`); zsh gets the same through bashcompinit.
+TEST(CliCompletion, BashCompletesCommandsNestedCommandsAndOptions) {
+  RunResult script = RunProcess({DELAYQ_BIN, "completion", "bash"});
+  ASSERT_EQ(script.exit_code, 0) << script.err;
+  TempDir dir;
+  const std::string file = dir.Sub("delayq.bash");
+  std::ofstream(file) << script.out;
+  auto complete = [&](const std::string& words, int cword) {
+    RunResult r = RunProcess({"bash", "-c",
+                              "source " + file + "; COMP_WORDS=(" + words + "); COMP_CWORD=" + std::to_string(cword) +
+                                  "; _delayq; echo \"${COMPREPLY[*]}\""});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+  };
+  EXPECT_EQ(complete("delayq res", 1), "reschedule resume reserve");  // in the order of --help
+  EXPECT_EQ(complete("delayq --server http://x:1 enq", 3), "enqueue");
+  EXPECT_EQ(complete("delayq dead l", 2), "list");
+  EXPECT_EQ(complete("delayq enqueue q p --del", 4), "--delay");
+  EXPECT_EQ(complete("delayq dead list q --lim", 4), "--limit");
+  EXPECT_EQ(complete("delayq work q -- ./x --del", 5), "") << "after --, the words are the handler's";
+  RunResult zsh = RunProcess({DELAYQ_BIN, "completion", "zsh"});
+  EXPECT_EQ(zsh.out.rfind("autoload -U +X bashcompinit && bashcompinit\n", 0), 0u);
+  EXPECT_EQ(RunProcess({DELAYQ_BIN, "completion", "fish"}).exit_code, 2);
+}
+
 TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
   const std::vector<std::string> burst = {
       "--json",  "bench", "--no-progress", "--jobs", "2000",        "--window", "300ms",

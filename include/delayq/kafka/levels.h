@@ -1,5 +1,5 @@
-// Delay levels and the Kafka conventions of SPEC 5.3, shared by the producer SDK and the
-// forwarder — and by producers in other languages, which follow the same rules by hand:
+// Delay levels and the Kafka conventions (docs/operations.md, "The Kafka forwarder"), shared by the producer SDK and
+// the forwarder — and by producers in other languages, which follow the same rules by hand:
 //   - level topics are named `<prefix>.<level>.<n>`, n in [0, topics_per_level), e.g.
 //     "delayq.30s.0"; a level is written in its shortest form ("1m", not "60s");
 //   - a delayed message carries the headers `delayq-target` (the topic to deliver to) and
