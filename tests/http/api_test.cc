@@ -8,6 +8,7 @@
 #include <atomic>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "core/version.h"
@@ -238,6 +239,32 @@ TEST_F(ApiTest, VersionAndBuildInfoSayWhatRuns) {
     const size_t at = metrics.find(std::string("\n") + name);
     ASSERT_NE(at, std::string::npos) << name;
     EXPECT_GT(std::stod(metrics.substr(at + 1 + std::string_view(name).size())), 0) << name;
+  }
+}
+
+// The alert rules and the Grafana dashboard in packaging/ name only metrics that /metrics has.
+// (`promtool check rules` is not run: Debian's prometheus package starts a server on install.)
+TEST_F(ApiTest, OperatorKitNamesOnlyExportedMetrics) {
+  const std::string metrics = Call("GET", "/metrics").body;
+  std::set<std::string> families;
+  static const std::regex type_line("# TYPE ([a-z_]+) ");
+  for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), type_line); it != std::sregex_iterator(); ++it) {
+    families.insert((*it)[1]);
+  }
+  ASSERT_GT(families.size(), 15u);
+  for (const char* file : {"/../packaging/prometheus/delayq-alerts.yml", "/../packaging/grafana/delayq.json"}) {
+    const std::string text = ReadFile(std::string(DELAYQ_DOCS_DIR) + file);
+    ASSERT_FALSE(text.empty()) << file;
+    static const std::regex name("\\b((delayq|process)_[a-z_]+)");
+    size_t seen = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator(); ++it, ++seen) {
+      std::string n = (*it)[1];
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        if (n.ends_with(suffix) && !families.contains(n)) n.resize(n.size() - std::string_view(suffix).size());
+      }
+      EXPECT_TRUE(families.contains(n)) << file << " names " << n << ", which /metrics does not have";
+    }
+    EXPECT_GT(seen, 5u) << file;
   }
 }
 
