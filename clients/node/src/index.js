@@ -340,7 +340,9 @@ export class Worker {
   async #handle(j) {
     const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - Date.now()) : 30_000;
     const keeper = setInterval(() => {
-      this.client.touch(this.queue, j.receipt, { lease }).catch(() => { this.errors++; });
+      this.client.touch(this.queue, j.receipt, { lease }).catch((e) => {
+        if (!(e instanceof LeaseExpired || e instanceof NotFound)) this.errors++; // else settled meanwhile
+      });
     }, lease / 3);
     let error = null;
     try {

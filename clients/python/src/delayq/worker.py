@@ -122,6 +122,8 @@ class Worker:
             for receipt, book in due:
                 try:
                     self.client.touch(self.queue, receipt, lease=int(book["lease"]))
+                except (LeaseExpired, NotFound):
+                    pass  # settled meanwhile (or delivered again): nothing to keep alive
                 except DelayqError:
                     self.errors += 1
                 book["next"] = time.time() * 1000 + book["lease"] / 3
