@@ -55,7 +55,7 @@ check-history: build
 	@./scripts/check-history.sh $(BUILD) $(CHECK_DURATION)
 
 # Fuzz the request/JSON handling, raw connections to the whole server, Redis reply decoding,
-# the Kafka headers and the duration parser for FUZZ_SECONDS each (CI: 20). An input that crashes
+# the Kafka headers and the duration parser for FUZZ_SECONDS each (CI: 10). An input that crashes
 # or exhausts memory is kept as build-fuzz/fuzz-TARGET-crash-* (or -oom-*), never in the tree.
 FUZZ_TARGETS = request connection redis_reply kafka_headers duration
 FUZZ_SECONDS ?= 60
