@@ -111,6 +111,7 @@ class Run {
     VerifyOptions vo;
     vo.loss_expected = LossExpected(o_);
     vo.clock_steps = o_.fault == "clock-step";
+    vo.unsynced_leases = o_.store == "embedded";
     vo.killed_clients = killed_;
     RunResult r;
     r.report = Verify(history, final_state, vo);

@@ -335,6 +335,14 @@ class Verifier {
     return false;
   }
 
+  // Whether a power cut began within [from, to] (µs).
+  bool PowerCutBetween(int64_t from, int64_t to) const {
+    for (const Fault& f : h_.faults) {
+      if (f.name == "power-cut" && f.t0 >= from && f.t0 <= to) return true;
+    }
+    return false;
+  }
+
   // Whether a replay naming the job (or all) or a replace of its key, ok or in doubt, overlaps
   // [from, to]: its attempts start again.
   bool Restarted(const Trace& t, int64_t from, int64_t to) const {
@@ -423,6 +431,10 @@ class Verifier {
         }
         if (prev.nacked || prev.unsure || prev.acked) continue;  // acked: see CheckJobs
         if (o_.clock_steps && NearClockStep(prev.reserve->t0, d.reserve->t1)) continue;
+        if (d.at() < prev.lease_end && o_.unsynced_leases && PowerCutBetween(prev.reserve->t0, d.reserve->t1)) {
+          ++r_.loss_effects["lease lost to a power cut"];
+          continue;
+        }
         if (d.at() < prev.lease_end) {
           AddJob("lease",
                  fmt::format("job {} was handed out again at {} while the lease of attempt {} lasted until {}", id,
