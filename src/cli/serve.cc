@@ -34,7 +34,7 @@ void AddServeCommand(CLI::App& app, int& rc) {
   s->add_option("--tls-cert", serve.tls_cert, "Serve HTTPS with this PEM certificate chain (with --tls-key)");
   s->add_option("--tls-key", serve.tls_key, "The PEM private key of --tls-cert");
   s->add_flag("--access-log", serve.access_log,
-              "Log each answered request: method, target, status, milliseconds (or DELAYQ_ACCESS_LOG)")
+              "Log each request that reaches a route: method, target, status, milliseconds (or DELAYQ_ACCESS_LOG)")
       ->envname("DELAYQ_ACCESS_LOG");
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");

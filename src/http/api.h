@@ -51,7 +51,7 @@ struct ApiOptions {
   // against DNS rebinding. "*" allows any.
   std::vector<std::string> allowed_hosts;
   BuildInfo build;          // GET /v1/version's store and durability
-  bool access_log = false;  // log each answered request (spdlog info)
+  bool access_log = false;  // log each request that reaches a route (spdlog info); refusals are not
 };
 
 // The HTTP status of a Status code (the one table; the CLI has its exit-code twin).
