@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace delayq {
@@ -18,6 +19,8 @@ using Headers = std::map<std::string, std::string>;
 enum class JobState { kScheduled, kReady, kReserved, kDead };
 // "scheduled" | "ready" | "reserved" | "dead".
 const char* JobStateName(JobState state);
+// The state of that name, or nothing.
+std::optional<JobState> ParseJobState(std::string_view name);
 
 // Limits that hold for every queue (per-queue limits live in QueueConfig).
 struct Limits {
@@ -35,6 +38,9 @@ struct Limits {
   static constexpr int64_t kMaxPayloadCeiling = 64 << 20;    // max_payload may not exceed 64 MiB
   static constexpr int64_t kDefaultReserveBytes = 16 << 20;  // ReserveRequest::max_bytes
   static constexpr int64_t kMaxReserveBytes = 256 << 20;
+  static constexpr int64_t kMaxKeyTtlMs = 30LL * 86'400'000;  // EnqueueRequest::key_ttl_ms: 30 days
+  static constexpr int32_t kMaxListPage = 1000;               // jobs per ListJobs page (default 100)
+  static constexpr int64_t kMaxListBytes = 16 << 20;          // stored bytes per ListJobs page
 };
 
 // Exponential back-off for a nack without an explicit retry delay:
@@ -93,6 +99,11 @@ struct EnqueueRequest {
   std::string key;                      // optional idempotency key
   bool replace = false;                 // with a key naming a live job: replace its payload, headers, due time
   std::optional<int32_t> max_attempts;  // default: the queue's max_attempts
+  // 0..Limits::kMaxKeyTtlMs, with a key only. The key stays taken for this long after the job is
+  // acked or cancelled (not after it goes dead): an enqueue with the key meanwhile is a
+  // duplicate of the finished job (its id and due time; with replace too). 0: the key is free
+  // once the job leaves, as without this. Like SQS FIFO's deduplication window.
+  int64_t key_ttl_ms = 0;
 };
 
 struct EnqueueResult {
@@ -185,8 +196,25 @@ struct ScheduleHistogram {
   int64_t later = 0;  // due after the last bucket
 };
 
-struct DeadPage {
+// One page of a queue's jobs in one state (Queue::ListJobs).
+//
+// Order: scheduled by (due_at, id); dead by (dead_at, id); ready and reserved in delivery order,
+// the order a reserve hands ready jobs out: by (due_at, id) on the embedded store, and on the
+// Redis store the order they became ready (the same, except that a replayed job goes last).
+struct ListRequest {
+  JobState state = JobState::kScheduled;
+  int32_t limit = 100;  // 1..Limits::kMaxListPage
+  // Empty: from the start. Else the next_cursor of the page before, for the same queue and state
+  // (kInvalidArgument for anything else). A cursor is a position, not a snapshot: jobs that move
+  // meanwhile may be missed or seen twice, the others are listed once each.
+  std::string cursor;
+};
+
+struct JobPage {
+  // At most `limit` jobs; fewer (even none) when the page reached Limits::kMaxListBytes of stored
+  // job bytes or the store's scan budget for one page. The first job always comes.
   std::vector<Job> jobs;
+  std::string next_cursor;  // empty: the listing is complete
 };
 
 }  // namespace delayq

@@ -87,8 +87,16 @@ class Queue {
   virtual Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
                                     std::optional<int64_t> lease_ms) = 0;
 
-  // Dead jobs, oldest death first, at most `limit` (1..1000).
-  virtual Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) = 0;
+  // One page of the queue's jobs in request.state, in the order job.h gives for ListRequest;
+  // pass page.next_cursor back for the next page until it is empty. kNotFound when no queue has
+  // that name; kInvalidArgument for a bad limit or a cursor this listing did not give out.
+  virtual Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) = 0;
+  // The first page of dead jobs, oldest death first, at most `limit` (1..1000).
+  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) {
+    auto page = ListJobs(queue, ListRequest{JobState::kDead, limit, {}});
+    if (!page.ok()) return page.status();
+    return std::move(page->jobs);
+  }
   // Makes dead jobs ready again with attempt 0; no ids means all. Unknown ids, and ids given
   // twice, are skipped. A dead job released its key: a replayed job takes it back unless a
   // live job holds it by then, and otherwise comes back without a key (so no two live jobs

@@ -74,6 +74,9 @@ std::string HumanDuration(int64_t ms);
 
 void PrintJob(const Job& job, bool json);
 void PrintDeadJobs(const std::vector<Job>& jobs, bool json);
+// A page of a listing: one row per job, then (text) how to get the next page, `more_hint`, when
+// there is one; JSON as the API answers it.
+void PrintJobPage(const JobPage& page, JobState state, bool json, const std::string& more_hint);
 void PrintDeliveries(const std::vector<Delivery>& jobs, bool json);
 void PrintStats(const std::vector<QueueStats>& stats, bool json, bool one);
 void PrintConfig(const std::string& queue, const QueueConfig& c, bool json);
@@ -95,7 +98,8 @@ void AddReserveCommand(CLI::App& app, Global& g, int& rc);
 void AddAckCommand(CLI::App& app, Global& g, int& rc);
 void AddNackCommand(CLI::App& app, Global& g, int& rc);
 void AddTouchCommand(CLI::App& app, Global& g, int& rc);
-void AddDeadCommand(CLI::App& app, Global& g, int& rc);  // dead list | replay | purge
+void AddDeadCommand(CLI::App& app, Global& g, int& rc);
+void AddJobsCommand(CLI::App& app, Global& g, int& rc);  // dead list | replay | purge
 void AddDoctorCommand(CLI::App& app, Global& g, int& rc);
 void AddWorkCommand(CLI::App& app, Global& g, int& rc);
 void AddBenchCommand(CLI::App& app, Global& g, int& rc);

@@ -11,6 +11,7 @@ void AddDeadCommand(CLI::App& app, Global& g, int& rc) {
   struct Args {
     std::string queue;
     int32_t limit = 100;
+    std::string cursor;
     std::vector<std::string> ids;
     bool yes = false;
   };
@@ -20,13 +21,22 @@ void AddDeadCommand(CLI::App& app, Global& g, int& rc) {
 
   auto* list = dead->add_subcommand("list", "Dead jobs, oldest first");
   list->add_option("queue", a->queue, "Queue name")->required();
-  list->add_option("--limit", a->limit, "At most this many")->capture_default_str();
+  list->add_option("--limit", a->limit, "At most this many (1-1000)")->capture_default_str();
+  list->add_option("--cursor", a->cursor, "Continue after a page: the cursor it printed");
   list->callback(Run(rc, [a, &g]() -> Status {
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();
-    auto jobs = (*client)->ListDead(a->queue, a->limit);
-    if (!jobs.ok()) return jobs.status();
-    PrintDeadJobs(*jobs, g.json);
+    auto page = (*client)->ListJobs(a->queue, ListRequest{JobState::kDead, a->limit, a->cursor});
+    if (!page.ok()) return page.status();
+    if (g.json) {
+      PrintJobPage(*page, JobState::kDead, true, "");
+      return Status::Ok();
+    }
+    PrintDeadJobs(page->jobs, false);
+    if (!page->next_cursor.empty()) {
+      std::printf("more: delayq dead list %s --limit %d --cursor %s\n", a->queue.c_str(), a->limit,
+                  page->next_cursor.c_str());
+    }
     return Status::Ok();
   }));
 

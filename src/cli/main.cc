@@ -63,6 +63,7 @@ int Main(int argc, char** argv) {
   AddNackCommand(app, g, rc);
   AddTouchCommand(app, g, rc);
   AddDeadCommand(app, g, rc);
+  AddJobsCommand(app, g, rc);
   AddDoctorCommand(app, g, rc);
   AddWorkCommand(app, g, rc);
   AddBenchCommand(app, g, rc);

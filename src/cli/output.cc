@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "cli/cli_common.h"
@@ -88,6 +90,29 @@ void PrintDeadJobs(const std::vector<Job>& jobs, bool json) {
     std::printf("%-26s  %-8d  %-24s  %s\n", j.id.c_str(), j.attempt, FormatTimestamp(j.dead_at_ms).c_str(),
                 j.last_error.substr(0, 80).c_str());
   }
+}
+
+void PrintJobPage(const JobPage& page, JobState state, bool json, const std::string& more_hint) {
+  if (json) {
+    std::printf("%s\n", wire::WriteJobPageResponse(page).c_str());
+    return;
+  }
+  const char* when = state == JobState::kDead ? "DEAD SINCE" : state == JobState::kReserved ? "LEASE UNTIL" : "DUE";
+  if (page.jobs.empty() && more_hint.empty()) {
+    std::printf("no %s jobs\n", JobStateName(state));
+    return;
+  }
+  if (!page.jobs.empty()) std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", "ID", when, "ATTEMPT", "KEY", "PAYLOAD");
+  for (const auto& j : page.jobs) {
+    const int64_t at = state == JobState::kDead       ? j.dead_at_ms
+                       : state == JobState::kReserved ? j.lease_deadline_ms
+                                                      : j.due_at_ms;
+    std::string payload = PayloadText(j.payload, j.binary);
+    if (payload.size() > 60) payload = payload.substr(0, 57) + "...";
+    std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", j.id.c_str(), FormatTimestamp(at).c_str(),
+                fmt::format("{}/{}", j.attempt, j.max_attempts).c_str(), j.key.substr(0, 20).c_str(), payload.c_str());
+  }
+  if (!more_hint.empty()) std::printf("more: %s\n", more_hint.c_str());
 }
 
 void PrintDeliveries(const std::vector<Delivery>& jobs, bool json) {

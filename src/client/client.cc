@@ -158,11 +158,15 @@ class HttpClient final : public Client {
     return wire::ParseTouchResponse(r->body);
   }
 
-  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override {
+  Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    auto r = Call("GET", Path(queue, fmt::format("/dead?limit={}", limit)), "");
+    std::string path = request.state == JobState::kDead
+                           ? fmt::format("/dead?limit={}", request.limit)
+                           : fmt::format("/jobs?state={}&limit={}", JobStateName(request.state), request.limit);
+    if (!request.cursor.empty()) path += "&cursor=" + UrlEncode(request.cursor);
+    auto r = Call("GET", Path(queue, path), "");
     if (!r.ok()) return r.status();
-    return wire::ParseJobListResponse(r->body);
+    return wire::ParseJobPageResponse(r->body);
   }
 
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override {

@@ -27,7 +27,7 @@ std::string EncodeJobRecord(const JobRecord& r) {
   std::string out;
   out.reserve(64 + r.queue.size() + r.key.size() + r.payload.size() + r.last_error.size());
   ByteWriter w(&out);
-  w.U8(kRecordVersion);
+  w.U8(r.key_ttl_ms > 0 ? 2 : 1);
   w.U8(r.dead ? 1 : 0);
   w.U8((r.key_indexed ? 1 : 0) | (r.binary ? 2 : 0));
   w.Varint(static_cast<uint64_t>(r.due_at_ms));
@@ -44,6 +44,7 @@ std::string EncodeJobRecord(const JobRecord& r) {
     w.Bytes(value);
   }
   w.Bytes(r.payload);
+  if (r.key_ttl_ms > 0) w.Varint(static_cast<uint64_t>(r.key_ttl_ms));
   return out;
 }
 
@@ -51,7 +52,7 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   ByteReader in(data);
   uint8_t version, state, flags;
   if (!in.U8(&version)) return Truncated("job");
-  if (version != 1) return VersionError("job", version, kRecordVersion);
+  if (version != 1 && version != 2) return VersionError("job", version, kRecordVersion);
   uint64_t due, created, max_attempts, attempt, dead_at, header_count;
   if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) || !in.Varint(&max_attempts) ||
       !in.Varint(&attempt) || !in.Varint(&dead_at) || !in.Bytes(&r->queue) || !in.Bytes(&r->key) ||
@@ -72,7 +73,11 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
     if (!in.Bytes(&name) || !in.Bytes(&value)) return Truncated("job");
     r->headers.emplace(std::move(name), std::move(value));
   }
-  if (!in.Bytes(&r->payload) || !in.empty()) return Truncated("job");
+  if (!in.Bytes(&r->payload)) return Truncated("job");
+  uint64_t key_ttl = 0;
+  if (version >= 2 && !in.Varint(&key_ttl)) return Truncated("job");
+  if (!in.empty()) return Truncated("job");
+  r->key_ttl_ms = static_cast<int64_t>(key_ttl);
   return Status::Ok();
 }
 

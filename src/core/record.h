@@ -5,6 +5,9 @@
 //              varint due_at_ms, varint created_at_ms, varint max_attempts, varint attempt,
 //              varint dead_at_ms, bytes queue, bytes key, bytes last_error,
 //              varint header_count, (bytes name, bytes value)*, bytes payload
+//   JobRecord version 2: version 1, then varint key_ttl_ms. Written only for a job with a
+//              key_ttl_ms, so the records of every other job stay version 1 (an older delayq
+//              still reads them).
 //   DueRecord: u8 version=2, varint due_ms, varint attempt, fixed64 delivery (low half),
 //              varint lease_deadline_ms, fixed64 delivery (high half)
 //   DueRecord version 1 (read, no longer written): the same without the high half (a 64-bit
@@ -31,7 +34,7 @@
 
 namespace delayq {
 
-inline constexpr uint8_t kRecordVersion = 1;     // JobRecord
+inline constexpr uint8_t kRecordVersion = 2;     // JobRecord (1 when key_ttl_ms is 0)
 inline constexpr uint8_t kDueRecordVersion = 2;  // DueRecord
 
 struct JobRecord {
@@ -48,6 +51,7 @@ struct JobRecord {
   std::string last_error;
   Headers headers;
   std::string payload;
+  int64_t key_ttl_ms = 0;  // EnqueueRequest::key_ttl_ms
 };
 
 // The per-delivery state of a live job, kept beside its due-index entry so that a reserve

@@ -39,4 +39,11 @@ const char* JobStateName(JobState state) {
   return "unknown";
 }
 
+std::optional<JobState> ParseJobState(std::string_view name) {
+  for (JobState s : {JobState::kScheduled, JobState::kReady, JobState::kReserved, JobState::kDead}) {
+    if (name == JobStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
 }  // namespace delayq

@@ -177,6 +177,14 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
     return Status::InvalidArgument(fmt::format("{}max_attempts is {}; it must be between 1 and {}", prefix,
                                                *r.max_attempts, Limits::kMaxAttempts));
   }
+  if (r.key_ttl_ms < 0 || r.key_ttl_ms > Limits::kMaxKeyTtlMs) {
+    return Status::InvalidArgument(fmt::format("{}key_ttl_ms is {}; it must be between 0 and {} (30 days)", prefix,
+                                               r.key_ttl_ms, Limits::kMaxKeyTtlMs));
+  }
+  if (r.key_ttl_ms > 0 && r.key.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}key_ttl_ms is set without a key; it keeps a key taken after its job is done, so give a key", prefix));
+  }
   return Status::Ok();
 }
 

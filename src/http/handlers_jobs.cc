@@ -1,5 +1,5 @@
-// Job routes: enqueue, and a job by id (/jobs/{id}) or by key (/jobs?key=K): get, reschedule,
-// cancel.
+// Job routes: enqueue, listing by state (/jobs?state=S), and a job by id (/jobs/{id}) or by key
+// (/jobs?key=K): get, reschedule, cancel.
 #include "http/handlers.h"
 #include "http/response.h"
 #include "wire/enqueue.h"
@@ -32,6 +32,16 @@ HttpResponse Enqueue(Context& c, const Call& call) {
 }
 
 HttpResponse GetJob(Context& c, const Call& call) {
+  if (call.params.size() == 1 && call.target.Query("state")) {
+    if (call.target.Query("key")) {
+      return ErrorResponse(Status::InvalidArgument("give either key=K (one job) or state=S (a listing), not both"));
+    }
+    return ListJobs(c, call);
+  }
+  if (call.params.size() == 1 && !call.target.Query("key")) {
+    return ErrorResponse(
+        Status::InvalidArgument("give state=scheduled|ready|reserved|dead to list jobs, or key=K for one job"));
+  }
   auto ref = RefOf(call);
   if (!ref.ok()) return ErrorResponse(ref.status());
   auto job = c.queue.Get(call.queue(), *ref);

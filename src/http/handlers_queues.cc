@@ -95,19 +95,38 @@ HttpResponse Schedule(Context& c, const Call& call) {
   return JsonResponse(200, wire::WriteScheduleResponse(*hist));
 }
 
-HttpResponse DeadList(Context& c, const Call& call) {
-  int64_t limit = 100;
+namespace {
+
+// One page of `state` from the call's limit and cursor (the same on /jobs?state=S and /dead).
+HttpResponse Page(Context& c, const Call& call, JobState state) {
+  ListRequest request;
+  request.state = state;
   if (const std::string* l = call.target.Query("limit")) {
     if (l->empty() || l->size() > 6 || l->find_first_not_of("0123456789") != std::string::npos) {
-      return ErrorResponse(
-          Status::InvalidArgument(fmt::format("limit \"{}\" must be a number from 1 to 1000", l->substr(0, 20))));
+      return ErrorResponse(Status::InvalidArgument(
+          fmt::format("limit \"{}\" must be a number from 1 to {}", l->substr(0, 20), Limits::kMaxListPage)));
     }
-    limit = std::stoll(*l);
+    request.limit = static_cast<int32_t>(std::stoll(*l));
   }
-  auto jobs = c.queue.ListDead(call.queue(), static_cast<int32_t>(limit));
-  if (!jobs.ok()) return ErrorResponse(jobs.status());
-  return JsonResponse(200, wire::WriteJobListResponse(*jobs));
+  if (const std::string* cursor = call.target.Query("cursor")) request.cursor = *cursor;
+  auto page = c.queue.ListJobs(call.queue(), request);
+  if (!page.ok()) return ErrorResponse(page.status());
+  return JsonResponse(200, wire::WriteJobPageResponse(*page));
 }
+
+}  // namespace
+
+HttpResponse ListJobs(Context& c, const Call& call) {
+  const std::string& name = *call.target.Query("state");
+  auto state = ParseJobState(name);
+  if (!state) {
+    return ErrorResponse(Status::InvalidArgument(
+        fmt::format("state \"{}\" is not a job state: give scheduled, ready, reserved or dead", name.substr(0, 40))));
+  }
+  return Page(c, call, *state);
+}
+
+HttpResponse DeadList(Context& c, const Call& call) { return Page(c, call, JobState::kDead); }
 
 HttpResponse DeadPurge(Context& c, const Call& call) {
   auto n = c.queue.PurgeDead(call.queue());

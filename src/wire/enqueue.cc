@@ -26,6 +26,7 @@ void WriteRequestJob(JsonWriter& w, const EnqueueRequest& r) {
     w.EndObject();
   }
   if (r.max_attempts) w.Key("max_attempts").Int(*r.max_attempts);
+  if (r.key_ttl_ms != 0) w.Key("key_ttl_ms").Int(r.key_ttl_ms);
   w.EndObject();
 }
 
@@ -36,8 +37,8 @@ void WriteResult(JsonWriter& w, const EnqueueResult& r) {
   w.EndObject();
 }
 
-constexpr std::string_view kJobFields[] = {"payload", "payload_base64", "delay_ms",     "delay",  "deliver_at",
-                                           "key",     "replace",        "max_attempts", "headers"};
+constexpr std::string_view kJobFields[] = {"payload", "payload_base64", "delay_ms",     "delay",   "deliver_at",
+                                           "key",     "replace",        "max_attempts", "headers", "key_ttl_ms"};
 
 Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
   EnqueueRequest r;
@@ -82,6 +83,10 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
             fmt::format("{} is {}; it must be between 1 and {}", field, n, Limits::kMaxAttempts));
       }
       r.max_attempts = static_cast<int32_t>(n);
+    } else if (key == "key_ttl_ms") {
+      // Range and the need for a key: ValidateEnqueue, as for every store.
+      DELAYQ_RETURN_IF_ERROR(
+          GetInt(v, field, &r.key_ttl_ms, "an integer of milliseconds from 0 to 2592000000 (30 days)"));
     } else if (key == "headers") {
       sj::object h;
       if (v.get_object().get(h)) return TypeError(field, "an object of strings");

@@ -88,6 +88,20 @@ std::string WriteJobListResponse(std::span<const Job> jobs) {
   return w.Take();
 }
 
+std::string WriteJobPageResponse(const JobPage& page) {
+  JsonWriter w;
+  w.BeginObject().Key("jobs").BeginArray();
+  for (const auto& j : page.jobs) WriteJob(w, j);
+  w.EndArray().Key("next_cursor");
+  if (page.next_cursor.empty()) {
+    w.Null();
+  } else {
+    w.String(page.next_cursor);
+  }
+  w.EndObject();
+  return w.Take();
+}
+
 Result<Job> ParseJobResponse(std::string_view body) {
   auto d = OpenResponse(body, "job");
   if (!d.ok()) return d.status();
@@ -112,6 +126,26 @@ Result<std::vector<Job>> ParseJobListResponse(std::string_view body) {
   });
   if (!s.ok()) return s;
   return out;
+}
+
+Result<JobPage> ParseJobPageResponse(std::string_view body) {
+  auto d = OpenResponse(body, "job page");
+  if (!d.ok()) return d.status();
+  sj::object o;
+  if ((*d)->doc.get_object().get(o)) return Malformed("job page");
+  JobPage page;
+  sj::value jobs;
+  if (o.find_field_unordered("jobs").get(jobs)) return Malformed("job page");
+  sj::array arr;
+  if (jobs.get_array().get(arr)) return Malformed("job page");
+  for (auto el : arr) {
+    sj::object j;
+    if (el.get_object().get(j)) return Malformed("job page");
+    DELAYQ_RETURN_IF_ERROR(ReadJob(j, &page.jobs.emplace_back()));
+  }
+  sj::value next;
+  if (!o.find_field_unordered("next_cursor").get(next) && !IsNull(next)) page.next_cursor = Str(next);
+  return page;
 }
 
 }  // namespace delayq::wire

@@ -1,4 +1,4 @@
-// A job on the wire, as GET /v1/queues/{q}/jobs/{id} answers it and the dead list lists it:
+// A job on the wire, as GET /v1/queues/{q}/jobs/{id} answers it and the listings list it:
 // {"id", "queue", "state", "due_at", "attempt", "max_attempts", "key", "payload" | "payload_base64",
 //  "headers", "created_at", "last_error"[, "lease_deadline" when reserved][, "dead_at" when dead]}.
 #pragma once
@@ -20,8 +20,11 @@ void WriteHeaders(JsonWriter& w, const Headers& headers);
 void WriteJob(JsonWriter& w, const Job& job);
 std::string WriteJobResponse(const Job& job);
 std::string WriteJobListResponse(std::span<const Job> jobs);  // {"jobs": [...]}
+// A page of a listing: {"jobs": [...], "next_cursor": "..." | null}.
+std::string WriteJobPageResponse(const JobPage& page);
 
 Result<Job> ParseJobResponse(std::string_view body);
 Result<std::vector<Job>> ParseJobListResponse(std::string_view body);
+Result<JobPage> ParseJobPageResponse(std::string_view body);
 
 }  // namespace delayq::wire

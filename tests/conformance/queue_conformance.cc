@@ -2,6 +2,8 @@
 // so stores that are shared between tests (a Redis server, an HTTP server) stay correct.
 #include "conformance/queue_conformance.h"
 
+#include "conformance/helpers.h"
+
 #include <algorithm>
 #include <atomic>
 #include <future>
@@ -18,39 +20,6 @@ namespace delayq::testing {
 namespace {
 
 using ::testing::Test;
-
-std::string QueueName() {
-  static std::atomic<int> n{0};
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string("conf.") + info->name() + "." + std::to_string(n++) + "." + std::to_string(::getpid());
-  for (char& c : name) {
-    if (c == '/') c = '.';
-  }
-  return name;
-}
-
-EnqueueRequest Job(std::string payload, std::optional<int64_t> delay_ms = std::nullopt) {
-  EnqueueRequest r;
-  r.payload = std::move(payload);
-  r.when.delay_ms = delay_ms;
-  return r;
-}
-
-EnqueueResult MustEnqueue(Queue& q, const std::string& queue, const EnqueueRequest& r) {
-  auto res = q.Enqueue(queue, r);
-  EXPECT_TRUE(res.ok()) << res.status().ToString();
-  return res.ok() ? *res : EnqueueResult{};
-}
-
-std::vector<Delivery> MustReserve(Queue& q, const std::string& queue, int32_t max = 1000,
-                                  std::optional<int64_t> lease_ms = std::nullopt) {
-  ReserveRequest r;
-  r.max = max;
-  r.lease_ms = lease_ms;
-  auto res = q.Reserve(queue, r);
-  EXPECT_TRUE(res.ok()) << res.status().ToString();
-  return res.ok() ? *res : std::vector<Delivery>{};
-}
 
 // A reserve of up to 10 jobs whose answer stops at `max_bytes`.
 std::vector<Delivery> MustReserveBytes(Queue& q, const std::string& queue, int64_t max_bytes) {
@@ -82,25 +51,6 @@ T Await(std::future<T>& f) {
     std::abort();
   }
   return f.get();
-}
-
-QueueStats MustStats(Queue& q, const std::string& queue) {
-  auto s = q.Stats(queue);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? *s : QueueStats{};
-}
-
-// The stats once `done` holds of them: at once on a store with a manual clock; on one with the
-// real clock (Redis), due jobs are moved to ready by its scheduler a moment after they are due,
-// later on a loaded machine, so the stats are read again until they show it (10 s at most).
-template <class Pred>
-QueueStats StatsWhen(QueueHarness& h, const std::string& queue, Pred done) {
-  QueueStats s = MustStats(h.queue(), queue);
-  for (int i = 0; i < 1000 && !h.exact_time() && !done(s); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of Redis' state
-    s = MustStats(h.queue(), queue);
-  }
-  return s;
 }
 
 // Reserves until `n` jobs were received, letting time pass in small steps.

@@ -78,9 +78,29 @@ TEST(Record, DecodesVersion1Bytes) {
   EXPECT_EQ(d.lease_deadline_ms, 10);
 }
 
+// Version 2 is version 1 and a key_ttl_ms, written only for a job that has one: every other
+// record stays version 1, which the release before key_ttl_ms reads.
+TEST(Record, Version2CarriesKeyTtlAndIsWrittenOnlyWhenItIsSet) {
+  JobRecord plain = Sample();
+  EXPECT_EQ(EncodeJobRecord(plain)[0], 1);
+  JobRecord ttl = Sample();
+  ttl.key_ttl_ms = 300'000;
+  const std::string bytes = EncodeJobRecord(ttl);
+  EXPECT_EQ(bytes[0], 2);
+  EXPECT_EQ(bytes.substr(1, bytes.size() - 4), EncodeJobRecord(plain).substr(1)) << "version 1 and a varint";
+  EXPECT_EQ(bytes.substr(bytes.size() - 3), std::string("\xe0\xa7\x12", 3)) << "300000 as LEB128";
+  JobRecord out;
+  ASSERT_TRUE(DecodeJobRecord(bytes, &out).ok());
+  EXPECT_EQ(out.key_ttl_ms, 300'000);
+  EXPECT_EQ(out.payload, ttl.payload);
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(DecodeJobRecord(bytes.substr(0, n), &out).ok()) << n;
+  ASSERT_TRUE(DecodeJobRecord(EncodeJobRecord(plain), &out).ok());
+  EXPECT_EQ(out.key_ttl_ms, 0) << "a decoded record does not keep the ttl of the one before";
+}
+
 TEST(Record, RefusesNewerVersionsAndGarbage) {
   std::string bytes = EncodeJobRecord(Sample());
-  bytes[0] = 2;
+  bytes[0] = 3;
   JobRecord r;
   Status s = DecodeJobRecord(bytes, &r);
   EXPECT_EQ(s.code(), Code::kCorruption);

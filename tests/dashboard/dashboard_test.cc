@@ -152,6 +152,59 @@ TEST_F(DashboardTest, DeadJobIsReplayedAndPurgeAsksFirst) {
   EXPECT_EQ(api_->Stats("refunds")->dead, 0);
 }
 
+// The jobs of a state are browsed a page at a time with their payload shown; selected scheduled
+// jobs are run now (they turn ready) or cancelled after a confirmation; the queue page says
+// when lateness is the wait for a consumer.
+TEST_F(DashboardTest, JobsAreBrowsedByStateAPageAtATimeWithBulkActions) {
+  std::vector<EnqueueRequest> batch;
+  for (int i = 0; i < 150; ++i) {
+    EnqueueRequest r = Job(R"({"invoice":)" + std::to_string(i) + "}");
+    r.when.delay_ms = 3'600'000 + i * 1000;
+    batch.push_back(r);
+  }
+  auto ids = api_->EnqueueBatch("billing", batch);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  browser_.Go(Url("#/queue/billing/jobs/scheduled"));
+  const std::string rows = "document.querySelectorAll('[data-testid=jobs] tbody tr[data-id]').length";
+  EXPECT_EQ(browser_.Wait(rows + " === 100 && " + rows), 100);
+  EXPECT_EQ(browser_.Exec("return document.querySelector('[data-testid=preview]').textContent"), R"({"invoice":0})");
+  browser_.Screenshot(Shot("jobs-scheduled"));
+  browser_.Click("[data-testid=next]");
+  EXPECT_EQ(browser_.Wait(rows + " === 50 && " + rows), 50);
+  EXPECT_NE(browser_.Text("[data-testid=page-info]").find("page 2"), std::string::npos);
+  EXPECT_TRUE(browser_.Exec("return document.querySelector('[data-testid=next]').disabled").get<bool>());
+  browser_.Click("[data-testid=prev]");
+  browser_.Wait("document.querySelector('tr[data-id=\"" + (*ids)[0].id + "\"]')");
+
+  // Run two now: they leave the scheduled tab and are ready.
+  for (int i : {0, 1}) browser_.Click("tr[data-id=\"" + (*ids)[static_cast<size_t>(i)].id + "\"] input");
+  browser_.Click("[data-testid=run-selected]");
+  browser_.Wait("!document.querySelector('tr[data-id=\"" + (*ids)[1].id + "\"]')");
+  EXPECT_EQ(api_->Get("billing", JobRef::ById((*ids)[0].id))->state, JobState::kReady);
+  EXPECT_EQ(api_->Get("billing", JobRef::ById((*ids)[1].id))->state, JobState::kReady);
+  browser_.Click("[data-testid=tab-ready]");
+  EXPECT_EQ(browser_.Wait(rows + " === 2 && " + rows), 2);
+
+  // Cancel one from the scheduled tab: asked first.
+  browser_.Click("[data-testid=tab-scheduled]");
+  const std::string third = "tr[data-id=\"" + (*ids)[2].id + "\"]";
+  browser_.Wait("document.querySelector('" + third + "')");
+  browser_.Click(third + " input");
+  browser_.Click("[data-testid=cancel-selected]");
+  browser_.WaitForAlert();
+  browser_.AcceptAlert();
+  browser_.Wait("!document.querySelector('" + third + "')");
+  EXPECT_EQ(api_->Get("billing", JobRef::ById((*ids)[2].id)).code(), Code::kNotFound);
+
+  // Nobody takes the two ready jobs: once they waited a second, the queue page says lateness is
+  // the wait for a consumer.
+  browser_.Go(Url("#/queue/billing"));
+  browser_.Wait("document.querySelector('[data-testid=consumer-wait].warn')", 20'000);
+  EXPECT_NE(browser_.Text("[data-testid=consumer-wait]").find("Waiting for consumers: 2 jobs are ready"),
+            std::string::npos);
+  browser_.Screenshot(Shot("consumer-wait"));
+}
+
 TEST_F(DashboardTest, JobLookupByKeyWithTheKeyboardAndReschedule) {
   EnqueueRequest r = Job(R"({"amount":1.5})");
   r.key = "pay-1";

@@ -222,6 +222,42 @@ TEST_F(ApiTest, AnUnknownFieldOrQueryParameterIsRefusedAndChangesNothing) {
   EXPECT_EQ(Call("GET", "/v1/queues/t").status, 200) << "the refused DELETE deleted nothing";
 }
 
+// GET /jobs?state=S pages through a state; every bad query is a 400 that says what would be
+// right, and the page answer always has "next_cursor" (null at the end).
+TEST_F(ApiTest, BrowsingPagesAndRefusesBadStatesLimitsAndCursors) {
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Call("POST", "/v1/queues/b/jobs", R"({"payload":1,"delay":"1h"})").status, 201);
+  auto first = Call("GET", "/v1/queues/b/jobs?state=scheduled&limit=2");
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_EQ(J(first)["jobs"].size(), 2u);
+  const std::string cursor = J(first)["next_cursor"];
+  auto second = Call("GET", "/v1/queues/b/jobs?state=scheduled&limit=2&cursor=" + cursor);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(J(second)["jobs"].size(), 1u);
+  EXPECT_TRUE(J(second)["next_cursor"].is_null()) << second.body;
+  EXPECT_TRUE(J(Call("GET", "/v1/queues/b/dead"))["next_cursor"].is_null());
+  const std::pair<std::string, std::string> cases[] = {
+      {"/v1/queues/b/jobs", "give state=scheduled|ready|reserved|dead"},
+      {"/v1/queues/b/jobs?state=sheduled", "give scheduled, ready, reserved or dead"},
+      {"/v1/queues/b/jobs?state=", "is not a job state"},
+      {"/v1/queues/b/jobs?state=ready&key=k", "not both"},
+      {"/v1/queues/b/jobs?state=ready&limit=0", "between 1 and 1000"},
+      {"/v1/queues/b/jobs?state=ready&limit=1001", "between 1 and 1000"},
+      {"/v1/queues/b/jobs?state=ready&limit=-1", "must be a number"},
+      {"/v1/queues/b/jobs?state=ready&limit=99999999999", "must be a number"},
+      {"/v1/queues/b/jobs?state=ready&cursor=" + cursor, "state=scheduled"},
+      {"/v1/queues/b/jobs?state=scheduled&cursor=%00%ff%22", "cursor"},
+      {"/v1/queues/b/jobs?state=scheduled&cursor=" + std::string(100'000, 'z'), "cursor"},
+      {"/v1/queues/b/dead?cursor=" + cursor, "state=scheduled"},
+  };
+  for (const auto& [target, mention] : cases) {
+    SCOPED_TRACE(target.substr(0, 120));
+    auto r = Call("GET", target);
+    ExpectError(r, 400, "invalid_argument", mention);
+    EXPECT_LT(r.body.size(), 1000u) << "the error does not echo the whole input";
+  }
+  ExpectError(Call("GET", "/v1/queues/nope/jobs?state=ready"), 404, "not_found");
+}
+
 TEST_F(ApiTest, VersionAndBuildInfoSayWhatRuns) {
   json v = J(Call("GET", "/v1/version"));
   EXPECT_EQ(v["version"], std::string(Version()));

@@ -94,6 +94,49 @@ TEST_F(CliTest, TyposNameTheNearestCommandOptionOrQueueAndCreateNothing) {
   EXPECT_NE(version.out.find("commit "), std::string::npos) << version.out;
 }
 
+// `jobs ls` lists one state a page at a time and says how to get the next page; --all follows
+// the cursors; --json answers as the API; a bad state or cursor is bad input (2), a missing queue
+// not found (3).
+TEST_F(CliTest, JobsLsBrowsesAStateAPageAtATime) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(Cli({"enqueue", "orders", "{\"n\":" + std::to_string(i) + "}", "--delay", std::to_string(10 + i) + "m"})
+                  .exit_code,
+              0);
+  }
+  RunResult page = Cli({"jobs", "ls", "orders", "--state", "scheduled", "--limit", "2"});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  EXPECT_NE(page.out.find("{\"n\":0}"), std::string::npos) << page.out;
+  EXPECT_NE(page.out.find("{\"n\":1}"), std::string::npos) << page.out;
+  EXPECT_EQ(page.out.find("{\"n\":2}"), std::string::npos) << page.out;
+  const size_t more = page.out.find("more: delayq jobs ls orders --state scheduled --limit 2 --cursor ");
+  ASSERT_NE(more, std::string::npos) << page.out;
+  std::string cursor = page.out.substr(page.out.find("--cursor ", more) + 9);
+  cursor = cursor.substr(0, cursor.find('\n'));
+  RunResult next = Cli({"jobs", "ls", "orders", "--limit", "2", "--cursor", cursor});
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_NE(next.out.find("{\"n\":2}"), std::string::npos) << next.out;
+  EXPECT_EQ(next.out.find("{\"n\":1}"), std::string::npos) << next.out;
+
+  RunResult all = Cli({"--json", "jobs", "ls", "orders", "--limit", "2", "--all"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  auto json = nlohmann::json::parse(all.out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << all.out;
+  EXPECT_EQ(json["jobs"].size(), 5u);
+  EXPECT_TRUE(json["next_cursor"].is_null());
+  RunResult ready = Cli({"jobs", "list", "orders", "--state", "ready"});
+  EXPECT_EQ(ready.exit_code, 0);
+  EXPECT_NE(ready.out.find("no ready jobs"), std::string::npos) << ready.out;
+
+  EXPECT_EQ(Cli({"jobs", "ls", "orders", "--state", "sheduled"}).exit_code, 2);
+  RunResult bad = Cli({"jobs", "ls", "orders", "--cursor", "ready.1.2_0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("state=ready"), std::string::npos) << bad.err;
+  EXPECT_EQ(Cli({"jobs", "ls", "ordres"}).exit_code, 3);
+  RunResult dead = Cli({"dead", "list", "orders", "--limit", "1"});
+  EXPECT_EQ(dead.exit_code, 0);
+  EXPECT_NE(dead.out.find("no dead jobs"), std::string::npos) << dead.out;
+}
+
 // --log-format json: every line of the server's log is one JSON object with a UTC time; the
 // access log has one line per answered request; a job going dead is a warning; --log-level
 // filters (and DELAYQ_* variables set serve's flags).

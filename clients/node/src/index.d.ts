@@ -35,6 +35,14 @@ export interface JobOptions {
   maxAttempts?: number;
   /** With a key naming a scheduled or ready job: rewrite it instead. */
   replace?: boolean;
+  /** Keep the key taken this long after the job is acked or cancelled (a retried enqueue then is a duplicate). */
+  keyTtl?: Duration;
+}
+export type JobState = 'scheduled' | 'ready' | 'reserved' | 'dead';
+export interface JobPage {
+  jobs: JobInfo[];
+  /** null on the last page. */
+  nextCursor: string | null;
 }
 export interface WireJob {
   payload?: unknown;
@@ -118,6 +126,8 @@ export class Client {
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
   dead(queue: string, opts?: { limit?: number }): Promise<JobInfo[]>;
+  jobs(queue: string, state: JobState, opts?: { limit?: number; cursor?: string }): Promise<JobPage>;
+  iterJobs(queue: string, state: JobState, opts?: { pageSize?: number }): AsyncGenerator<JobInfo>;
   replay(queue: string, ids?: string[]): Promise<number>;
   purge(queue: string): Promise<number>;
   version(): Promise<{ version: string; commit: string; store: string; durability: string }>;

@@ -104,7 +104,7 @@ function when(body, opts) {
   }
 }
 
-const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace']);
+const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace', 'keyTtl']);
 
 function checkOptions(opts, known, what) {
   for (const name of Object.keys(opts)) {
@@ -123,6 +123,7 @@ export function jobBody(payload, opts = {}) {
   if (opts.headers) body.headers = { ...opts.headers };
   if (opts.maxAttempts != null) body.max_attempts = opts.maxAttempts;
   if (opts.replace) body.replace = true;
+  if (opts.keyTtl != null) body.key_ttl_ms = toMs(opts.keyTtl, 'keyTtl');
   return body;
 }
 
@@ -269,9 +270,25 @@ export class Client {
 
   async resume(queue) { await this.#call('POST', `${Client.#q(queue)}/resume`); }
 
-  /** Dead jobs, oldest death first. */
+  /** The first `limit` dead jobs, oldest death first (jobs(queue, 'dead') pages on). */
   async dead(queue, { limit = 100 } = {}) {
     return (await this.#call('GET', `${Client.#q(queue)}/dead`, undefined, { query: { limit } })).jobs.map(jobInfo);
+  }
+
+  /** One page of the queue's jobs in `state`; pass nextCursor back as `cursor` until it is null. */
+  async jobs(queue, state, { limit = 100, cursor = undefined } = {}) {
+    const r = await this.#call('GET', `${Client.#q(queue)}/jobs`, undefined, { query: { state, limit, cursor } });
+    return { jobs: r.jobs.map(jobInfo), nextCursor: r.next_cursor ?? null };
+  }
+
+  /** Every job of the queue in `state`, a page at a time. */
+  async *iterJobs(queue, state, { pageSize = 100 } = {}) {
+    let cursor;
+    do {
+      const page = await this.jobs(queue, state, { limit: pageSize, cursor });
+      yield* page.jobs;
+      cursor = page.nextCursor;
+    } while (cursor);
   }
 
   /** Makes dead jobs ready again (all without `ids`). */

@@ -177,3 +177,31 @@ test('a server killed with SIGKILL loses nothing and the client carries on', asy
     assert.deepEqual(got.sort(), ids.sort());
   } finally { await s.stop(); }
 });
+
+test('browsing pages through a state; a key ttl keeps the key after the ack', async () => {
+  const s = await startServer(['--durability', 'none']);
+  try {
+    const c = new Client(s.url);
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await c.enqueue('browse', { n: i }, { delay: `${10 + i}m` })).id);
+    const first = await c.jobs('browse', 'scheduled', { limit: 2 });
+    assert.deepEqual(first.jobs.map((j) => j.id), ids.slice(0, 2));
+    assert.ok(first.nextCursor);
+    const all = [];
+    for await (const j of c.iterJobs('browse', 'scheduled', { pageSize: 2 })) all.push(j.id);
+    assert.deepEqual(all, ids, 'due order, each once');
+    assert.equal((await c.jobs('browse', 'ready')).nextCursor, null);
+    await assert.rejects(c.jobs('browse', 'dead', { cursor: first.nextCursor }), /state=scheduled/);
+    await assert.rejects(c.jobs('nope', 'ready'), delayq.NotFound);
+
+    const done = await c.enqueue('ttl', { pay: 1 }, { key: 'pay-1', keyTtl: '1h' });
+    const [job] = await c.reserve('ttl');
+    await c.ack('ttl', job.receipt);
+    const again = await c.enqueue('ttl', { pay: 1 }, { key: 'pay-1', keyTtl: '1h' });
+    assert.equal(again.duplicate, true);
+    assert.equal(again.id, done.id);
+    await assert.rejects(c.enqueue('ttl', 1, { keyTtl: '1m' }), /key_ttl_ms is set without a key/);
+  } finally {
+    await s.stop();
+  }
+});

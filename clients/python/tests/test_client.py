@@ -211,3 +211,29 @@ def test_a_server_killed_with_sigkill_loses_nothing_and_the_client_reconnects(tm
 def test_version(server):
     v = Client(server.url).version()
     assert v["version"].startswith("0.") and v["store"] == "embedded" and v["durability"] == "interval"
+
+
+def test_browsing_pages_through_a_state_and_refuses_a_bad_cursor(server):
+    c = Client(server.url)
+    ids = [c.enqueue("browse", {"n": i}, delay=f"{10 + i}m").id for i in range(7)]
+    first = c.jobs("browse", "scheduled", limit=3)
+    assert [j.id for j in first.jobs] == ids[:3] and first.next_cursor
+    assert [j.id for j in c.iter_jobs("browse", "scheduled", page_size=2)] == ids, "due order, each once"
+    assert c.jobs("browse", "ready").jobs == [] and c.jobs("browse", "ready").next_cursor is None
+    with pytest.raises(delayq.InvalidArgument, match="state=scheduled"):
+        c.jobs("browse", "dead", cursor=first.next_cursor)
+    with pytest.raises(delayq.InvalidArgument, match="not a job state"):
+        c.jobs("browse", "sheduled")
+    with pytest.raises(delayq.NotFound):
+        c.jobs("no-such-queue", "ready")
+
+
+def test_key_ttl_keeps_the_key_after_the_ack(server):
+    c = Client(server.url)
+    first = c.enqueue("ttl", {"pay": 1}, key="pay-1", key_ttl="1h")
+    [job] = c.reserve("ttl")
+    c.ack("ttl", job.receipt)
+    again = c.enqueue("ttl", {"pay": 1}, key="pay-1", key_ttl="1h")
+    assert again.duplicate and again.id == first.id, "a retried enqueue after the ack makes no second job"
+    with pytest.raises(delayq.InvalidArgument, match="key_ttl_ms is set without a key"):
+        c.enqueue("ttl", 1, key_ttl="1m")

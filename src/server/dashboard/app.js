@@ -313,6 +313,7 @@ function queuePage(name) {
   const configPanel = h('div', { class: 'panel' });
   main().replaceChildren(title,
     h('div', { class: 'toolbar' }, pauseBtn,
+      h('a', { href: '#/queue/' + enc(name) + '/jobs/scheduled', 'data-testid': 'browse' }, 'Browse jobs'),
       h('a', { href: '#/queue/' + enc(name) + '/dead' }, 'Dead letters'),
       h('a', { href: '#/find?queue=' + enc(name) }, 'Find a job')),
     tiles,
@@ -354,8 +355,19 @@ function queuePage(name) {
     const perBucket = buckets.map((b, i) => b.count - (i ? buckets[i - 1].count : 0));
     perBucket.push(l.count - (buckets.length ? buckets[buckets.length - 1].count : 0));
     const edges = buckets.map(b => b.le);
+    // Lateness runs from the due time to the delivery: with ready jobs nobody takes, it is the
+    // wait for a consumer, not the scheduler's delay. Say which, so a queue with no worker
+    // running does not read as a late scheduler.
+    const waiting = st.ready > 0 && st.oldest_ready_ms >= 1000;
+    const cause = waiting
+      ? h('p', { class: 'note warn', 'data-testid': 'consumer-wait' },
+        `Waiting for consumers: ${num(st.ready)} job${st.ready === 1 ? ' is' : 's are'} ready and not taken, the oldest for ${dur(st.oldest_ready_ms)}. ` +
+        'The scheduler made them ready; lateness counts until a consumer reserves a job, so it includes this wait.')
+      : h('p', { class: 'note muted', 'data-testid': 'consumer-wait' },
+        st.ready > 0 ? 'Consumers are taking ready jobs as they come due.' : 'No job is waiting for a consumer: lateness here is the scheduler\'s and the consumers\' reserve speed.');
     lateChart.replaceChildren(
       h('div', { class: 'muted' }, `${num(l.count)} first deliveries: p50 ${latency(l.p50)}, p90 ${latency(l.p90)}, p99 ${latency(l.p99)}, max ${latency(l.max)}`),
+      cause,
       barChart(perBucket, i => i < edges.length ? '≤' + (edges[i] >= 1000 ? edges[i] / 1000 + 's' : edges[i] + 'ms') : '>', 2,
         (i, v) => `${num(v)} delivered ${i < edges.length ? 'within ' + latency(edges[i]) : 'later than ' + latency(edges[edges.length - 1])}`, 'lateness'));
     const c = st.counters;
@@ -405,51 +417,122 @@ function compactDuration(ms) {
   return out;
 }
 
-function deadPage(name) {
+// The jobs of one state, a page at a time (GET /v1/queues/{q}/jobs?state=S&cursor=C), with the
+// actions that state allows, one by one or on the selected rows.
+const STATES = [['scheduled', 'Scheduled'], ['ready', 'Ready'], ['reserved', 'Reserved'], ['dead', 'Dead']];
+const PAGE = 100;
+
+function preview(j) {
+  const text = j.payload !== undefined ? JSON.stringify(j.payload) : 'base64:' + (j.payload_base64 || '');
+  return text.length > 80 ? text.slice(0, 77) + '…' : text;
+}
+
+function jobsPage(name, state) {
   const base = '/v1/queues/' + enc(name);
   const tbody = h('tbody');
-  const count = h('span', { class: 'muted' });
-  const all = h('input', { type: 'checkbox', 'aria-label': 'Select all' });
-  const replaySel = h('button', {}, 'Replay selected');
-  const replayAll = h('button', {}, 'Replay all');
-  const purge = h('button', { class: 'danger' }, 'Purge all');
-  main().replaceChildren(
-    h('h1', {}, h('a', { href: '#/queue/' + enc(name) }, name), ' · dead letters'),
-    h('div', { class: 'toolbar' }, replaySel, replayAll, purge, count),
-    h('div', { class: 'tablewrap' }, h('table', { 'data-testid': 'dead' },
-      h('thead', {}, h('tr', {}, h('th', { class: 'left' }, all), ['Job', 'Attempts', 'Dead since', 'Last error', ''].map(t => h('th', { class: t === 'Last error' || t === 'Job' ? 'left' : '' }, t)))),
-      tbody)));
-  let jobs = [];
+  const count = h('span', { class: 'muted', 'data-testid': 'page-info' });
+  const all = h('input', { type: 'checkbox', 'aria-label': 'Select all on this page' });
+  const prev = h('button', { 'data-testid': 'prev' }, '← Previous');
+  const next = h('button', { 'data-testid': 'next' }, 'Next →');
+  const tabs = h('div', { class: 'tabs', role: 'tablist' }, STATES.map(([s, label]) =>
+    h('a', { href: '#/queue/' + enc(name) + '/jobs/' + s, role: 'tab', class: s === state ? 'active' : '', 'aria-selected': String(s === state), 'data-testid': 'tab-' + s }, label)));
+  const when = { scheduled: 'Due', ready: 'Due', reserved: 'Lease until', dead: 'Dead since' }[state];
+  const columns = ['Job', when, 'Attempts', 'Key', 'Payload', ...(state === 'dead' ? ['Last error'] : []), ''];
   const selected = () => [...tbody.querySelectorAll('input[type=checkbox]:checked')].map(c => c.value);
-  all.onchange = () => tbody.querySelectorAll('input[type=checkbox]').forEach(c => { c.checked = all.checked; });
-  replaySel.onclick = () => {
+  // Runs `one` on each selected job (a few at a time) and says how many it did.
+  function bulk(button, verb, one) {
     const ids = selected();
-    if (!ids.length) { toast('Select dead jobs to replay first', true); return; }
-    act(replaySel, () => api('POST', base + '/dead/replay', { ids }), r => `Replayed ${r.replayed} job${r.replayed === 1 ? '' : 's'}`).then(refresh);
-  };
-  replayAll.onclick = () => act(replayAll, () => api('POST', base + '/dead/replay', {}), r => `Replayed ${r.replayed} jobs`).then(refresh);
-  purge.onclick = () => {
-    if (!confirm(`Delete every dead job of ${name} for good? This cannot be undone.`)) { toast('Nothing was purged'); return; }
-    act(purge, () => api('DELETE', base + '/dead'), r => `Purged ${r.purged} dead jobs`).then(refresh);
-  };
+    if (!ids.length) { toast(`Select jobs to ${verb.toLowerCase()} first`, true); return; }
+    act(button, async () => {
+      let done = 0, failed = 0, lastError = '';
+      for (let i = 0; i < ids.length; i += 8) {
+        await Promise.all(ids.slice(i, i + 8).map(id => one(id).then(() => { done++; }, e => { failed++; lastError = e.message; })));
+      }
+      if (failed) throw new Error(`${verb}: ${done} done, ${failed} failed (${lastError})`);
+      return done;
+    }, n => `${verb}: ${n} job${n === 1 ? '' : 's'}`).then(refresh);
+  }
+  const runNow = id => api('PATCH', base + '/jobs/' + enc(id), { delay_ms: 0 });
+  const cancel = id => api('DELETE', base + '/jobs/' + enc(id));
+  const replay = id => api('POST', base + '/dead/replay', { ids: [id] });
+  const buttons = [];
+  if (state === 'scheduled') {
+    const b = h('button', { 'data-testid': 'run-selected' }, 'Run selected now');
+    b.onclick = () => bulk(b, 'Run now', runNow);
+    buttons.push(b);
+  }
+  if (state === 'dead') {
+    const sel = h('button', {}, 'Replay selected');
+    sel.onclick = () => bulk(sel, 'Replayed', replay);
+    const allBtn = h('button', {}, 'Replay all');
+    allBtn.onclick = () => act(allBtn, () => api('POST', base + '/dead/replay', {}), r => `Replayed ${r.replayed} jobs`).then(refresh);
+    const purge = h('button', { class: 'danger' }, 'Purge all');
+    purge.onclick = () => {
+      if (!confirm(`Delete every dead job of ${name} for good? This cannot be undone.`)) { toast('Nothing was purged'); return; }
+      act(purge, () => api('DELETE', base + '/dead'), r => `Purged ${r.purged} dead jobs`).then(refresh);
+    };
+    buttons.push(sel, allBtn, purge);
+  }
+  if (state !== 'reserved') {
+    const b = h('button', { class: state === 'dead' ? '' : 'danger', 'data-testid': 'cancel-selected' }, state === 'dead' ? 'Delete selected' : 'Cancel selected');
+    b.onclick = () => {
+      const n = selected().length;
+      if (n && !confirm(`Delete ${n} job${n === 1 ? '' : 's'} of ${name}? This cannot be undone.`)) { toast('Nothing was deleted'); return; }
+      bulk(b, state === 'dead' ? 'Deleted' : 'Cancelled', cancel);
+    };
+    buttons.push(b);
+  }
+  main().replaceChildren(
+    h('h1', {}, h('a', { href: '#/queue/' + enc(name) }, name), ' · jobs'),
+    tabs,
+    h('div', { class: 'toolbar' }, ...buttons, state === 'reserved' ? h('span', { class: 'muted' }, 'Held by consumers: each comes back when its lease runs out.') : '', count),
+    h('div', { class: 'tablewrap' }, h('table', { 'data-testid': 'jobs' },
+      h('thead', {}, h('tr', {}, h('th', { class: 'left' }, state === 'reserved' ? '' : all), columns.map(t => h('th', { class: ['Job', 'Key', 'Payload', 'Last error'].includes(t) ? 'left' : '' }, t)))),
+      tbody)),
+    h('div', { class: 'toolbar' }, prev, next));
+  all.onchange = () => tbody.querySelectorAll('input[type=checkbox]').forEach(c => { c.checked = all.checked; });
+  // cursors[i] is where page i starts ('' = the beginning); the server's next_cursor adds one.
+  const cursors = [''];
+  let page = 0, nextCursor = null;
+  prev.onclick = () => { if (page > 0) { page--; refresh(); } };
+  next.onclick = () => { if (nextCursor) { cursors[page + 1] = nextCursor; page++; refresh(); } };
   async function refresh() {
-    const data = await api('GET', base + '/dead?limit=500');
-    const keepSelected = new Set(selected());
-    jobs = data.jobs;
-    count.textContent = jobs.length ? `${jobs.length}${jobs.length === 500 ? '+' : ''} dead job${jobs.length === 1 ? '' : 's'}, oldest first` : '';
-    tbody.replaceChildren(...(jobs.length ? jobs.map(j => {
-      const replay = h('button', {}, 'Replay');
-      replay.onclick = () => act(replay, () => api('POST', base + '/dead/replay', { ids: [j.id] }), `Replayed ${j.id}`).then(refresh);
+    const cursor = cursors[page];
+    const data = await api('GET', base + '/jobs?state=' + state + '&limit=' + PAGE + (cursor ? '&cursor=' + enc(cursor) : ''));
+    const keep = new Set(selected());
+    nextCursor = data.next_cursor;
+    prev.disabled = page === 0;
+    next.disabled = !nextCursor;
+    const first = page * PAGE;
+    count.textContent = data.jobs.length ? `page ${page + 1}: ${num(first + 1)}–${num(first + data.jobs.length)}${nextCursor ? ', more after' : ''}` : (page ? `page ${page + 1}: none here${nextCursor ? ', more after' : ''}` : '');
+    tbody.replaceChildren(...(data.jobs.length ? data.jobs.map(j => {
+      const at = state === 'dead' ? j.dead_at : state === 'reserved' ? j.lease_deadline : j.due_at;
+      const rowAction = state === 'dead' ? ['Replay', replay, `Replayed ${j.id}`] : state === 'scheduled' ? ['Run now', runNow, `${j.id} is due now`] : null;
+      let actionCell = '';
+      if (rowAction) {
+        const b = h('button', {}, rowAction[0]);
+        b.onclick = () => act(b, () => rowAction[1](j.id), rowAction[2]).then(refresh);
+        actionCell = b;
+      }
       return h('tr', { 'data-id': j.id },
-        h('td', { class: 'left' }, h('input', { type: 'checkbox', value: j.id, 'aria-label': 'Select ' + j.id, checked: keepSelected.has(j.id) })),
+        h('td', { class: 'left' }, state === 'reserved' ? '' : h('input', { type: 'checkbox', value: j.id, 'aria-label': 'Select ' + j.id, checked: keep.has(j.id) })),
         h('td', { class: 'left mono' }, h('a', { href: '#/job/' + enc(name) + '/' + enc(j.id) }, j.id)),
+        h('td', { title: at ? new Date(at).toISOString() : '' }, at ? relative(at) : '–'),
         h('td', {}, `${j.attempt} / ${j.max_attempts}`),
-        h('td', {}, j.dead_at ? dur(Date.now() - j.dead_at) + ' ago' : '–'),
-        h('td', { class: 'wrap' }, j.last_error || ''),
-        h('td', {}, replay));
-    }) : [h('tr', {}, h('td', { colspan: 6, class: 'muted left' }, 'No dead jobs.'))]));
+        h('td', { class: 'left mono' }, j.key || ''),
+        h('td', { class: 'left mono wrap', 'data-testid': 'preview' }, preview(j)),
+        ...(state === 'dead' ? [h('td', { class: 'wrap left' }, j.last_error || '')] : []),
+        h('td', {}, actionCell));
+    }) : [h('tr', {}, h('td', { colspan: columns.length + 1, class: 'muted left' }, `No ${state} jobs${page ? ' on this page' : ''}.`))]));
   }
   return refresh;
+}
+
+// "in 5m" / "3s ago" / "now".
+function relative(epochMs) {
+  const d = epochMs - Date.now();
+  if (Math.abs(d) < 1000) return 'now';
+  return d > 0 ? 'in ' + dur(d) : dur(-d) + ' ago';
 }
 
 function findPage(params) {
@@ -546,7 +629,8 @@ function route() {
   const parts = pathPart.split('/').filter(Boolean).map(decodeURIComponent);
   document.querySelectorAll('nav a').forEach(a => a.classList.remove('active'));
   if (parts[0] === 'queue' && parts[1]) {
-    current = parts[2] === 'dead' ? deadPage(parts[1]) : queuePage(parts[1]);
+    const state = parts[2] === 'dead' ? 'dead' : parts[2] === 'jobs' ? (parts[3] || 'scheduled') : null;
+    current = state && STATES.some(([s]) => s === state) ? jobsPage(parts[1], state) : queuePage(parts[1]);
     document.getElementById('nav-queues').classList.add('active');
   } else if (parts[0] === 'job' && parts[1]) {
     current = jobPage(parts[1], parts[2] || '', params);

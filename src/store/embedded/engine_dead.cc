@@ -1,4 +1,4 @@
-// The dead-letter queue: how a job goes dead, listing, replay, purge, and the sweep of dead
+// The dead-letter queue: how a job goes dead, replay, purge, and the sweep of dead
 // jobs past their queue's dead_retention_ms.
 //
 // A dead job keeps its record in `jobs` (dead, with its attempts, last error and death time)
@@ -35,34 +35,6 @@ void EngineImpl::DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* 
   batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(*record));
   batch.Put(Cf::kDead, DeadIndexKey(q->name, now_ms, id), "");
   spdlog::warn("{}", errors::DeadJobWarning(q->name, id.ToString(), attempt, record->last_error));
-}
-
-Result<std::vector<Job>> EngineImpl::ListDead(std::string_view queue, int32_t limit) {
-  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  DELAYQ_RETURN_IF_ERROR(ValidateDeadListLimit(limit));
-  Op op(*this, Op::kReads);
-  DELAYQ_RETURN_IF_ERROR(op.status());
-  QueueState* q = FindQueueLocked(queue);
-  if (!q) return UnknownQueue(queue);
-  std::vector<Job> out;
-  auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(queue), QueuePrefixEnd(queue));
-  for (; cursor->Valid() && static_cast<int32_t>(out.size()) < limit; cursor->Next()) {
-    std::string_view name;
-    int64_t dead_at;
-    Ulid id;
-    if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
-      return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
-    }
-    std::string raw;
-    JobRecord record;
-    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), &raw));
-    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-    auto job = JobViewLocked(q, id, record);
-    if (!job.ok()) return job.status();
-    out.push_back(std::move(*job));
-  }
-  DELAYQ_RETURN_IF_ERROR(cursor->status());
-  return out;
 }
 
 Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const std::string> ids) {
@@ -135,7 +107,8 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
           std::string holder;
           Status s = storage_->Get(Cf::kKeys, IdemKey(queue, record.key), &holder);
           if (!s.ok() && s.code() != Code::kNotFound) return s;
-          record.key_indexed = s.code() == Code::kNotFound && claimed.insert(record.key).second;
+          const bool free = s.code() == Code::kNotFound || !HoldsKey(holder, now_ms);  // a kept key holds it too
+          record.key_indexed = free && claimed.insert(record.key).second;
           if (record.key_indexed) {
             batch->Put(Cf::kKeys, IdemKey(queue, record.key), id.Raw());
           } else {

@@ -27,6 +27,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     DeliveryToken delivery;
     int32_t max_attempts;
     bool key_indexed;
+    int64_t key_ttl_ms;
   };
   std::vector<Pick> picks;
   std::vector<DueKey> broken;
@@ -82,7 +83,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       d.key = std::move(record.key);
       d.lease_deadline_ms = deadline;
       out.push_back(std::move(d));
-      picks.push_back({it, delivery, record.max_attempts, record.key_indexed});
+      picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms});
     }
   }
   if (batch->Count() > 0) {
@@ -96,7 +97,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     q->ready.erase(p.it);
     --ready_entries_;
     AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline, deadline_mono_us,
-                                 out[i].key, p.key_indexed});
+                                 out[i].key, p.key_indexed, p.key_ttl_ms});
     ++q->counters.delivered;
     if (!info.redelivery) q->lateness.Record(now.wall_us - key.due_ms * 1000);
   }
@@ -240,17 +241,22 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const
     const Target& t = targets[i];
     std::string key;
     bool key_indexed;
+    int64_t key_ttl_ms;
     if (t.leased) {
       const Lease& lease = leases_.at(t.id);
       key = lease.idem_key;
       key_indexed = lease.key_indexed;
+      key_ttl_ms = lease.key_ttl_ms;
     } else {
       key = record.key;
       key_indexed = record.key_indexed;
+      key_ttl_ms = record.key_ttl_ms;
     }
     batch->Delete(Cf::kJobs, t.id.Raw());
     batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
-    if (key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, key));
+    if (key_indexed) {
+      ReleaseKeyLocked(queue, t.id, key, t.key.due_ms, key_ttl_ms, op.now().wall_ms(), *batch);
+    }
   }
   if (batch->Count() > 0) {
     Status s = op.Write(*batch);
@@ -375,7 +381,7 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
       q->ready.erase(t.key);
       --ready_entries_;
       AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline, deadline_mono_us,
-                                 record.key, record.key_indexed});
+                                 record.key, record.key_indexed, record.key_ttl_ms});
     }
     result.lease_deadline_ms = deadline;
   }

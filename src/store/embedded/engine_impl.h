@@ -105,6 +105,7 @@ struct QueueState {
   int64_t window_end = kNoBucket;  // last due bucket held whole in the window
   bool window_complete = true;     // no scheduled job beyond the window (window_end = kNoBucket)
   std::map<DueKey, ReadyInfo> ready;
+  std::set<DueKey> leased;              // reserved jobs, for listing (the leases are in leases_)
   std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
 
   int64_t live = 0;  // entries in the due index: scheduled + ready + reserved
@@ -132,6 +133,7 @@ struct Lease {
   int64_t deadline_mono_us = 0;  // monotonic: when it actually runs out
   std::string idem_key;          // the job's idempotency key
   bool key_indexed = false;
+  int64_t key_ttl_ms = 0;  // the job's EnqueueRequest::key_ttl_ms
 };
 
 struct Waiter {
@@ -163,7 +165,7 @@ class EngineImpl final : public Engine {
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
-  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
+  Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;
   Result<QueueStats> Stats(std::string_view queue) override;
@@ -290,6 +292,14 @@ class EngineImpl final : public Engine {
                              bool* have_record);
   Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
   Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
+  // The key of a job leaving for good (ack, cancel): deleted, or with a key_ttl_ms kept taken
+  // until now + key_ttl_ms (and up to two kept keys whose time ran out are deleted first, so
+  // they cannot pile up; a failed read only skips that). engine_jobs.cc.
+  void ReleaseKeyLocked(std::string_view queue, const Ulid& id, std::string_view key, int64_t due_ms,
+                        int64_t key_ttl_ms, int64_t now_ms, WriteBatch& batch);
+  // Whether the keys entry `value` holds its key at now_ms: a live job's, or a kept key not yet
+  // free.
+  static bool HoldsKey(std::string_view value, int64_t now_ms);
   void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt, int64_t now_ms,
                             WriteBatch& batch);
   Status WriteLocked(WriteBatch& batch, uint64_t* seq);

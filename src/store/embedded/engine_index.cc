@@ -134,6 +134,7 @@ void EngineImpl::AddLeaseLocked(Ulid id, Lease lease) {
   assert(!leases_.contains(id) && "a job has at most one live lease");
   lease_deadlines_.emplace(lease.deadline_mono_us, id);
   ++lease.queue->reserved;
+  lease.queue->leased.insert(lease.key);
   PokeMonoLocked(lease.deadline_mono_us);
   leases_.insert_or_assign(id, std::move(lease));
 }
@@ -143,6 +144,7 @@ void EngineImpl::RemoveLeaseLocked(const Ulid& id) {
   if (it == leases_.end()) return;
   lease_deadlines_.erase({it->second.deadline_mono_us, id});
   --it->second.queue->reserved;
+  it->second.queue->leased.erase(it->second.key);
   assert(it->second.queue->reserved >= 0);
   leases_.erase(it);
 }

@@ -1,5 +1,8 @@
 // Jobs on the embedded store: enqueue (one or a batch, planned and then applied), get, cancel,
-// reschedule. The Redis store's twin is redis_jobs.cc.
+// reschedule, and the keys they hold (kept after a job is done with key_ttl_ms). The Redis
+// store's twin is redis_jobs.cc.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "core/errors.h"
@@ -76,6 +79,15 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
       std::string existing;
       Status s = storage_->Get(Cf::kKeys, idem, &existing);
       if (!s.ok() && s.code() != Code::kNotFound) return s;
+      if (KeptKey kept; s.ok() && DecodeKeptKey(existing, &kept)) {
+        // Done, and its key still kept: a duplicate of the finished job, even with replace
+        // (the Lua twin is kEnqueueScript). Once free, the new job overwrites it.
+        if (kept.expiry_ms > now_ms) {
+          plan.results[i] = {kept.id.ToString(), kept.due_ms, true, false};
+          continue;
+        }
+        s = Status::NotFound("");
+      }
       JobRecord record;
       std::string raw;
       if (s.ok()) s = storage_->Get(Cf::kJobs, existing, &raw);
@@ -95,6 +107,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
         record.headers = r.headers;
         record.due_at_ms = dues[i];
         if (r.max_attempts) record.max_attempts = *r.max_attempts;
+        record.key_ttl_ms = r.key_ttl_ms;
         // Replaced: new content in the old job's place, so its attempts start again (the Lua
         // twin is kEnqueueScript).
         record.attempt = 0;
@@ -119,6 +132,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
     record.headers = r.headers;
     record.payload = r.payload;
     record.binary = r.binary;
+    record.key_ttl_ms = r.key_ttl_ms;
     DueKey key{dues[i], id};
     batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
     batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
@@ -154,6 +168,7 @@ Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, 
     Status s = storage_->Get(Cf::kKeys, IdemKey(q->name, ref.key), &raw);
     if (s.code() == Code::kNotFound) return errors::NoJobWithKey(q->name, ref.key);
     DELAYQ_RETURN_IF_ERROR(s);
+    if (raw.size() != 16) return errors::NoJobWithKey(q->name, ref.key);  // kept after its job was done
     *id = Ulid::FromRaw(raw);
   }
   Status s = storage_->Get(Cf::kJobs, id->Raw(), &raw);
@@ -235,7 +250,9 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
       batch->Delete(Cf::kDead, DeadIndexKey(queue, record.dead_at_ms, id));
     } else {
       batch->Delete(Cf::kDue, DueIndexKey(queue, key));
-      if (record.key_indexed) batch->Delete(Cf::kKeys, IdemKey(queue, record.key));
+      if (record.key_indexed) {
+        ReleaseKeyLocked(queue, id, record.key, record.due_at_ms, record.key_ttl_ms, op.now().wall_ms(), *batch);
+      }
     }
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (record.dead) {
@@ -282,6 +299,46 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
   }
   DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
+}
+
+bool EngineImpl::HoldsKey(std::string_view value, int64_t now_ms) {
+  KeptKey kept;
+  return !DecodeKeptKey(value, &kept) || kept.expiry_ms > now_ms;
+}
+
+void EngineImpl::ReleaseKeyLocked(std::string_view queue, const Ulid& id, std::string_view key, int64_t due_ms,
+                                  int64_t key_ttl_ms, int64_t now_ms, WriteBatch& batch) {
+  const std::string idem = IdemKey(queue, key);
+  if (key_ttl_ms <= 0) {
+    batch.Delete(Cf::kKeys, idem);
+    return;
+  }
+  // First up to two kept keys whose time ran out (before the new one is written: a sweep never
+  // deletes what this batch puts). Each kept key is deleted only if it is still the one its
+  // index entry names (the key may have been taken by a new job since).
+  std::string end = KeptKeyPrefix();
+  PutBigEndian64(&end, static_cast<uint64_t>(now_ms + 1));
+  auto cursor = storage_->Scan(Cf::kMeta, KeptKeyPrefix(), end);
+  for (int n = 0; cursor->Valid() && n < 2; cursor->Next(), ++n) {
+    const std::string_view entry = cursor->key();
+    const std::string_view rest = entry.substr(KeptKeyPrefix().size() + 8);
+    const size_t nul = rest.find('\0');
+    const int64_t expiry = static_cast<int64_t>(GetBigEndian64(entry.substr(KeptKeyPrefix().size(), 8)));
+    if (nul != std::string_view::npos) {
+      const std::string other = IdemKey(rest.substr(0, nul), rest.substr(nul + 1));
+      std::string value;
+      KeptKey kept;
+      if (other != idem && storage_->Get(Cf::kKeys, other, &value).ok() && DecodeKeptKey(value, &kept) &&
+          kept.expiry_ms == expiry) {
+        batch.Delete(Cf::kKeys, other);
+      }
+    }
+    batch.Delete(Cf::kMeta, entry);
+  }
+  if (!cursor->status().ok()) spdlog::warn("sweeping kept idempotency keys: {}", cursor->status().ToString());
+  const int64_t expiry = now_ms + key_ttl_ms;
+  batch.Put(Cf::kKeys, idem, EncodeKeptKey({id, due_ms, expiry}));
+  batch.Put(Cf::kMeta, KeptKeyIndex(expiry, queue, key), "");
 }
 
 }  // namespace delayq

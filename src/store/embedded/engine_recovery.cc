@@ -23,6 +23,7 @@ void EngineImpl::HealLocked(Deferred& deferred) {
     q->ready.clear();
     q->schedule.clear();
     q->live = q->reserved = q->dead = 0;
+    q->leased.clear();
     q->dead_floor_ms = q->dead_sweep_at_ms = kNoTime;
   }
   dead_sweeps_.clear();
@@ -111,8 +112,9 @@ Status EngineImpl::RecoverLocked() {
     }
     // The stored deadline is a wall-clock date; what is left of it runs on the monotonic clock.
     const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_us);
-    AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery,
-                                   p.due.lease_deadline_ms, now.mono_us + left_us, record.key, record.key_indexed});
+    AddLeaseLocked(p.key.id,
+                   Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery, p.due.lease_deadline_ms,
+                         now.mono_us + left_us, record.key, record.key_indexed, record.key_ttl_ms});
   }
 
   int64_t dead = 0;

@@ -21,7 +21,7 @@ std::string EncodeQueueMeta(const QueueMeta& m) {
   std::string out;
   ByteWriter w(&out);
   const QueueConfig& c = m.config;
-  w.U8(kRecordVersion);
+  w.U8(1);  // QueueMeta's own version (not the job record's)
   w.U8((m.has_config ? 1 : 0) | (m.paused ? 2 : 0));
   w.Varint(static_cast<uint64_t>(c.max_attempts));
   w.Varint(static_cast<uint64_t>(c.backoff.base_ms));

@@ -4,7 +4,10 @@
 //   due   queue \0 bucket(be64) id(16)             -> DueRecord   every live job
 //   dead  queue \0 dead_at_ms(be64) id(16)         -> ""          every dead job
 //   keys  queue \0 idempotency-key                 -> id(16)      live jobs with a key
+//                                                  or id(16) due(be64) expiry(be64): a key kept
+//                                                  taken after its job was done (key_ttl_ms)
 //   meta  "queue" \0 queue                         -> QueueMeta   stored config, paused flag
+//   meta  "keyttl" \0 expiry(be64) queue \0 key    -> ""          when each kept key is free
 //
 // Queue names never contain \0, so "queue \0" is an exact per-queue prefix, and big-endian
 // times make byte order equal time order.
@@ -97,6 +100,38 @@ inline bool ParseTimeIdKey(std::string_view k, std::string_view* queue, int64_t*
   *ms = static_cast<int64_t>(GetBigEndian64(k.substr(nul + 1, 8)));
   *id = Ulid::FromRaw(k.substr(nul + 9, 16));
   return true;
+}
+
+// A key kept taken after its job was done (EnqueueRequest::key_ttl_ms): the value of its keys
+// entry. A live job's entry is its 16-byte id; a kept key's is 32 bytes.
+struct KeptKey {
+  Ulid id;  // the job that was done
+  int64_t due_ms = 0;
+  int64_t expiry_ms = 0;  // free from this moment
+};
+inline constexpr size_t kKeptKeySize = 32;
+inline std::string EncodeKeptKey(const KeptKey& k) {
+  std::string v(k.id.Raw());
+  PutBigEndian64(&v, static_cast<uint64_t>(k.due_ms));
+  PutBigEndian64(&v, static_cast<uint64_t>(k.expiry_ms));
+  return v;
+}
+inline bool DecodeKeptKey(std::string_view v, KeptKey* k) {
+  if (v.size() != kKeptKeySize) return false;
+  k->id = Ulid::FromRaw(v.substr(0, 16));
+  k->due_ms = static_cast<int64_t>(GetBigEndian64(v.substr(16, 8)));
+  k->expiry_ms = static_cast<int64_t>(GetBigEndian64(v.substr(24, 8)));
+  return true;
+}
+// The meta entry that says when a kept key is free, ordered by that time.
+inline std::string KeptKeyPrefix() { return std::string("keyttl\0", 7); }
+inline std::string KeptKeyIndex(int64_t expiry_ms, std::string_view queue, std::string_view key) {
+  std::string k = KeptKeyPrefix();
+  PutBigEndian64(&k, static_cast<uint64_t>(expiry_ms));
+  k.append(queue);
+  k.push_back('\0');
+  k.append(key);
+  return k;
 }
 
 // The stored per-queue settings.

@@ -1,4 +1,4 @@
-// The dead-letter queue on the Redis store: listing, replay, purge. (The sweep of dead jobs past
+// The dead-letter queue on the Redis store: replay, purge. (The sweep of dead jobs past
 // their retention is the scheduler's: redis_scheduler.cc.) The twin of engine_dead.cc.
 #include <fmt/format.h>
 
@@ -11,33 +11,6 @@
 #include "store/redis/scripts.h"
 
 namespace delayq::redis {
-
-Result<std::vector<Job>> RedisQueue::ListDead(std::string_view queue_view, int32_t limit) {
-  DELAYQ_RETURN_IF_ERROR(ValidateDeadListLimit(limit));
-  auto info = Info(queue_view, false);
-  if (!info.ok()) return info.status();
-  const QueueView& q = *info;
-  std::vector<std::pair<int64_t, std::pair<int, std::string>>> dead;  // (dead_at, (shard, id))
-  for (int shard = 0; shard < q.shards; ++shard) {
-    const std::string key = ShardKeys(q.name, shard, q.shards)[kDeadKey];
-    auto v = Call(key, {"ZRANGE", key, "0", std::to_string(limit - 1), "WITHSCORES"});
-    if (!v.ok()) return v.status();
-    for (size_t i = 0; i + 1 < v->array.size(); i += 2) {
-      dead.push_back({v->array[i + 1].AsInt(), {shard, v->array[i].str}});
-    }
-  }
-  std::sort(dead.begin(), dead.end());
-  if (dead.size() > static_cast<size_t>(limit)) dead.resize(static_cast<size_t>(limit));
-  std::vector<Job> out;
-  for (const auto& [at, where] : dead) {
-    auto v = Run(kGetScript, q, where.first, {where.second, ""});
-    if (!v.ok()) return v.status();
-    if (v->is_nil()) continue;
-    auto job = ToJob(q.name, *v);
-    if (job.ok()) out.push_back(std::move(*job));
-  }
-  return out;
-}
 
 Result<int64_t> RedisQueue::ReplayDead(std::string_view queue_view, std::span<const std::string> ids) {
   for (size_t i = 0; i < ids.size(); ++i) {

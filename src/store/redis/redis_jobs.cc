@@ -44,6 +44,7 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
     record.headers = r.headers;
     record.payload = r.payload;
     record.binary = r.binary;
+    record.key_ttl_ms = r.key_ttl_ms;
     plan.members.push_back(i);
     plan.args.push_back(ids[i].ToString());
     plan.args.push_back(EncodeJobRecord(record));
@@ -58,6 +59,7 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
     plan.args.push_back(std::to_string(r.max_attempts.value_or(config.max_attempts)));
     plan.args.push_back(r.key);
     plan.args.push_back(r.replace ? "1" : "0");
+    plan.args.push_back(std::to_string(r.key_ttl_ms));
   }
   std::erase_if(plans, [](const ShardPlan& p) { return p.members.empty(); });
   for (ShardPlan& p : plans) p.args[1] = std::to_string(p.members.size());

@@ -85,7 +85,7 @@ class RedisQueue final : public Queue {
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
-  Result<std::vector<Job>> ListDead(std::string_view queue, int32_t limit) override;
+  Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;
   Result<QueueStats> Stats(std::string_view queue) override;

@@ -4,6 +4,7 @@
 // messages into earlier deadlines and ready notices. The twin of engine_scheduler.cc.
 #include <spdlog/spdlog.h>
 
+#include "core/errors.h"
 #include "core/validate.h"
 #include "store/redis/redis_common.h"
 #include "store/redis/redis_queue.h"
@@ -205,6 +206,15 @@ void RedisQueue::SchedulerLoop() {
     for (const auto& [name, shard, shards, retention] : reap) {
       auto v = Run(kReapScript, name, shard, shards, {std::to_string(kClaimIdleMs), std::to_string(kChunk)});
       if (!v.ok() || v->is_error() || v->array.size() < 3) continue;
+      // Exactly one server's reap sends a job dead, so each death is logged once, as on the
+      // embedded store.
+      if (v->array.size() > 4) {
+        for (const auto& d : v->array[4].array) {
+          if (d.array.size() < 3) continue;
+          spdlog::warn("{}", errors::DeadJobWarning(name, d.array[0].str, static_cast<int32_t>(d.array[1].AsInt()),
+                                                    d.array[2].str));
+        }
+      }
       std::lock_guard g(mu_);
       auto& q = queues_[name];
       if (q.next_lease.size() <= static_cast<size_t>(shard)) continue;

@@ -14,6 +14,7 @@ namespace {
 constexpr const char* kPreludeTemplate = R"LUA(
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local K_KEYTTL, K_KEPT = KEYS[13], KEYS[14]
 local GROUP = 'dq'
 
 local function now_us()
@@ -75,17 +76,55 @@ local function drop_entries(sids)
   redis.call('XDEL', K_READY, unpack(sids))
 end
 
-local function release_key(id, m)
+-- A key kept taken after its job was done (key_ttl_ms) is 'id|due|expiry' in K_KEYS (a live
+-- job's entry is its id) and has its expiry in K_KEPT. The C++ twin is KeptKey (embedded keys.h).
+local function kept_parse(v)
+  if not v then return nil end
+  local id, due, expiry = string.match(v, '^([^|]+)|(%d+)|(%d+)$')
+  if not id then return nil end
+  return id, tonumber(due), tonumber(expiry)
+end
+
+-- Who holds `key` at `now`: the live job's id, or the done job's id and due time while its key
+-- is kept; nil when the key is free.
+local function key_holder(key, now)
+  local v = redis.call('HGET', K_KEYS, key)
+  if not v then return nil end
+  local id, due, expiry = kept_parse(v)
+  if not id then return v end
+  if expiry > now then return id, due end
+  return nil
+end
+
+-- Releases the key of a job that leaves. With `now` (ack, cancel) and the job's key_ttl_ms, the
+-- key stays taken until now + key_ttl_ms; up to two kept keys whose time ran out go first, so
+-- they cannot pile up (the C++ twin is EngineImpl::ReleaseKeyLocked).
+local function release_key(id, m, now)
   if m.ki == '1' then
-    if redis.call('HGET', K_KEYS, m.key) == id then redis.call('HDEL', K_KEYS, m.key) end
+    if redis.call('HGET', K_KEYS, m.key) == id then
+      local ttl = now and tonumber(redis.call('HGET', K_KEYTTL, id) or '0') or 0
+      if ttl > 0 then
+        for _, k in ipairs(redis.call('ZRANGEBYSCORE', K_KEPT, '-inf', now, 'LIMIT', 0, 2)) do
+          local kid, _, expiry = kept_parse(redis.call('HGET', K_KEYS, k))
+          if kid and expiry <= now then redis.call('HDEL', K_KEYS, k) end
+          redis.call('ZREM', K_KEPT, k)
+        end
+        redis.call('HSET', K_KEYS, m.key, id .. '|' .. string.format('%d', m.due) .. '|' ..
+          string.format('%d', now + ttl))
+        redis.call('ZADD', K_KEPT, now + ttl, m.key)
+      else
+        redis.call('HDEL', K_KEYS, m.key)
+      end
+    end
     m.ki = '0'
   end
 end
 
--- Deletes every trace of a job (ack, cancel, purge).
-local function remove_job(id, m)
+-- Deletes every trace of a job (ack, cancel with `now`; purge).
+local function remove_job(id, m, now)
   leave_stream(m)
-  release_key(id, m)
+  release_key(id, m, now)
+  redis.call('HDEL', K_KEYTTL, id)
   redis.call('HDEL', K_JOBS, id)
   redis.call('HDEL', K_META, id)
   redis.call('HDEL', K_ERRORS, id)
@@ -181,7 +220,7 @@ local function resolve(a)
   local id = ARGV[a]
   if id == '' then
     id = redis.call('HGET', K_KEYS, ARGV[a + 1])
-    if not id then return nil, nil end
+    if not id or kept_parse(id) then return nil, nil end  -- kept after its job was done: no job
   end
   return id, meta_get(id)
 end
@@ -212,7 +251,8 @@ Script ProbeScript(std::string name, std::string_view body) {
   return Script{std::move(name), Prelude() + std::string(body)};
 }
 
-// ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1)
+// ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1,
+// key_ttl_ms)
 // Returns per job {id, due, duplicate, replaced}; errors "delayq:TOO_FAR:<i>:<now>" (a deliver_at
 // past max_delay_ms: the C++ side words it, with ResolveDue) and "delayq:CONFLICT:<i>:<id>",
 // before anything is written.
@@ -221,9 +261,9 @@ local max_delay, n = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
 local jobs, seen = {}, {}
 for i = 1, n do
-  local b = 2 + (i - 1) * 7
+  local b = 2 + (i - 1) * 8
   local j = { id = ARGV[b + 1], body = ARGV[b + 2], mode = ARGV[b + 3], value = tonumber(ARGV[b + 4]),
-              max = ARGV[b + 5], key = ARGV[b + 6], replace = ARGV[b + 7] == '1' }
+              max = ARGV[b + 5], key = ARGV[b + 6], replace = ARGV[b + 7] == '1', ttl = tonumber(ARGV[b + 8]) }
   j.due = now
   if j.mode == 'd' then
     j.due = now + j.value
@@ -239,6 +279,13 @@ for i = 1, n do
     else
       seen[j.key] = i
       local existing = redis.call('HGET', K_KEYS, j.key)
+      local kept_id, kept_due, kept_expiry = kept_parse(existing)
+      if kept_id then
+        -- Done, and its key still kept: a duplicate of the finished job, even with replace (the
+        -- C++ twin is EngineImpl::PlanEnqueueLocked). Once free, the new job overwrites it.
+        if kept_expiry > now then j.kept = { kept_id, kept_due } end
+        existing = nil
+      end
       if existing then
         local m = meta_get(existing)
         if m then
@@ -262,6 +309,8 @@ for i = 1, n do
   if j.dup_of then
     local o = out[j.dup_of]
     out[i] = { o[1], o[2], 1, 0 }
+  elseif j.kept then
+    out[i] = { j.kept[1], j.kept[2], 1, 0 }
   elseif j.existing and not j.replace then
     out[i] = { j.existing, j.meta.due, 1, 0 }
   else
@@ -277,9 +326,13 @@ for i = 1, n do
     else
       m = { due = 0, base = 0, attempt = 0, max = tonumber(j.max), delivery = '0', sid = '-',
             ki = (j.key ~= '' and '1' or '0'), key = j.key }
-      if j.key ~= '' then redis.call('HSET', K_KEYS, j.key, id) end
+      if j.key ~= '' then
+        redis.call('HSET', K_KEYS, j.key, id)
+        redis.call('ZREM', K_KEPT, j.key)  -- it may have overwritten a kept key whose time ran out
+      end
       added = added + 1
     end
+    if j.ttl > 0 then redis.call('HSET', K_KEYTTL, id, j.ttl) else redis.call('HDEL', K_KEYTTL, id) end
     bodies[#bodies + 1] = id
     bodies[#bodies + 1] = j.body
     m.due = j.due
@@ -341,7 +394,7 @@ const Script kCancelScript = Make("cancel", R"LUA(
 local id, m = resolve(1)
 if not m then return 'N' end
 if m.state == 'r' then return 'C' end
-remove_job(id, m)
+remove_job(id, m, math.floor(now_us() / 1000))
 return 'O'
 )LUA");
 
@@ -381,7 +434,7 @@ const Script kDeleteQueueScript = Make("delete_queue", R"LUA(
 local jobs = redis.call('HLEN', K_META)
 if jobs > 0 and ARGV[1] ~= '1' then return {0, jobs} end
 redis.call('UNLINK', K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD, K_KEYS, K_ERRORS, K_COUNTERS,
-  K_LATENESS, K_CONFIG)
+  K_LATENESS, K_CONFIG, K_KEYTTL, K_KEPT)
 return {1, jobs}
 )LUA");
 
@@ -390,7 +443,7 @@ const Script kGetScript = Make("get", R"LUA(
 local id = ARGV[1]
 if id == '' then
   id = redis.call('HGET', K_KEYS, ARGV[2])
-  if not id then return false end
+  if not id or kept_parse(id) then return false end
 end
 local meta = redis.call('HGET', K_META, id)
 if not meta then return false end

@@ -17,6 +17,9 @@
 //  11 dq:{q}:config    hash        the queue's config and "paused"
 //  12 dq:{q}:wake      (a pub/sub channel, not a key) "due <ms>" when a job becomes the
 //                      earliest, "ready" when jobs became ready
+//  13 dq:{q}:keyttl    hash        id -> key_ttl_ms        jobs enqueued with a key_ttl_ms
+//  14 dq:{q}:kept      sorted set  key -> expiry           keys kept taken after their job was
+//                                  done; their dq:{q}:keys entry is "id|due|expiry"
 //
 // Meta states: s scheduled (in due), q queued (in the stream, not leased), r reserved (in the
 // stream's pending list with a live lease), d dead.
@@ -56,6 +59,7 @@ extern const Script kDeleteQueueScript;
 extern const Script kGetScript;
 extern const Script kStatsScript;
 extern const Script kScheduleScript;
+extern const Script kBrowseScript;
 
 // A script: the shared prelude (scripts.cc: key names, meta_parse, backoff_ms, ...) then `body`.
 Script Make(const char* name, const char* body);

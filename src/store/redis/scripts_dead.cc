@@ -21,10 +21,11 @@ for _, id in ipairs(ids) do
     -- The key comes back unless a live job holds it now; then the job comes back without
     -- one. The C++ twin is EngineImpl::ReplayDead.
     if m.key ~= '' then
-      if redis.call('HGET', K_KEYS, m.key) then
+      if key_holder(m.key, now) then  -- a live job, or a done job's kept key
         m.key, m.ki = '', '0'
       else
         redis.call('HSET', K_KEYS, m.key, id)
+        redis.call('ZREM', K_KEPT, m.key)
         m.ki = '1'
       end
     end

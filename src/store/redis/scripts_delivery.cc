@@ -123,18 +123,21 @@ return out
 // ARGV: T, limit. Handles leases that ran out (the leases set holds each deadline): the last
 // attempt goes dead; others get idle time T, which makes XAUTOCLAIM in the next reserve claim
 // them, and the '_claim' flag tells reserve to look. Returns {handled, next_lease|-1, now,
-// first_dead|-1}.
+// first_dead|-1, {{id, attempt, last_error} of each job that went dead}}.
 const Script kReapScript = Make("reap", R"LUA(
 local T, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
 local requeued = 0
+local died = {}
 for _, id in ipairs(ids) do
   local m = meta_get(id)
   redis.call('ZREM', K_LEASES, id)
   if m and m.state == 'r' and m.sid ~= '-' then
     if m.attempt >= m.max then
-      go_dead(id, m, now, 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max))
+      local why = 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max)
+      go_dead(id, m, now, why)
+      died[#died + 1] = { id, m.attempt, why }
     elseif redis.call('XCLAIM', K_READY, GROUP, 'reaper', 0, m.sid, 'IDLE', T, 'JUSTID')[1] then
       m.state = 'q'  -- still pending (its receipt stays valid until another reserve claims it)
       meta_put(id, m)
@@ -148,7 +151,7 @@ if requeued > 0 then
   redis.call('PUBLISH', WAKE, 'ready')
 end
 local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
-return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1 }
+return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1, died }
 )LUA");
 
 // ARGV: n, then n x (id, token). Returns per receipt "O" (acked), "N" (no such job) or
@@ -160,6 +163,7 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[2 * i] end
 local found = redis.call('HMGET', K_META, unpack(ids))
 local out, acked, done, sids, gone = {}, 0, {}, {}, {}
+local now
 for i = 1, n do
   local id, token = ids[i], ARGV[2 * i + 1]
   local m = meta_parse(found[i])
@@ -171,7 +175,8 @@ for i = 1, n do
     -- A job with a live delivery is in the stream and the lease set, never the due or dead set.
     done[id] = true
     if m.sid ~= '-' then sids[#sids + 1] = m.sid end
-    release_key(id, m)
+    now = now or math.floor(now_us() / 1000)
+    release_key(id, m, now)
     gone[#gone + 1] = id
     acked = acked + 1
     out[i] = 'O'
@@ -182,6 +187,7 @@ if #gone > 0 then
   redis.call('HDEL', K_JOBS, unpack(gone))
   redis.call('HDEL', K_META, unpack(gone))
   redis.call('HDEL', K_ERRORS, unpack(gone))
+  redis.call('HDEL', K_KEYTTL, unpack(gone))
   redis.call('ZREM', K_LEASES, unpack(gone))
 end
 if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end

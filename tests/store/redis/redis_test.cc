@@ -179,6 +179,39 @@ TEST(RedisStore, KillNineOfAServerHoldingJobsRedeliversAfterTheLease) {
   EXPECT_EQ(again.size(), 20u);
 }
 
+// A lease that runs out on the last attempt sends the job dead, and one of the servers sharing
+// the Redis (the one whose reap did it) logs it as a warning, as the embedded store does.
+TEST(RedisStore, ALeaseRunOutOnTheLastAttemptIsLoggedOnceAsADeath) {
+  RedisServer redis;
+  ServerProcess a({"--store", redis.url()});
+  ServerProcess b({"--store", redis.url()});
+  auto c = a.NewClient();
+  EnqueueRequest r = Job("x");
+  r.max_attempts = 1;
+  auto e = c->Enqueue("mortal", r);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto held = c->Reserve("mortal", {.max = 1, .wait_ms = 0, .lease_ms = 1000});
+  ASSERT_TRUE(held.ok() && held->size() == 1);
+  // The reap runs at the lease deadline; the dead listing shows when it has.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto dead = c->ListDead("mortal", 1);
+    ASSERT_TRUE(dead.ok()) << dead.status().ToString();
+    if (!dead->empty()) break;
+    auto none = c->Reserve("mortal", {.max = 1, .wait_ms = 500});  // a wait on Redis, not a sleep
+    ASSERT_TRUE(none.ok() && none->empty());
+  }
+  ASSERT_EQ(a.Terminate(), 0);
+  ASSERT_EQ(b.Terminate(), 0);
+  const std::string want = "job " + e->id + " of queue \"mortal\" went dead after 1 attempt: lease expired";
+  auto count = [&](const std::string& log) {
+    int n = 0;
+    for (size_t at = log.find(want); at != std::string::npos; at = log.find(want, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(a.log()) + count(b.log()), 1) << a.log() << "\n---\n" << b.log();
+}
+
 // A config read (the scheduler reads every known queue's) that a SetConfig overtook must not
 // cache what it read: the reserve then used the old lease (seen once in the conformance suite
 // on a loaded fresh machine). The hook makes the SetConfig land inside the read.

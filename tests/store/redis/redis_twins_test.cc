@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <functional>
 #include <random>
 #include <set>
@@ -102,6 +104,53 @@ TEST(RedisMeta, TheScriptsReadFormatOneAndWriteFormatTwo) {
   ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
   EXPECT_EQ(MustCall(*q, {"HGET", meta_key, job->id}).str.rfind("2|r|", 0), 0u);
   EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+}
+
+// ------------------------------------------------------------------------------------------
+// Kept keys (key_ttl_ms)
+
+// A kept key is "id|due|expiry" in dq:{q}:keys with its expiry in dq:{q}:kept; each ack that
+// keeps a key first deletes up to two whose time ran out, so they cannot pile up (the C++ twin,
+// EngineImpl::ReleaseKeyLocked, does the same).
+TEST(RedisKeptKeys, AcksThatKeepAKeyDeleteTwoWhoseTimeRanOut) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("kept");
+  auto ack_with_ttl = [&](const std::string& key, int64_t ttl) {
+    EnqueueRequest r = Keyed(key);
+    r.when.delay_ms = std::nullopt;
+    r.key_ttl_ms = ttl;
+    ASSERT_TRUE(q->Enqueue(queue, r).ok());
+    auto got = q->Reserve(queue, {});
+    ASSERT_TRUE(got.ok() && got->size() == 1u);
+    ASSERT_TRUE(q->Ack(queue, (*got)[0].receipt).ok());
+  };
+  const std::string keys = "dq:{" + queue + "}:keys", kept = "dq:{" + queue + "}:kept";
+  // Five kept for 1 ms, by one ack script (so by one `now`: none is run out for the others).
+  std::vector<EnqueueRequest> batch;
+  for (int i = 0; i < 5; ++i) {
+    batch.push_back(Keyed("short-" + std::to_string(i)));
+    batch.back().when.delay_ms = std::nullopt;
+    batch.back().key_ttl_ms = 1;
+  }
+  ASSERT_TRUE(q->EnqueueBatch(queue, batch).ok());
+  auto got = q->Reserve(queue, {.max = 5});
+  ASSERT_TRUE(got.ok() && got->size() == 5u);
+  std::vector<std::string> receipts;
+  for (const auto& d : *got) receipts.push_back(d.receipt);
+  for (const Status& st : q->AckBatch(queue, receipts)) ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(MustCall(*q, {"ZCARD", kept}).AsInt(), 5);
+  const std::string value = MustCall(*q, {"HGET", keys, "short-0"}).str;
+  EXPECT_EQ(std::count(value.begin(), value.end(), '|'), 2) << value;
+  // Wait on Redis' clock (not a sleep): until the last short key's time ran out.
+  const int64_t expiry = std::stoll(MustCall(*q, {"ZSCORE", kept, "short-4"}).str);
+  for (int i = 0; i < 100'000; ++i) {
+    auto t = MustCall(*q, {"TIME"});
+    if (std::stoll(t.array[0].str) * 1000 + std::stoll(t.array[1].str) / 1000 >= expiry) break;
+  }
+  for (int i = 0; i < 3; ++i) ack_with_ttl("long-" + std::to_string(i), 600'000);
+  EXPECT_EQ(MustCall(*q, {"ZCARD", kept}).AsInt(), 3) << "2 + 2 + 1 run-out keys deleted";
+  EXPECT_EQ(MustCall(*q, {"HLEN", keys}).AsInt(), 3);
+  EXPECT_TRUE(MustCall(*q, {"HGET", keys, "short-3"}).is_nil());
 }
 
 // Data written by a newer delayq is refused, not misread: at open (dq:format), and by a script

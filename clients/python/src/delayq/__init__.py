@@ -5,7 +5,7 @@
     c.enqueue("orders", {"orderId": 42}, delay="30m", key="order-42")
     Worker(c, "orders", handle, concurrency=8).run()
 """
-from .client import BatchResult, Client, EnqueueResult, Job, JobInfo, NackResult, job_body
+from .client import BatchResult, Client, EnqueueResult, Job, JobInfo, JobPage, NackResult, job_body
 from .durations import to_ms
 from .errors import (Conflict, DelayqError, Forbidden, InvalidArgument, LeaseExpired, NotFound, Overloaded,
                      TooLarge, Unauthorized, Unavailable)
@@ -14,7 +14,7 @@ from .worker import Worker
 __version__ = "0.2.0"
 
 __all__ = [
-    "Client", "Worker", "Job", "JobInfo", "EnqueueResult", "NackResult", "BatchResult", "job_body", "to_ms",
+    "Client", "Worker", "Job", "JobInfo", "JobPage", "EnqueueResult", "NackResult", "BatchResult", "job_body", "to_ms",
     "DelayqError", "InvalidArgument", "TooLarge", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "LeaseExpired", "Overloaded", "Unavailable",
 ]

@@ -14,7 +14,7 @@ import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from .durations import Duration, to_ms
 from .errors import DelayqError, Unavailable, error_for
@@ -62,6 +62,14 @@ class JobInfo:
     last_error: Optional[str] = None
     lease_deadline: Optional[int] = None
     dead_at: Optional[int] = None
+
+
+@dataclass
+class JobPage:
+    """One page of a listing (Client.jobs): ``next_cursor`` is None on the last page."""
+
+    jobs: List[JobInfo]
+    next_cursor: Optional[str]
 
 
 @dataclass
@@ -124,7 +132,7 @@ def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[in
 def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
              deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
              headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
-             replace: bool = False) -> Dict[str, Any]:
+             replace: bool = False, key_ttl: Optional[Duration] = None) -> Dict[str, Any]:
     """The JSON object of one job, as enqueue and enqueue_batch send it. ``bytes`` payloads go
     as base64; anything else as its JSON value."""
     body: Dict[str, Any] = {}
@@ -141,6 +149,8 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
         body["max_attempts"] = max_attempts
     if replace:
         body["replace"] = True
+    if key_ttl is not None:
+        body["key_ttl_ms"] = to_ms(key_ttl, "key_ttl")
     return body
 
 
@@ -262,12 +272,13 @@ class Client:
     def enqueue(self, queue: str, payload: Any, *, delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
                 deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
                 headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
-                replace: bool = False) -> EnqueueResult:
+                replace: bool = False, key_ttl: Optional[Duration] = None) -> EnqueueResult:
         """Hands in one job, due after ``delay`` ("30m", ms, timedelta) or at ``deliver_at``
         (epoch ms, RFC 3339, aware datetime); due now without either. With a ``key`` naming a
-        live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it)."""
+        live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it).
+        ``key_ttl`` keeps the key taken that long after the job is acked or cancelled."""
         body = job_body(payload, delay=delay, delay_ms=delay_ms, deliver_at=deliver_at, key=key, headers=headers,
-                        max_attempts=max_attempts, replace=replace)
+                        max_attempts=max_attempts, replace=replace, key_ttl=key_ttl)
         r = self._call("POST", self._q(queue) + "/jobs", body)
         return EnqueueResult(r["id"], r["due_at"], r.get("duplicate", False), r.get("replaced", False))
 
@@ -380,9 +391,28 @@ class Client:
         self._call("DELETE", self._q(queue), query={"force": "true"} if force else None)
 
     def dead(self, queue: str, limit: int = 100) -> List[JobInfo]:
-        """Dead jobs, oldest death first."""
+        """The first ``limit`` dead jobs, oldest death first (``jobs(queue, "dead")`` pages on)."""
         r = self._call("GET", self._q(queue) + "/dead", query={"limit": limit})
         return [_job_info(j) for j in r["jobs"]]
+
+    def jobs(self, queue: str, state: str, *, limit: int = 100, cursor: Optional[str] = None) -> JobPage:
+        """One page of the queue's jobs in ``state`` ("scheduled", "ready", "reserved", "dead"):
+        pass ``page.next_cursor`` back as ``cursor`` until it is None."""
+        query: Dict[str, Any] = {"state": state, "limit": limit}
+        if cursor:
+            query["cursor"] = cursor
+        r = self._call("GET", self._q(queue) + "/jobs", query=query)
+        return JobPage([_job_info(j) for j in r["jobs"]], r.get("next_cursor"))
+
+    def iter_jobs(self, queue: str, state: str, *, page_size: int = 100) -> Iterator[JobInfo]:
+        """Every job of the queue in ``state``, a page at a time (see ``jobs``)."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.jobs(queue, state, limit=page_size, cursor=cursor)
+            yield from page.jobs
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     def replay(self, queue: str, ids: Optional[Sequence[str]] = None) -> int:
         """Makes dead jobs ready again (all of them without ``ids``), attempts reset to 0."""

@@ -1,0 +1,130 @@
+// The script of job browsing (Queue::ListJobs) on one shard. Read-only. The C++ side
+// (redis_browse.cc) merges the shards' pages.
+#include "store/redis/scripts.h"
+
+namespace delayq::redis {
+
+// ARGV: want ('s' scheduled, 'q' ready, 'r' reserved, 'd' dead), after_ms ('' = from the start),
+// after_tail (a job id for s/d, a stream sequence for q/r), inclusive ('1': (after_ms, after_tail)
+// itself is wanted too), limit, budget (stream entries to read at most), max_bytes.
+// Returns {done, last_ms, last_tail, rows}: done 1 when nothing is left after the last position
+// read, and each row {pos_ms, pos_tail, {the get script's row}}. Scheduled and dead jobs come in
+// (score, id) order from their sorted sets; ready ones in stream order (the order they became
+// ready); reserved ones in the order of the pending list (the same order).
+const Script kBrowseScript = Make("browse", R"LUA(
+local want, after_ms, after_tail = ARGV[1], ARGV[2], ARGV[3]
+local inclusive = ARGV[4] == '1'
+local limit, budget, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local now = math.floor(now_us() / 1000)
+local rows, bytes = {}, 0
+local last_ms, last_tail = after_ms, after_tail
+local function row(id, meta)
+  local body = redis.call('HGET', K_JOBS, id) or ''
+  bytes = bytes + #body
+  return { id, meta, body, redis.call('HGET', K_ERRORS, id) or '', redis.call('ZSCORE', K_LEASES, id) or '',
+           redis.call('ZSCORE', K_DEAD, id) or '', now }
+end
+local function full() return #rows >= limit or bytes >= max_bytes end
+local CHUNK = 200
+
+if want == 's' or want == 'd' then
+  local key = K_DUE
+  if want == 'd' then key = K_DEAD end
+  local function take(list)
+    for i = 1, #list, 2 do
+      local id, score = list[i], list[i + 1]
+      local meta = redis.call('HGET', K_META, id)
+      if meta then rows[#rows + 1] = { score, id, row(id, meta) } end
+      last_ms, last_tail = score, id
+      if full() then return false end
+    end
+    return true
+  end
+  local start = 0
+  if after_ms ~= '' then
+    -- Where the cursor's job stands when it is still there with that score; else skip the
+    -- members of the same score up to it.
+    local score = redis.call('ZSCORE', key, after_tail)
+    if score and tonumber(score) == tonumber(after_ms) then
+      start = redis.call('ZRANK', key, after_tail) + 1
+    else
+      local off = 0
+      while true do
+        local same = redis.call('ZRANGE', key, after_ms, after_ms, 'BYSCORE', 'LIMIT', off, CHUNK, 'WITHSCORES')
+        local later = {}
+        for i = 1, #same, 2 do
+          if same[i] > after_tail then
+            later[#later + 1] = same[i]
+            later[#later + 1] = same[i + 1]
+          end
+        end
+        if not take(later) then return { 0, last_ms, last_tail, rows } end
+        if #same < 2 * CHUNK then break end
+        off = off + CHUNK
+      end
+      start = redis.call('ZCOUNT', key, '-inf', after_ms)
+    end
+  end
+  while true do
+    local list = redis.call('ZRANGE', key, start, start + CHUNK - 1, 'WITHSCORES')
+    -- A full page may have taken the last member: the page after it is then empty.
+    if not take(list) then return { 0, last_ms, last_tail, rows } end
+    if #list < 2 * CHUNK then return { 1, last_ms, last_tail, rows } end
+    start = start + CHUNK
+  end
+end
+
+-- Ready and reserved: the stream (the pending list for reserved).
+local function split(eid)
+  local ms, seq = string.match(eid, '^(%d+)%-(%d+)$')
+  return ms, seq
+end
+local function state_of(id, eid)
+  local m = meta_get(id)
+  if not m or m.sid ~= eid then return nil end
+  if m.state == 'q' then return 'q', m end
+  if m.state == 'r' then
+    local lease = redis.call('ZSCORE', K_LEASES, id)
+    if lease and tonumber(lease) > now then return 'r', m end
+    return 'q', m
+  end
+  return nil
+end
+-- A shard that never had a ready job has no stream (nor its group, which XPENDING needs).
+if redis.call('EXISTS', K_READY) == 0 then return { 1, last_ms, last_tail, rows } end
+local start = '-'
+if after_ms ~= '' then
+  start = after_ms .. '-' .. after_tail
+  if not inclusive then start = '(' .. start end
+end
+local scanned = 0
+while true do
+  local entries = {}
+  local n = math.min(CHUNK, budget - scanned)
+  if want == 'r' then
+    for _, p in ipairs(redis.call('XPENDING', K_READY, GROUP, start, '+', n)) do
+      local e = redis.call('XRANGE', K_READY, p[1], p[1])
+      entries[#entries + 1] = e[1] or { p[1], {} }
+    end
+  else
+    entries = redis.call('XRANGE', K_READY, start, '+', 'COUNT', n)
+  end
+  for _, e in ipairs(entries) do
+    scanned = scanned + 1
+    local id = e[2][2]
+    last_ms, last_tail = split(e[1])
+    if id then
+      local state = state_of(id, e[1])
+      if state == want then
+        rows[#rows + 1] = { last_ms, last_tail, row(id, redis.call('HGET', K_META, id)) }
+        if full() then return { 0, last_ms, last_tail, rows } end
+      end
+    end
+  end
+  if #entries < n then return { 1, last_ms, last_tail, rows } end
+  if scanned >= budget then return { 0, last_ms, last_tail, rows } end
+  start = '(' .. entries[#entries][1]
+end
+)LUA");
+
+}  // namespace delayq::redis

@@ -1,0 +1,233 @@
+// The conformance suite, browsing (Queue::ListJobs): jobs by state, a page at a time, on every
+// store: order, cursors, errors, concurrent changes, and a restart between two pages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "conformance/helpers.h"
+#include "conformance/queue_conformance.h"
+
+namespace delayq::testing {
+namespace {
+
+// Every page of `state` with pages of `limit`, following the cursors to the end (a guard stops
+// a listing that would never end).
+std::vector<::delayq::Job> ListAll(Queue& q, const std::string& queue, JobState state, int32_t limit,
+                                   int* pages = nullptr) {
+  std::vector<::delayq::Job> all;
+  ListRequest request{state, limit, {}};
+  for (int i = 0; i < 10'000; ++i) {
+    auto page = q.ListJobs(queue, request);
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    if (!page.ok()) return all;
+    EXPECT_LE(page->jobs.size(), static_cast<size_t>(limit));
+    if (pages) ++*pages;
+    for (auto& j : page->jobs) {
+      EXPECT_EQ(j.state, state) << j.id;
+      all.push_back(std::move(j));
+    }
+    if (page->next_cursor.empty()) return all;
+    request.cursor = page->next_cursor;
+  }
+  ADD_FAILURE() << "the listing did not end";
+  return all;
+}
+
+std::vector<std::string> Ids(const std::vector<::delayq::Job>& jobs) {
+  std::vector<std::string> ids;
+  for (const auto& j : jobs) ids.push_back(j.id);
+  return ids;
+}
+
+// Asserts `jobs` holds each of `want` exactly once, in that order where the store orders.
+void ExpectListed(const QueueHarness& h, const std::vector<::delayq::Job>& jobs, std::vector<std::string> want) {
+  std::vector<std::string> got = Ids(jobs);
+  if (!h.ordered()) {
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+  }
+  EXPECT_EQ(got, want);
+}
+
+}  // namespace
+
+TEST_P(QueueConformance, ListJobsPagesThroughEachStateInItsOrder) {
+  const std::string queue = QueueName();
+  const int64_t unit = h_->unit_ms();
+  // Scheduled, enqueued latest-due first: the listing is by due time, not by creation.
+  std::vector<std::string> scheduled(23);
+  for (int i = 22; i >= 0; --i) {
+    scheduled[static_cast<size_t>(i)] = MustEnqueue(q(), queue, Job("s" + std::to_string(i), 100 * unit + i * 7)).id;
+  }
+  // Ready: due now, in creation order.
+  std::vector<std::string> ready;
+  for (int i = 0; i < 12; ++i) ready.push_back(MustEnqueue(q(), queue, Job("r" + std::to_string(i))).id);
+  StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 12; });
+
+  int pages = 0;
+  auto listed = ListAll(q(), queue, JobState::kScheduled, 5, &pages);
+  ExpectListed(*h_, listed, scheduled);
+  EXPECT_GE(pages, 5) << "23 jobs in pages of 5";
+  for (size_t i = 0; i + 1 < listed.size() && h_->ordered(); ++i)
+    EXPECT_LE(listed[i].due_at_ms, listed[i + 1].due_at_ms);
+  ASSERT_FALSE(listed.empty());
+  EXPECT_EQ(listed[0].payload.substr(0, 1), "s") << "listed jobs carry their payload";
+  ExpectListed(*h_, ListAll(q(), queue, JobState::kReady, 5), ready);
+
+  // Reserve 4: they move from ready to reserved, with their lease deadline.
+  auto got = MustReserve(q(), queue, 4);
+  ASSERT_EQ(got.size(), 4u);
+  std::vector<std::string> reserved;
+  for (const auto& d : got) reserved.push_back(d.id);
+  auto leased = ListAll(q(), queue, JobState::kReserved, 3);
+  ExpectListed(*h_, leased, reserved);
+  for (const auto& j : leased) EXPECT_GT(j.lease_deadline_ms, 0) << j.id;
+  auto still_ready = ListAll(q(), queue, JobState::kReady, 100);
+  EXPECT_EQ(still_ready.size(), 8u);
+  for (const auto& j : still_ready) EXPECT_EQ(std::count(reserved.begin(), reserved.end(), j.id), 0) << j.id;
+
+  // Dead, in the order they died.
+  std::vector<std::string> dead;
+  for (int i = 3; i >= 0; --i) {
+    auto n = q().Nack(queue, {got[static_cast<size_t>(i)].receipt, std::nullopt, "poison", true});
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    dead.push_back(got[static_cast<size_t>(i)].id);
+    h_->Advance(1);
+  }
+  auto died = ListAll(q(), queue, JobState::kDead, 2);
+  if (h_->exact_time()) {
+    ExpectListed(*h_, died, dead);
+  } else {  // deaths in one millisecond are listed by id
+    std::vector<std::string> got_ids = Ids(died), want = dead;
+    std::sort(got_ids.begin(), got_ids.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got_ids, want);
+  }
+  for (size_t i = 0; i + 1 < died.size(); ++i) EXPECT_LE(died[i].dead_at_ms, died[i + 1].dead_at_ms);
+  EXPECT_TRUE(ListAll(q(), queue, JobState::kReserved, 10).empty());
+  // The dead list's first page is the listing's.
+  auto first = q().ListDead(queue, 2);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(died.size(), 4u);
+  EXPECT_EQ(Ids(*first), (std::vector<std::string>{died[0].id, died[1].id}));
+}
+
+TEST_P(QueueConformance, ListJobsRefusesBadLimitsAndCursorsAndCreatesNoQueue) {
+  const std::string queue = QueueName();
+  EXPECT_EQ(q().ListJobs(queue, {JobState::kScheduled, 10, {}}).code(), Code::kNotFound);
+  EXPECT_EQ(q().Stats(queue).code(), Code::kNotFound) << "a listing created the queue";
+  for (int i = 0; i < 3; ++i) MustEnqueue(q(), queue, Job("x", 100 * h_->unit_ms() + i));
+  for (int32_t limit : {0, -1, Limits::kMaxListPage + 1}) {
+    auto r = q().ListJobs(queue, {JobState::kScheduled, limit, {}});
+    EXPECT_EQ(r.code(), Code::kInvalidArgument) << limit;
+    EXPECT_NE(r.status().message().find("limit"), std::string::npos) << r.status().ToString();
+  }
+  auto page = q().ListJobs(queue, {JobState::kScheduled, 1, {}});
+  ASSERT_TRUE(page.ok());
+  ASSERT_FALSE(page->next_cursor.empty());
+  // The cursor of one state is refused by another, naming both.
+  auto other = q().ListJobs(queue, {JobState::kDead, 1, page->next_cursor});
+  EXPECT_EQ(other.code(), Code::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("scheduled"), std::string::npos) << other.status().ToString();
+  const std::string hostile[] = {"x",
+                                 "scheduled",
+                                 "scheduled.",
+                                 "scheduled.1.",
+                                 "scheduled.-5.01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                                 "scheduled.99999999999999999999999.01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                                 "scheduled.1.not a ulid",
+                                 "scheduled.1.ILLEGALULIDILLEGALULIDILLEG",
+                                 "scheduled.1.01ARZ3NDEKTSV4RRFFQ69G5FAV\n",
+                                 std::string("scheduled.1.01ARZ3NDEK\0TSV4RRFFQ69G5FAV", 38),
+                                 "nosuchstate.1.01ARZ3NDEKTSV4RRFFQ69G5FAV",
+                                 std::string(5000, 'a'),
+                                 "ready.1.2_99999",
+                                 "scheduled.1." + std::string(41, '0')};
+  for (const auto& cursor : hostile) {
+    JobState state = cursor.starts_with("ready") ? JobState::kReady : JobState::kScheduled;
+    auto r = q().ListJobs(queue, {state, 10, cursor});
+    EXPECT_EQ(r.code(), Code::kInvalidArgument) << cursor << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find("cursor"), std::string::npos) << r.status().ToString();
+    EXPECT_LT(r.status().message().size(), 400u) << "the error echoes at most a bounded part of the cursor";
+  }
+  EXPECT_EQ(MustStats(q(), queue).scheduled, 3) << "nothing changed";
+}
+
+// While other clients enqueue, cancel, reserve and ack in the same queue, and others send bad
+// cursors, a listing of jobs that stay scheduled throughout lists each of them exactly once.
+TEST_P(QueueConformance, AListingUnderConcurrentChangesListsEveryStableJobOnce) {
+  const std::string queue = QueueName();
+  const int64_t far = 1000 * h_->unit_ms();
+  std::set<std::string> stable;
+  for (int i = 0; i < 150; ++i) stable.insert(MustEnqueue(q(), queue, Job("stable", far + i * 3)).id);
+  std::atomic<bool> stop{false};
+  std::atomic<int> churned{0}, refused{0};
+  std::thread churn([&] {
+    for (int i = 0; !stop; ++i) {
+      // Jobs that come and go among the stable ones, and ready ones reserved and acked.
+      auto e = q().Enqueue(queue, Job("churn", far + (i % 150) * 3 + 1));
+      if (e.ok()) {
+        EXPECT_TRUE(q().Cancel(queue, JobRef::ById(e->id)).ok());
+      }
+      auto r = q().Enqueue(queue, Job("now"));
+      if (!r.ok()) {
+        ADD_FAILURE() << r.status().ToString();
+        churned = 1 << 20;  // lets the listing start: the test has failed
+        return;
+      }
+      ReserveRequest rr;
+      rr.max = 5;
+      auto got = q().Reserve(queue, rr);
+      if (got.ok()) {
+        for (const auto& d : *got) EXPECT_TRUE(q().Ack(queue, d.receipt).ok());
+      }
+      ++churned;
+    }
+  });
+  std::thread hostile([&] {
+    for (int i = 0; !stop; ++i) {
+      auto r = q().ListJobs(queue, {JobState::kScheduled, 3, "scheduled.1." + std::to_string(i)});
+      EXPECT_EQ(r.code(), Code::kInvalidArgument);
+      ++refused;
+    }
+  });
+  // The listing starts once both are under way (and they go on until it ends).
+  while (churned < 5 || refused < 5) std::this_thread::yield();
+  std::vector<::delayq::Job> listed;
+  for (int round = 0; round < 3; ++round) {
+    listed = ListAll(q(), queue, JobState::kScheduled, 7);
+    std::map<std::string, int> seen;
+    for (const auto& j : listed) ++seen[j.id];
+    for (const auto& id : stable) EXPECT_EQ(seen[id], 1) << "stable job " << id << " in round " << round;
+    for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << "listed twice: " << id;
+  }
+  stop = true;
+  churn.join();
+  hostile.join();
+}
+
+// A cursor is a position in the store, so it holds across a restart of the store (or server).
+TEST_P(QueueConformance, ACursorStillWorksAfterARestart) {
+  const std::string queue = QueueName();
+  std::vector<std::string> want;
+  for (int i = 0; i < 9; ++i) want.push_back(MustEnqueue(q(), queue, Job("p", 100 * h_->unit_ms() + i)).id);
+  auto first = q().ListJobs(queue, {JobState::kScheduled, 4, {}});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->jobs.size(), 4u);
+  h_->Restart();
+  std::vector<::delayq::Job> all = first->jobs;
+  ListRequest next{JobState::kScheduled, 4, first->next_cursor};
+  while (!next.cursor.empty()) {
+    auto page = q().ListJobs(queue, next);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    all.insert(all.end(), page->jobs.begin(), page->jobs.end());
+    next.cursor = page->next_cursor;
+  }
+  ExpectListed(*h_, all, want);
+}
+
+}  // namespace delayq::testing
