@@ -22,9 +22,11 @@ build: deps
 run: build
 	@./$(BUILD)/delayq serve --listen $${DELAYQ_LISTEN:-127.0.0.1:7070} --data $${DELAYQ_DATA:-./delayq-data}
 
-# promtool (for the alert-rule tests) comes out of Debian's prometheus package: scripts/promtool.sh.
+# promtool (for the alert-rule tests) comes out of Debian's prometheus package: scripts/promtool.sh;
+# the OpenAPI validators from npm: scripts/openapi-tools.sh. Both are fetched once, into a cache.
 test: build
 	@./scripts/promtool.sh --version >/dev/null
+	@./scripts/openapi-tools.sh >/dev/null
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs both). The history

@@ -10,6 +10,7 @@
 // a key); reads are sent once more. Thread-safe; connections are pooled and kept alive.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,12 +19,26 @@
 
 namespace delayq {
 
+// One request the Client made and the server's answer (ClientOptions::on_answer).
+struct HttpExchange {
+  std::string_view method;        // GET, POST, ...
+  std::string_view target;        // path and query, as sent
+  std::string_view request_body;  // empty for none
+  int status = 0;
+  std::string_view body;  // the answer's body
+};
+
 struct ClientOptions {
   std::string auth_token;       // sent as "Authorization: Bearer <token>" when not empty
   int64_t timeout_ms = 30'000;  // per request (a waiting reserve adds its wait_ms)
   // https:// only: trust the CAs in this PEM file instead of the system's. The server's
   // certificate must name the URL's host (DNS name or IP address) either way.
   std::string tls_ca_file;
+  // Called with every answer the server gave (any status; not for requests that got none), on
+  // the thread that made the request, before the call returns. For logging, or for tests that
+  // check the answers against docs/openapi.yaml. It must not use the Client; the views last
+  // only for the call.
+  std::function<void(const HttpExchange&)> on_answer;
 };
 
 class Client : public Queue {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "cli/cli_common.h"
+#include "cli/config_file.h"
 #include "cli/exit_codes.h"
 #include "core/version.h"
 
@@ -72,12 +73,16 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
     if (std::string_view(argv[i]) == "--json") SetJsonErrors(true);
   }
+  LoadedConfig config_file;
+  if (Status s = LoadServeConfigFile(*app.get_subcommand("serve"), argc, argv, &config_file); !s.ok()) return Fail(s);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::string message = TypoHint(app, argc, argv);
-    if (message.empty()) message = fmt::format("{}; see `delayq --help`", e.what());
+    if (message.empty()) {
+      message = fmt::format("{}{}; see `delayq --help`", e.what(), ConfigFileNote(config_file, e.what()));
+    }
     return Fail(Status::InvalidArgument(message));
   }
   return rc;

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "cli/cli_common.h"
+#include "cli/config_file.h"
 #include "delayq/engine.h"
 
 namespace delayq::cli {
@@ -71,10 +72,14 @@ void AddServeCommand(CLI::App& app, int& rc) {
                 "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 60'000));
+  AddConfigFileOption(s);
   // Every flag of serve can come from the environment too: --max-body-memory is
   // DELAYQ_MAX_BODY_MEMORY (for systemd's Environment= and containers). The flag wins.
   for (CLI::Option* option : s->get_options()) {
-    if (option->get_lnames().empty() || !option->get_envname().empty() || option->get_lnames()[0] == "help") continue;
+    if (option->get_lnames().empty() || !option->get_envname().empty() || option->get_lnames()[0] == "help" ||
+        option->get_lnames()[0] == "config") {
+      continue;
+    }
     std::string env = "DELAYQ_";
     for (char c : option->get_lnames()[0]) env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
     option->envname(env);

@@ -28,7 +28,8 @@ using client::UrlEncode;
 
 class HttpClient final : public Client {
  public:
-  explicit HttpClient(std::unique_ptr<HttpConnectionPool> pool) : pool_(std::move(pool)) {}
+  HttpClient(std::unique_ptr<HttpConnectionPool> pool, std::function<void(const HttpExchange&)> on_answer)
+      : pool_(std::move(pool)), on_answer_(std::move(on_answer)) {}
 
   ~HttpClient() override {
     std::unique_lock lock(mu_);
@@ -37,7 +38,7 @@ class HttpClient final : public Client {
   }
 
   Status Ping() override {
-    auto r = pool_->Request("GET", "/healthz", "");
+    auto r = Send("GET", "/healthz", "");
     if (!r.ok()) return r.status();
     if (r->status != 200) return wire::ParseErrorResponse(r->status, r->body);
     return Status::Ok();
@@ -45,14 +46,14 @@ class HttpClient final : public Client {
 
   // GET /readyz: the server's own view of its store.
   Status Health() override {
-    auto r = pool_->Request("GET", "/readyz", "");
+    auto r = Send("GET", "/readyz", "");
     if (!r.ok()) return r.status();
     if (r->status != 200) return wire::ParseErrorResponse(r->status, r->body);
     return Status::Ok();
   }
 
   Result<std::string> Metrics() override {
-    auto r = pool_->Request("GET", "/metrics", "");
+    auto r = Send("GET", "/metrics", "");
     if (!r.ok()) return r.status();
     if (r->status != 200) return wire::ParseErrorResponse(r->status, r->body);
     return std::move(r->body);
@@ -252,9 +253,17 @@ class HttpClient final : public Client {
   // A request whose non-2xx answers become the server's Status.
   Result<HttpResult> Call(std::string_view method, const std::string& target, std::string_view body,
                           int64_t timeout_ms = 0, client::RequestCancel* cancel = nullptr) {
-    auto r = pool_->Request(method, target, body, timeout_ms, cancel);
+    auto r = Send(method, target, body, timeout_ms, cancel);
     if (!r.ok()) return r.status();
     if (r->status < 200 || r->status >= 300) return wire::ParseErrorResponse(r->status, r->body);
+    return r;
+  }
+
+  // Every request goes through here, so on_answer sees each answer.
+  Result<HttpResult> Send(std::string_view method, const std::string& target, std::string_view body,
+                          int64_t timeout_ms = 0, client::RequestCancel* cancel = nullptr) {
+    auto r = pool_->Request(method, target, body, timeout_ms, cancel);
+    if (r.ok() && on_answer_) on_answer_({method, target, body, r->status, r->body});
     return r;
   }
 
@@ -268,6 +277,7 @@ class HttpClient final : public Client {
   }
 
   std::unique_ptr<HttpConnectionPool> pool_;
+  const std::function<void(const HttpExchange&)> on_answer_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_handle_ = 1;
@@ -279,7 +289,7 @@ class HttpClient final : public Client {
 Result<std::unique_ptr<Client>> Client::Connect(std::string_view url, ClientOptions options) {
   auto pool = client::HttpConnectionPool::Create(url, options.auth_token, options.timeout_ms, options.tls_ca_file);
   if (!pool.ok()) return pool.status();
-  return std::unique_ptr<Client>(std::make_unique<HttpClient>(std::move(*pool)));
+  return std::unique_ptr<Client>(std::make_unique<HttpClient>(std::move(*pool), std::move(options.on_answer)));
 }
 
 }  // namespace delayq

@@ -24,6 +24,7 @@ HttpResponse Pause(Context& c, const Call& call);
 HttpResponse Resume(Context& c, const Call& call);
 HttpResponse Schedule(Context& c, const Call& call);
 HttpResponse DeadList(Context& c, const Call& call);
+HttpResponse OpenApiJson(Context& c, const Call& call);
 HttpResponse ListJobs(Context& c, const Call& call);  // GET /jobs?state=S (GetJob hands it over)
 HttpResponse DeadPurge(Context& c, const Call& call);
 HttpResponse DeadReplay(Context& c, const Call& call);

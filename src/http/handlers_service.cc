@@ -21,6 +21,14 @@ HttpResponse Dashboard(Context& c, const Call&) {
   return r;
 }
 
+extern const char kOpenApiJson[];  // generated from docs/openapi.yaml (src/http/CMakeLists.txt)
+
+HttpResponse OpenApiJson(Context&, const Call&) {
+  HttpResponse r = JsonResponse(200, kOpenApiJson);
+  r.headers.emplace_back("Cache-Control", "no-cache");
+  return r;
+}
+
 HttpResponse Healthz(Context&, const Call&) { return JsonResponse(200, R"({"status":"ok"})"); }
 
 HttpResponse VersionJson(Context& c, const Call&) {

@@ -14,6 +14,7 @@ constexpr RouteSpec kRoutes[] = {
     {"GET", "/healthz", "the process is up", Healthz, nullptr, true},
     {"GET", "/readyz", "the store is open and can serve", Readyz, nullptr, true},
     {"GET", "/metrics", "Prometheus text", MetricsText},
+    {"GET", "/openapi.json", "this API as an OpenAPI 3.1 document (docs/openapi.yaml)", OpenApiJson},
     {"GET", "/v1/version", "the server's version, commit, store and durability", VersionJson},
     {"GET", "/v1/history", "recent stats of every queue, for the dashboard's charts (?queue=Q, repeated)", HistoryJson,
      nullptr, false, "queue"},

@@ -617,6 +617,44 @@ TEST(ApiAuth, BearerTokenOnEverythingButHealthz) {
 
 // The route table is the one list of routes: docs/http-api.md's table lists each of them, and
 // nothing else, and the dispatch answers each one (never "no such route").
+// GET /openapi.json answers docs/openapi.yaml, and it names every route the server answers with
+// its query parameters, and nothing else (tests/openapi checks the schemas against the answers).
+TEST_F(ApiTest, OpenApiNamesEveryRouteWithItsQueryParametersAndNothingElse) {
+  auto r = Call("GET", "/openapi.json");
+  ASSERT_EQ(r.status, 200);
+  const json doc = json::parse(r.body, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_EQ(doc["openapi"], "3.1.0");
+  EXPECT_EQ(doc["info"]["version"], Version()) << "the build writes the project's version in";
+  std::set<std::string> routes;
+  for (const auto& route : http::Routes()) {
+    std::string method(route.method);
+    for (char& ch : method) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string pattern(route.pattern);
+    routes.insert(method + " " + pattern);
+    ASSERT_TRUE(doc["paths"].contains(pattern)) << pattern << " is not in docs/openapi.yaml";
+    ASSERT_TRUE(doc["paths"][pattern].contains(method))
+        << route.method << " " << pattern << " is not in docs/openapi.yaml";
+    std::set<std::string> documented, taken;
+    for (const auto& p : doc["paths"][pattern][method].value("parameters", json::array())) {
+      json param = p;
+      if (p.contains("$ref")) {  // "#/components/parameters/X"
+        const std::string ref = p["$ref"];
+        param = doc["components"]["parameters"][ref.substr(ref.rfind('/') + 1)];
+      }
+      if (param["in"] == "query") documented.insert(param["name"]);
+    }
+    for (std::string_view q : http::QueryParams(route)) taken.insert(std::string(q));
+    EXPECT_EQ(documented, taken) << route.method << " " << pattern << ": query parameters";
+  }
+  for (const auto& [path, item] : doc["paths"].items()) {
+    for (const auto& [method, op] : item.items()) {
+      if (method == "parameters") continue;
+      EXPECT_TRUE(routes.contains(method + " " + path)) << method << " " << path << " is documented but not a route";
+    }
+  }
+}
+
 TEST(ApiRoutes, EveryRouteIsDocumentedAndAnswered) {
   using http::MatchRoute, http::RouteMatch, http::RouteName, http::Routes, http::Target;
   const std::string doc = ReadFile(std::string(DELAYQ_DOCS_DIR) + "/http-api.md");

@@ -137,6 +137,61 @@ TEST_F(CliTest, JobsLsBrowsesAStateAPageAtATime) {
   EXPECT_NE(dead.out.find("no dead jobs"), std::string::npos) << dead.out;
 }
 
+// `serve --config FILE` reads serve's options from TOML; a flag wins over its DELAYQ_* variable,
+// which wins over the file; an unknown key, a bad value, a table, a TOML syntax error or a missing
+// file stops serve with exit 2 and a message naming the file, line and key.
+TEST(CliConfigFile, TomlSetsServeOptionsUnderFlagsAndEnvironment) {
+  TempDir dir;
+  const std::string file = dir.Sub("delayq.toml");
+  std::ofstream(file) << "# delayq serve\nmax_queues = 1\naccess-log = true\nallowed-hosts = [\"a.internal\", "
+                         "\"b.internal\"]\n";
+  {
+    ServerProcess server({"--config", file});
+    auto c = server.NewClient();
+    EnqueueRequest job;
+    job.payload = "1";
+    ASSERT_TRUE(c->Enqueue("first", job).ok());
+    EXPECT_EQ(c->Enqueue("second", job).code(), Code::kResourceExhausted) << "max_queues = 1 from the file";
+  }
+  {  // The example in packaging/ loads (its listen and data give way to the flags).
+    ServerProcess example({"--config", std::string(DELAYQ_SOURCE_DIR) + "/packaging/delayq.toml"});
+    EXPECT_TRUE(example.NewClient()->Ping().ok());
+  }
+  // Which listen address serve refuses (no token beyond loopback) shows which source won.
+  std::ofstream(file) << "listen = \"0.0.0.0:1\"\n";
+  const std::vector<std::string> serve = {DELAYQ_BIN, "serve", "--data", dir.Sub("d"), "--config", file};
+  RunResult from_file = RunProcess(serve);
+  EXPECT_EQ(from_file.exit_code, 2) << from_file.err;
+  EXPECT_NE(from_file.err.find("0.0.0.0:1"), std::string::npos) << from_file.err;
+  RunResult from_env = RunProcess(serve, {{"DELAYQ_LISTEN", "0.0.0.0:2"}});
+  EXPECT_NE(from_env.err.find("0.0.0.0:2"), std::string::npos) << "the variable wins over the file: " << from_env.err;
+  std::vector<std::string> with_flag = serve;
+  with_flag.insert(with_flag.end(), {"--listen", "0.0.0.0:3"});
+  RunResult from_flag = RunProcess(with_flag, {{"DELAYQ_LISTEN", "0.0.0.0:2"}});
+  EXPECT_NE(from_flag.err.find("0.0.0.0:3"), std::string::npos) << "the flag wins: " << from_flag.err;
+  RunResult via_env = RunProcess({DELAYQ_BIN, "serve", "--data", dir.Sub("d")}, {{"DELAYQ_CONFIG", file}});
+  EXPECT_NE(via_env.err.find("0.0.0.0:1"), std::string::npos) << "DELAYQ_CONFIG names the file: " << via_env.err;
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"max-queue = 5\n", R"(delayq.toml:1:1: unknown key "max-queue" (did you mean "max-queues"?))"},
+      {"\n\nmax-queues = \"many\"\n", "(set by " + file + ":3:1: max-queues)"},
+      {"max-queues = 5\nlisten = \n", "delayq.toml:2:"},
+      {"[serve]\nlisten = \"127.0.0.1:0\"\n", "[serve] is a table"},
+      {"listen = 1979-05-27\n", "listen is a date"},
+      {"config = \"other.toml\"\n", R"(unknown key "config")"},
+      {std::string("listen = \"\0\"\n", 13), "delayq.toml:1:"},
+  };
+  for (const auto& [content, mention] : bad) {
+    std::ofstream(file, std::ios::trunc) << content;
+    RunResult r = RunProcess(serve);
+    EXPECT_EQ(r.exit_code, 2) << content << ": " << r.err;
+    EXPECT_NE(r.err.find(mention), std::string::npos) << content << ": " << r.err;
+  }
+  RunResult missing = RunProcess({DELAYQ_BIN, "serve", "--config", dir.Sub("nope.toml")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("nope.toml"), std::string::npos) << missing.err;
+}
+
 // --log-format json: every line of the server's log is one JSON object with a UTC time; the
 // access log has one line per answered request; a job going dead is a warning; --log-level
 // filters (and DELAYQ_* variables set serve's flags).

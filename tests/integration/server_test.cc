@@ -19,6 +19,7 @@
 #include "conformance/queue_conformance.h"
 #include "delayq/clock.h"
 #include "integration/server_fixture.h"
+#include "support/answer_recorder.h"
 #include "support/raw_http.h"
 
 namespace delayq::testing {
@@ -32,13 +33,13 @@ ServerProcess& SharedServer() {
 
 class ClientHarness : public QueueHarness {
  public:
-  ClientHarness() : client_(SharedServer().NewClient()) {}
+  ClientHarness() : client_(SharedServer().NewClient(RecordingOptions())) {}
   // The shared server, killed and started again on its data directory and port.
   void Restart() override {
     client_.reset();
     SharedServer().Kill();
     SharedServer().Restart();
-    client_ = SharedServer().NewClient();
+    client_ = SharedServer().NewClient(RecordingOptions());
   }
   Queue& queue() override { return *client_; }
   int64_t NowMs() override { return SystemClock().NowMs(); }
