@@ -210,6 +210,32 @@ TEST_P(QueueConformance, AListingUnderConcurrentChangesListsEveryStableJobOnce) 
   hostile.join();
 }
 
+// A listing of a few jobs among very many of another state still ends with each of them: pages
+// that read a store's scan budget without a match come back short (even empty) with a cursor.
+TEST_P(QueueConformance, AListingOfAFewAmongManyOfAnotherStateFindsEachOfThem) {
+  const std::string queue = QueueName();
+  constexpr int kMany = 5'500;  // past each store's budget for one page (5 000 entries read)
+  std::vector<EnqueueRequest> batch(1000, Job("many"));
+  for (int i = 0; i < kMany / 1000; ++i) ASSERT_TRUE(q().EnqueueBatch(queue, batch).ok());
+  ASSERT_TRUE(q().EnqueueBatch(queue, std::vector<EnqueueRequest>(kMany % 1000, Job("many"))).ok());
+  const EnqueueResult later = MustEnqueue(q(), queue, Job("later", 100 * h_->unit_ms()));
+  StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == kMany; });
+  // One scheduled job behind thousands of ready ones (in the embedded store's due index).
+  auto scheduled = ListAll(q(), queue, JobState::kScheduled, 10);
+  ASSERT_EQ(scheduled.size(), 1u);
+  EXPECT_EQ(scheduled[0].id, later.id);
+  // Reserve all but one: one ready job behind thousands of reserved ones (in Redis' stream).
+  int reserved = 0;
+  while (reserved < kMany - 1) {
+    reserved += static_cast<int>(MustReserve(q(), queue, std::min(1000, kMany - 1 - reserved), 600'000).size());
+  }
+  auto ready = ListAll(q(), queue, JobState::kReady, 10);
+  EXPECT_EQ(ready.size(), 1u);
+  int pages = 0;
+  EXPECT_EQ(ListAll(q(), queue, JobState::kReserved, 1000, &pages).size(), static_cast<size_t>(kMany - 1));
+  EXPECT_GE(pages, (kMany - 1) / 1000);
+}
+
 // A cursor is a position in the store, so it holds across a restart of the store (or server).
 TEST_P(QueueConformance, ACursorStillWorksAfterARestart) {
   const std::string queue = QueueName();

@@ -16,7 +16,7 @@
 namespace delayq {
 namespace {
 
-constexpr size_t kScanBudget = 20'000;
+constexpr size_t kScanBudget = 5'000;
 
 PageCursor At(int64_t ms, const Ulid& id) { return {ms, id.ToString()}; }
 
@@ -113,7 +113,10 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
     }
     case JobState::kScheduled: {
       // Whole buckets from the cursor's, each sorted by (due, id); only entries after the cursor.
-      const int64_t first_bucket = after ? DueBucket(after->due_ms) : 0;
+      // A cursor at the very end of a bucket (a page that stopped between buckets) starts at the
+      // next one, so that the bucket is not read again.
+      int64_t first_bucket = after ? DueBucket(after->due_ms) : 0;
+      if (after && after->id == DueKey::Max().id && DueBucket(after->due_ms + 1) != first_bucket) ++first_bucket;
       auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, first_bucket), QueuePrefixEnd(q->name));
       size_t scanned = 0;
       std::vector<DueKey> bucket;
@@ -159,8 +162,9 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
           }
           bucket_no = b;
         }
-        ++scanned;
         const DueKey key{rec.due_ms, id};
+        if (after && !(*after < key)) continue;  // before the cursor: not this page's work
+        ++scanned;
         // Ready and reserved jobs are in the due index too (as in RefillLocked).
         if (rec.lease_deadline_ms != 0 || leases_.contains(id) || q->ready.contains(key)) continue;
         bucket.push_back(key);

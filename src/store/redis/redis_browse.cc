@@ -21,7 +21,7 @@ namespace delayq::redis {
 namespace {
 
 // Stream entries one shard reads at most for one page (most may be of the other state).
-constexpr int64_t kStreamBudget = 20'000;
+constexpr int64_t kStreamBudget = 5'000;
 
 struct Pos {
   int64_t ms = 0;
