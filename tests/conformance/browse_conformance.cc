@@ -58,10 +58,14 @@ void ExpectListed(const QueueHarness& h, const std::vector<::delayq::Job>& jobs,
 TEST_P(QueueConformance, ListJobsPagesThroughEachStateInItsOrder) {
   const std::string queue = QueueName();
   const int64_t unit = h_->unit_ms();
-  // Scheduled, enqueued latest-due first: the listing is by due time, not by creation.
+  // Scheduled, enqueued latest-due first: the listing is by due time, not by creation. (Fixed
+  // due times: on a real clock, delays would also count the time between the enqueues.)
   std::vector<std::string> scheduled(23);
+  const int64_t base = h_->NowMs() + 100 * unit;
   for (int i = 22; i >= 0; --i) {
-    scheduled[static_cast<size_t>(i)] = MustEnqueue(q(), queue, Job("s" + std::to_string(i), 100 * unit + i * 7)).id;
+    EnqueueRequest r = Job("s" + std::to_string(i));
+    r.when.deliver_at_ms = base + i * 7;
+    scheduled[static_cast<size_t>(i)] = MustEnqueue(q(), queue, r).id;
   }
   // Ready: due now, in creation order.
   std::vector<std::string> ready;

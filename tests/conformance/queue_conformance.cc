@@ -248,7 +248,13 @@ TEST_P(QueueConformance, RedeliveriesKeepTheMaxBytesBound) {
   for (int i = 0; i < 3; ++i) MustEnqueue(q(), queue, Job("\"" + std::string(100'000, 'r') + "\""));
   ASSERT_EQ(MustReserve(q(), queue, 10, 1000).size(), 3u);
   h_->Advance(h_->exact_time() ? 1000 : 1100);
+  // On a real clock the store's reaper gives the jobs back a moment after their leases ran out
+  // (later on a loaded machine): let time pass in small steps until it has.
   auto one = MustReserveBytes(q(), queue, 150'000);
+  for (int i = 0; i < 100 && one.empty() && !h_->exact_time(); ++i) {
+    h_->Advance(50);
+    one = MustReserveBytes(q(), queue, 150'000);
+  }
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].attempt, 2);
   auto rest = MustReserve(q(), queue, 10);
