@@ -34,7 +34,8 @@ test: build
 # So does the test that memory goes back to the system after large requests: the sanitizers'
 # allocators hold freed memory in quarantine on purpose. And the installed package's test: it
 # builds examples/ against the installed (here: instrumented) libraries without the sanitizers.
-SAN_EXCLUDE ?= Modes/Check|MemoryGoesBackAfterLargeRequests|InstalledPackage
+# And the checks of documents that run no delayq code (the OpenAPI document, the alert rules).
+SAN_EXCLUDE ?= Modes/Check|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules
 test-sanitize: deps
 	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDELAYQ_SANITIZE=ON -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
@@ -50,7 +51,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_TSAN=ON -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --output-on-failure -j $(JOBS) --timeout 900 -E "_NOT_BUILT|MemoryGoesBackAfterLargeRequests|InstalledPackage"
+	  ctest --output-on-failure -j $(JOBS) --timeout 900 -E "_NOT_BUILT|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules"
 
 # The history checker (docs/reliability.md) in every mode for CHECK_DURATION each; prints one
 # verdict per mode and appends them to $(BUILD)/check-history.jsonl. `make test` runs short ones.
