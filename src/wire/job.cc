@@ -80,14 +80,6 @@ std::string WriteJobResponse(const Job& job) {
   return w.Take();
 }
 
-std::string WriteJobListResponse(std::span<const Job> jobs) {
-  JsonWriter w;
-  w.BeginObject().Key("jobs").BeginArray();
-  for (const auto& j : jobs) WriteJob(w, j);
-  w.EndArray().EndObject();
-  return w.Take();
-}
-
 std::string WriteJobPageResponse(const JobPage& page) {
   JsonWriter w;
   w.BeginObject().Key("jobs").BeginArray();
@@ -110,22 +102,6 @@ Result<Job> ParseJobResponse(std::string_view body) {
   Job j;
   DELAYQ_RETURN_IF_ERROR(ReadJob(o, &j));
   return j;
-}
-
-Result<std::vector<Job>> ParseJobListResponse(std::string_view body) {
-  std::vector<Job> out;
-  Status s = WithField(body, "job list", "jobs", [&](sj::value v) {
-    sj::array arr;
-    if (v.get_array().get(arr)) return Malformed("job list");
-    for (auto el : arr) {
-      sj::object o;
-      if (el.get_object().get(o)) return Malformed("job list");
-      DELAYQ_RETURN_IF_ERROR(ReadJob(o, &out.emplace_back()));
-    }
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  return out;
 }
 
 Result<JobPage> ParseJobPageResponse(std::string_view body) {

@@ -19,12 +19,10 @@ void WritePayload(JsonWriter& w, std::string_view payload, bool binary);
 void WriteHeaders(JsonWriter& w, const Headers& headers);
 void WriteJob(JsonWriter& w, const Job& job);
 std::string WriteJobResponse(const Job& job);
-std::string WriteJobListResponse(std::span<const Job> jobs);  // {"jobs": [...]}
 // A page of a listing: {"jobs": [...], "next_cursor": "..." | null}.
 std::string WriteJobPageResponse(const JobPage& page);
 
 Result<Job> ParseJobResponse(std::string_view body);
-Result<std::vector<Job>> ParseJobListResponse(std::string_view body);
 Result<JobPage> ParseJobPageResponse(std::string_view body);
 
 }  // namespace delayq::wire
