@@ -125,6 +125,10 @@ int Enqueue(const Args& a, const std::string& dir) {
   const int64_t jobs = a.Int("jobs", 1'000'000);
   const int64_t batch = a.Int("batch", 100);
   const int64_t threads = a.Int("threads", 1);
+  // Due times: uniform over the next `spread_ms` (default an hour), in random order or, with
+  // --order due, in due order (a burst handed in as it will come due).
+  const int64_t spread_ms = a.Int("spread_ms", 3'600'000);
+  const bool in_due_order = a.Str("order", "random") == "due";
   auto engine = OpenStore(dir, d);
   const int64_t memory_before = RedisUsedMemory(*engine);
   std::atomic<int64_t> next{0};
@@ -135,8 +139,12 @@ int Enqueue(const Args& a, const std::string& dir) {
       std::mt19937_64 rng(t);
       std::vector<EnqueueRequest> reqs(static_cast<size_t>(batch));
       for (auto& r : reqs) r.payload = Payload();
-      while (next.fetch_add(batch) < jobs) {
-        for (auto& r : reqs) r.when.delay_ms = static_cast<int64_t>(rng() % 3'600'000);
+      int64_t n;
+      while ((n = next.fetch_add(batch)) < jobs) {
+        for (auto& r : reqs) {
+          r.when.delay_ms = in_due_order ? 1000 + n++ * spread_ms / jobs
+                                         : static_cast<int64_t>(rng() % static_cast<uint64_t>(spread_ms));
+        }
         if (batch == 1) {
           auto e = engine->Enqueue(g_queue, reqs[0]);
           if (!e.ok()) Fail(e.status());

@@ -153,7 +153,7 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
         fmt::format("{}payload has {} bytes; this queue accepts at most {} (its config max_payload)", prefix,
                     r.payload.size(), config.max_payload));
   }
-  DELAYQ_RETURN_IF_ERROR(ValidateKey(r.key, fmt::format("{}key", prefix)));
+  if (!r.key.empty()) DELAYQ_RETURN_IF_ERROR(ValidateKey(r.key, fmt::format("{}key", prefix)));
   if (r.replace && r.key.empty()) {
     return Status::InvalidArgument(
         fmt::format("{}replace is set without a key; replace needs the key of the job to replace", prefix));

@@ -913,6 +913,18 @@ TEST_P(QueueConformance, ErrorMessagesAreTheSameOnEveryStore) {
   both.when = {.delay_ms = 5, .deliver_at_ms = h_->NowMs()};
   expect_text(q().Enqueue(queue, both).status(), ValidateWhen(both.when, config), "delay and deliver_at");
   expect_text(q().EnqueueBatch(queue, {}).status(), ValidateBatchSize(0), "empty batch");
+  // In a batch, the message names the entry that is wrong, and nothing of the batch is written.
+  const int64_t scheduled_before = MustStats(q(), queue).scheduled;
+  std::vector<EnqueueRequest> bad_entry = {Job("fine-0", 60'000), Job("fine-1", 60'000), Job("bad-key", 60'000)};
+  bad_entry[2].key = std::string(Limits::kMaxKey + 1, 'k');
+  expect_text(q().EnqueueBatch(queue, bad_entry).status(), ValidateEnqueue(bad_entry[2], config, "jobs[2]."),
+              "batch entry with a long key");
+  bad_entry[2] = Job("bad-when", 60'000);
+  bad_entry[2].when.deliver_at_ms = h_->NowMs();
+  expect_text(q().EnqueueBatch(queue, bad_entry).status(), ValidateWhen(bad_entry[2].when, config, "jobs[2]."),
+              "batch entry with delay and deliver_at");
+  EXPECT_NE(q().EnqueueBatch(queue, bad_entry).status().message().find("jobs[2]."), std::string::npos);
+  EXPECT_EQ(MustStats(q(), queue).scheduled, scheduled_before) << "a refused batch wrote nothing";
   expect_text(q().Schedule(queue, 30'000, 10).status(), ValidateScheduleHistogram(30'000, 10), "histogram bucket");
   const std::vector<std::string> ids = {held[0].id, "bad"};
   expect_text(q().ReplayDead(queue, ids).status(), errors::NotAJobId("ids[1]", "bad"), "replay id");

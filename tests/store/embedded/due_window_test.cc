@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -46,6 +47,52 @@ TEST(DueWindow, MatchesAnOrderedSet) {
   for (const DueKey& k : model) expected += k.due_ms <= limit;
   EXPECT_EQ(w.CountDueBy(limit), expected);
   for (const DueKey& k : model) ASSERT_TRUE(w.Find(k).has_value());
+}
+
+// The engine reads the front after every insert, so the first bucket is sorted at once and
+// keeps taking inserts: in due order (they extend the sorted run) and out of it (the heap
+// beside it), with erases, finds and pops among them. It must still act as an ordered set.
+TEST(DueWindow, MatchesAnOrderedSetWhileTheFirstBucketKeepsTakingInserts) {
+  for (bool mostly_in_order : {true, false}) {
+    std::mt19937_64 rng(mostly_in_order ? 7 : 8);
+    DueWindow w;
+    std::set<DueKey> model;
+    int64_t next_due = 0;
+    uint64_t next_id = 1;
+    for (int step = 0; step < 30000; ++step) {
+      const int op = static_cast<int>(rng() % 12);
+      if (op < 6 || model.empty()) {
+        int64_t due = static_cast<int64_t>(rng() % 4000);  // one bucket
+        if (mostly_in_order && rng() % 10 != 0) due = next_due = std::min<int64_t>(next_due + 1, 4095);
+        DueKey k{due, IdOf(next_id++)};
+        w.Insert(k, static_cast<int32_t>(step));
+        model.insert(k);
+        ASSERT_EQ(w.Front(), *model.begin());
+      } else if (op < 8) {
+        auto it = model.begin();
+        std::advance(it, static_cast<long>(rng() % model.size()));
+        DueKey gone = *it;
+        ASSERT_TRUE(w.Find(gone).has_value());
+        ASSERT_TRUE(w.Erase(gone));
+        model.erase(it);
+        ASSERT_FALSE(w.Find(gone).has_value());
+        ASSERT_FALSE(w.Erase(gone));
+      } else if (op < 11) {
+        ASSERT_EQ(w.PopFront().first, *model.begin());
+        model.erase(model.begin());
+      } else {
+        EXPECT_EQ(w.CountDueBy(2000),
+                  static_cast<int64_t>(
+                      std::count_if(model.begin(), model.end(), [](const DueKey& k) { return k.due_ms <= 2000; })));
+      }
+      ASSERT_EQ(w.size(), model.size());
+    }
+    while (!model.empty()) {
+      ASSERT_EQ(w.PopFront().first, *model.begin());
+      model.erase(model.begin());
+    }
+    EXPECT_TRUE(w.empty());
+  }
 }
 
 TEST(DueWindow, DropsWholeBuckets) {
