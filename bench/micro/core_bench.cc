@@ -1,8 +1,9 @@
 // Microbenchmarks of the per-job hot paths that are pure CPU: ids, the record codec, the
-// lateness histogram.
+// lateness histogram, receipts.
 #include <benchmark/benchmark.h>
 
 #include "core/histogram.h"
+#include "core/receipt_signer.h"
 #include "core/record.h"
 #include "core/ulid.h"
 
@@ -51,3 +52,20 @@ BENCHMARK(BM_HistogramRecord);
 
 }  // namespace
 }  // namespace delayq
+
+// Issuing a receipt (an HMAC-SHA256 tag) for each delivery, and opening one for each ack.
+static void BM_ReceiptIssue(benchmark::State& state) {
+  delayq::ReceiptSigner signer(delayq::ReceiptSigner::NewSecret());
+  delayq::UlidGenerator gen;
+  delayq::Receipt r{.id = gen.Next(1'700'000'000'000), .token = {1, 2}};
+  for (auto _ : state) benchmark::DoNotOptimize(signer.Issue("orders", r));
+}
+BENCHMARK(BM_ReceiptIssue);
+
+static void BM_ReceiptOpen(benchmark::State& state) {
+  delayq::ReceiptSigner signer(delayq::ReceiptSigner::NewSecret());
+  delayq::UlidGenerator gen;
+  const std::string text = signer.Issue("orders", {.id = gen.Next(1'700'000'000'000), .token = {1, 2}});
+  for (auto _ : state) benchmark::DoNotOptimize(signer.Open("orders", text));
+}
+BENCHMARK(BM_ReceiptOpen);

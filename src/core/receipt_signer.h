@@ -6,11 +6,14 @@
 // Immutable after construction: thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "core/receipt.h"
 #include "delayq/status.h"
+
+struct evp_mac_ctx_st;  // OpenSSL's EVP_MAC_CTX, kept out of this header
 
 namespace delayq {
 
@@ -22,6 +25,9 @@ class ReceiptSigner {
 
   // `secret`: kSecretBytes bytes (NewSecret()).
   explicit ReceiptSigner(std::string secret);
+  ~ReceiptSigner();
+  ReceiptSigner(const ReceiptSigner&) = delete;
+  ReceiptSigner& operator=(const ReceiptSigner&) = delete;
 
   // The receipt text handed to the consumer: "<id>.<token>.<tag>".
   std::string Issue(std::string_view queue, const Receipt& receipt) const;
@@ -33,7 +39,10 @@ class ReceiptSigner {
 
  private:
   uint64_t Tag(std::string_view queue, const Receipt& receipt) const;
+  evp_mac_ctx_st* ThreadContext() const;  // this thread's copy of keyed_
   std::string secret_;
+  uint64_t id_;                      // unique per signer in the process
+  evp_mac_ctx_st* keyed_ = nullptr;  // HMAC-SHA256 keyed with secret_: copied once per thread
 };
 
 }  // namespace delayq
