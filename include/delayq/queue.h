@@ -28,6 +28,9 @@ namespace delayq {
 // Called once with the jobs of an asynchronous reserve (possibly none, when the wait ran out or
 // the store is closing) or an error. Runs on a store thread: it must not block.
 using ReserveCallback = std::function<void(Result<std::vector<Delivery>>)>;
+using EnqueueOneCallback = std::function<void(Result<EnqueueResult>)>;
+using EnqueueCallback = std::function<void(Result<std::vector<EnqueueResult>>)>;
+using AckCallback = std::function<void(std::vector<Status>)>;
 
 class Queue {
  public:
@@ -45,6 +48,18 @@ class Queue {
   // nothing is stored. Results are in request order.
   virtual Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
                                                           std::span<const EnqueueRequest> requests) = 0;
+
+  // Enqueue and EnqueueBatch without holding the calling thread while the jobs are made durable:
+  // `done` is called exactly once, with what the blocking call would return, possibly before
+  // this returns and possibly on a store thread (so it must not block). The defaults call the
+  // blocking ones.
+  virtual void EnqueueAsync(std::string_view queue, const EnqueueRequest& request, EnqueueOneCallback done) {
+    done(Enqueue(queue, request));
+  }
+  virtual void EnqueueBatchAsync(std::string_view queue, std::span<const EnqueueRequest> requests,
+                                 EnqueueCallback done) {
+    done(EnqueueBatch(queue, requests));
+  }
 
   // The job's current state. kNotFound when it does not exist (acked, cancelled, purged).
   virtual Result<Job> Get(std::string_view queue, const JobRef& ref) = 0;
@@ -76,6 +91,10 @@ class Queue {
   virtual Status Ack(std::string_view queue, std::string_view receipt) = 0;
   // Acks each receipt independently (one store write); one Status per receipt, in order.
   virtual std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) = 0;
+  // AckBatch answered through `done`, as EnqueueBatchAsync is. The default calls AckBatch.
+  virtual void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) {
+    done(AckBatch(queue, receipts));
+  }
 
   // Ends a delivery without success: the job is scheduled again after retry_in_ms (or the
   // queue's back-off), or goes dead when this was its last attempt or request.dead is set.

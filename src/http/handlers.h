@@ -30,14 +30,14 @@ HttpResponse DeadPurge(Context& c, const Call& call);
 HttpResponse DeadReplay(Context& c, const Call& call);
 
 // Jobs (handlers_jobs.cc): by id (/jobs/{id}) or by key (/jobs?key=K).
-HttpResponse Enqueue(Context& c, const Call& call);
+std::function<void()> Enqueue(Context& c, const Call& call, Reply reply);  // answered once durable
 HttpResponse GetJob(Context& c, const Call& call);
 HttpResponse Reschedule(Context& c, const Call& call);
 HttpResponse Cancel(Context& c, const Call& call);
 
 // Deliveries (handlers_deliveries.cc).
 std::function<void()> Reserve(Context& c, const Call& call, Reply reply);
-HttpResponse Ack(Context& c, const Call& call);
+std::function<void()> Ack(Context& c, const Call& call, Reply reply);  // answered once durable
 HttpResponse Nack(Context& c, const Call& call);
 HttpResponse Touch(Context& c, const Call& call);
 

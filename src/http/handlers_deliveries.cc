@@ -2,6 +2,8 @@
 // nack, touch, each for one receipt or a batch.
 #include <fmt/format.h>
 
+#include <memory>
+
 #include "core/receipt.h"
 #include "http/handlers.h"
 #include "http/response.h"
@@ -56,16 +58,23 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
   return [&queue, handle] { queue.CancelReserve(handle); };
 }
 
-HttpResponse Ack(Context& c, const Call& call) {
+std::function<void()> Ack(Context& c, const Call& call, Reply reply) {
   auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kAck);
-  if (!body.ok()) return ErrorResponse(body.status());
-  std::vector<Status> results = c.queue.AckBatch(call.queue(), body->receipts);
-  if (!body->batch) {
-    if (!results[0].ok()) return ErrorResponse(results[0]);
-    return JsonResponse(200, R"({"acked":1})");
+  if (!body.ok()) {
+    reply(ErrorResponse(body.status()));
+    return {};
   }
-  return JsonResponse(200,
-                      wire::WriteBatchResponse("acked", body->receipts, results, FirstOccurrences(body->receipts)));
+  auto receipts = std::make_shared<std::vector<std::string>>(std::move(body->receipts));
+  const bool batch = body->batch;
+  c.queue.AckBatchAsync(
+      call.queue(), *receipts, [reply = std::move(reply), receipts, batch](std::vector<Status> results) {
+        if (!batch) {
+          if (!results[0].ok()) return reply(ErrorResponse(results[0]));
+          return reply(JsonResponse(200, R"({"acked":1})"));
+        }
+        reply(JsonResponse(200, wire::WriteBatchResponse("acked", *receipts, results, FirstOccurrences(*receipts))));
+      });
+  return {};
 }
 
 HttpResponse Nack(Context& c, const Call& call) {

@@ -18,17 +18,25 @@ Result<JobRef> RefOf(const Call& call) {
 
 }  // namespace
 
-HttpResponse Enqueue(Context& c, const Call& call) {
+// No thread waits for the fsync: the store answers when the jobs are durable.
+std::function<void()> Enqueue(Context& c, const Call& call, Reply reply) {
   auto body = wire::ParseEnqueueRequest(call.request.body);
-  if (!body.ok()) return ErrorResponse(body.status());
-  if (!body->batch) {
-    auto r = c.queue.Enqueue(call.queue(), body->jobs[0]);
-    if (!r.ok()) return ErrorResponse(r.status());
-    return JsonResponse(r->duplicate ? 200 : 201, wire::WriteEnqueueResponse(*r));
+  if (!body.ok()) {
+    reply(ErrorResponse(body.status()));
+    return {};
   }
-  auto r = c.queue.EnqueueBatch(call.queue(), body->jobs);
-  if (!r.ok()) return ErrorResponse(r.status());
-  return JsonResponse(201, wire::WriteEnqueueBatchResponse(*r));
+  if (!body->batch) {
+    c.queue.EnqueueAsync(call.queue(), body->jobs[0], [reply = std::move(reply)](Result<EnqueueResult> r) {
+      if (!r.ok()) return reply(ErrorResponse(r.status()));
+      reply(JsonResponse(r->duplicate ? 200 : 201, wire::WriteEnqueueResponse(*r)));
+    });
+    return {};
+  }
+  c.queue.EnqueueBatchAsync(call.queue(), body->jobs, [reply = std::move(reply)](Result<std::vector<EnqueueResult>> r) {
+    if (!r.ok()) return reply(ErrorResponse(r.status()));
+    reply(JsonResponse(201, wire::WriteEnqueueBatchResponse(*r)));
+  });
+  return {};
 }
 
 HttpResponse GetJob(Context& c, const Call& call) {

@@ -20,7 +20,7 @@ namespace delayq::server {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7070;              // 0: any free port (see HttpServer::port())
-  int threads = 8;                   // I/O + handler threads; handlers may wait for an fsync
+  int threads = 4;                   // I/O + handler threads; some handlers may wait for an fsync
   size_t max_body_bytes = 16 << 20;  // larger bodies get 413
   // Bytes of request bodies held at once across all connections, counted from each request's
   // Content-Length (max_body_bytes for a chunked one) before its body is read; a request that

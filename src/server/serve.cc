@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <condition_variable>
@@ -131,7 +132,10 @@ int Serve(const ServeOptions& options) {
   http::Api api(queue, api_options);
   HistorySampler sampler(queue, api.history());
 
-  http.threads = o.threads;
+  // Enqueues and acks no longer hold a thread through their fsync, so threads beyond the cores
+  // mostly wake each other up (8 on 2 cores: 35 % fewer single-job requests/s than 4; see
+  // docs/performance.md); a few spare ones cover the handlers that still wait.
+  http.threads = o.threads > 0 ? o.threads : std::max(4, static_cast<int>(std::thread::hardware_concurrency()));
   http.max_body_bytes = o.max_body_bytes;
   http.max_connections = o.max_connections;
   http.max_body_memory = o.max_body_memory;

@@ -75,7 +75,7 @@ void EngineImpl::Close() {
   }
   if (scheduler_.joinable()) scheduler_.join();
   clock_->RemoveListener(clock_listener_);
-  commit_.StopInterval();
+  commit_.Stop();
   Status s = commit_.SyncAll();
   if (!s.ok()) spdlog::error("closing the store: {}", s.ToString());
 }
@@ -127,6 +127,11 @@ void EngineImpl::Op::Unlock() {
 Status EngineImpl::Op::Finish() {
   Unlock();
   return engine_.WaitDurable(seq_);
+}
+
+void EngineImpl::Op::FinishAsync(std::function<void(Status)> done) {
+  Unlock();
+  engine_.WhenDurable(seq_, std::move(done));
 }
 
 QueueState* EngineImpl::FindQueueLocked(std::string_view name) {
@@ -186,6 +191,11 @@ Status EngineImpl::WriteLocked(WriteBatch& batch, uint64_t* seq) {
 Status EngineImpl::WaitDurable(uint64_t seq) {
   if (seq == 0 || options_.durability != Durability::kSync) return Status::Ok();
   return commit_.WaitDurable(seq);
+}
+
+void EngineImpl::WhenDurable(uint64_t seq, std::function<void(Status)> done) {
+  if (seq == 0 || options_.durability != Durability::kSync) return done(Status::Ok());
+  commit_.WhenDurable(seq, std::move(done));
 }
 
 const char* DurabilityName(Durability d) {

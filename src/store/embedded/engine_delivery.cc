@@ -221,10 +221,47 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const
   parsed.reserve(receipts.size());
   for (const auto& r : receipts) parsed.push_back(signer_->Open(queue, r));
   Op op(*this, Op::kWrites);
+  AckBatchLocked(op, queue, receipts, parsed, first, out);
+  AnswerAckBatch(first, op.Finish(), out);
+  return out;
+}
+
+void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) {
+  std::vector<Status> out(receipts.size());
+  Status valid = ValidateQueueName(queue);
+  if (!valid.ok()) {
+    std::fill(out.begin(), out.end(), valid);
+    return done(std::move(out));
+  }
+  std::vector<size_t> first = FirstOccurrences(receipts);
+  std::vector<Result<Receipt>> parsed;
+  parsed.reserve(receipts.size());
+  for (const auto& r : receipts) parsed.push_back(signer_->Open(queue, r));
+  Op op(*this, Op::kWrites);
+  AckBatchLocked(op, queue, receipts, parsed, first, out);
+  op.FinishAsync([done = std::move(done), first = std::move(first), out = std::move(out)](Status durable) mutable {
+    AnswerAckBatch(first, durable, out);
+    done(std::move(out));
+  });
+}
+
+void EngineImpl::AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (first[i] != i) {
+      out[i] = out[first[i]];
+    } else if (out[i].ok() && !durable.ok()) {
+      out[i] = durable;
+    }
+  }
+}
+
+void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
+                                const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
+                                std::vector<Status>& out) {
   QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
   if (!op.status().ok() || !q) {
     std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
-    return out;
+    return;
   }
   std::vector<Target> targets(receipts.size());
   auto batch = storage_->NewBatch();
@@ -279,15 +316,6 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const
       }
     }
   }
-  Status durable = op.Finish();
-  for (size_t i = 0; i < receipts.size(); ++i) {
-    if (first[i] != i) {
-      out[i] = out[first[i]];
-    } else if (out[i].ok() && !durable.ok()) {
-      out[i] = durable;
-    }
-  }
-  return out;
 }
 
 Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& request) {

@@ -155,6 +155,9 @@ class EngineImpl final : public Engine {
   Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
   Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
                                                   std::span<const EnqueueRequest> requests) override;
+  void EnqueueAsync(std::string_view queue, const EnqueueRequest& request, EnqueueOneCallback done) override;
+  void EnqueueBatchAsync(std::string_view queue, std::span<const EnqueueRequest> requests,
+                         EnqueueCallback done) override;
   Result<Job> Get(std::string_view queue, const JobRef& ref) override;
   Status Cancel(std::string_view queue, const JobRef& ref) override;
   Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
@@ -163,6 +166,7 @@ class EngineImpl final : public Engine {
   void CancelReserve(uint64_t handle) override;
   Status Ack(std::string_view queue, std::string_view receipt) override;
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
   Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
@@ -218,6 +222,9 @@ class EngineImpl final : public Engine {
     Status Write(WriteBatch& batch);
     // Ends the locked part, runs the collected answers, and waits for durability.
     Status Finish();
+    // The same, without waiting: `done` is called once the writes are durable (see
+    // GroupCommit::WhenDurable), maybe before this returns.
+    void FinishAsync(std::function<void(Status)> done);
     // Ends the locked part and runs the collected answers (idempotent).
     void Unlock();
 
@@ -304,8 +311,20 @@ class EngineImpl final : public Engine {
                             WriteBatch& batch);
   Status WriteLocked(WriteBatch& batch, uint64_t* seq);
   Status WaitDurable(uint64_t seq);
+  void WhenDurable(uint64_t seq, std::function<void(Status)> done);
   Result<std::vector<EnqueueResult>> EnqueueImpl(std::string_view queue, std::span<const EnqueueRequest> requests,
                                                  bool batch);
+  void EnqueueAsyncImpl(std::string_view queue, std::span<const EnqueueRequest> requests, bool is_batch,
+                        EnqueueCallback done);
+  // The locked part of an enqueue (written, not yet durable); the caller finishes `op`.
+  Result<std::vector<EnqueueResult>> EnqueueLocked(Op& op, std::string_view queue,
+                                                   std::span<const EnqueueRequest> requests, bool is_batch);
+  // The locked part of an ack batch: `out` gets each first receipt's answer; the caller finishes
+  // `op`, then calls AnswerAckBatch with the durability's outcome.
+  void AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
+                      const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
+                      std::vector<Status>& out);
+  static void AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out);
   // An enqueue planned under the lock: the batch to write, then what changes in memory.
   struct EnqueuePlan {
     struct Placement {

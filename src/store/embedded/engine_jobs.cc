@@ -27,22 +27,55 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueImpl(std::string_view queu
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateBatchSize(requests.size()));
   Op op(*this, Op::kWrites);
-  DELAYQ_RETURN_IF_ERROR(op.status());
-  std::vector<EnqueueResult> results;
-  {
-    QueueState* q = FindQueueLocked(queue);
-    if (!q) DELAYQ_RETURN_IF_ERROR(RoomForQueueLocked(queue));
-    auto plan = PlanEnqueueLocked(queue, q ? ConfigOf(q) : options_.default_queue_config, requests, is_batch,
-                                  op.now().wall_ms());
-    if (!plan.ok()) return plan.status();
-    if (plan->batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*plan->batch));
-    if (!q) q = GetOrCreateQueueLocked(queue);
-    ApplyEnqueueLocked(q, *plan, op.now());
-    ServeWaitersLocked(q, op.now(), op.deferred());
-    results = std::move(plan->results);
-  }
+  auto results = EnqueueLocked(op, queue, requests, is_batch);
+  if (!results.ok()) return results.status();
   DELAYQ_RETURN_IF_ERROR(op.Finish());
   return results;
+}
+
+void EngineImpl::EnqueueAsync(std::string_view queue, const EnqueueRequest& request, EnqueueOneCallback done) {
+  EnqueueAsyncImpl(queue, std::span(&request, 1), false,
+                   [done = std::move(done)](Result<std::vector<EnqueueResult>> r) {
+                     if (!r.ok()) return done(r.status());
+                     done(std::move(r->front()));
+                   });
+}
+
+void EngineImpl::EnqueueBatchAsync(std::string_view queue, std::span<const EnqueueRequest> requests,
+                                   EnqueueCallback done) {
+  EnqueueAsyncImpl(queue, requests, true, std::move(done));
+}
+
+void EngineImpl::EnqueueAsyncImpl(std::string_view queue, std::span<const EnqueueRequest> requests, bool is_batch,
+                                  EnqueueCallback done) {
+  Status valid = ValidateQueueName(queue);
+  if (valid.ok()) valid = ValidateBatchSize(requests.size());
+  if (!valid.ok()) return done(valid);
+  Op op(*this, Op::kWrites);
+  auto results = EnqueueLocked(op, queue, requests, is_batch);
+  if (!results.ok()) {
+    op.Unlock();
+    return done(results.status());
+  }
+  op.FinishAsync([done = std::move(done), results = std::move(*results)](Status durable) mutable {
+    if (!durable.ok()) return done(durable);
+    done(std::move(results));
+  });
+}
+
+Result<std::vector<EnqueueResult>> EngineImpl::EnqueueLocked(Op& op, std::string_view queue,
+                                                             std::span<const EnqueueRequest> requests, bool is_batch) {
+  DELAYQ_RETURN_IF_ERROR(op.status());
+  QueueState* q = FindQueueLocked(queue);
+  if (!q) DELAYQ_RETURN_IF_ERROR(RoomForQueueLocked(queue));
+  auto plan =
+      PlanEnqueueLocked(queue, q ? ConfigOf(q) : options_.default_queue_config, requests, is_batch, op.now().wall_ms());
+  if (!plan.ok()) return plan.status();
+  if (plan->batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*plan->batch));
+  if (!q) q = GetOrCreateQueueLocked(queue);
+  ApplyEnqueueLocked(q, *plan, op.now());
+  ServeWaitersLocked(q, op.now(), op.deferred());
+  return std::move(plan->results);
 }
 
 // Reads what the requests need (their keys' jobs) and plans one batch: validated, with each job's

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 #include "store/embedded/storage.h"
 
@@ -17,6 +19,19 @@ class FaultyStorage final : public Storage {
   void FailWrites(int n) { fail_writes_ = n; }
   void FailSyncs(int n) { fail_syncs_ = n; }
   int writes() const { return writes_; }
+  // Syncs wait while held (a slow disk), until ReleaseSyncs; syncs_started() counts them.
+  void HoldSyncs() {
+    std::lock_guard lock(hold_mu_);
+    held_ = true;
+  }
+  void ReleaseSyncs() {
+    {
+      std::lock_guard lock(hold_mu_);
+      held_ = false;
+    }
+    hold_cv_.notify_all();
+  }
+  int syncs_started() const { return syncs_started_; }
 
   std::unique_ptr<WriteBatch> NewBatch() override { return base_->NewBatch(); }
   Status Write(WriteBatch& batch) override {
@@ -28,6 +43,11 @@ class FaultyStorage final : public Storage {
     return base_->Write(batch);
   }
   Status SyncWal() override {
+    ++syncs_started_;
+    {
+      std::unique_lock lock(hold_mu_);
+      hold_cv_.wait(lock, [this] { return !held_; });
+    }
     if (fail_syncs_.load() > 0) {
       --fail_syncs_;
       return Status::IoError("syncing the write-ahead log: injected fault (Input/output error)");
@@ -47,7 +67,10 @@ class FaultyStorage final : public Storage {
 
  private:
   std::unique_ptr<Storage> base_;
-  std::atomic<int> fail_writes_{0}, fail_syncs_{0}, writes_{0};
+  std::atomic<int> fail_writes_{0}, fail_syncs_{0}, writes_{0}, syncs_started_{0};
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  bool held_ = false;
 };
 
 }  // namespace delayq

@@ -49,13 +49,51 @@ void GroupCommit::StartInterval(int64_t interval_ms) {
   });
 }
 
-void GroupCommit::StopInterval() {
+void GroupCommit::WhenDurable(uint64_t seq, std::function<void(Status)> done) {
+  {
+    std::lock_guard lock(mu_);
+    if (synced_ < seq && !stop_) {
+      pending_.push_back({seq, std::move(done)});
+      if (!syncer_.joinable()) syncer_ = std::thread([this] { SyncerLoop(); });
+      syncer_cv_.notify_one();
+      return;
+    }
+    if (synced_ >= seq) seq = 0;
+  }
+  done(seq == 0 ? Status::Ok() : WaitDurable(seq));  // stopping: this caller syncs itself
+}
+
+void GroupCommit::SyncerLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    syncer_cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopping, and nothing is left to answer
+    uint64_t want = 0;
+    for (const Pending& p : pending_) want = std::max(want, p.seq);
+    lock.unlock();
+    Status s = WaitDurable(want);  // leads or joins a group, with the waiting callers too
+    std::vector<Pending> answered;
+    lock.lock();
+    std::erase_if(pending_, [&](Pending& p) {
+      if (p.seq > want) return false;  // came in during the sync: the next round
+      answered.push_back(std::move(p));
+      return true;
+    });
+    lock.unlock();
+    for (Pending& p : answered) p.done(s);
+    lock.lock();
+  }
+}
+
+void GroupCommit::Stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
+  syncer_cv_.notify_all();
   if (interval_thread_.joinable()) interval_thread_.join();
+  if (syncer_.joinable()) syncer_.join();
 }
 
 }  // namespace delayq

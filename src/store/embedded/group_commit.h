@@ -6,13 +6,20 @@
 // A leader first waits (at most kMaxGatherUs) for writers already in flight — callers between
 // Enter() and their write — because otherwise the first caller back from the last sync starts
 // the next one alone, and groups alternate between tiny and large.
+//
+// WhenDurable is the same promise without a waiting thread: the callback is queued, and one
+// syncer thread (started on first use) takes part in the groups above for every queued callback
+// at once, then runs the callbacks whose writes the sync covered. So requests from any number of
+// connections share one fsync, and no server thread is parked per request.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "delayq/status.h"
 #include "store/embedded/storage.h"
@@ -22,7 +29,7 @@ namespace delayq {
 class GroupCommit {
  public:
   explicit GroupCommit(Storage* storage) : storage_(storage) {}
-  ~GroupCommit() { StopInterval(); }
+  ~GroupCommit() { Stop(); }
 
   // Records that writes up to sequence number `seq` have been applied (unsynced). Sequence
   // numbers increase with every write; callers serialize this with their writes.
@@ -53,12 +60,17 @@ class GroupCommit {
 
   // Returns once every write up to `seq` is synced (ok), or the sync failed.
   Status WaitDurable(uint64_t seq);
+  // Calls `done` once every write up to `seq` is synced (ok) or the sync failed: at once, on this
+  // thread, when it already is; otherwise later, on the syncer thread. `done` must not block.
+  void WhenDurable(uint64_t seq, std::function<void(Status)> done);
+
   // Syncs everything written so far.
   Status SyncAll() { return WaitDurable(written()); }
 
   // Starts a thread that syncs at most every `interval_ms` while there are unsynced writes.
   void StartInterval(int64_t interval_ms);
-  void StopInterval();
+  // Ends the interval and syncer threads; callbacks still queued are answered first.
+  void Stop();
 
   uint64_t syncs() const { return syncs_.load(); }
 
@@ -76,6 +88,15 @@ class GroupCommit {
   bool syncing_ = false;
   bool stop_ = false;
   std::thread interval_thread_;
+
+  void SyncerLoop();
+  struct Pending {
+    uint64_t seq;
+    std::function<void(Status)> done;
+  };
+  std::vector<Pending> pending_;  // guarded by mu_
+  std::condition_variable syncer_cv_;
+  std::thread syncer_;  // started by the first WhenDurable that has to wait
 };
 
 }  // namespace delayq

@@ -1,0 +1,176 @@
+// Durability by callback (issue 16): in sync mode EnqueueAsync / EnqueueBatchAsync / AckBatchAsync
+// return at once and answer only after the fsync that covers their writes, from the syncer
+// thread; one fsync answers many callers; a failed fsync answers each of them with the error;
+// closing the engine answers what is still waiting.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "store/embedded/engine_harness.h"
+
+namespace delayq::testing {
+namespace {
+
+EnqueueRequest Job(std::string payload, int64_t delay_ms = 0) {
+  EnqueueRequest r;
+  r.payload = std::move(payload);
+  r.when.delay_ms = delay_ms;
+  return r;
+}
+
+// Counts answers and lets a test wait for a number of them (no sleeps).
+class Answers {
+ public:
+  void Add(Status s) {
+    std::lock_guard lock(mu_);
+    statuses_.push_back(std::move(s));
+    cv_.notify_all();
+  }
+  bool WaitFor(size_t n, std::chrono::seconds guard = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, guard, [&] { return statuses_.size() >= n; });
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return statuses_.size();
+  }
+  std::vector<Status> statuses() {
+    std::lock_guard lock(mu_);
+    return statuses_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Status> statuses_;
+};
+
+TEST(AsyncDurability, AnEnqueueIsAnsweredAfterTheFsyncWithoutHoldingItsCaller) {
+  EngineHarness h(Durability::kSync);
+  h.faults().HoldSyncs();  // a slow disk
+  Answers answers;
+  std::string id;
+  h.engine().EnqueueAsync("q", Job("a"), [&](Result<EnqueueResult> r) {
+    if (r.ok()) id = r->id;
+    answers.Add(r.status());
+  });
+  std::vector<EnqueueRequest> batch = {Job("b"), Job("c", 60'000)};
+  h.engine().EnqueueBatchAsync("q", batch, [&](Result<std::vector<EnqueueResult>> r) {
+    EXPECT_TRUE(!r.ok() || r->size() == 2u);
+    answers.Add(r.status());
+  });
+  // Both calls came back with the fsync still running: nothing is answered yet.
+  EXPECT_EQ(answers.size(), 0u);
+  h.faults().ReleaseSyncs();
+  ASSERT_TRUE(answers.WaitFor(2));
+  for (const Status& s : answers.statuses()) EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(h.engine().Get("q", JobRef::ById(id)).ok());
+  EXPECT_EQ(h.engine().Stats("q")->ready, 2);
+}
+
+TEST(AsyncDurability, AFailedFsyncAnswersEveryWaitingCallerWithTheError) {
+  EngineHarness h(Durability::kSync);
+  h.faults().HoldSyncs();
+  h.faults().FailSyncs(1);
+  Answers answers;
+  for (int i = 0; i < 3; ++i) {
+    h.engine().EnqueueAsync("q", Job("x"), [&](Result<EnqueueResult> r) { answers.Add(r.status()); });
+  }
+  h.faults().ReleaseSyncs();
+  ASSERT_TRUE(answers.WaitFor(3));
+  // The first sync failed: whoever it covered hears so; a caller whose write came after it may
+  // have been covered by the next (good) sync instead. Never is an answer lost or doubled.
+  int failed = 0;
+  for (const Status& s : answers.statuses()) {
+    if (!s.ok()) {
+      ++failed;
+      EXPECT_EQ(s.code(), Code::kIoError) << s.ToString();
+      EXPECT_NE(s.message().find("syncing the write-ahead log"), std::string::npos) << s.message();
+    }
+  }
+  EXPECT_GE(failed, 1);
+  EXPECT_EQ(answers.size(), 3u);
+}
+
+TEST(AsyncDurability, AcksAreAnsweredAfterTheFsyncAndEachReceiptGetsItsOwnAnswer) {
+  EngineHarness h(Durability::kSync);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.engine().Enqueue("q", Job("j")).ok());
+  auto got = h.engine().Reserve("q", {.max = 3, .lease_ms = 30'000});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  std::vector<std::string> receipts = {(*got)[0].receipt, (*got)[1].receipt, (*got)[0].receipt, "forged.0.0",
+                                       (*got)[2].receipt};
+  h.faults().HoldSyncs();
+  std::vector<Status> results;
+  Answers answers;
+  h.engine().AckBatchAsync("q", receipts, [&](std::vector<Status> r) {
+    results = std::move(r);
+    answers.Add(Status::Ok());
+  });
+  EXPECT_EQ(answers.size(), 0u);
+  h.faults().ReleaseSyncs();
+  ASSERT_TRUE(answers.WaitFor(1));
+  ASSERT_EQ(results.size(), receipts.size());
+  EXPECT_TRUE(results[0].ok() && results[1].ok() && results[2].ok() && results[4].ok());
+  EXPECT_EQ(results[3].code(), Code::kInvalidArgument);
+  EXPECT_EQ(h.engine().Stats("q")->reserved, 0);
+}
+
+// Many callers on many threads, async and blocking mixed, with errors among them: every call is
+// answered once, the right way, and the fsyncs are shared.
+TEST(AsyncDurability, ConcurrentCallersShareFsyncsAndEachIsAnsweredOnce) {
+  EngineHarness h(Durability::kSync);
+  constexpr int kThreads = 8, kEach = 200;
+  Answers answers;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const bool bad = i % 10 == 7;  // an empty payload: refused before any write
+        EnqueueRequest r = Job(bad ? "" : "p");
+        if ((t + i) % 3 == 0) {
+          auto blocking = h.engine().Enqueue("q", r);
+          if (blocking.ok() == bad) ++wrong;
+          answers.Add(Status::Ok());
+          continue;
+        }
+        h.engine().EnqueueAsync("q", r, [&, bad](Result<EnqueueResult> got) {
+          if (got.ok() == bad) ++wrong;
+          if (bad && got.status().code() != Code::kInvalidArgument) ++wrong;
+          answers.Add(Status::Ok());
+        });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(answers.WaitFor(kThreads * kEach));
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(answers.size(), static_cast<size_t>(kThreads * kEach));
+  const int good = kThreads * kEach - kThreads * (kEach / 10);
+  EXPECT_EQ(h.engine().Stats("q")->ready, good);
+  EXPECT_LT(h.engine().Info().syncs, static_cast<uint64_t>(good)) << "no fsync was shared";
+}
+
+TEST(AsyncDurability, ClosingTheEngineAnswersWhatStillWaits) {
+  EngineHarness h(Durability::kSync);
+  h.faults().HoldSyncs();
+  Answers answers;
+  for (int i = 0; i < 4; ++i) {
+    h.engine().EnqueueAsync("q", Job("x"), [&](Result<EnqueueResult> r) { answers.Add(r.status()); });
+  }
+  std::thread closer([&] { h.Close(); });  // waits for the held sync, then answers the rest
+  h.faults().ReleaseSyncs();
+  closer.join();
+  EXPECT_EQ(answers.size(), 4u);
+  for (const Status& s : answers.statuses()) EXPECT_TRUE(s.ok()) << s.ToString();
+  h.Reopen();
+  EXPECT_EQ(h.engine().Stats("q")->ready, 4) << "every answered job is there after a restart";
+}
+
+}  // namespace
+}  // namespace delayq::testing
