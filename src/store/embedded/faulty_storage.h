@@ -24,11 +24,10 @@ class FaultyStorage final : public Storage {
     std::lock_guard lock(hold_mu_);
     held_ = true;
   }
+  // Notifies under the lock: a released sync may let the owner destroy this at once.
   void ReleaseSyncs() {
-    {
-      std::lock_guard lock(hold_mu_);
-      held_ = false;
-    }
+    std::lock_guard lock(hold_mu_);
+    held_ = false;
     hold_cv_.notify_all();
   }
   int syncs_started() const { return syncs_started_; }
