@@ -39,7 +39,7 @@ void AddServeCommand(CLI::App& app, int& rc) {
       ->envname("DELAYQ_ACCESS_LOG");
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
-  s->add_option("--threads", serve.threads, "Server threads (0: max(4, CPU cores))")
+  s->add_option("--threads", serve.threads, "Server threads (0: max(4, CPU cores); on Redis max(8, CPU cores))")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")->capture_default_str();

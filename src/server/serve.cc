@@ -134,8 +134,10 @@ int Serve(const ServeOptions& options) {
 
   // Enqueues and acks no longer hold a thread through their fsync, so threads beyond the cores
   // mostly wake each other up (8 on 2 cores: 35 % fewer single-job requests/s than 4; see
-  // docs/performance.md); a few spare ones cover the handlers that still wait.
-  http.threads = o.threads > 0 ? o.threads : std::max(4, static_cast<int>(std::thread::hardware_concurrency()));
+  // docs/performance.md); a few spare ones cover the handlers that still wait. The Redis store
+  // answers every call on the handler's thread while Redis replies, so it keeps 8.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  http.threads = o.threads > 0 ? o.threads : std::max(o.store == "embedded" ? 4 : 8, cores);
   http.max_body_bytes = o.max_body_bytes;
   http.max_connections = o.max_connections;
   http.max_body_memory = o.max_body_memory;

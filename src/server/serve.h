@@ -20,7 +20,7 @@ struct ServeOptions {
   bool insecure_no_auth = false;           // allow listening beyond loopback without a token
   bool access_log = false;                 // log every answered request (info)
   std::vector<std::string> allowed_hosts;  // Host names answered besides IPs and localhost
-  int threads = 0;                         // I/O and handler threads; 0: max(4, CPU cores)
+  int threads = 0;                         // I/O and handler threads; 0: max(4, CPU cores), on Redis max(8, ...)
   size_t max_body_bytes = 16 << 20;
   size_t max_body_memory = 256 << 20;  // request bodies held at once, all connections
   size_t max_connections = 20'000;
