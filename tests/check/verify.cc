@@ -424,8 +424,12 @@ class Verifier {
         const int64_t from = prev.reserve->t0, to = d.reserve->t1;
         const bool hidden = ReserveInDoubt(t.queue, from, to);
         const bool reset = Restarted(t, from, to);
-        const bool fine =
-            d.attempt == prev.attempt + 1 || d.attempt == 1 || (hidden && (d.attempt > prev.attempt || reset));
+        // Where leases are answered before they are synced, a power cut can take a lease back
+        // with the attempt it counted: the next delivery counts that attempt again.
+        const bool lease_lost = o_.unsynced_leases && !prev.nacked && !prev.acked &&
+                                PowerCutBetween(prev.reserve->t0, d.reserve->t1) && d.at() < prev.lease_end;
+        const bool fine = d.attempt == prev.attempt + 1 || d.attempt == 1 ||
+                          (hidden && (d.attempt > prev.attempt || reset)) || (lease_lost && d.attempt == prev.attempt);
         if (!fine) {
           AddJob("attempts", fmt::format("job {} went from attempt {} to attempt {}", id, prev.attempt, d.attempt), t);
         }
