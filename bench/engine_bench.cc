@@ -5,6 +5,8 @@
 //   reserve-ack --jobs N --batch 100
 //   lateness    --rate 20000 --seconds 10 --consumers 4
 //   memory      --jobs 10000000
+//   growth      --levels 0,1000000,10000000 --jobs 200000 --rate 20000 --seconds 5
+//   (--store redis://HOST:PORT or redis-cluster://HOST:PORT [--shards N]: on the Redis store)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -87,12 +89,14 @@ std::string Payload() { return std::string(100, 'x'); }
 // --store redis://HOST:PORT runs a scenario on the Redis store instead (the caller flushes Redis
 // between runs); the queue name is fresh per run.
 std::string g_store;
+int g_shards = 1;
 std::string g_queue = "bench";
 
 std::unique_ptr<Queue> OpenStore(const std::string& dir, Durability d) {
   if (g_store.empty()) return OpenFresh(dir, d);
   redis::RedisQueueOptions o;
   o.url = g_store;
+  o.shards = g_shards;
   auto q = redis::RedisQueue::Open(o);
   if (!q.ok()) {
     std::fprintf(stderr, "open: %s\n", q.status().ToString().c_str());
@@ -209,13 +213,12 @@ int ReserveAck(const Args& a, const std::string& dir) {
 // N = rate * seconds jobs, due uniformly over `seconds` starting 2 s after the enqueue ended;
 // `consumers` threads wait on reserve and ack at once. Lateness = received - due, measured
 // with the same clock the engine uses.
-int Lateness(const Args& a, const std::string& dir) {
-  const int64_t rate = a.Int("rate", 20'000);
-  const int64_t seconds = a.Int("seconds", 10);
-  const int consumers = static_cast<int>(a.Int("consumers", 4));
-  Durability d = Durability::kInterval;
-  ParseDurability(a.Str("durability", "interval"), &d);
-  auto engine = OpenStore(dir, d);
+struct LatenessResult {
+  int64_t received = 0, early = 0;
+  LatencyHistogram hist;
+  double engine_p99_ms = -1;
+};
+LatenessResult MeasureLateness(Queue& engine, int64_t rate, int64_t seconds, int consumers) {
   const int64_t n = rate * seconds;
   SystemClock clock;
   const int64_t window_start = clock.NowMs() + 3000 + n / 200;  // after the enqueue is done
@@ -227,17 +230,17 @@ int Lateness(const Args& a, const std::string& dir) {
     r.when.deliver_at_ms = window_start + static_cast<int64_t>(rng() % (seconds * 1000));
     reqs.push_back(std::move(r));
     if (reqs.size() == 1000 || i == n - 1) {
-      auto e = engine->EnqueueBatch(g_queue, reqs);
+      auto e = engine.EnqueueBatch(g_queue, reqs);
       if (!e.ok()) Fail(e.status());
       reqs.clear();
     }
   }
   if (clock.NowMs() >= window_start) {
     std::fprintf(stderr, "enqueue did not finish before the jobs came due\n");
-    return 1;
+    std::exit(1);
   }
   std::mutex mu;
-  LatencyHistogram hist;
+  LatenessResult result;
   std::atomic<int64_t> received{0}, early{0};
   std::vector<std::thread> ts;
   for (int c = 0; c < consumers; ++c) {
@@ -245,7 +248,7 @@ int Lateness(const Args& a, const std::string& dir) {
       LatencyHistogram local;
       std::vector<std::string> receipts;
       while (received.load() < n) {
-        auto got = engine->Reserve(g_queue, {100, 500, std::nullopt});
+        auto got = engine.Reserve(g_queue, {100, 500, std::nullopt});
         if (!got.ok()) Fail(got.status());
         const int64_t now_us = clock.NowUs();
         receipts.clear();
@@ -256,22 +259,35 @@ int Lateness(const Args& a, const std::string& dir) {
           receipts.push_back(std::move(j.receipt));
         }
         received += static_cast<int64_t>(got->size());
-        if (!receipts.empty()) (void)engine->AckBatch(g_queue, receipts);
+        if (!receipts.empty()) (void)engine.AckBatch(g_queue, receipts);
       }
       std::lock_guard lock(mu);
-      hist.Merge(local);
+      result.hist.Merge(local);
     });
   }
   for (auto& t : ts) t.join();
-  auto stats = engine->Stats(g_queue);
+  auto stats = engine.Stats(g_queue);
+  result.received = received.load();
+  result.early = early.load();
+  result.engine_p99_ms = stats.ok() ? stats->lateness.p99_ms : -1.0;
+  return result;
+}
+
+int Lateness(const Args& a, const std::string& dir) {
+  const int64_t rate = a.Int("rate", 20'000);
+  const int64_t seconds = a.Int("seconds", 10);
+  const int consumers = static_cast<int>(a.Int("consumers", 4));
+  Durability d = Durability::kInterval;
+  ParseDurability(a.Str("durability", "interval"), &d);
+  auto engine = OpenStore(dir, d);
+  const LatenessResult r = MeasureLateness(*engine, rate, seconds, consumers);
   std::printf(
       "{\"scenario\":\"lateness\",\"store\":\"%s\",\"durability\":\"%s\",\"rate\":%lld,\"jobs\":%lld,"
       "\"consumers\":%d,\"early\":%lld,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,"
       "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"engine_p99_ms\":%.3f}\n",
-      g_store.empty() ? "embedded" : "redis", DurabilityName(d), (long long)rate, (long long)received.load(), consumers,
-      (long long)early.load(), hist.Percentile(0.5) / 1000.0, hist.Percentile(0.9) / 1000.0,
-      hist.Percentile(0.99) / 1000.0, hist.Percentile(0.999) / 1000.0, hist.max_us() / 1000.0,
-      stats.ok() ? stats->lateness.p99_ms : -1.0);
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), (long long)rate, (long long)r.received, consumers,
+      (long long)r.early, r.hist.Percentile(0.5) / 1000.0, r.hist.Percentile(0.9) / 1000.0,
+      r.hist.Percentile(0.99) / 1000.0, r.hist.Percentile(0.999) / 1000.0, r.hist.max_us() / 1000.0, r.engine_p99_ms);
   return 0;
 }
 
@@ -316,12 +332,68 @@ int Memory(const Args& a, const std::string& dir) {
   return 0;
 }
 
+// How cost grows with what is already scheduled. For each level of --levels the store is
+// filled up to that many jobs (due 1-8 days ahead, batches of 1000, not measured), then: the
+// enqueue of --jobs jobs due within the hour (batches of 100, one thread; they stay scheduled),
+// the lateness of --rate due/s for --seconds with 4 consumers (delivered and acknowledged), and
+// the memory held: this process's RSS, plus Redis's used_memory on every node on Redis.
+int Growth(const Args& a, const std::string& dir) {
+  Durability d = Durability::kInterval;
+  ParseDurability(a.Str("durability", "interval"), &d);
+  const int64_t jobs = a.Int("jobs", 200'000);
+  const int64_t rate = a.Int("rate", 20'000);
+  const int64_t seconds = a.Int("seconds", 5);
+  std::vector<int64_t> levels;
+  for (std::string rest = a.Str("levels", "0,1000000,10000000"); !rest.empty();) {
+    const size_t comma = rest.find(',');
+    levels.push_back(std::stoll(rest.substr(0, comma)));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  auto engine = OpenStore(dir, d);
+  std::vector<EnqueueRequest> fill(1000);
+  for (auto& r : fill) r.payload = Payload();
+  std::mt19937_64 rng(5);
+  int64_t filled = 0;
+  for (const int64_t level : levels) {
+    while (filled < level) {
+      const size_t n = static_cast<size_t>(std::min<int64_t>(1000, level - filled));
+      fill.resize(n);
+      for (auto& r : fill) r.when.delay_ms = 86'400'000 + static_cast<int64_t>(rng() % (7 * 86'400'000LL));
+      auto e = engine->EnqueueBatch(g_queue, fill);
+      if (!e.ok()) Fail(e.status());
+      filled += static_cast<int64_t>(n);
+      if (filled % 1'000'000 == 0) std::fprintf(stderr, "  filled %lld M\n", (long long)(filled / 1'000'000));
+    }
+    std::vector<EnqueueRequest> reqs(100);
+    for (auto& r : reqs) r.payload = Payload();
+    auto start = Steady::now();
+    for (int64_t i = 0; i < jobs; i += 100) {
+      for (auto& r : reqs) r.when.delay_ms = 60'000 + static_cast<int64_t>(rng() % 3'540'000);
+      auto e = engine->EnqueueBatch(g_queue, reqs);
+      if (!e.ok()) Fail(e.status());
+    }
+    const double enqueue_secs = Seconds(start, Steady::now());
+    filled += jobs;
+    const LatenessResult l = MeasureLateness(*engine, rate, seconds, 4);
+    std::printf(
+        "{\"scenario\":\"growth\",\"store\":\"%s\",\"shards\":%lld,\"durability\":\"%s\",\"level\":%lld,"
+        "\"scheduled\":%lld,\"enqueue_jobs_per_s\":%.0f,\"rate\":%lld,\"delivered\":%lld,\"early\":%lld,"
+        "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"rss_mib\":%.1f,\"redis_used_mib\":%.1f}\n",
+        g_store.empty() ? "embedded" : "redis", (long long)a.Int("shards", 1), DurabilityName(d), (long long)level,
+        (long long)filled, static_cast<double>(jobs) / enqueue_secs, (long long)rate, (long long)l.received,
+        (long long)l.early, l.hist.Percentile(0.5) / 1000.0, l.hist.Percentile(0.99) / 1000.0, l.hist.max_us() / 1000.0,
+        RssBytes() / 1048576.0, RedisUsedMemory(*engine) / 1048576.0);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: delayq-engine-bench enqueue|reserve-ack|lateness|memory [--key value]... "
+                 "usage: delayq-engine-bench enqueue|reserve-ack|lateness|memory|growth [--key value]... "
                  "[--dir DIR]\n");
     return 2;
   }
@@ -334,6 +406,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   g_store = a.Str("store", "");
+  g_shards = static_cast<int>(a.Int("shards", 1));
   g_queue = "bench." + std::to_string(::getpid());
   const std::string dir = a.Str("dir", "/tmp/delayq-bench-" + std::to_string(::getpid()));
   int rc;
@@ -341,6 +414,7 @@ int main(int argc, char** argv) {
   else if (a.scenario == "reserve-ack") rc = ReserveAck(a, dir);
   else if (a.scenario == "lateness") rc = Lateness(a, dir);
   else if (a.scenario == "memory") rc = Memory(a, dir);
+  else if (a.scenario == "growth") rc = Growth(a, dir);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", a.scenario.c_str());
     return 2;

@@ -2,8 +2,10 @@
 # delayq side by side with the delay queues users would pick instead (issue 6): the same
 # workloads, the same harness (bench/peers/harness), the same machine, in one run.
 #
-#   burst   100 000 jobs due over 10 s, 4 consumers: every system; 1 consumer: every system
-#           but the fsync twins (delayq-interval, beanstalkd-binlog)
+#   burst   100 000 jobs due over 10 s, 4 consumers: every system, at each of its durability
+#           settings; 1 consumer: every system without its fsync twins
+#   single  one job per request, 16 connections, 5 s: delayq, beanstalkd and the sorted set at
+#           the settings that sync before answering, and delayq and beanstalkd at the others
 #   memory  1 000 000 jobs due 1-2 h ahead: one system per in-memory structure
 #   crash   10 000 jobs due in 3 s, the consumer SIGKILLed and restarted: every system but
 #           the fsync twins (a consumer's crash does not touch the server's disk)
@@ -11,7 +13,7 @@
 # load spreads over all systems. Writes bench/results/peers.{md,json} and peers-*.png.
 #
 # `make bench-peers`, or scripts/bench-peers.sh [build-dir]. Environment: REPEAT (3),
-# BURST_N (100000), MEMORY_N (1000000), CRASH_N (10000), SYSTEMS (all; a space-separated
+# BURST_N (100000), MEMORY_N (1000000), CRASH_N (10000), SINGLE_SECONDS (5), SYSTEMS (all; a space-separated
 # subset), OUT (bench/results).
 set -euo pipefail
 build=${1:-build}
@@ -34,9 +36,13 @@ if [ ! -d "$peers/node_modules/bullmq" ] || [ ! -d "$peers/node_modules/jackd" ]
 fi
 # beanstalkd's Debian package starts a system service on 11300; the harness runs its own.
 
-all="delayq-none delayq-interval delayq-redis bullmq beanstalkd beanstalkd-binlog zset-poll zset-stream"
+all="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
+all+=" delayq-interval beanstalkd-binlog delayq-redis-everysec zset-poll-everysec"
+all+=" delayq-sync beanstalkd-binlog-sync delayq-redis-always zset-poll-always"
 selected=${SYSTEMS:-$all}
 burst1="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
+single="delayq-sync beanstalkd-binlog-sync zset-poll-always delayq-interval beanstalkd-binlog delayq-none beanstalkd"
+single_seconds=${SINGLE_SECONDS:-5}
 crash="$burst1"
 memory="delayq-none delayq-redis bullmq beanstalkd zset-poll"
 has() { [[ " $1 " == *" $2 "* ]] && [[ " $selected " == *" $2 "* ]]; }
@@ -51,14 +57,15 @@ runs=$out/tmp/peers-runs.jsonl
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s)
 
-one() {  # one SYSTEM WORKLOAD N CONSUMERS: a run, its JSON line (or its error) appended to $runs
+one() {  # one SYSTEM WORKLOAD N CONSUMERS [run.js options]: a run, its JSON line (or error) appended to $runs
   local line err
-  printf '  %-18s %-7s n=%-8s consumers=%s ... ' "$1" "$2" "$3" "$4" >&2
+  printf '  %-22s %-7s n=%-8s consumers=%s ... ' "$1" "$2" "$3" "$4" >&2
   if line=$(timeout 300 node "$peers/harness/run.js" --system "$1" --workload "$2" --n "$3" --consumers "$4" \
-      --delayq "$delayq" 2>"$work/stderr"); then
+      --delayq "$delayq" "${@:5}" 2>"$work/stderr"); then
     echo "$line" >>"$runs"
     echo "$line" | node -e 'const r=JSON.parse(require("fs").readFileSync(0,"utf8"));
       console.error(r.workload==="memory" ? `${r.bytes_per_job} B/job, ${r.enqueue_per_s} enq/s`
+        : r.workload==="single" ? `${r.enqueue_per_s} requests/s`
         : `p99 ${r.lateness_ms.p99} ms, lost ${r.lost}, dup ${r.duplicates}, early ${r.early}, ${r.enqueue_per_s} enq/s`)'
   else
     err=$(grep -v '^\s*at ' "$work/stderr" | tail -3 | tr '\n"' ' '"'"'')
@@ -72,6 +79,7 @@ for i in $(seq "$repeat"); do
   echo "repetition $i of $repeat ($(( $(date +%s) - started )) s so far)" >&2
   for s in $all; do has "$all" "$s" && one "$s" burst "$burst_n" 4; done
   for s in $burst1; do has "$burst1" "$s" && one "$s" burst "$burst_n" 1; done
+  for s in $single; do has "$single" "$s" && one "$s" single 0 0 --seconds "$single_seconds"; done
   for s in $crash; do has "$crash" "$s" && one "$s" crash "$crash_n" 1; done
   for s in $memory; do has "$memory" "$s" && one "$s" memory "$memory_n" 0; done
 done

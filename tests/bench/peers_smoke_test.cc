@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -18,9 +20,11 @@ using nlohmann::json;
 
 const std::string kHarness = DELAYQ_PEERS_HARNESS;
 
-json RunWorkload(const std::string& workload, const std::string& consumers, std::string* line) {
-  RunResult r = RunProcess({DELAYQ_NODE, kHarness + "/run.js", "--system", "delayq-none", "--workload", workload, "--n",
-                            "2000", "--consumers", consumers, "--seconds", "2", "--delayq", DELAYQ_BIN});
+json RunWorkload(const std::string& system, const std::string& workload, const std::string& consumers,
+                 std::string* line) {
+  RunResult r = RunProcess({DELAYQ_NODE, kHarness + "/run.js", "--system", system, "--workload", workload, "--n",
+                            "2000", "--consumers", consumers, "--seconds", workload == "single" ? "1" : "2",
+                            "--connections", "4", "--delayq", DELAYQ_BIN});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   *line = r.out;
   return json::parse(r.out, nullptr, /*allow_exceptions=*/false);
@@ -29,9 +33,9 @@ json RunWorkload(const std::string& workload, const std::string& consumers, std:
 // ctest runs every test in its own process, so each runs only the workloads it looks at.
 class PeersHarnessSmoke : public ::testing::Test {
  protected:
-  json Run(const std::string& workload) {
+  json Run(const std::string& workload, const std::string& system = "delayq-none") {
     std::string line;
-    json j = RunWorkload(workload, workload == "burst" ? "4" : "1", &line);
+    json j = RunWorkload(system, workload, workload == "burst" ? "4" : "1", &line);
     lines_ += line;
     return j;
   }
@@ -73,8 +77,35 @@ TEST_F(PeersHarnessSmoke, MemoryReportsBytesPerScheduledJob) {
   EXPECT_GT(memory["disk_bytes_per_job"].get<double>(), 0);
 }
 
+// Single-job requests on delayq's default durability (sync): one request in flight on each of
+// 4 connections for 1 s (the harness throws, and exits 1, on any answer but the one job's id).
+TEST_F(PeersHarnessSmoke, SingleCountsOneJobPerRequestOnEachConnection) {
+  const json single = Run("single", "delayq-sync");
+  ASSERT_TRUE(single.is_object()) << lines_;
+  EXPECT_EQ(single["workload"], "single");
+  EXPECT_EQ(single["connections"], 4);
+  EXPECT_GT(single["requests"].get<int>(), 0);
+  EXPECT_GT(single["enqueue_per_s"].get<double>(), 0);
+  EXPECT_NE(single["describe"].get<std::string>().find("--durability sync"), std::string::npos) << lines_;
+}
+
+TEST_F(PeersHarnessSmoke, BadOptionsNameWhatIsExpected) {
+  for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--system", "delayq-none", "--workload", "single", "--connections", "0"}, "expected a count of 1 or more"},
+           {{"--system", "delayq-none", "--workload", "singel"}, "expected burst, memory, crash or single"},
+           {{"--system", "beanstalkd-binlog-snyc", "--workload", "single"}, "beanstalkd-binlog-sync"},
+       }) {
+    std::vector<std::string> argv = {DELAYQ_NODE, kHarness + "/run.js"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = RunProcess(argv);
+    EXPECT_EQ(r.exit_code, 1) << args[3];
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(PeersHarnessSmoke, ReportTurnsTheRunsIntoTablesAndPlotData) {
   for (const char* workload : {"burst", "crash", "memory"}) ASSERT_TRUE(Run(workload).is_object()) << lines_;
+  ASSERT_TRUE(Run("single", "delayq-sync").is_object()) << lines_;
   TempDir dir;
   std::ofstream(dir.Sub("runs.jsonl")) << lines_;
   RunResult r = RunProcess({DELAYQ_NODE, kHarness + "/report.js", dir.Sub("runs.jsonl"), dir.Sub("results"),
@@ -88,7 +119,10 @@ TEST_F(PeersHarnessSmoke, ReportTurnsTheRunsIntoTablesAndPlotData) {
   json report = json::parse(ReadFile(dir.Sub("results/peers.json")));
   EXPECT_EQ(report["medians"]["burst:4"]["delayq-none"]["delivered"], 2000);
   EXPECT_EQ(report["medians"]["crash:1"]["delayq-none"]["lost"], 0);
-  EXPECT_EQ(report["runs"].size(), 3u);
+  EXPECT_NE(md.find("## Single-job requests: 4 connections"), std::string::npos) << md;
+  EXPECT_NE(md.find("| delayq, embedded | fsync before the answer (the default) |"), std::string::npos) << md;
+  EXPECT_GT(report["medians"]["single:0"]["delayq-sync"]["enqueue_per_s"].get<double>(), 0);
+  EXPECT_EQ(report["runs"].size(), 4u);
   EXPECT_FALSE(ReadFile(dir.Sub("plot/cdf-delayq-none.dat")).empty());
   EXPECT_FALSE(ReadFile(dir.Sub("plot/memory.dat")).empty());
 }

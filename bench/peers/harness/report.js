@@ -11,16 +11,26 @@ const { median } = require('./lib');
 const [runsPath, resultsDir, dataDir, metaJson] = process.argv.slice(2);
 const meta = JSON.parse(metaJson || '{}');
 
-const LABELS = {  // name in the tables, durability, short name in the plots
-  'delayq-none': ['delayq, embedded', 'none (RAM + disk, no fsync)', 'delayq'],
-  'delayq-interval': ['delayq, embedded', 'fsync at most every 50 ms', 'delayq fsync≤50ms'],
-  'delayq-redis': ['delayq on Redis', 'Redis without AOF', 'delayq on Redis'],
-  bullmq: ['BullMQ 6.7', 'Redis without AOF', 'BullMQ'],
-  beanstalkd: ['beanstalkd 1.12', 'none (RAM)', 'beanstalkd'],
-  'beanstalkd-binlog': ['beanstalkd 1.12 -b', 'binlog, fsync at most every 50 ms', 'beanstalkd -b'],
-  'zset-poll': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis without AOF', 'ZSET poll'],
-  'zset-stream': ['Redis ZSET → Stream mover, 500 ms', 'Redis without AOF', 'ZSET→Stream'],
+// Name in the tables, durability, short name in the plots, and the durability class the row
+// is compared within: 'none' (nothing synced), 'interval' (synced at most every 50 ms or every
+// second), 'sync' (synced before the answer). Rows are listed in this order, class by class.
+const LABELS = {
+  'delayq-none': ['delayq, embedded', 'none (RAM + disk, no fsync)', 'delayq', 'none'],
+  'delayq-redis': ['delayq on Redis', 'Redis without AOF', 'delayq on Redis', 'none'],
+  bullmq: ['BullMQ 6.7', 'Redis without AOF', 'BullMQ', 'none'],
+  beanstalkd: ['beanstalkd 1.12', 'none (RAM)', 'beanstalkd', 'none'],
+  'zset-poll': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis without AOF', 'ZSET poll', 'none'],
+  'zset-stream': ['Redis ZSET → Stream mover, 500 ms', 'Redis without AOF', 'ZSET→Stream', 'none'],
+  'delayq-interval': ['delayq, embedded', 'fsync at most every 50 ms', 'delayq fsync≤50ms', 'interval'],
+  'beanstalkd-binlog': ['beanstalkd 1.12 -b', 'binlog, fsync at most every 50 ms', 'beanstalkd -b', 'interval'],
+  'delayq-redis-everysec': ['delayq on Redis', 'Redis AOF, fsync every second', 'delayq on Redis, AOF 1 s', 'interval'],
+  'zset-poll-everysec': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis AOF, fsync every second', 'ZSET poll, AOF 1 s', 'interval'],
+  'delayq-sync': ['delayq, embedded', 'fsync before the answer (the default)', 'delayq sync', 'sync'],
+  'beanstalkd-binlog-sync': ['beanstalkd 1.12 -b -f 0', 'binlog, fsync every write', 'beanstalkd -f 0', 'sync'],
+  'delayq-redis-always': ['delayq on Redis', 'Redis AOF, fsync every write', 'delayq on Redis, AOF always', 'sync'],
+  'zset-poll-always': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis AOF, fsync every write', 'ZSET poll, AOF always', 'sync'],
 };
+const CLASS_TITLES = { none: 'nothing synced', interval: 'synced every 50 ms – 1 s', sync: 'synced before the answer' };
 const ORDER = Object.keys(LABELS);
 
 const runs = fs.readFileSync(runsPath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
@@ -45,12 +55,14 @@ function summary(list, fields) {
 const DELIVERY_FIELDS = ['enqueue_per_s', 'delivered', 'lost', 'duplicates', 'early', 'lateness_ms.p50', 'lateness_ms.p90',
   'lateness_ms.p99', 'lateness_ms.p999', 'lateness_ms.max', 'delivery_per_s', 'peak_server_bytes'];
 const MEMORY_FIELDS = ['enqueue_per_s', 'bytes_per_job', 'disk_bytes_per_job', 'peak_server_bytes'];
+const SINGLE_FIELDS = ['enqueue_per_s', 'requests', 'peak_server_bytes'];
+const FIELDS = { memory: MEMORY_FIELDS, single: SINGLE_FIELDS };
 
 const medians = {};
 for (const [key, bySystem] of Object.entries(groups)) {
   medians[key] = {};
   for (const sys of ORDER.filter((s) => bySystem[s])) {
-    medians[key][sys] = summary(bySystem[sys], key.startsWith('memory') ? MEMORY_FIELDS : DELIVERY_FIELDS);
+    medians[key][sys] = summary(bySystem[sys], FIELDS[key.split(':')[0]] || DELIVERY_FIELDS);
   }
 }
 
@@ -92,10 +104,17 @@ function summaryTable() {
   w();
   w(`Burst: ${fmtInt(burstN)} jobs due over ${burstS} s. Memory: per job scheduled an hour ahead. Crash: the consumer SIGKILLed mid-batch and restarted.`);
   w();
+  w('Rows are grouped by what the system has synced to disk when it answers the producer; compare within a group.');
+  w();
   w('| system | durability | enqueue jobs/s | lateness p50 · p99 · max, 4 consumers | p99, 1 consumer | memory per job | crash: never delivered · twice |');
   w('|---|---|--:|--:|--:|--:|--:|');
+  let lastClass = null;
   for (const sys of ORDER.filter((x) => b4[x] || mem[x] || crash[x])) {
     const s4 = b4[sys];
+    if (LABELS[sys][3] !== lastClass) {
+      lastClass = LABELS[sys][3];
+      w(`| ***${CLASS_TITLES[lastClass]}*** | | | | | | |`);
+    }
     w(`| ${LABELS[sys][0]} | ${LABELS[sys][1]} | ${fmtInt(s4?.enqueue_per_s)} | `
       + `${s4 ? `${fmtMs(s4['lateness_ms.p50'])} · **${fmtMs(s4['lateness_ms.p99'])}** · ${fmtMs(s4['lateness_ms.max'])}` : '–'} | `
       + `${fmtMs(b1[sys]?.['lateness_ms.p99'])} | ${mem[sys] ? `${fmtInt(mem[sys].bytes_per_job)} B` : '–'} | `
@@ -122,6 +141,20 @@ function deliveryTable(key, title) {
 summaryTable();
 deliveryTable('burst:4', `Burst: ${fmtInt(burstN)} jobs due uniformly over ${burstS} s, 4 consumers`);
 deliveryTable('burst:1', `Burst: ${fmtInt(burstN)} jobs due uniformly over ${burstS} s, 1 consumer`);
+
+if (medians['single:0']) {
+  const one = ok.find((r) => r.workload === 'single');
+  w(`## Single-job requests: ${one.connections} connections, one job per request, one request in flight on each, for ${one.seconds} s`);
+  w();
+  w('Jobs due 1 h ahead, no consumer; each system through its own client (delayq: Node\'s http module, beanstalkd: jackd, Redis: ioredis).');
+  w();
+  w('| system | durability | requests/s | requests | peak server RSS |');
+  w('|---|---|--:|--:|--:|');
+  for (const [sys, s] of Object.entries(medians['single:0'])) {
+    w(`| ${LABELS[sys][0]} | ${LABELS[sys][1]} | ${fmtInt(s.enqueue_per_s)}${range(s['enqueue_per_s.runs'], fmtInt)} | ${fmtInt(s.requests)} | ${fmtMiB(s.peak_server_bytes)} |`);
+  }
+  w();
+}
 
 if (medians['memory:0']) {
   const n = ok.find((r) => r.workload === 'memory')?.n;
@@ -167,6 +200,8 @@ fs.writeFileSync(path.join(resultsDir, 'peers.md'), `${lines.join('\n')}\n`);
 fs.mkdirSync(dataDir, { recursive: true });
 const cdfSystems = [];
 for (const [sys, list] of Object.entries(groups['burst:4'] || {})) {
+  // The curves of the systems that sync nothing, and delayq's default: more would be unreadable.
+  if (LABELS[sys][3] !== 'none' && sys !== 'delayq-sync') continue;
   // The run whose p99 is the median's (the middle run), so the curve is one real run.
   const sorted = list.slice().sort((x, y) => x.lateness_ms.p99 - y.lateness_ms.p99);
   const run = sorted[Math.floor((sorted.length - 1) / 2)];

@@ -1,8 +1,8 @@
 // One run of one workload against one system; prints one JSON line (scripts/bench-peers.sh
 // runs every combination REPEAT times and report.js turns the lines into tables and plots).
 //
-//   node run.js --system NAME --workload burst|memory|crash [--n N] [--consumers C]
-//               [--seconds S] [--delayq PATH] [--dir DIR]
+//   node run.js --system NAME --workload burst|memory|crash|single [--n N] [--consumers C]
+//               [--seconds S] [--connections K] [--delayq PATH] [--dir DIR]
 //
 // burst   N jobs (100-byte payloads) due uniformly over the S seconds after enqueueing
 //         starts, handed in in due order, batches of 100 with 4 in flight; C consumer
@@ -11,6 +11,9 @@
 // crash   N jobs all due 3 s after enqueueing starts; one consumer (50 µs of work per job)
 //         is SIGKILLed once it has processed a quarter of them and started again at once.
 //         Lease (visibility timeout, TTR, lock) 3 s for every system.
+// single  one job per request (delayq: a POST .../jobs of one job; beanstalkd: one put;
+//         ZSET: one ZADD) on K connections (16), each with one request in flight, for S
+//         seconds; jobs due 1 h ahead, no consumer. The enqueue rate is requests per second.
 'use strict';
 
 const { fork } = require('child_process');
@@ -22,18 +25,20 @@ const { system } = require('./systems');
 const { nowMs, sleep, payloadFor, readRecords, percentile, round } = require('./lib');
 
 function parseArgs(argv) {
-  const a = { n: null, consumers: 1, seconds: 10, delayq: 'build/delayq', dir: null };
+  const a = { n: null, consumers: 1, seconds: 10, connections: 16, delayq: 'build/delayq', dir: null };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, '');
     if (!(k in a) && !['system', 'workload'].includes(k)) throw new Error(`unknown option --${k}; see the head of run.js`);
     a[k] = argv[i + 1];
   }
-  if (!a.system || !a.workload) throw new Error('need --system NAME --workload burst|memory|crash');
-  const defaults = { burst: 100000, memory: 1000000, crash: 10000 };
-  if (!(a.workload in defaults)) throw new Error(`unknown workload "${a.workload}"; expected burst, memory or crash`);
+  if (!a.system || !a.workload) throw new Error('need --system NAME --workload burst|memory|crash|single');
+  const defaults = { burst: 100000, memory: 1000000, crash: 10000, single: 0 };
+  if (!(a.workload in defaults)) throw new Error(`unknown workload "${a.workload}"; expected burst, memory, crash or single`);
   a.n = Number(a.n || defaults[a.workload]);
   a.consumers = Number(a.consumers);
   a.seconds = Number(a.seconds);
+  a.connections = Number(a.connections);
+  if (!(a.connections >= 1)) throw new Error(`--connections ${a.connections}: expected a count of 1 or more`);
   return a;
 }
 
@@ -60,6 +65,25 @@ async function enqueueAll(producer, payloads, dues) {
   const start = nowMs();
   await Promise.all([lane(), lane(), lane(), lane()]);
   return nowMs() - start;
+}
+
+// Single-job requests on `connections` producers (a connection each), one request in flight
+// on each, for `seconds`: requests answered per second.
+async function enqueueSingles(sys, conn, opts, seconds, connections) {
+  const producers = [];
+  for (let i = 0; i < connections; ++i) producers.push(await sys.producer(conn, opts));
+  let issued = 0;
+  const start = nowMs();
+  const deadline = start + seconds * 1000;
+  await Promise.all(producers.map(async (p) => {
+    while (nowMs() < deadline) {
+      const id = issued++;
+      await p.enqueue([{ id, due: Math.ceil(nowMs() + 3600000), payload: payloadFor(id) }]);
+    }
+  }));
+  const ms = nowMs() - start;
+  for (const p of producers) await p.close().catch(() => {});
+  return { requests: issued, enqueue_per_s: Math.round(issued / (ms / 1000)) };
 }
 
 class Consumers {
@@ -145,13 +169,17 @@ async function main() {
   const leaseMs = a.workload === 'crash' ? 3000 : 30000;
   const opts = { leaseMs, workMicros: a.workload === 'crash' ? 50 : 0 };
   const result = { system: a.system, workload: a.workload, n: a.n, consumers: a.workload === 'burst' ? a.consumers : (a.workload === 'crash' ? 1 : 0) };
-  if (a.workload === 'burst') result.seconds = a.seconds;
+  if (a.workload === 'burst' || a.workload === 'single') result.seconds = a.seconds;
+  if (a.workload === 'single') result.connections = a.connections;
   const state = await sys.start(ctx);
   const consumers = new Consumers(a.system, state.conn, opts, dir);
   let producer;
   try {
     producer = await sys.producer(state.conn, opts);
-    if (a.workload === 'memory') {
+    if (a.workload === 'single') {
+      Object.assign(result, await enqueueSingles(sys, state.conn, opts, a.seconds, a.connections));
+      result.peak_server_bytes = sys.peakServerBytes(state);
+    } else if (a.workload === 'memory') {
       const before = await sys.memoryBytes(state);
       const payloads = Array.from({ length: a.n }, (_, id) => payloadFor(id));
       const t = nowMs();

@@ -66,15 +66,18 @@ function dirBytes(dir) {
   return total;
 }
 
-const startRedis = (port, dir) => startProcess('redis', 'redis-server', [
-  '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+// appendfsync: undefined (no AOF, no snapshots), 'everysec' or 'always' (AOF, fsync per write).
+const startRedis = (port, dir, appendfsync) => startProcess('redis', 'redis-server', [
+  '--port', String(port), '--bind', '127.0.0.1', '--save', '',
+  ...(appendfsync ? ['--appendonly', 'yes', '--appendfsync', appendfsync] : ['--appendonly', 'no']),
   '--dir', dir, '--daemonize', 'no'], port, dir);
 
-const startBeanstalkd = (port, dir, binlog) => {
+// fsyncMs: undefined (no binlog), or the binlog's fsync interval (-f; 0 = fsync every write).
+const startBeanstalkd = (port, dir, fsyncMs) => {
   const args = ['-l', '127.0.0.1', '-p', String(port)];
-  if (binlog) {
+  if (fsyncMs !== undefined) {
     fs.mkdirSync(path.join(dir, 'binlog'), { recursive: true });
-    args.push('-b', path.join(dir, 'binlog'), '-f', '50');  // fsync at most every 50 ms
+    args.push('-b', path.join(dir, 'binlog'), '-f', String(fsyncMs));
   }
   return startProcess('beanstalkd', 'beanstalkd', args, port, dir);
 };

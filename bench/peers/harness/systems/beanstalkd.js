@@ -17,14 +17,16 @@ async function connect(port) {
   return c;
 }
 
-function variant({ binlog }) {
+// fsyncMs: undefined (no binlog), 50 (fsync at most every 50 ms) or 0 (fsync every write).
+function variant({ fsyncMs }) {
+  const binlog = fsyncMs !== undefined;
   return {
     describe: binlog
-      ? 'beanstalkd -b DIR -f 50 (binlog, fsync at most every 50 ms) via npm jackd; 16 connections per consumer'
+      ? `beanstalkd -b DIR -f ${fsyncMs} (binlog, ${fsyncMs === 0 ? 'fsync every write' : `fsync at most every ${fsyncMs} ms`}) via npm jackd; 16 connections per consumer`
       : 'beanstalkd (no binlog) via npm jackd; 16 connections per consumer',
 
     async start(ctx) {
-      const procs = [await servers.startBeanstalkd(ctx.ports.beanstalkd, ctx.dir, binlog)];
+      const procs = [await servers.startBeanstalkd(ctx.ports.beanstalkd, ctx.dir, fsyncMs)];
       return { procs, conn: { port: ctx.ports.beanstalkd }, dir: ctx.dir };
     },
     async stop(state) { for (const p of state.procs) await servers.stopProcess(p); },

@@ -12,7 +12,7 @@ function variant() {
   return {
     describe: 'BullMQ (npm bullmq) Queue.addBulk + Worker(concurrency 100), on redis-server without persistence',
 
-    ...redisServer,
+    ...redisServer(),
 
     async producer(conn) {
       const { Queue } = require('bullmq');

@@ -1,5 +1,6 @@
 // delayq over its HTTP API (the only client there is), on the embedded store or on Redis.
-// Producer: POST /v1/queues/bench/jobs with batches of 100 {"payload", "deliver_at"}.
+// Producer: POST /v1/queues/bench/jobs with batches of 100 {"payload", "deliver_at"} (one job:
+// the single-job body).
 // Consumer: one loop of POST .../reserve {"max":100,"wait_ms":1000,"lease_ms"} and one
 // POST .../ack {"receipts":[...]} per batch, sent while the next reserve waits (keep-alive).
 'use strict';
@@ -36,15 +37,18 @@ function httpClient(port) {
   });
 }
 
-function variant({ store, durability }) {
+// On the embedded store `durability` is delayq's --durability; on Redis the server's AOF
+// setting (`appendfsync`, see servers.startRedis) is what makes a write durable.
+function variant({ store, durability, appendfsync }) {
+  const redisText = appendfsync ? `redis-server with AOF, appendfsync ${appendfsync}` : 'redis-server without persistence';
   return {
-    describe: `delayq serve ${store === 'redis' ? '--store redis:// (redis-server without persistence)' : `--durability ${durability}`}, over HTTP/1.1 keep-alive from Node's http module`,
+    describe: `delayq serve ${store === 'redis' ? `--store redis:// (${redisText})` : `--durability ${durability}`}, over HTTP/1.1 keep-alive from Node's http module`,
 
     async start(ctx) {
       const procs = [];
       let storeUrl;
       if (store === 'redis') {
-        procs.push(await servers.startRedis(ctx.ports.redis, ctx.dir));
+        procs.push(await servers.startRedis(ctx.ports.redis, ctx.dir, appendfsync));
         storeUrl = `redis://127.0.0.1:${ctx.ports.redis}`;
       }
       procs.push(await servers.startDelayq(ctx.delayqBin, ctx.ports.delayq, ctx.dir, storeUrl, durability));
@@ -82,7 +86,13 @@ function variant({ store, durability }) {
     async producer(conn) {
       const call = httpClient(conn.port);
       return {
+        // One job is sent as a single-job request ({"payload", "deliver_at"}), more as a batch.
         async enqueue(jobs) {
+          if (jobs.length === 1) {
+            const res = await call('POST', `${QUEUE}/jobs`, { payload: jobs[0].payload, deliver_at: jobs[0].due });
+            if (typeof res.id !== 'string') throw new Error(`delayq enqueue answered ${JSON.stringify(res).slice(0, 200)}`);
+            return;
+          }
           const res = await call('POST', `${QUEUE}/jobs`, { jobs: jobs.map((j) => ({ payload: j.payload, deliver_at: j.due })) });
           if (!res.jobs || res.jobs.length !== jobs.length) throw new Error(`delayq enqueue answered ${JSON.stringify(res).slice(0, 200)}`);
         },

@@ -6,14 +6,23 @@ const bullmq = require('./bullmq');
 const beanstalkd = require('./beanstalkd');
 const zset = require('./zset');
 
+// Three durabilities, each system at its own setting of each: nothing synced; synced at most
+// every 50 ms (delayq interval, beanstalkd -f 50) or every second (Redis appendfsync everysec);
+// synced before the answer (delayq sync, its default; beanstalkd -f 0; appendfsync always).
 const systems = {
   'delayq-none': delayq.variant({ durability: 'none' }),
   'delayq-interval': delayq.variant({ durability: 'interval' }),
+  'delayq-sync': delayq.variant({ durability: 'sync' }),
   'delayq-redis': delayq.variant({ store: 'redis' }),
+  'delayq-redis-everysec': delayq.variant({ store: 'redis', appendfsync: 'everysec' }),
+  'delayq-redis-always': delayq.variant({ store: 'redis', appendfsync: 'always' }),
   bullmq: bullmq.variant(),
-  beanstalkd: beanstalkd.variant({ binlog: false }),
-  'beanstalkd-binlog': beanstalkd.variant({ binlog: true }),
+  beanstalkd: beanstalkd.variant({}),
+  'beanstalkd-binlog': beanstalkd.variant({ fsyncMs: 50 }),
+  'beanstalkd-binlog-sync': beanstalkd.variant({ fsyncMs: 0 }),
   'zset-poll': zset.variant({ mode: 'poll' }),
+  'zset-poll-everysec': zset.variant({ mode: 'poll', appendfsync: 'everysec' }),
+  'zset-poll-always': zset.variant({ mode: 'poll', appendfsync: 'always' }),
   'zset-stream': zset.variant({ mode: 'stream' }),
 };
 

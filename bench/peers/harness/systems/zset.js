@@ -45,15 +45,18 @@ async function mover(port) {
   }
 }
 
-function variant({ mode }) {
+// appendfsync: see servers.startRedis.
+function variant({ mode, appendfsync }) {
+  const server = redisServer(appendfsync);
+  const aof = appendfsync ? ` (AOF, appendfsync ${appendfsync})` : '';
   return {
-    describe: mode === 'poll'
+    describe: (mode === 'poll'
       ? 'Redis sorted set + Lua pop (LIMIT 100), polled every 0.5 s when empty, via ioredis'
-      : 'Redis sorted set, Lua mover every 500 ms into a Stream + consumer group (COUNT 100), via ioredis',
+      : 'Redis sorted set, Lua mover every 500 ms into a Stream + consumer group (COUNT 100), via ioredis') + aof,
 
-    ...redisServer,
+    ...server,
     async start(ctx) {
-      const state = await redisServer.start(ctx);
+      const state = await server.start(ctx);
       if (mode === 'stream') {
         await state.redis.xgroup('CREATE', READY, GROUP, '$', 'MKSTREAM');
         state.mover = fork(__filename, ['mover', String(ctx.ports.redis)], { stdio: 'inherit' });
@@ -62,7 +65,7 @@ function variant({ mode }) {
     },
     async stop(state) {
       if (state.mover) state.mover.kill('SIGKILL');
-      await redisServer.stop(state);
+      await server.stop(state);
     },
 
     async producer(conn) {

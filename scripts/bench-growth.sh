@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# How delayq's cost grows with what is already scheduled (issue 16, item 6), in-process
+# (delayq-engine-bench growth):
+#   - the embedded store and one redis-server with 0, 1 M and 10 M jobs already scheduled: the
+#     enqueue rate (batches of 100), the delivery lateness of 20 000 due/s with 4 consumers, and
+#     the memory held (RSS; on Redis plus its used_memory);
+#   - the Redis store with --redis-shards 1, 2 and 4 on a local 4-master Redis Cluster, at 0
+#     and 1 M scheduled.
+# Writes bench/results/growth.{md,json} and growth.png (the runs' lines: bench/results/tmp).
+#
+# `make bench-growth`, or scripts/bench-growth.sh [build-dir]. Environment: LEVELS
+# (0,1000000,10000000), SHARD_LEVELS (0,1000000), SHARDS ("1 2 4"), OUT (bench/results).
+# Needs ~6 GiB of RAM for Redis at 10 M jobs; takes ~10 minutes on 2 cores.
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$build/bench/delayq-engine-bench
+[ -x "$bin" ] || { echo "build first: $bin is missing (make build)" >&2; exit 1; }
+levels=${LEVELS:-0,1000000,10000000}
+shard_levels=${SHARD_LEVELS:-0,1000000}
+shards=${SHARDS:-1 2 4}
+out=${OUT:-$root/bench/results}
+DELAYQ_EXTRA_PACKAGES="gnuplot-nox" "$root/scripts/install-deps.sh"
+
+work=$(mktemp -d /tmp/delayq-bench-growth.XXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$out/tmp"
+runs=$out/tmp/growth-runs.jsonl
+: >"$runs"
+started=$(date +%s)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_redis() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; echo "redis on $1 did not start" >&2; exit 1; }
+start_redis() {  # start_redis PORT DIR [extra args]: a redis-server without persistence
+  local port=$1 dir=$2; shift 2
+  mkdir -p "$dir"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" --daemonize no "$@" \
+    >"$dir/redis.log" 2>&1 &
+  pids+=($!)
+  wait_redis "$port"
+}
+run() {  # run LABEL ARGS...: one growth run; its lines (tagged with LABEL) appended to $runs
+  local label=$1; shift
+  echo "  $label: $*" >&2
+  "$bin" growth --dir "$work/engine" "$@" 2>"$work/stderr" | sed "s/^{/{\"run\":\"$label\",/" | tee -a "$runs" >&2 || {
+    tail -5 "$work/stderr" >&2; exit 1; }
+  rm -rf "$work/engine"
+}
+
+echo "delayq cost growth on $(nproc) cores; load before: $load_before" >&2
+run embedded --levels "$levels"
+
+port=$(free_port)
+start_redis "$port" "$work/redis"
+run redis --levels "$levels" --store "redis://127.0.0.1:$port"
+redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+
+# A 4-master cluster (no replicas): each node's port p and bus port p + 10000 must be free.
+nodes=()
+while [ ${#nodes[@]} -lt 4 ]; do
+  p=$(free_port)
+  [ "$p" -lt 55000 ] && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && nodes+=("$p")
+done
+for p in "${nodes[@]}"; do
+  start_redis "$p" "$work/cluster-$p" --cluster-enabled yes --cluster-config-file "$work/cluster-$p/nodes.conf"
+done
+redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 0 --cluster-yes >"$work/cluster.log" 2>&1
+for _ in $(seq 100); do
+  redis-cli -p "${nodes[0]}" cluster info | grep -q cluster_state:ok && break
+  sleep 0.1
+done
+for n in $shards; do
+  for p in "${nodes[@]}"; do redis-cli -p "$p" flushall >/dev/null; done
+  run "cluster-shards-$n" --levels "$shard_levels" --store "redis-cluster://127.0.0.1:${nodes[0]}" --shards "$n"
+done
+elapsed=$(( $(date +%s) - started ))
+
+machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr)"
+python3 "$root/bench/growth_report.py" "$runs" "$out" "$work/plot" \
+  "$(date -u +%Y-%m-%d)" "$machine" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "delayq $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')" \
+  "$elapsed"
+gnuplot -e "data='$work/plot'; out='$out'" "$root/bench/growth.gp"
+echo "wrote $out/growth.md, growth.json, growth.png in $elapsed s" >&2
