@@ -79,6 +79,33 @@ TEST_P(QueueConformance, WithoutAKeyTtlTheKeyIsFreeOnceTheJobIsDone) {
   EXPECT_NE(second.id, first.id);
 }
 
+// The ttl belongs to the job's latest content: a replace without one clears it, a replace with
+// one sets it (the Redis store deletes a ttl only for a job that existed: a new id has none).
+TEST_P(QueueConformance, AReplaceSetsOrClearsTheKeyTtlOfTheJobItReplaces) {
+  const std::string queue = QueueName();
+  const int64_t ttl = 4 * h_->unit_ms();
+  const EnqueueResult first = MustEnqueue(q(), queue, Keyed("k", ttl, 100 * h_->unit_ms()));
+  EnqueueRequest without = Keyed("k", 0);
+  without.replace = true;
+  const EnqueueResult replaced = MustEnqueue(q(), queue, without);
+  ASSERT_TRUE(replaced.replaced);
+  EXPECT_EQ(replaced.id, first.id);
+  AckOne(q(), queue);
+  EXPECT_FALSE(MustEnqueue(q(), queue, Keyed("other", 0)).duplicate);
+  const EnqueueResult fresh = MustEnqueue(q(), queue, Keyed("k", 0, 100 * h_->unit_ms()));
+  EXPECT_FALSE(fresh.duplicate) << "the replaced content had no key ttl: the key is free after the ack";
+
+  EnqueueRequest with = Keyed("k", ttl);
+  with.replace = true;
+  ASSERT_TRUE(MustEnqueue(q(), queue, with).replaced);
+  auto got = MustReserve(q(), queue, 2);
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& d : got) ASSERT_TRUE(q().Ack(queue, d.receipt).ok());
+  const EnqueueResult again = MustEnqueue(q(), queue, Keyed("k", 0));
+  EXPECT_TRUE(again.duplicate) << "the replacing content's key ttl holds the key after the ack";
+  EXPECT_EQ(again.id, fresh.id);
+}
+
 TEST_P(QueueConformance, BadKeyTtlsAreRefusedAndStoreNothing) {
   const std::string queue = QueueName();
   MustEnqueue(q(), queue, Job("seed", 100 * h_->unit_ms()));

@@ -332,7 +332,8 @@ for i = 1, n do
       end
       added = added + 1
     end
-    if j.ttl > 0 then redis.call('HSET', K_KEYTTL, id, j.ttl) else redis.call('HDEL', K_KEYTTL, id) end
+    -- A new id has no key ttl to clear: only a replaced job may hold one (one call less per job).
+    if j.ttl > 0 then redis.call('HSET', K_KEYTTL, id, j.ttl) elseif j.existing then redis.call('HDEL', K_KEYTTL, id) end
     bodies[#bodies + 1] = id
     bodies[#bodies + 1] = j.body
     m.due = j.due
