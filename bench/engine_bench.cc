@@ -334,7 +334,8 @@ int Memory(const Args& a, const std::string& dir) {
 
 // How cost grows with what is already scheduled. For each level of --levels the store is
 // filled up to that many jobs (due 1-8 days ahead, batches of 1000, not measured), then: the
-// enqueue of --jobs jobs due within the hour (batches of 100, one thread; they stay scheduled),
+// enqueue of --jobs more (batches of 100, one thread; due 1-8 days ahead too, so that none of
+// them comes due in a later level's lateness run and counts there: they join the backlog),
 // the lateness of --rate due/s for --seconds with 4 consumers (delivered and acknowledged), and
 // the memory held: this process's RSS, plus Redis's used_memory on every node on Redis.
 int Growth(const Args& a, const std::string& dir) {
@@ -368,7 +369,7 @@ int Growth(const Args& a, const std::string& dir) {
     for (auto& r : reqs) r.payload = Payload();
     auto start = Steady::now();
     for (int64_t i = 0; i < jobs; i += 100) {
-      for (auto& r : reqs) r.when.delay_ms = 60'000 + static_cast<int64_t>(rng() % 3'540'000);
+      for (auto& r : reqs) r.when.delay_ms = 86'400'000 + static_cast<int64_t>(rng() % (7 * 86'400'000LL));
       auto e = engine->EnqueueBatch(g_queue, reqs);
       if (!e.ok()) Fail(e.status());
     }

@@ -7,13 +7,13 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
 set grid y
-set key left top
+set key outside bottom center horizontal
 set yrange [0:*]
 set xlabel 'jobs already scheduled'
 set title 'enqueue, batches of 100'
 set ylabel 'jobs per second'
 plot data.'/levels.dat' using 2:xtic(1) title 'embedded', '' using 3 title 'Redis'
-set title 'lateness p99 at 20 000 due/s, 4 consumers'
+set title 'lateness p99: 20 000 due/s (Redis 10 000)'
 set ylabel 'ms'
 plot data.'/levels.dat' using 4:xtic(1) title 'embedded', '' using 5 title 'Redis'
 set title 'memory held'
