@@ -415,6 +415,28 @@ TEST_P(QueueConformance, AReserveAnswerStopsAtMaxBytes) {
   EXPECT_EQ(q().Reserve(queue, zero).code(), Code::kInvalidArgument);
 }
 
+// A bound that falls beyond the first records read (the embedded store reads 8, 16, 32, ...):
+// the answer still stops at the first job that would go over, and the rest stay ready.
+TEST_P(QueueConformance, AReserveOfManyStopsAtMaxBytesPastItsFirstReads) {
+  const std::string queue = QueueName();
+  std::vector<EnqueueRequest> batch(100, Job("\"" + std::string(1000, 'p') + "\""));
+  auto enqueued = q().EnqueueBatch(queue, batch);
+  ASSERT_TRUE(enqueued.ok()) << enqueued.status().ToString();
+  ReserveRequest r;
+  r.max = 100;
+  r.max_bytes = 30'000;  // each record holds a 1 002-byte payload and some bytes more
+  auto got = q().Reserve(queue, r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_GE(got->size(), 25u);
+  EXPECT_LE(got->size(), 29u);
+  std::set<std::string> seen;
+  for (const auto& d : *got) seen.insert(d.id);
+  auto rest = q().Reserve(queue, {100, 0, std::nullopt});
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(got->size() + rest->size(), 100u);
+  for (const auto& d : *rest) EXPECT_TRUE(seen.insert(d.id).second) << d.id << " answered twice";
+}
+
 // Reads, stats and reserves on a name that is not a queue create nothing (20 000 such names
 // took RSS to 323 MiB). A reserve waiting on such a name is still answered when a job comes.
 TEST_P(QueueConformance, ReadsAndReservesCreateNoQueue) {

@@ -34,20 +34,23 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   auto batch = storage_->NewBatch();
   // Records are read a few at a time, so an answer bounded by max_bytes never reads far past
   // it: the answer stops before the record that would take it over (the first always comes).
-  // The Redis reserve script applies the same rule to the same encoded records.
-  constexpr size_t kChunk = 8;
+  // The Redis reserve script applies the same rule to the same encoded records. The chunk
+  // doubles after each read (8, 16, 32, 64): one batched read serves most of a big reserve,
+  // and what is read past the bound stays below what was already taken.
+  size_t chunk = 8;
   int64_t bytes = 0;
   bool full = false;
   auto next = q->ready.begin();
   while (!full && next != q->ready.end() && static_cast<int32_t>(out.size() + broken.size()) < max) {
     std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
     std::vector<std::string> ids;
-    for (; next != q->ready.end() && candidates.size() < kChunk &&
+    for (; next != q->ready.end() && candidates.size() < chunk &&
            static_cast<int32_t>(out.size() + broken.size() + candidates.size()) < max;
          ++next) {
       candidates.push_back(next);
       ids.emplace_back(next->first.id.Raw());
     }
+    chunk = std::min<size_t>(chunk * 2, 64);
     std::vector<std::string> raws;
     std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, ids, &raws);
     for (size_t i = 0; i < candidates.size(); ++i) {
