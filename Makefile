@@ -52,7 +52,7 @@ test-sanitize: deps
 # time of -O2 -g (46.8 -> 23.1 s for tests/http/api_test.cc), which CI's 45 minutes need.
 # The Python and Node clients' tests run on the other two builds: under TSan they only add
 # another HTTP client to a server the C++ suites already drive (~50 s).
-TSAN_TARGETS ?= delayq_cli core_test engine_test http_test client_test integration_test redis_test
+TSAN_TARGETS ?= delayq_cli core_test engine_test http_test http_server_test client_test integration_test redis_test
 TSAN_EXCLUDE ?= _NOT_BUILT|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules|PythonClient|NodeClient
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
