@@ -33,6 +33,38 @@ namespace bhttp = boost::beast::http;
 constexpr uint64_t kAdmitAboveBytes = 64 * 1024;  // see HttpServerOptions::admit
 using tcp = net::ip::tcp;
 
+namespace {
+
+bool HeaderSafe(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
+
+// The head of every answer the server writes (written by hand: Beast's response object and
+// serializer were 8 % of the server's CPU for a single-job request, docs/performance.md).
+// Header names and values come from delayq's code, never from a request; one holding a line
+// break would split the answer, so it is dropped (and said). `length` is the body's (for HEAD,
+// the GET's) length.
+std::string AnswerHead(int status, std::string_view content_type,
+                       const std::vector<std::pair<std::string, std::string>>& headers, bool keep_alive,
+                       size_t length) {
+  std::string head;
+  auto out = std::back_inserter(head);
+  const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  fmt::format_to(out, "HTTP/1.1 {} {}\r\nServer: delayq\r\n", status, std::string_view(reason.data(), reason.size()));
+  auto put = [&](std::string_view name, std::string_view value) {
+    if (!HeaderSafe(name) || !HeaderSafe(value)) {
+      spdlog::error("dropping the answer header \"{}\": it holds a line break", name.substr(0, 100));
+      return;
+    }
+    fmt::format_to(out, "{}: {}\r\n", name, value);
+  };
+  put("Content-Type", content_type);
+  for (const auto& [name, value] : headers) put(name, value);
+  if (!keep_alive) head += "Connection: close\r\n";
+  fmt::format_to(out, "Content-Length: {}\r\n\r\n", length);
+  return head;
+}
+
+}  // namespace
+
 class HttpServer::Impl {
  public:
   class SessionBase;
@@ -168,7 +200,7 @@ class HttpServer::Impl {
   void Accept();
   void CloseIdle();
   // A whole HTTP answer refusing a connection at accept.
-  static std::string Refusal(int status, std::string_view reason, Code code, std::string_view message);
+  static std::string Refusal(int status, Code code, std::string_view message);
   void MaybeFinish() {
     std::lock_guard lock(mu_);
     if (sessions_.empty() && stop_timer_) {
@@ -400,13 +432,11 @@ class HttpServer::Impl::Session final : public SessionBase {
     });
   }
 
-  // The answer's head is formatted here and sent with the body in one gather write: Beast's
-  // response object and serializer were 8 % of the server's CPU for a single-job request
-  // (docs/performance.md), and the body is moved, never copied.
+  // The head (AnswerHead) and the moved body go out in one gather write: the body is never
+  // copied.
   struct Answer {
     std::string head, body;
   };
-  static bool HeaderSafe(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
 
   void Write(http::HttpResponse r) {
     answered_ = true;
@@ -414,25 +444,8 @@ class HttpServer::Impl::Session final : public SessionBase {
     ReleaseBody();
     const bool keep_alive = keep_alive_ && !server_.stopping();
     auto out = std::make_shared<Answer>();
-    auto head = std::back_inserter(out->head);
-    fmt::format_to(head, "HTTP/1.1 {} {}\r\nServer: delayq\r\n", r.status, [&] {
-      const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(r.status));
-      return std::string_view(reason.data(), reason.size());
-    }());
-    if (HeaderSafe(r.content_type)) fmt::format_to(head, "Content-Type: {}\r\n", r.content_type);
-    for (const auto& [name, value] : r.headers) {
-      // Names and values come from delayq's code, never from a request; a line break in one
-      // would split the answer, so such a header is dropped (and said).
-      if (!HeaderSafe(name) || !HeaderSafe(value)) {
-        spdlog::error("dropping the answer header \"{}\": it holds a line break", name.substr(0, 100));
-        continue;
-      }
-      fmt::format_to(head, "{}: {}\r\n", name, value);
-    }
-    if (!keep_alive) out->head += "Connection: close\r\n";
-    // A HEAD answer says how long the GET's body would be, and has none.
-    fmt::format_to(head, "Content-Length: {}\r\n\r\n", r.body.size());
-    if (!head_) out->body = std::move(r.body);
+    out->head = AnswerHead(r.status, r.content_type, r.headers, keep_alive, r.body.size());
+    if (!head_) out->body = std::move(r.body);  // a HEAD answer has the GET's length and no body
     Tcp().expires_after(std::chrono::seconds(30));
     const std::array<net::const_buffer, 2> buffers{net::buffer(out->head), net::buffer(out->body)};
     net::async_write(stream_, buffers, [self = Self(), out, keep_alive](beast::error_code ec, size_t) {
@@ -491,12 +504,11 @@ void HttpServer::Impl::Accept() {
         size_t& from_peer = per_address_[peer];
         if (sessions_.size() >= options_.max_connections || stopping_) {
           static const std::string kBusy =
-              Refusal(503, "Service Unavailable", Code::kUnavailable,
-                      "delayq is at its connection limit (--max-connections); retry later");
+              Refusal(503, Code::kUnavailable, "delayq is at its connection limit (--max-connections); retry later");
           refusal = &kBusy;
         } else if (options_.max_connections_per_address > 0 && from_peer >= options_.max_connections_per_address) {
           static const std::string kTooMany =
-              Refusal(429, "Too Many Requests", Code::kResourceExhausted,
+              Refusal(429, Code::kResourceExhausted,
                       "this address has the most connections one client may open (--max-connections-per-address); "
                       "reuse connections (keep-alive) or close some");
           refusal = &kTooMany;
@@ -524,11 +536,9 @@ void HttpServer::Impl::Accept() {
   });
 }
 
-std::string HttpServer::Impl::Refusal(int status, std::string_view reason, Code code, std::string_view message) {
+std::string HttpServer::Impl::Refusal(int status, Code code, std::string_view message) {
   std::string body = wire::ErrorBody(code, message);
-  return fmt::format(
-      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}", status,
-      reason, body.size(), body);
+  return AnswerHead(status, "application/json", {}, false, body.size()) + body;
 }
 
 void HttpServer::Impl::CloseIdle() {

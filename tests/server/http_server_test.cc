@@ -1,7 +1,8 @@
 // The server's transport on its own (a handler instead of the Api), on what it writes: the
 // answer's head is formatted by hand since issue 16, so its framing is checked byte for byte —
 // status line, headers, Content-Length, HEAD, Connection: close, pipelined requests answered in
-// order on one connection, and a header with a line break in it dropped, not sent.
+// order on one connection, a header with a line break in it dropped, not sent, and the refusal
+// of a connection over a limit.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -19,8 +20,9 @@ namespace {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    HttpServerOptions options;
+  void SetUp() override { StartServer({}); }
+  void StartServer(HttpServerOptions options) {
+    if (server_) TearDown();
     options.host = "127.0.0.1";
     options.port = 0;
     options.threads = 2;
@@ -42,11 +44,10 @@ class HttpServerTest : public ::testing::Test {
   void TearDown() override {
     server_->Stop();
     runner_.join();
+    server_.reset();
   }
 
-  // Sends `bytes` on a fresh connection and reads until the server closes it or, with
-  // `one_answer`, until one whole answer (head and Content-Length bytes of body) is in.
-  std::string Exchange(const std::string& bytes, bool one_answer) {
+  int Connect() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -55,6 +56,13 @@ class HttpServerTest : public ::testing::Test {
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     timeval tv{5, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+  }
+
+  // Sends `bytes` on a fresh connection and reads until the server closes it or, with
+  // `one_answer`, until one whole answer (head and Content-Length bytes of body) is in.
+  std::string Exchange(const std::string& bytes, bool one_answer) {
+    const int fd = Connect();
     EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
     std::string got;
     auto whole = [&] {
@@ -98,6 +106,22 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderAndCloseEndsTheConnect
   EXPECT_LT(one, head);
   EXPECT_LT(head, missing);
   EXPECT_EQ(got.find("answer to /two"), std::string::npos) << "a HEAD answer has no body";
+}
+
+// A connection over a limit is refused at accept with a whole answer in the same framing.
+TEST_F(HttpServerTest, AConnectionOverTheLimitGetsAWholeRefusalAndIsClosed) {
+  HttpServerOptions options;
+  options.max_connections_per_address = 1;
+  StartServer(options);
+  const int first = Connect();
+  ASSERT_EQ(Exchange("GET /a HTTP/1.1\r\nHost: x\r\n\r\n", false)
+                .rfind("HTTP/1.1 429 Too Many Requests\r\n"
+                       "Server: delayq\r\n"
+                       "Content-Type: application/json\r\n"
+                       "Connection: close\r\nContent-Length: ",
+                       0),
+            0u);
+  ::close(first);
 }
 
 }  // namespace

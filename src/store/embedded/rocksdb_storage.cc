@@ -197,6 +197,7 @@ class RocksDbStorage final : public Storage {
 
   std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys, std::vector<std::string>* values) override {
     DisablePerfCounters();
+    values->assign(keys.size(), std::string());  // one value per key, whatever happens
     if (!db_) return std::vector<Status>(keys.size(), BrokenStatus());
     // The batched form (one column family, arrays): it looks the keys up together in the
     // memtables and in each SST file's blocks, where the vector form does one Get per key —
@@ -206,12 +207,10 @@ class RocksDbStorage final : public Storage {
     std::vector<rocksdb::PinnableSlice> pinned(n);
     std::vector<rocksdb::Status> st(n);
     db_->MultiGet(rocksdb::ReadOptions(), cfs_[static_cast<int>(cf)], n, slices.data(), pinned.data(), st.data());
-    values->resize(n);
     std::vector<Status> out;
     out.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       if (st[i].ok()) (*values)[i].assign(pinned[i].data(), pinned[i].size());
-      else (*values)[i].clear();
       out.push_back(st[i].IsNotFound() ? Status::NotFound("no such key") : FromRocks(st[i], "reading the store"));
     }
     return out;

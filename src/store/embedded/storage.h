@@ -61,7 +61,8 @@ class Storage {
   virtual Status SyncWal() = 0;
   // kNotFound when the key is absent.
   virtual Status Get(Cf cf, std::string_view key, std::string* value) = 0;
-  // Reads many keys at once (faster than one Get each); one Status per key, as for Get.
+  // Reads many keys at once (faster than one Get each); one Status per key, as for Get, and
+  // one value per key in *values (empty where the Status is not ok).
   virtual std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys,
                                        std::vector<std::string>* values) = 0;
   virtual std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) = 0;
