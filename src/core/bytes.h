@@ -98,6 +98,8 @@ class ByteReader {
     return true;
   }
   bool empty() const { return in_.empty(); }
+  // What is left to read.
+  std::string_view rest() const { return in_; }
 
  private:
   std::string_view in_;

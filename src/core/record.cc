@@ -83,14 +83,15 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
 
 std::string EncodeDueRecord(const DueRecord& r) {
   std::string out;
-  out.reserve(32);
+  out.reserve(32 + r.record.size());
   ByteWriter w(&out);
-  w.U8(kDueRecordVersion);
+  w.U8(r.record.empty() ? 2 : kDueRecordVersion);
   w.Varint(static_cast<uint64_t>(r.due_ms));
   w.Varint(static_cast<uint64_t>(r.attempt));
   w.Fixed64(r.delivery.lo);
   w.Varint(static_cast<uint64_t>(r.lease_deadline_ms));
   w.Fixed64(r.delivery.hi);
+  out.append(r.record);
   return out;
 }
 
@@ -98,14 +99,20 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   ByteReader in(data);
   uint8_t version;
   if (!in.U8(&version)) return Truncated("due");
-  if (version != 1 && version != 2) return VersionError("due", version, kDueRecordVersion);
+  if (version < 1 || version > 3) return VersionError("due", version, kDueRecordVersion);
   uint64_t due, attempt, lease;
   r->delivery = {};
   if (!in.Varint(&due) || !in.Varint(&attempt) || !in.Fixed64(&r->delivery.lo) || !in.Varint(&lease)) {
     return Truncated("due");
   }
   if (version >= 2 && !in.Fixed64(&r->delivery.hi)) return Truncated("due");
-  if (!in.empty()) return Truncated("due");
+  r->record = {};
+  if (version == 3) {
+    if (in.empty()) return Truncated("due");  // a version 3 entry always holds a record
+    r->record = in.rest();
+  } else if (!in.empty()) {
+    return Truncated("due");
+  }
   r->due_ms = static_cast<int64_t>(due);
   r->attempt = static_cast<int32_t>(attempt);
   r->lease_deadline_ms = static_cast<int64_t>(lease);

@@ -12,6 +12,10 @@
 //              varint lease_deadline_ms, fixed64 delivery (high half)
 //   DueRecord version 1 (read, no longer written): the same without the high half (a 64-bit
 //              token; its receipts stay valid).
+//   DueRecord version 3: version 2's fields, then the job's whole JobRecord (its own version
+//              byte first) to the end of the value: a job kept in one row (see
+//              store/embedded/keys.h). Version 2 is still written for a job whose record is
+//              in `jobs`, so a reserve of such a job rewrites a few bytes.
 //   (bytes = varint length + raw bytes; varints are LEB128.)
 //
 // How to change the format safely:
@@ -35,7 +39,7 @@
 namespace delayq {
 
 inline constexpr uint8_t kRecordVersion = 2;     // JobRecord (1 when key_ttl_ms is 0)
-inline constexpr uint8_t kDueRecordVersion = 2;  // DueRecord
+inline constexpr uint8_t kDueRecordVersion = 3;  // DueRecord (2 without a record)
 
 struct JobRecord {
   std::string queue;
@@ -61,11 +65,15 @@ struct DueRecord {
   int32_t attempt = 0;
   DeliveryToken delivery;         // token of the current delivery; empty = never delivered
   int64_t lease_deadline_ms = 0;  // 0 = not reserved
+  // Version 3: the job's encoded JobRecord, a view into the decoded bytes (empty: the record
+  // is elsewhere).
+  std::string_view record;
 };
 
 std::string EncodeJobRecord(const JobRecord& record);
 Status DecodeJobRecord(std::string_view data, JobRecord* record);
-std::string EncodeDueRecord(const DueRecord& record);
+// Version 3 with `r.record` appended when it is not empty, else version 2.
+std::string EncodeDueRecord(const DueRecord& r);
 Status DecodeDueRecord(std::string_view data, DueRecord* record);
 
 }  // namespace delayq

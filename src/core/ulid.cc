@@ -1,5 +1,7 @@
 #include "core/ulid.h"
 
+#include <algorithm>
+
 #include "core/random.h"
 
 namespace delayq {
@@ -88,6 +90,31 @@ Ulid UlidGenerator::Next(int64_t now_ms) {
     }
   }
   last_ = u;
+  return u;
+}
+
+Ulid UlidGenerator::NextTagged(int64_t now_ms, uint32_t tag) {
+  Ulid u;
+  uint64_t random = 0;  // bytes 6..11
+  for (int i = 6; i < 12; ++i) random = (random << 8) | last_.bytes[i];
+  uint64_t step = 0;
+  SecureRandomBytes(&step, 3);
+  step += 1;
+  int64_t ms = last_.TimestampMs();
+  constexpr uint64_t kRandomEnd = uint64_t{1} << 48;
+  if (now_ms > ms || random + step >= kRandomEnd) {
+    // A new millisecond (or the random part of this one is used up: the next one, so that ids
+    // keep increasing).
+    ms = std::max(now_ms, ms + (now_ms > ms ? 0 : 1));
+    SecureRandomBytes(&random, 6);
+    random &= (kRandomEnd >> 1) - 1;  // leave room to increment within the millisecond
+  } else {
+    random += step;
+  }
+  for (int i = 5; i >= 0; --i, ms >>= 8) u.bytes[i] = static_cast<uint8_t>(ms & 0xff);
+  for (int i = 11; i >= 6; --i, random >>= 8) u.bytes[i] = static_cast<uint8_t>(random & 0xff);
+  for (int i = 15; i >= 12; --i, tag >>= 8) u.bytes[i] = static_cast<uint8_t>(tag & 0xff);
+  last_ = u;  // greater than the last: a later millisecond, or the same with a greater random part
   return u;
 }
 

@@ -43,6 +43,11 @@ struct UlidHash {
 class UlidGenerator {
  public:
   Ulid Next(int64_t now_ms);
+  // The same, but the last 4 bytes are `tag` (big-endian) and the random part is the 6 bytes
+  // before them (a random step of 1..2^24 within a millisecond). The embedded store tags an id
+  // with its job's first due bucket, to find the job from its id (store/embedded/keys.h).
+  // Tagged and untagged ids of one generator are increasing together.
+  Ulid NextTagged(int64_t now_ms, uint32_t tag);
   // Ensures later ids sort after `id` (used after recovery).
   void Observe(const Ulid& id);
 

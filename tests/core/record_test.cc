@@ -115,8 +115,37 @@ TEST(Record, RefusesNewerVersionsAndGarbage) {
   EXPECT_FALSE(DecodeDueRecord("\x01\x01", &d).ok());
   std::string due = EncodeDueRecord({1, 2, DeliveryToken::Random(), 3});
   for (size_t n = 0; n < due.size(); ++n) EXPECT_FALSE(DecodeDueRecord(due.substr(0, n), &d).ok()) << n;
-  due[0] = 3;
-  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (2)"), std::string::npos);
+  due[0] = 4;
+  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (3)"), std::string::npos);
+  due[0] = 3;  // version 3 without the record it must carry
+  EXPECT_FALSE(DecodeDueRecord(due, &d).ok());
+}
+
+// Version 3 is version 2 followed by the job's whole record (a job kept in one row); version 2
+// is still what an entry without a record is, so the records of jobs kept in two rows are
+// unchanged.
+TEST(Record, DueVersion3CarriesTheJobRecordAfterTheDueFields) {
+  DueRecord plain{11, 2, {7, 9}, 10};
+  EXPECT_EQ(EncodeDueRecord(plain)[0], 2);
+  const std::string record = EncodeJobRecord(Sample());
+  DueRecord with = plain;
+  with.record = record;
+  const std::string bytes = EncodeDueRecord(with);
+  EXPECT_EQ(bytes, std::string("\x03\x0b\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a\x00\x00\x00\x00\x00\x00\x00\x07", 20) +
+                       record);
+  DueRecord out;
+  ASSERT_TRUE(DecodeDueRecord(bytes, &out).ok());
+  EXPECT_EQ(out.due_ms, 11);
+  EXPECT_EQ(out.attempt, 2);
+  EXPECT_EQ(out.delivery, (DeliveryToken{7, 9}));
+  EXPECT_EQ(out.lease_deadline_ms, 10);
+  EXPECT_EQ(out.record, record);
+  JobRecord job;
+  ASSERT_TRUE(DecodeJobRecord(out.record, &job).ok());
+  EXPECT_EQ(job.payload, Sample().payload);
+  ASSERT_TRUE(DecodeDueRecord(EncodeDueRecord(plain), &out).ok());
+  EXPECT_TRUE(out.record.empty()) << "a decoded entry does not keep the record of the one before";
+  for (size_t n = 0; n < 21; ++n) EXPECT_FALSE(DecodeDueRecord(bytes.substr(0, n), &out).ok()) << n;
 }
 
 }  // namespace

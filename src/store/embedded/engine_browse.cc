@@ -49,10 +49,9 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
     bytes += static_cast<int64_t>(raw.size());
     return static_cast<int32_t>(page.jobs.size()) < request.limit && bytes < Limits::kMaxListBytes;
   };
-  // The record of a job of `q`, read from disk.
-  auto read = [&](const Ulid& id, std::string* raw, JobRecord* record) -> Status {
-    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, id.Raw(), raw));
-    return DecodeJobRecord(*raw, record);
+  // The record of a job of `q`, read from disk (from its due place when it is live).
+  auto read = [&](const Ulid& id, std::string* raw, JobRecord* record, const DueKey* key = nullptr) -> Status {
+    return ReadRecordLocked(q->name, id, key, record, nullptr, raw);
   };
   auto finish_at = [&](const PageCursor& at) { page.next_cursor = EncodePageCursor(request.state, at); };
 
@@ -77,7 +76,7 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
       for (size_t i = 0; i < keys.size(); ++i) {
         std::string raw;
         JobRecord record;
-        DELAYQ_RETURN_IF_ERROR(read(keys[i].id, &raw, &record));
+        DELAYQ_RETURN_IF_ERROR(read(keys[i].id, &raw, &record, &keys[i]));
         auto room = add(keys[i].id, raw, record);
         if (!room.ok()) return room.status();
         if (!*room && i + 1 < keys.size()) more = true;
@@ -129,7 +128,7 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
           if (after && !(*after < key)) continue;
           std::string raw;
           JobRecord record;
-          DELAYQ_RETURN_IF_ERROR(read(key.id, &raw, &record));
+          DELAYQ_RETURN_IF_ERROR(read(key.id, &raw, &record, &key));
           auto room = add(key.id, raw, record);
           if (!room.ok()) return room.status();
           if (!*room) {

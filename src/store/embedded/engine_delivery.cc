@@ -1,8 +1,9 @@
 // Deliveries and their end: reserve, ack, nack, touch (the dead-letter queue is in
 // engine_dead.cc).
 //
-// A reserve rewrites only the job's small due record (attempt, delivery token, lease
-// deadline); the job record itself changes only on nack, dead, reschedule and replay.
+// A reserve rewrites only the job's due entry (attempt, delivery token, lease deadline, and the
+// record when it is inline there: keys.h); a record in `jobs` changes only on nack, dead,
+// reschedule and replay.
 // A lease that expires changes nothing on disk: the due record still says "reserved until T",
 // and T has passed, which recovery reads as "ready again".
 #include <spdlog/spdlog.h>
@@ -28,6 +29,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     int32_t max_attempts;
     bool key_indexed;
     int64_t key_ttl_ms;
+    bool in_due;
   };
   std::vector<Pick> picks;
   std::vector<DueKey> broken;
@@ -43,16 +45,17 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   auto next = q->ready.begin();
   while (!full && next != q->ready.end() && static_cast<int32_t>(out.size() + broken.size()) < max) {
     std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
-    std::vector<std::string> ids;
+    std::vector<DueKey> keys;
     for (; next != q->ready.end() && candidates.size() < chunk &&
            static_cast<int32_t>(out.size() + broken.size() + candidates.size()) < max;
          ++next) {
       candidates.push_back(next);
-      ids.emplace_back(next->first.id.Raw());
+      keys.push_back(next->first);
     }
     chunk = std::min<size_t>(chunk * 2, 64);
     std::vector<std::string> raws;
-    std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, ids, &raws);
+    std::vector<bool> in_due;
+    std::vector<Status> reads = ReadRecordsLocked(q->name, keys, &raws, &in_due);
     for (size_t i = 0; i < candidates.size(); ++i) {
       auto it = candidates[i];
       const DueKey& key = it->first;
@@ -73,7 +76,9 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
       const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
       const int32_t attempt = it->second.attempt + 1;
-      batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord({key.due_ms, attempt, delivery, deadline}));
+      DueRecord due{key.due_ms, attempt, delivery, deadline};
+      if (in_due[i]) due.record = raw;
+      batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord(due));
       Delivery d;
       d.id = key.id.ToString();
       d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
@@ -86,7 +91,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       d.key = std::move(record.key);
       d.lease_deadline_ms = deadline;
       out.push_back(std::move(d));
-      picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms});
+      picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms, in_due[i]});
     }
   }
   if (batch->Count() > 0) {
@@ -100,7 +105,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     q->ready.erase(p.it);
     --ready_entries_;
     AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline, deadline_mono_us,
-                                 out[i].key, p.key_indexed, p.key_ttl_ms});
+                                 out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due});
     ++q->counters.delivered;
     if (!info.redelivery) q->lateness.Record(now.wall_us - key.due_ms * 1000);
   }
@@ -186,21 +191,20 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
     // (A receipt is signed for its queue, so `lease.queue != q` would be a forged one.)
     if (lease.queue != q) return errors::DeliveryJobGone(id);
     if (lease.delivery != receipt.token) return errors::DeliveredAgain(id, lease.attempt);
-    *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery};
+    *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery, lease.in_due};
     return Status::Ok();
   }
-  std::string raw;
-  Status s = storage_->Get(Cf::kJobs, receipt.id.Raw(), &raw);
+  bool in_due = false;
+  Status s = ReadRecordLocked(q->name, receipt.id, nullptr, record, &in_due);
   if (s.code() == Code::kNotFound) return errors::DeliveryJobGone(id);
   DELAYQ_RETURN_IF_ERROR(s);
-  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, record));
   *have_record = true;
   if (record->queue != q->name) return errors::DeliveryJobGone(id);
   if (record->dead) return errors::DeliveryWentDead(id, record->attempt, record->max_attempts);
   DueKey key{record->due_at_ms, receipt.id};
   auto ready = q->ready.find(key);
   if (ready != q->ready.end() && ready->second.delivery == receipt.token) {
-    *target = {receipt.id, key, false, ready->second.attempt, receipt.token};
+    *target = {receipt.id, key, false, ready->second.attempt, receipt.token, in_due};
     return Status::Ok();
   }
   return errors::DeliveryOver(id);
@@ -292,7 +296,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
       key_indexed = record.key_indexed;
       key_ttl_ms = record.key_ttl_ms;
     }
-    batch->Delete(Cf::kJobs, t.id.Raw());
+    if (!t.in_due) batch->Delete(Cf::kJobs, t.id.Raw());
     batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
     if (key_indexed) {
       ReleaseKeyLocked(queue, t.id, key, t.key.due_ms, key_ttl_ms, op.now().wall_ms(), *batch);
@@ -338,11 +342,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
     JobRecord record;
     bool have_record;
     DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
-    if (!have_record) {
-      std::string raw;
-      DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kJobs, t.id.Raw(), &raw));
-      DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-    }
+    if (!have_record) DELAYQ_RETURN_IF_ERROR(ReadRecordLocked(queue, t.id, &t.key, &record));
     record.last_error = NackErrorText(request);
     auto batch = storage_->NewBatch();
     const bool dead = request.dead || t.attempt >= record.max_attempts;
@@ -355,6 +355,7 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(config.backoff, t.attempt, unit(rng_)));
       new_key = {now_ms + delay, t.id};
       record.due_at_ms = new_key.due_ms;
+      // Moved: its record goes to (or stays in) `jobs`, its entry has none (keys.h).
       batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
       batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
       batch->Put(Cf::kDue, DueIndexKey(queue, new_key), EncodeDueRecord({new_key.due_ms, t.attempt, {}, 0}));
@@ -400,7 +401,14 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
     const int64_t deadline = op.now().wall_ms() + lease;
     const int64_t deadline_mono_us = op.now().mono_us + lease * 1000;
     auto batch = storage_->NewBatch();
-    batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord({t.key.due_ms, t.attempt, t.delivery, deadline}));
+    DueRecord due{t.key.due_ms, t.attempt, t.delivery, deadline};
+    std::string inline_record;  // an inline record is rewritten with its entry
+    if (t.in_due) {
+      bool still_inline = false;
+      DELAYQ_RETURN_IF_ERROR(ReadRecordLocked(queue, t.id, &t.key, &record, &still_inline, &inline_record));
+      if (still_inline) due.record = inline_record;
+    }
+    batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(due));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
       Lease lease_now = leases_.at(t.id);
@@ -412,7 +420,7 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
       q->ready.erase(t.key);
       --ready_entries_;
       AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline, deadline_mono_us,
-                                 record.key, record.key_indexed, record.key_ttl_ms});
+                                 record.key, record.key_indexed, record.key_ttl_ms, t.in_due});
     }
     result.lease_deadline_ms = deadline;
   }

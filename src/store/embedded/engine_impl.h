@@ -1,7 +1,9 @@
 // The embedded engine.
 //
-// How data flows. Every job is one record in `jobs` plus one entry in `due` (while live) or in
-// `dead`. Each operation runs under one mutex: it first catches up with the clock (Tick:
+// How data flows. Every live job is one entry in `due`, which holds its record while the job
+// is still where it was made (one row per scheduled job); otherwise the record is in `jobs`
+// (keys.h says which, and engine_records.cc reads them). A dead job is its record in `jobs`
+// plus one entry in `dead`. Each operation runs under one mutex: it first catches up with the clock (Tick:
 // promote what came due, expire leases, time out waiters), then reads what it needs from the
 // store, builds one WriteBatch, writes it (unsynced), and only when the write succeeded
 // applies the change to the in-memory indexes. Outside the mutex it then waits, in `sync`
@@ -134,6 +136,7 @@ struct Lease {
   std::string idem_key;          // the job's idempotency key
   bool key_indexed = false;
   int64_t key_ttl_ms = 0;  // the job's EnqueueRequest::key_ttl_ms
+  bool in_due = false;     // its record is inline in its due entry (keys.h)
 };
 
 struct Waiter {
@@ -194,6 +197,7 @@ class EngineImpl final : public Engine {
     bool leased = false;  // reserved; else ready after its lease expired
     int32_t attempt = 0;
     DeliveryToken delivery;
+    bool in_due = false;  // its record is inline in its due entry
   };
 
   // One operation on the engine, from its first line to its answer. Construction marks a
@@ -277,6 +281,21 @@ class EngineImpl final : public Engine {
   void PokeWallLocked(int64_t wall_us);
   void PokeMonoLocked(int64_t mono_us);
 
+  // --- where records are (engine_records.cc; the layout is in keys.h) ---
+  // Reads job `id`'s record. With its due place `key` (when the caller knows it): inline there
+  // when that is the id's place and the entry holds it, else from `jobs`. With no key: from
+  // `jobs`, else inline at the id's place. *in_due (when given) tells where it was; *raw (when
+  // given) gets the encoded record. kNotFound: the job has no record.
+  Status ReadRecordLocked(std::string_view queue, const Ulid& id, const DueKey* key, JobRecord* record,
+                          bool* in_due = nullptr, std::string* raw = nullptr);
+  // The encoded records of the live jobs at `keys` (of one queue), read together: one Status per
+  // key, (*records)[i] its encoded record and (*in_due)[i] whether it was inline.
+  std::vector<Status> ReadRecordsLocked(std::string_view queue, const std::vector<DueKey>& keys,
+                                        std::vector<std::string>* records, std::vector<bool>* in_due);
+  // Puts a new job's record and due entry into `batch`: one inline row when the job is at its
+  // id's place and the record is small, else the two-row layout.
+  static void PutNewJob(WriteBatch& batch, std::string_view queue, const DueKey& key, const JobRecord& record);
+
   // --- the scheduler (engine_scheduler.cc) ---
   Deadline TickLocked(const Instant& now, Deferred& deferred);
   void PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched);
@@ -297,7 +316,8 @@ class EngineImpl final : public Engine {
                                               const Instant& now);
   Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
                              bool* have_record);
-  Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
+  // The job `ref` names in `q` and its record (*in_due: where it was, see ReadRecordLocked).
+  Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record, bool* in_due = nullptr);
   Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
   // The key of a job leaving for good (ack, cancel): deleted, or with a key_ttl_ms kept taken
   // until now + key_ttl_ms (and up to two kept keys whose time ran out are deleted first, so

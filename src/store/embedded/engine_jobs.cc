@@ -126,9 +126,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
         s = Status::NotFound("");
       }
       JobRecord record;
-      std::string raw;
-      if (s.ok()) s = storage_->Get(Cf::kJobs, existing, &raw);
-      if (s.ok()) s = DecodeJobRecord(raw, &record);
+      if (s.ok()) s = ReadRecordLocked(queue, Ulid::FromRaw(existing), nullptr, &record);
       if (s.ok()) {
         Ulid id = Ulid::FromRaw(existing);
         if (!r.replace) {
@@ -146,7 +144,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
         if (r.max_attempts) record.max_attempts = *r.max_attempts;
         record.key_ttl_ms = r.key_ttl_ms;
         // Replaced: new content in the old job's place, so its attempts start again (the Lua
-        // twin is kEnqueueScript).
+        // twin is kEnqueueScript). Its record goes to `jobs` (it may leave its id's place).
         record.attempt = 0;
         DueKey key{dues[i], id};
         batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
@@ -158,7 +156,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
       }
       if (s.code() != Code::kNotFound) return s;
     }
-    Ulid id = ids_.Next(now_ms);
+    Ulid id = ids_.NextTagged(now_ms, BucketTag(dues[i]));
     JobRecord record;
     record.queue = std::string(queue);
     record.key = r.key;
@@ -171,8 +169,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
     record.binary = r.binary;
     record.key_ttl_ms = r.key_ttl_ms;
     DueKey key{dues[i], id};
-    batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-    batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
+    PutNewJob(batch, queue, key, record);
     if (!idem.empty()) batch.Put(Cf::kKeys, idem, id.Raw());
     plan.placements.push_back({{}, key, false});
     plan.results[i] = {id.ToString(), dues[i], false, false};
@@ -193,7 +190,7 @@ void EngineImpl::ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, cons
   }
 }
 
-Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record) {
+Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record, bool* in_due) {
   std::string raw;
   if (!ref.id.empty()) {
     auto parsed = Ulid::Parse(ref.id);
@@ -208,10 +205,9 @@ Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, 
     if (raw.size() != 16) return errors::NoJobWithKey(q->name, ref.key);  // kept after its job was done
     *id = Ulid::FromRaw(raw);
   }
-  Status s = storage_->Get(Cf::kJobs, id->Raw(), &raw);
+  Status s = ReadRecordLocked(q->name, *id, nullptr, record, in_due);
   if (s.code() == Code::kNotFound) return errors::NoSuchJob(q->name, id->ToString());
   DELAYQ_RETURN_IF_ERROR(s);
-  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, record));
   // A job of another queue does not exist in this one (the Redis store cannot tell either).
   if (record->queue != q->name) return errors::NoSuchJob(q->name, id->ToString());
   return Status::Ok();
@@ -278,10 +274,11 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
     if (!q) return UnknownQueue(queue);
     Ulid id;
     JobRecord record;
-    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    bool in_due = false;
+    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record, &in_due));
     if (leases_.contains(id)) return errors::ReservedCannotCancel(id.ToString());
     auto batch = storage_->NewBatch();
-    batch->Delete(Cf::kJobs, id.Raw());
+    if (!in_due) batch->Delete(Cf::kJobs, id.Raw());
     DueKey key{record.due_at_ms, id};
     if (record.dead) {
       batch->Delete(Cf::kDead, DeadIndexKey(queue, record.dead_at_ms, id));

@@ -102,10 +102,9 @@ Status EngineImpl::RecoverLocked() {
   }
 
   for (const PendingLease& p : pending) {
-    std::string raw;
     JobRecord record;
-    Status s = storage_->Get(Cf::kJobs, p.key.id.Raw(), &raw);
-    if (s.ok()) s = DecodeJobRecord(raw, &record);
+    bool in_due = false;
+    Status s = ReadRecordLocked(p.queue->name, p.key.id, &p.key, &record, &in_due);
     if (!s.ok()) {
       return Status::Corruption(
           fmt::format("reserved job {} has no readable record: {}", p.key.id.ToString(), s.ToString()));
@@ -114,7 +113,7 @@ Status EngineImpl::RecoverLocked() {
     const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_us);
     AddLeaseLocked(p.key.id,
                    Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery, p.due.lease_deadline_ms,
-                         now.mono_us + left_us, record.key, record.key_indexed, record.key_ttl_ms});
+                         now.mono_us + left_us, record.key, record.key_indexed, record.key_ttl_ms, in_due});
   }
 
   int64_t dead = 0;

@@ -88,10 +88,8 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
       AddOnce(touched, q);
       continue;
     }
-    std::string raw;
     JobRecord record;
-    Status s = storage_->Get(Cf::kJobs, id.Raw(), &raw);
-    if (s.ok()) s = DecodeJobRecord(raw, &record);
+    Status s = ReadRecordLocked(q->name, id, &lease.key, &record);
     if (!s.ok()) {
       spdlog::error("job {}: reading it to move it to dead failed: {}", id.ToString(), s.ToString());
       continue;  // retried below

@@ -9,6 +9,15 @@
 //   meta  "queue" \0 queue                         -> QueueMeta   stored config, paused flag
 //   meta  "keyttl" \0 expiry(be64) queue \0 key    -> ""          when each kept key is free
 //
+// One row per scheduled job. A job is made with an id tagged with its first due bucket (the
+// id's last 4 bytes: UlidGenerator::NextTagged), and while it stays in that bucket (until a
+// nack, reschedule, replace or replay moves it) its record is inline in its due entry
+// (DueRecord version 3) and `jobs` holds no row for it: an enqueue writes one row, an ack
+// deletes one. A job that moves, one whose record is larger than kInlineRecordMaxBytes (a
+// reserve rewrites the entry) and every job of a release before this layout have their record
+// in `jobs` and a version 2 due entry. So: a job's record is in `jobs` if it has a row there;
+// else inline in the due entry at its id's place. Dead jobs' records are always in `jobs`.
+//
 // Queue names never contain \0, so "queue \0" is an exact per-queue prefix, and big-endian
 // times make byte order equal time order.
 //
@@ -66,6 +75,26 @@ inline std::string TimeIdKey(std::string_view queue, int64_t ms, const Ulid& id)
 inline constexpr int kDueBucketShift = 12;
 inline constexpr int64_t kNoBucket = INT64_MAX;
 inline int64_t DueBucket(int64_t due_ms) { return due_ms >> kDueBucketShift; }
+
+// Records larger than this stay in `jobs`: a reserve or touch rewrites an inline record whole.
+inline constexpr size_t kInlineRecordMaxBytes = 4096;
+// The tag of an id whose job has no due bucket that fits in 32 bits (never a bucket).
+inline constexpr uint32_t kNoBucketTag = 0xffffffffu;
+inline uint32_t BucketTag(int64_t due_ms) {
+  const int64_t bucket = DueBucket(due_ms);
+  return bucket >= 0 && bucket < kNoBucketTag ? static_cast<uint32_t>(bucket) : kNoBucketTag;
+}
+inline uint32_t IdTag(const Ulid& id) {
+  return (uint32_t{id.bytes[12]} << 24) | (uint32_t{id.bytes[13]} << 16) | (uint32_t{id.bytes[14]} << 8) | id.bytes[15];
+}
+// Whether `key` is the place its id is tagged with: the only place its record can be inline.
+inline bool AtIdPlace(const DueKey& key) {
+  const uint32_t tag = IdTag(key.id);
+  return tag != kNoBucketTag && tag == DueBucket(key.due_ms);
+}
+// The due-index key of the place `id` is tagged with (a moment in its bucket: only the bucket
+// is in the key).
+inline DueKey IdPlace(const Ulid& id) { return {static_cast<int64_t>(IdTag(id)) << kDueBucketShift, id}; }
 
 inline std::string DueIndexKey(std::string_view queue, const DueKey& key) {
   return TimeIdKey(queue, DueBucket(key.due_ms), key.id);

@@ -8,6 +8,7 @@
 
 #include "delayq/clock.h"
 #include "delayq/engine.h"
+#include "store/embedded/storage.h"
 #include "store/embedded/upgrade_fixture.h"
 #include "support/temp_dir.h"
 
@@ -74,6 +75,41 @@ TEST_P(Upgrade, ADataDirectoryOfAnEarlierReleaseOpensWithEverythingInIt) {
   auto got = q.Reserve("orders", {.max = 10});
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->size(), 2u);
+
+  // Old and new rows side by side (the release's jobs have their records in `jobs`, new ones
+  // are one row: store/embedded/keys.h), across a restart, until every job is done.
+  auto fresh = q.Enqueue("orders", EnqueueRequest{.payload = "7"});
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(q.Ack("orders", (*got)[0].receipt).ok());
+  opened->reset();
+  opened = Engine::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Engine& reopened = **opened;
+  EXPECT_EQ(reopened.Get("orders", JobRef::ById(fresh->id))->payload, "7");
+  EXPECT_EQ(reopened.Get("orders", JobRef::ByKey("a"))->payload, R"({"order":1})");
+  ASSERT_TRUE(reopened.Ack("orders", (*got)[1].receipt).ok()) << "a receipt from before the restart";
+  auto replayed = reopened.ReplayDead("orders", std::vector<std::string>{ids.dead});
+  ASSERT_TRUE(replayed.ok());
+  EXPECT_EQ(*replayed, 1);
+  ASSERT_TRUE(reopened.Cancel("orders", JobRef::ByKey("a")).ok());
+  ASSERT_TRUE(reopened.Resume("held").ok());
+  for (const char* queue : {"orders", "held"}) {
+    auto rest = reopened.Reserve(queue, {.max = 10});
+    ASSERT_TRUE(rest.ok());
+    for (const Delivery& d : *rest) ASSERT_TRUE(reopened.Ack(queue, d.receipt).ok());
+  }
+  for (const char* queue : {"orders", "held"}) {
+    auto stats = reopened.Stats(queue);
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ(stats->scheduled + stats->ready + stats->reserved + stats->dead, 0) << queue;
+  }
+  opened->reset();
+  auto storage = OpenRocksDbStorage({options.path});
+  ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+  for (Cf cf : {Cf::kJobs, Cf::kDue, Cf::kDead}) {
+    auto rows = (*storage)->Scan(cf, "", std::string(64, '\xff'));
+    EXPECT_FALSE(rows->Valid()) << CfName(cf) << " still has a row for a job that is done";
+  }
 }
 
 // One entry per release whose data directory is kept as a fixture.
