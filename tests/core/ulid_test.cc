@@ -20,6 +20,16 @@ TEST(Ulid, TextRoundTripAndTimestamp) {
   EXPECT_FALSE(Ulid::Parse("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"));  // over 128 bits
   EXPECT_FALSE(Ulid::Parse("01JDQ8Z3K6T6V3W1C9X2N4M5P"));   // 25 characters
   EXPECT_FALSE(Ulid::Parse("01JDQ8Z3K6T6V3W1C9X2N4M5PU"));  // U is not Crockford
+  // Crockford's aliases read as the digits they look like, in either case.
+  EXPECT_EQ(*Ulid::Parse("0000000000000000000000000I"), *Ulid::Parse("00000000000000000000000001"));
+  EXPECT_EQ(*Ulid::Parse("0000000000000000000000000l"), *Ulid::Parse("00000000000000000000000001"));
+  EXPECT_EQ(*Ulid::Parse("000000000000000000000000Oo"), *Ulid::Parse("00000000000000000000000000"));
+  // Every other byte is refused, wherever it is.
+  const std::string valid = "0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghjkmnpqrstvwxyzIiLlOo";
+  for (int c = 0; c < 256; ++c) {
+    std::string text = "0000000000000000000000000" + std::string(1, static_cast<char>(c));
+    EXPECT_EQ(Ulid::Parse(text).has_value(), valid.find(static_cast<char>(c)) != std::string::npos) << c;
+  }
 }
 
 TEST(Ulid, StrictlyIncreasingWithinAMillisecondAndWhenTheClockStepsBack) {
