@@ -97,7 +97,7 @@ TEST(Receipt, FirstOccurrencesNamesTheFirstReceiptOfEachDelivery) {
   const Receipt a_again{a.id, DeliveryToken::Random(), std::nullopt};  // the same job, delivered again
   std::string lower = a.ToString();
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::vector<std::string> receipts = {b.ToString(),       a.ToString(), "garbage", lower,
+  const std::vector<std::string> receipts = {b.ToString(),       a.ToString(), "garbage",    lower,
                                              a_again.ToString(), "garbage",    b.ToString(), a.ToString() + ".00"};
   EXPECT_EQ(FirstOccurrences(receipts), (std::vector<size_t>{0, 1, 2, 1, 4, 5, 0, 7}));
   EXPECT_TRUE(FirstOccurrences(std::vector<std::string>{}).empty());
