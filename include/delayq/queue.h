@@ -31,6 +31,8 @@ using ReserveCallback = std::function<void(Result<std::vector<Delivery>>)>;
 using EnqueueOneCallback = std::function<void(Result<EnqueueResult>)>;
 using EnqueueCallback = std::function<void(Result<std::vector<EnqueueResult>>)>;
 using AckCallback = std::function<void(std::vector<Status>)>;
+using NackCallback = std::function<void(Result<NackResult>)>;
+using TouchCallback = std::function<void(Result<TouchResult>)>;
 
 class Queue {
  public:
@@ -105,6 +107,17 @@ class Queue {
   // Receipt errors as for Ack.
   virtual Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
                                     std::optional<int64_t> lease_ms) = 0;
+
+  // Nack and Touch answered through `done`, as EnqueueAsync is: many of them in flight share the
+  // store's fsyncs, and none holds its caller's thread meanwhile. The defaults call the
+  // blocking ones.
+  virtual void NackAsync(std::string_view queue, const NackRequest& request, NackCallback done) {
+    done(Nack(queue, request));
+  }
+  virtual void TouchAsync(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms,
+                          TouchCallback done) {
+    done(Touch(queue, receipt, lease_ms));
+  }
 
   // One page of the queue's jobs in request.state, in the order job.h gives for ListRequest;
   // pass page.next_cursor back for the next page until it is empty. kNotFound when no queue has

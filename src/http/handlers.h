@@ -37,8 +37,8 @@ HttpResponse Cancel(Context& c, const Call& call);
 
 // Deliveries (handlers_deliveries.cc).
 std::function<void()> Reserve(Context& c, const Call& call, Reply reply);
-std::function<void()> Ack(Context& c, const Call& call, Reply reply);  // answered once durable
-HttpResponse Nack(Context& c, const Call& call);
-HttpResponse Touch(Context& c, const Call& call);
+std::function<void()> Ack(Context& c, const Call& call, Reply reply);    // answered once durable
+std::function<void()> Nack(Context& c, const Call& call, Reply reply);   // answered once durable
+std::function<void()> Touch(Context& c, const Call& call, Reply reply);  // answered once durable
 
 }  // namespace delayq::http::handlers

@@ -2,7 +2,9 @@
 // nack, touch, each for one receipt or a batch.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 
 #include "core/receipt.h"
 #include "http/handlers.h"
@@ -77,48 +79,95 @@ std::function<void()> Ack(Context& c, const Call& call, Reply reply) {
   return {};
 }
 
-HttpResponse Nack(Context& c, const Call& call) {
-  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kNack);
-  if (!body.ok()) return ErrorResponse(body.status());
-  const std::vector<size_t> first = FirstOccurrences(body->receipts);
-  std::vector<Status> results;
-  NackResult last;
-  for (size_t i = 0; i < body->receipts.size(); ++i) {
-    if (first[i] != i) {  // the same delivery again: nacked once
-      results.push_back(results[first[i]]);
-      continue;
+namespace {
+
+// Ends each delivery of a receipts request with `start(receipt, done)`, all of them in flight at
+// once (each store call does its part at once, in request order, and answers once its write is
+// durable: one fsync covers the lot), and replies when the last has answered: the single answer
+// written by `write_one`, or the batch answer. A receipt given twice is ended once.
+template <typename R>
+void EndEach(std::vector<std::string> receipts, bool batch, std::string_view verb,
+             std::function<void(const std::string&, std::function<void(Result<R>)>)> start,
+             std::string (*write_one)(const R&), Reply reply) {
+  struct State {
+    std::vector<std::string> receipts;
+    std::vector<size_t> first;
+    std::vector<std::optional<Result<R>>> results;
+    std::atomic<size_t> left{0};
+    bool batch;
+    std::string verb;
+    std::string (*write_one)(const R&);
+    Reply reply;
+  };
+  auto state = std::make_shared<State>();
+  state->first = FirstOccurrences(receipts);
+  state->receipts = std::move(receipts);
+  state->results.resize(state->receipts.size());
+  state->batch = batch;
+  state->verb = verb;
+  state->write_one = write_one;
+  state->reply = std::move(reply);
+  size_t firsts = 0;
+  for (size_t i = 0; i < state->first.size(); ++i) firsts += state->first[i] == i;
+  state->left = firsts;
+  auto finish = [](State& st) {
+    std::vector<Status> statuses;
+    const R* last = nullptr;
+    for (size_t i = 0; i < st.results.size(); ++i) {
+      const Result<R>& r = *st.results[st.first[i]];
+      statuses.push_back(r.status());
+      if (r.ok() && st.first[i] == i) last = &*r;
     }
-    auto res = c.queue.Nack(call.queue(), {body->receipts[i], body->retry_in_ms, body->error, body->dead});
-    results.push_back(res.ok() ? Status::Ok() : res.status());
-    if (res.ok()) last = *res;
+    if (!st.batch) {
+      if (!statuses[0].ok()) return st.reply(ErrorResponse(statuses[0]));
+      return st.reply(JsonResponse(200, st.write_one(*last)));
+    }
+    st.reply(JsonResponse(200, wire::WriteBatchResponse(st.verb, st.receipts, statuses, st.first)));
+  };
+  for (size_t i = 0; i < state->receipts.size(); ++i) {
+    if (state->first[i] != i) continue;
+    start(state->receipts[i], [state, i, finish](Result<R> r) {
+      state->results[i] = std::move(r);
+      if (state->left.fetch_sub(1, std::memory_order_acq_rel) == 1) finish(*state);
+    });
   }
-  if (!body->batch) {
-    if (!results[0].ok()) return ErrorResponse(results[0]);
-    return JsonResponse(200, wire::WriteNackResponse(last));
-  }
-  return JsonResponse(200, wire::WriteBatchResponse("nacked", body->receipts, results, first));
 }
 
-HttpResponse Touch(Context& c, const Call& call) {
+}  // namespace
+
+std::function<void()> Nack(Context& c, const Call& call, Reply reply) {
+  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kNack);
+  if (!body.ok()) {
+    reply(ErrorResponse(body.status()));
+    return {};
+  }
+  Queue& queue = c.queue;
+  std::string name(call.queue());
+  EndEach<NackResult>(
+      std::move(body->receipts), body->batch, "nacked",
+      [&queue, name, retry = body->retry_in_ms, error = body->error, dead = body->dead](const std::string& receipt,
+                                                                                        NackCallback done) {
+        queue.NackAsync(name, {receipt, retry, error, dead}, std::move(done));
+      },
+      wire::WriteNackResponse, std::move(reply));
+  return {};
+}
+
+std::function<void()> Touch(Context& c, const Call& call, Reply reply) {
   auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kTouch);
-  if (!body.ok()) return ErrorResponse(body.status());
-  const std::vector<size_t> first = FirstOccurrences(body->receipts);
-  std::vector<Status> results;
-  TouchResult last;
-  for (size_t i = 0; i < body->receipts.size(); ++i) {
-    if (first[i] != i) {
-      results.push_back(results[first[i]]);
-      continue;
-    }
-    auto res = c.queue.Touch(call.queue(), body->receipts[i], body->lease_ms);
-    results.push_back(res.ok() ? Status::Ok() : res.status());
-    if (res.ok()) last = *res;
+  if (!body.ok()) {
+    reply(ErrorResponse(body.status()));
+    return {};
   }
-  if (!body->batch) {
-    if (!results[0].ok()) return ErrorResponse(results[0]);
-    return JsonResponse(200, wire::WriteTouchResponse(last));
-  }
-  return JsonResponse(200, wire::WriteBatchResponse("touched", body->receipts, results, first));
+  Queue& queue = c.queue;
+  std::string name(call.queue());
+  EndEach<TouchResult>(
+      std::move(body->receipts), body->batch, "touched",
+      [&queue, name, lease = body->lease_ms](const std::string& receipt, TouchCallback done) {
+        queue.TouchAsync(name, receipt, lease, std::move(done));
+      },
+      wire::WriteTouchResponse, std::move(reply));
+  return {};
 }
 
 }  // namespace delayq::http::handlers

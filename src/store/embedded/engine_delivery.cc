@@ -328,8 +328,23 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
 Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& request) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   auto receipt = signer_->Open(queue, request.receipt);  // answered after the queue's existence
-  NackResult result;
   Op op(*this, Op::kWrites);
+  auto result = NackLocked(op, queue, request, receipt);
+  if (!result.ok()) return result;
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return result;
+}
+
+void EngineImpl::NackAsync(std::string_view queue, const NackRequest& request, NackCallback done) {
+  if (Status valid = ValidateQueueName(queue); !valid.ok()) return done(valid);
+  auto receipt = signer_->Open(queue, request.receipt);
+  Op op(*this, Op::kWrites);
+  FinishWith(op, NackLocked(op, queue, request, receipt), std::move(done));
+}
+
+Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const NackRequest& request,
+                                          const Result<Receipt>& receipt) {
+  NackResult result;
   DELAYQ_RETURN_IF_ERROR(op.status());
   const int64_t now_ms = op.now().wall_ms();
   {
@@ -377,7 +392,6 @@ Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& r
       ServeWaitersLocked(q, op.now(), op.deferred());
     }
   }
-  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 
@@ -386,8 +400,26 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
   auto receipt = signer_->Open(queue, receipt_text);  // answered after the queue's existence
-  TouchResult result;
   Op op(*this, Op::kWrites);
+  auto result = TouchLocked(op, queue, receipt, lease_ms);
+  if (!result.ok()) return result;
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return result;
+}
+
+void EngineImpl::TouchAsync(std::string_view queue, std::string_view receipt_text, std::optional<int64_t> lease_ms,
+                            TouchCallback done) {
+  Status valid = ValidateQueueName(queue);
+  if (valid.ok() && lease_ms) valid = ValidateLeaseMs(*lease_ms);
+  if (!valid.ok()) return done(valid);
+  auto receipt = signer_->Open(queue, receipt_text);
+  Op op(*this, Op::kWrites);
+  FinishWith(op, TouchLocked(op, queue, receipt, lease_ms), std::move(done));
+}
+
+Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, const Result<Receipt>& receipt,
+                                            std::optional<int64_t> lease_ms) {
+  TouchResult result;
   DELAYQ_RETURN_IF_ERROR(op.status());
   {
     QueueState* q = FindQueueLocked(queue);
@@ -424,7 +456,6 @@ Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view r
     }
     result.lease_deadline_ms = deadline;
   }
-  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 

@@ -172,6 +172,9 @@ class EngineImpl final : public Engine {
   void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
+  void NackAsync(std::string_view queue, const NackRequest& request, NackCallback done) override;
+  void TouchAsync(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms,
+                  TouchCallback done) override;
   Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;
@@ -344,6 +347,24 @@ class EngineImpl final : public Engine {
   void AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
                       const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
                       std::vector<Status>& out);
+  // The locked parts of a nack and a touch (written, not yet durable); the caller finishes `op`.
+  Result<NackResult> NackLocked(Op& op, std::string_view queue, const NackRequest& request,
+                                const Result<Receipt>& receipt);
+  Result<TouchResult> TouchLocked(Op& op, std::string_view queue, const Result<Receipt>& receipt,
+                                  std::optional<int64_t> lease_ms);
+  // Finishes `op` for a result of the locked part: `done` gets it once the write is durable (or
+  // the error at once).
+  template <typename T>
+  static void FinishWith(Op& op, Result<T> result, std::function<void(Result<T>)> done) {
+    if (!result.ok()) {
+      op.Unlock();
+      return done(std::move(result));
+    }
+    op.FinishAsync([done = std::move(done), result = std::move(result)](Status durable) mutable {
+      if (!durable.ok()) return done(durable);
+      done(std::move(result));
+    });
+  }
   static void AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out);
   // An enqueue planned under the lock: the batch to write, then what changes in memory.
   struct EnqueuePlan {

@@ -1,4 +1,5 @@
 // Durability by callback (issue 16): in sync mode EnqueueAsync / EnqueueBatchAsync / AckBatchAsync
+// (and NackAsync / TouchAsync)
 // return at once and answer only after the fsync that covers their writes, from the syncer
 // thread; one fsync answers many callers; a failed fsync answers each of them with the error;
 // closing the engine answers what is still waiting.
@@ -118,6 +119,62 @@ TEST(AsyncDurability, AcksAreAnsweredAfterTheFsyncAndEachReceiptGetsItsOwnAnswer
   EXPECT_TRUE(results[0].ok() && results[1].ok() && results[2].ok() && results[4].ok());
   EXPECT_EQ(results[3].code(), Code::kInvalidArgument);
   EXPECT_EQ(h.engine().Stats("q")->reserved, 0);
+}
+
+// Nacks and touches too: each returns at once, the writes of all of them are covered by the
+// fsyncs that follow, and each is answered after its write is durable (a failed fsync answers
+// with the error). Before, each held its thread for an fsync of its own: a batch nack of N
+// receipts was N fsyncs in a row.
+TEST(AsyncDurability, NacksAndTouchesAreAnsweredAfterTheFsyncWithoutHoldingTheirCaller) {
+  EngineHarness h(Durability::kSync);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.engine().Enqueue("q", Job("j")).ok());
+  auto got = h.engine().Reserve("q", {.max = 4, .lease_ms = 30'000});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 4u);
+  h.faults().HoldSyncs();
+  Answers answers;
+  std::vector<Result<NackResult>> nacks;
+  std::mutex mu;
+  for (int i = 0; i < 2; ++i) {
+    h.engine().NackAsync("q", {(*got)[i].receipt, 60'000, "later", i == 1}, [&](Result<NackResult> r) {
+      {
+        std::lock_guard lock(mu);
+        nacks.push_back(r);
+      }
+      answers.Add(r.status());
+    });
+  }
+  Result<TouchResult> touched = Status::Internal("unanswered");
+  h.engine().TouchAsync("q", (*got)[2].receipt, 90'000, [&](Result<TouchResult> r) {
+    touched = r;
+    answers.Add(r.status());
+  });
+  // Errors need no fsync: answered at once, on this thread.
+  h.engine().NackAsync("q", {"forged.0.0", std::nullopt, "", false},
+                       [&](Result<NackResult> r) { answers.Add(r.status()); });
+  h.engine().TouchAsync("q", (*got)[3].receipt, -1, [&](Result<TouchResult> r) { answers.Add(r.status()); });
+  ASSERT_EQ(answers.size(), 2u) << "the durable ones wait for the fsync";
+  EXPECT_EQ(answers.statuses()[0].code(), Code::kInvalidArgument);
+  EXPECT_EQ(answers.statuses()[1].code(), Code::kInvalidArgument);
+  const auto stats = h.engine().Stats("q");  // the writes are done and visible meanwhile
+  EXPECT_EQ(stats->scheduled, 1);
+  EXPECT_EQ(stats->dead, 1);
+  EXPECT_EQ(stats->reserved, 2);
+  h.faults().ReleaseSyncs();
+  ASSERT_TRUE(answers.WaitFor(5));
+  std::lock_guard lock(mu);
+  ASSERT_EQ(nacks.size(), 2u);
+  for (const auto& n : nacks) ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_TRUE((nacks[0]->state == JobState::kDead) != (nacks[1]->state == JobState::kDead));
+  ASSERT_TRUE(touched.ok()) << touched.status().ToString();
+  EXPECT_EQ(touched->lease_deadline_ms, h.NowMs() + 90'000);
+
+  // A failed fsync: the nack's answer is the error.
+  h.faults().FailSyncs(1);
+  Answers failed;
+  h.engine().NackAsync("q", {(*got)[3].receipt, 0, "x", false}, [&](Result<NackResult> r) { failed.Add(r.status()); });
+  ASSERT_TRUE(failed.WaitFor(1));
+  EXPECT_EQ(failed.statuses()[0].code(), Code::kIoError);
 }
 
 // Many callers on many threads, async and blocking mixed, with errors among them: every call is
