@@ -33,6 +33,8 @@ using EnqueueCallback = std::function<void(Result<std::vector<EnqueueResult>>)>;
 using AckCallback = std::function<void(std::vector<Status>)>;
 using NackCallback = std::function<void(Result<NackResult>)>;
 using TouchCallback = std::function<void(Result<TouchResult>)>;
+using CancelCallback = std::function<void(Status)>;
+using JobCallback = std::function<void(Result<Job>)>;
 
 class Queue {
  public:
@@ -72,6 +74,13 @@ class Queue {
   // Gives a scheduled or ready job a new due time; returns the job as it now is.
   // kConflict when it is reserved or dead.
   virtual Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) = 0;
+
+  // Cancel and Reschedule answered through `done`, as EnqueueAsync is. The defaults call the
+  // blocking ones.
+  virtual void CancelAsync(std::string_view queue, const JobRef& ref, CancelCallback done) { done(Cancel(queue, ref)); }
+  virtual void RescheduleAsync(std::string_view queue, const JobRef& ref, const When& when, JobCallback done) {
+    done(Reschedule(queue, ref, when));
+  }
 
   // Reserves up to request.max ready jobs for request.lease_ms, waiting up to request.wait_ms
   // for the first one. An empty vector means nothing became ready in time (or the queue is

@@ -32,8 +32,8 @@ HttpResponse DeadReplay(Context& c, const Call& call);
 // Jobs (handlers_jobs.cc): by id (/jobs/{id}) or by key (/jobs?key=K).
 std::function<void()> Enqueue(Context& c, const Call& call, Reply reply);  // answered once durable
 HttpResponse GetJob(Context& c, const Call& call);
-HttpResponse Reschedule(Context& c, const Call& call);
-HttpResponse Cancel(Context& c, const Call& call);
+std::function<void()> Reschedule(Context& c, const Call& call, Reply reply);  // answered once durable
+std::function<void()> Cancel(Context& c, const Call& call, Reply reply);      // answered once durable
 
 // Deliveries (handlers_deliveries.cc).
 std::function<void()> Reserve(Context& c, const Call& call, Reply reply);

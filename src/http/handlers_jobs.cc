@@ -57,22 +57,35 @@ HttpResponse GetJob(Context& c, const Call& call) {
   return JsonResponse(200, wire::WriteJobResponse(*job));
 }
 
-HttpResponse Reschedule(Context& c, const Call& call) {
+std::function<void()> Reschedule(Context& c, const Call& call, Reply reply) {
   auto ref = RefOf(call);
-  if (!ref.ok()) return ErrorResponse(ref.status());
+  if (!ref.ok()) {
+    reply(ErrorResponse(ref.status()));
+    return {};
+  }
   auto when = wire::ParseRescheduleRequest(call.request.body);
-  if (!when.ok()) return ErrorResponse(when.status());
-  auto job = c.queue.Reschedule(call.queue(), *ref, *when);
-  if (!job.ok()) return ErrorResponse(job.status());
-  return JsonResponse(200, wire::WriteJobResponse(*job));
+  if (!when.ok()) {
+    reply(ErrorResponse(when.status()));
+    return {};
+  }
+  c.queue.RescheduleAsync(call.queue(), *ref, *when, [reply = std::move(reply)](Result<Job> job) {
+    if (!job.ok()) return reply(ErrorResponse(job.status()));
+    reply(JsonResponse(200, wire::WriteJobResponse(*job)));
+  });
+  return {};
 }
 
-HttpResponse Cancel(Context& c, const Call& call) {
+std::function<void()> Cancel(Context& c, const Call& call, Reply reply) {
   auto ref = RefOf(call);
-  if (!ref.ok()) return ErrorResponse(ref.status());
-  Status st = c.queue.Cancel(call.queue(), *ref);
-  if (!st.ok()) return ErrorResponse(st);
-  return JsonResponse(200, R"({"cancelled":true})");
+  if (!ref.ok()) {
+    reply(ErrorResponse(ref.status()));
+    return {};
+  }
+  c.queue.CancelAsync(call.queue(), *ref, [reply = std::move(reply)](Status st) {
+    if (!st.ok()) return reply(ErrorResponse(st));
+    reply(JsonResponse(200, R"({"cancelled":true})"));
+  });
+  return {};
 }
 
 }  // namespace delayq::http::handlers

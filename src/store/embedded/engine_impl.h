@@ -164,6 +164,8 @@ class EngineImpl final : public Engine {
   Result<Job> Get(std::string_view queue, const JobRef& ref) override;
   Status Cancel(std::string_view queue, const JobRef& ref) override;
   Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
+  void CancelAsync(std::string_view queue, const JobRef& ref, CancelCallback done) override;
+  void RescheduleAsync(std::string_view queue, const JobRef& ref, const When& when, JobCallback done) override;
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
@@ -347,6 +349,10 @@ class EngineImpl final : public Engine {
   void AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
                       const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
                       std::vector<Status>& out);
+  // The locked parts of a cancel and a reschedule (written, not yet durable); the caller
+  // finishes `op`.
+  Status CancelLocked(Op& op, std::string_view queue, const JobRef& ref);
+  Result<Job> RescheduleLocked(Op& op, std::string_view queue, const JobRef& ref, const When& when);
   // The locked parts of a nack and a touch (written, not yet durable); the caller finishes `op`.
   Result<NackResult> NackLocked(Op& op, std::string_view queue, const NackRequest& request,
                                 const Result<Receipt>& receipt);

@@ -268,6 +268,21 @@ Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
 Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   Op op(*this, Op::kWrites);
+  DELAYQ_RETURN_IF_ERROR(CancelLocked(op, queue, ref));
+  return op.Finish();
+}
+
+void EngineImpl::CancelAsync(std::string_view queue, const JobRef& ref, CancelCallback done) {
+  if (Status valid = ValidateQueueName(queue); !valid.ok()) return done(valid);
+  Op op(*this, Op::kWrites);
+  if (Status s = CancelLocked(op, queue, ref); !s.ok()) {
+    op.Unlock();
+    return done(s);
+  }
+  op.FinishAsync(std::move(done));
+}
+
+Status EngineImpl::CancelLocked(Op& op, std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(op.status());
   {
     QueueState* q = FindQueueLocked(queue);
@@ -296,12 +311,25 @@ Status EngineImpl::Cancel(std::string_view queue, const JobRef& ref) {
       --q->live;
     }
   }
-  return op.Finish();
+  return Status::Ok();
 }
 
 Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, const When& when) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   Op op(*this, Op::kWrites);
+  auto result = RescheduleLocked(op, queue, ref, when);
+  if (!result.ok()) return result;
+  DELAYQ_RETURN_IF_ERROR(op.Finish());
+  return result;
+}
+
+void EngineImpl::RescheduleAsync(std::string_view queue, const JobRef& ref, const When& when, JobCallback done) {
+  if (Status valid = ValidateQueueName(queue); !valid.ok()) return done(valid);
+  Op op(*this, Op::kWrites);
+  FinishWith(op, RescheduleLocked(op, queue, ref, when), std::move(done));
+}
+
+Result<Job> EngineImpl::RescheduleLocked(Op& op, std::string_view queue, const JobRef& ref, const When& when) {
   DELAYQ_RETURN_IF_ERROR(op.status());
   Result<Job> result = Status::Internal("unset");
   {
@@ -331,7 +359,6 @@ Result<Job> EngineImpl::Reschedule(std::string_view queue, const JobRef& ref, co
     ServeWaitersLocked(q, op.now(), op.deferred());
     result = JobViewLocked(q, id, record);
   }
-  DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 

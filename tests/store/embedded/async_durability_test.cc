@@ -1,5 +1,5 @@
 // Durability by callback (issue 16): in sync mode EnqueueAsync / EnqueueBatchAsync / AckBatchAsync
-// (and NackAsync / TouchAsync)
+// (and NackAsync / TouchAsync / CancelAsync / RescheduleAsync)
 // return at once and answer only after the fsync that covers their writes, from the syncer
 // thread; one fsync answers many callers; a failed fsync answers each of them with the error;
 // closing the engine answers what is still waiting.
@@ -175,6 +175,35 @@ TEST(AsyncDurability, NacksAndTouchesAreAnsweredAfterTheFsyncWithoutHoldingTheir
   h.engine().NackAsync("q", {(*got)[3].receipt, 0, "x", false}, [&](Result<NackResult> r) { failed.Add(r.status()); });
   ASSERT_TRUE(failed.WaitFor(1));
   EXPECT_EQ(failed.statuses()[0].code(), Code::kIoError);
+}
+
+// Cancel and reschedule as well (DELETE and PATCH /jobs/{id}).
+TEST(AsyncDurability, CancelsAndReschedulesAreAnsweredAfterTheFsync) {
+  EngineHarness h(Durability::kSync);
+  auto a = h.engine().Enqueue("q", Job("a", 60'000));
+  auto b = h.engine().Enqueue("q", Job("b", 60'000));
+  ASSERT_TRUE(a.ok() && b.ok());
+  h.faults().HoldSyncs();
+  Answers answers;
+  Result<delayq::Job> moved = Status::Internal("unanswered");
+  h.engine().CancelAsync("q", JobRef::ById(a->id), [&](Status s) { answers.Add(s); });
+  h.engine().RescheduleAsync("q", JobRef::ById(b->id), When{.delay_ms = 5'000}, [&](Result<delayq::Job> r) {
+    moved = r;
+    answers.Add(r.status());
+  });
+  h.engine().CancelAsync("q", JobRef::ById(a->id), [&](Status s) { answers.Add(s); });  // gone already
+  h.engine().RescheduleAsync("nope", JobRef::ById(b->id), When{.delay_ms = 1},
+                             [&](Result<delayq::Job> r) { answers.Add(r.status()); });
+  ASSERT_EQ(answers.size(), 2u) << "the errors at once; the writes wait for the fsync";
+  EXPECT_EQ(answers.statuses()[0].code(), Code::kNotFound);
+  EXPECT_EQ(answers.statuses()[1].code(), Code::kNotFound);
+  h.faults().ReleaseSyncs();
+  ASSERT_TRUE(answers.WaitFor(4));
+  EXPECT_TRUE(answers.statuses()[2].ok()) << answers.statuses()[2].ToString();
+  EXPECT_TRUE(answers.statuses()[3].ok()) << answers.statuses()[3].ToString();
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(moved->due_at_ms, h.NowMs() + 5'000);
+  EXPECT_EQ(h.engine().Stats("q")->scheduled, 1);
 }
 
 // Many callers on many threads, async and blocking mixed, with errors among them: every call is
