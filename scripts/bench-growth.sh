@@ -50,7 +50,11 @@ start_redis() {  # start_redis PORT DIR [extra args]: a redis-server without per
 run() {  # run LABEL ARGS...: one growth run; its lines (tagged with LABEL) appended to $runs
   local label=$1; shift
   echo "  $label: $*" >&2
-  "$bin" growth --dir "$work/engine" "$@" 2>"$work/stderr" | sed "s/^{/{\"run\":\"$label\",/" | tee -a "$runs" >&2 || {
+  # The result lines are JSON; anything else on stdout (the store's own log, e.g. RocksDB's write
+  # stalls during a large fill) goes to stderr, not into the runs.
+  "$bin" growth --dir "$work/engine" "$@" 2>"$work/stderr" |
+    awk -v label="$label" '/^\{/ { sub(/^\{/, "{\"run\":\"" label "\","); print; fflush(); next } { print > "/dev/stderr" }' |
+    tee -a "$runs" >&2 || {
     tail -5 "$work/stderr" >&2; exit 1; }
   rm -rf "$work/engine"
 }
