@@ -46,11 +46,14 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
         }
         if (!jobs->empty() && peer_closed && peer_closed()) {
           // The consumer left while the jobs were taken for it: they are ready again now rather
-          // than at the end of a lease nobody holds (the delivery counts as an attempt).
+          // than at the end of a lease nobody holds (the delivery counts as an attempt). No one
+          // waits for these answers, so no thread waits for their fsync either.
           for (const auto& d : *jobs) {
-            (void)queue.Nack(name, NackRequest{.receipt = d.receipt,
-                                               .retry_in_ms = 0,
-                                               .error = "the consumer hung up before the delivery reached it"});
+            queue.NackAsync(name,
+                            NackRequest{.receipt = d.receipt,
+                                        .retry_in_ms = 0,
+                                        .error = "the consumer hung up before the delivery reached it"},
+                            [](const Result<NackResult>&) {});
           }
           jobs->clear();
         }
