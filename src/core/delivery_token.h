@@ -8,14 +8,12 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
-
 #include "core/random.h"
 
 namespace delayq {
 
-// 16 lowercase hex digits as a number; false for anything else. (Receipts are parsed twice per
-// ack: this runs for ~100 000 receipts a second.)
+// 16 lowercase hex digits as a number; false for anything else. (Every receipt of an ack is
+// parsed: this runs for ~200 000 receipts a second.)
 inline bool ParseHex64(std::string_view hex, uint64_t* out) {
   if (hex.size() != 16) return false;
   uint64_t v = 0;
@@ -30,6 +28,14 @@ inline bool ParseHex64(std::string_view hex, uint64_t* out) {
   return ok;
 }
 
+// Appends `v` as 16 lowercase hex digits (ParseHex64's inverse; runs for every receipt issued).
+inline void AppendHex64(std::string& out, uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char buf[16];
+  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = kDigits[v & 15];
+  out.append(buf, sizeof buf);
+}
+
 // The token of one delivery. {0, 0}: never delivered. Tokens of deliveries made before record
 // format 2 are 64 bits (hi == 0) and print as 16 hex digits; new ones as 32.
 struct DeliveryToken {
@@ -37,7 +43,15 @@ struct DeliveryToken {
 
   bool empty() const { return hi == 0 && lo == 0; }
   auto operator<=>(const DeliveryToken&) const = default;
-  std::string Hex() const { return hi == 0 ? fmt::format("{:016x}", lo) : fmt::format("{:016x}{:016x}", hi, lo); }
+  std::string Hex() const {
+    std::string out;
+    AppendHexTo(out);
+    return out;
+  }
+  void AppendHexTo(std::string& out) const {
+    if (hi != 0) AppendHex64(out, hi);
+    AppendHex64(out, lo);
+  }
 
   static DeliveryToken Random() {
     DeliveryToken t;

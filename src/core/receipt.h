@@ -29,7 +29,14 @@ struct Receipt {
   std::optional<uint64_t> tag;  // absent in receipts from before tags (refused by the stores)
 
   // "<id>.<token>", without the tag (ReceiptSigner::Issue adds it).
-  std::string ToString() const { return id.ToString() + "." + token.Hex(); }
+  std::string ToString() const {
+    std::string out;
+    out.reserve(26 + 1 + 32 + 1 + 16);  // room for the tag Issue appends
+    out = id.ToString();
+    out.push_back('.');
+    token.AppendHexTo(out);
+    return out;
+  }
 
   // The three parts; kInvalidArgument when it is not shaped like a receipt. Says nothing about
   // whether the tag is right: ReceiptSigner::Open does.
@@ -59,16 +66,16 @@ struct Receipt {
 // index when it is the first, or when it does not parse). Ids are case-insensitive, so two
 // spellings can name one delivery. Every store acks such a delivery once, and every copy
 // answers what the first did; the HTTP API counts it once.
-inline std::vector<size_t> FirstOccurrences(std::span<const std::string> receipts) {
-  std::vector<size_t> first(receipts.size());
+// `parsed` holds Receipt::Parse of each receipt (ParseReceipts), so a store parses a batch once.
+inline std::vector<size_t> FirstOccurrences(std::span<const Result<Receipt>> parsed) {
+  std::vector<size_t> first(parsed.size());
   // The parsed deliveries sorted with their index: equal ones are then side by side, the first
   // given first (one allocation, where a map took one per receipt).
   std::vector<std::tuple<Ulid, DeliveryToken, size_t>> seen;
-  seen.reserve(receipts.size());
-  for (size_t i = 0; i < receipts.size(); ++i) {
+  seen.reserve(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i) {
     first[i] = i;
-    auto r = Receipt::Parse(receipts[i]);
-    if (r.ok()) seen.emplace_back(r->id, r->token, i);
+    if (parsed[i].ok()) seen.emplace_back(parsed[i]->id, parsed[i]->token, i);
   }
   std::sort(seen.begin(), seen.end());
   for (size_t j = 1; j < seen.size(); ++j) {
@@ -77,6 +84,18 @@ inline std::vector<size_t> FirstOccurrences(std::span<const std::string> receipt
     if (id == prev_id && token == prev_token) first[i] = first[prev_i];
   }
   return first;
+}
+
+// Receipt::Parse of each receipt, in order.
+inline std::vector<Result<Receipt>> ParseReceipts(std::span<const std::string> receipts) {
+  std::vector<Result<Receipt>> parsed;
+  parsed.reserve(receipts.size());
+  for (const auto& r : receipts) parsed.push_back(Receipt::Parse(r));
+  return parsed;
+}
+
+inline std::vector<size_t> FirstOccurrences(std::span<const std::string> receipts) {
+  return FirstOccurrences(ParseReceipts(receipts));
 }
 
 }  // namespace delayq

@@ -1,19 +1,18 @@
 // Signs receipts so that a store can refuse one it never issued without looking the job up: a
 // forged receipt then tells nothing about which job ids exist (a lookup answered 404 for a
-// missing job and 409 for a wrong token). The tag is the first 64 bits of HMAC-SHA256 (OpenSSL)
-// under the store's secret, over the queue, the job id and the delivery token; the secret is
-// kept in the store (so every server sharing a Redis agrees) and made once, from the CSPRNG.
-// Immutable after construction: thread-safe.
+// missing job and 409 for a wrong token). The tag is the first 64 bits of HMAC-SHA256 (OpenSSL's
+// SHA-256) under the store's secret, over the queue, the job id and the delivery token; the
+// secret is kept in the store (so every server sharing a Redis agrees) and made once, from the
+// CSPRNG. Immutable after construction: thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "core/receipt.h"
 #include "delayq/status.h"
-
-struct evp_mac_ctx_st;  // OpenSSL's EVP_MAC_CTX, kept out of this header
 
 namespace delayq {
 
@@ -24,7 +23,7 @@ class ReceiptSigner {
   static std::string NewSecret();
 
   // `secret`: kSecretBytes bytes (NewSecret()).
-  explicit ReceiptSigner(std::string secret);
+  explicit ReceiptSigner(std::string_view secret);
   ~ReceiptSigner();
   ReceiptSigner(const ReceiptSigner&) = delete;
   ReceiptSigner& operator=(const ReceiptSigner&) = delete;
@@ -36,13 +35,13 @@ class ReceiptSigner {
   // with one message whether or not the job exists: malformed, unsigned (issued before tags),
   // for another queue or tampered with.
   Result<Receipt> Open(std::string_view queue, std::string_view text) const;
+  // The same for a receipt already parsed from `text` (ParseReceipts), so a batch is parsed once.
+  Result<Receipt> Open(std::string_view queue, std::string_view text, const Result<Receipt>& parsed) const;
 
  private:
   uint64_t Tag(std::string_view queue, const Receipt& receipt) const;
-  evp_mac_ctx_st* ThreadContext() const;  // this thread's copy of keyed_
-  std::string secret_;
-  uint64_t id_;                      // unique per signer in the process
-  evp_mac_ctx_st* keyed_ = nullptr;  // HMAC-SHA256 keyed with secret_: copied once per thread
+  struct Keyed;  // SHA-256 states after the key's inner and outer pads
+  std::unique_ptr<const Keyed> keyed_;
 };
 
 }  // namespace delayq

@@ -65,6 +65,15 @@ TEST(ReceiptSigner, TagsAreHmacSha256OfQueueIdAndToken) {
   ReceiptSigner signer(secret);
   const std::string text = signer.Issue("orders", r);
   EXPECT_EQ(text, r.ToString() + ".1a6eb645e96c003c");
+  // A queue name of the longest kind: the message spans more than one SHA-256 block.
+  const std::string long_queue = std::string(127, 'q') + "Z";
+  EXPECT_EQ(signer.Issue(long_queue, r), r.ToString() + ".4be931cd6d8dcd08");
+  EXPECT_TRUE(signer.Open(long_queue, r.ToString() + ".4be931cd6d8dcd08").ok());
+  // A one-bit change anywhere in the tag, the token or the queue is refused.
+  EXPECT_FALSE(signer.Open("orders", r.ToString() + ".1a6eb645e96c003d").ok());
+  EXPECT_FALSE(signer.Open("orderS", text).ok());
+  const Receipt flipped{.id = r.id, .token = {r.token.hi, r.token.lo ^ 1}};
+  EXPECT_FALSE(signer.Open("orders", flipped.ToString() + ".1a6eb645e96c003c").ok());
   // Many threads and two signers at once: each tag is its own signer's.
   ReceiptSigner other(ReceiptSigner::NewSecret());
   std::vector<std::thread> threads;

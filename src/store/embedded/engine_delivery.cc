@@ -185,29 +185,29 @@ void EngineImpl::CancelReserve(uint64_t handle) {
 Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
                                        bool* have_record) {
   *have_record = false;
-  const std::string id = receipt.id.ToString();
+  auto id = [&] { return receipt.id.ToString(); };  // for the errors only
   if (auto it = leases_.find(receipt.id); it != leases_.end()) {
     const Lease& lease = it->second;
     // (A receipt is signed for its queue, so `lease.queue != q` would be a forged one.)
-    if (lease.queue != q) return errors::DeliveryJobGone(id);
-    if (lease.delivery != receipt.token) return errors::DeliveredAgain(id, lease.attempt);
+    if (lease.queue != q) return errors::DeliveryJobGone(id());
+    if (lease.delivery != receipt.token) return errors::DeliveredAgain(id(), lease.attempt);
     *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery, lease.in_due};
     return Status::Ok();
   }
   bool in_due = false;
   Status s = ReadRecordLocked(q->name, receipt.id, nullptr, record, &in_due);
-  if (s.code() == Code::kNotFound) return errors::DeliveryJobGone(id);
+  if (s.code() == Code::kNotFound) return errors::DeliveryJobGone(id());
   DELAYQ_RETURN_IF_ERROR(s);
   *have_record = true;
-  if (record->queue != q->name) return errors::DeliveryJobGone(id);
-  if (record->dead) return errors::DeliveryWentDead(id, record->attempt, record->max_attempts);
+  if (record->queue != q->name) return errors::DeliveryJobGone(id());
+  if (record->dead) return errors::DeliveryWentDead(id(), record->attempt, record->max_attempts);
   DueKey key{record->due_at_ms, receipt.id};
   auto ready = q->ready.find(key);
   if (ready != q->ready.end() && ready->second.delivery == receipt.token) {
     *target = {receipt.id, key, false, ready->second.attempt, receipt.token, in_due};
     return Status::Ok();
   }
-  return errors::DeliveryOver(id);
+  return errors::DeliveryOver(id());
 }
 
 Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
@@ -223,10 +223,9 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const
     return out;
   }
   // A receipt given twice is acked once, and every copy answers what the first did.
-  const std::vector<size_t> first = FirstOccurrences(receipts);
-  std::vector<Result<Receipt>> parsed;
-  parsed.reserve(receipts.size());
-  for (const auto& r : receipts) parsed.push_back(signer_->Open(queue, r));
+  std::vector<Result<Receipt>> parsed = ParseReceipts(receipts);
+  const std::vector<size_t> first = FirstOccurrences(parsed);
+  for (size_t i = 0; i < receipts.size(); ++i) parsed[i] = signer_->Open(queue, receipts[i], parsed[i]);
   Op op(*this, Op::kWrites);
   AckBatchLocked(op, queue, receipts, parsed, first, out);
   AnswerAckBatch(first, op.Finish(), out);
@@ -240,10 +239,9 @@ void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::stri
     std::fill(out.begin(), out.end(), valid);
     return done(std::move(out));
   }
-  std::vector<size_t> first = FirstOccurrences(receipts);
-  std::vector<Result<Receipt>> parsed;
-  parsed.reserve(receipts.size());
-  for (const auto& r : receipts) parsed.push_back(signer_->Open(queue, r));
+  std::vector<Result<Receipt>> parsed = ParseReceipts(receipts);
+  std::vector<size_t> first = FirstOccurrences(parsed);
+  for (size_t i = 0; i < receipts.size(); ++i) parsed[i] = signer_->Open(queue, receipts[i], parsed[i]);
   Op op(*this, Op::kWrites);
   AckBatchLocked(op, queue, receipts, parsed, first, out);
   op.FinishAsync([done = std::move(done), first = std::move(first), out = std::move(out)](Status durable) mutable {

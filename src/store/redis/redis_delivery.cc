@@ -159,13 +159,14 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
   }
   const QueueView& q = *info;
   std::vector<std::vector<size_t>> by_shard(static_cast<size_t>(q.shards));
+  std::vector<Result<Receipt>> opened = ParseReceipts(receipts);
   std::vector<Receipt> parsed(receipts.size());
   // A receipt given twice is acked once, and every copy answers what the first did.
-  const std::vector<size_t> first = FirstOccurrences(receipts);
+  const std::vector<size_t> first = FirstOccurrences(opened);
   const auto signer = Signer();
   for (size_t i = 0; i < receipts.size(); ++i) {
     if (first[i] != i) continue;
-    auto r = signer->Open(q.name, receipts[i]);
+    auto r = signer->Open(q.name, receipts[i], opened[i]);
     if (!r.ok()) {
       out[i] = r.status();
       continue;
