@@ -45,7 +45,10 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
     // receipt acts only when its token equals the stored one.
     for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
-    auto v = Run(kReserveScript, q, shard, args, true);
+    auto v = [&] {
+      DeliveryFirst::Delivery first(delivery_first_);
+      return Run(kReserveScript, q, shard, args, true);
+    }();
     if (!v.ok()) return v.status();
     if (v->is_error()) return ScriptError(*v);
     int64_t deadline = -1;

@@ -134,6 +134,7 @@ Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view que
   std::vector<EnqueueResult> results(requests.size());
   bool any_now = false;
   for (const ShardPlan& plan : PlanEnqueue(q.name, q.config, requests, ids, shard_of, q.shards, now)) {
+    delivery_first_.BeforeEnqueue();
     auto v = Run(kEnqueueScript, q, plan.shard, plan.args, true);
     if (!v.ok()) return v.status();
     if (v->is_error()) return EnqueueRefusal(*v, plan, requests, q.config, prefix);

@@ -35,7 +35,10 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisQueueOptions& op
 }
 
 RedisQueue::RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> client)
-    : options_(std::move(options)), client_(std::move(client)), rng_(std::random_device{}()) {}
+    : options_(std::move(options)),
+      client_(std::move(client)),
+      rng_(std::random_device{}()),
+      delivery_first_(std::chrono::microseconds(options_.delivery_first_max_wait_us)) {}
 
 RedisQueue::~RedisQueue() { Close(); }
 

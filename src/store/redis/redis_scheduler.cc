@@ -187,6 +187,9 @@ void RedisQueue::SchedulerLoop() {
         }
       }
     }
+    // Promotes and the reserves they let through go before this process's enqueues.
+    std::optional<DeliveryFirst::Delivery> delivering;
+    if (!promote.empty() || !notices.empty()) delivering.emplace(delivery_first_);
     for (const auto& [name, shard, shards, retention] : promote) {
       auto v = Run(kPromoteScript, name, shard, shards, {std::to_string(kChunk)});
       if (!v.ok() || v->is_error() || v->array.size() < 4) {
@@ -236,6 +239,7 @@ void RedisQueue::SchedulerLoop() {
       q.next_dead[static_cast<size_t>(shard)] = v->array[1].AsInt();
     }
     for (const auto& name : notices) ServeWaiters(name);
+    delivering.reset();
 
     lock.lock();
     if (closed_ || poked_ || !ready_notices_.empty()) continue;
