@@ -55,6 +55,12 @@ struct EngineInfo {
   size_t queues = 0;
   uint64_t writes = 0;  // store writes since open
   uint64_t syncs = 0;   // log fsyncs since open (writes / syncs = callers per group commit)
+  // Operations on the engine's one lock since open: how many took it, how many found it taken,
+  // and the time they spent waiting for it and holding it (µs, wall clock).
+  uint64_t lock_acquisitions = 0;
+  uint64_t lock_contended = 0;
+  uint64_t lock_wait_us = 0;
+  uint64_t lock_held_us = 0;
 };
 
 class Engine : public Queue {

@@ -242,6 +242,7 @@ class EngineImpl final : public Engine {
     Deferred deferred_;  // destroyed last: runs after the lock is released
     GroupCommit::InFlight in_flight_;
     std::unique_lock<std::mutex> lock_;
+    int64_t locked_at_ns_ = 0;
     Instant now_;
     Status status_;
     uint64_t seq_ = 0;
@@ -399,6 +400,11 @@ class EngineImpl final : public Engine {
   GroupCommit commit_;
 
   std::mutex mu_;
+  // Operations' use of mu_ (EngineInfo); under mu_. The scheduler thread's own turns are not
+  // counted (they are short: TickLocked), though an operation's wait for one is.
+  struct LockStats {
+    uint64_t acquisitions = 0, contended = 0, wait_ns = 0, held_ns = 0;
+  } lock_stats_;
   std::condition_variable cv_;  // the scheduler's sleep
   bool closed_ = false;
   bool poked_ = false;

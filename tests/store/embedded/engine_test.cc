@@ -2,6 +2,7 @@
 // engine has — recovery on reopen, the bounded window, and failing writes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
 #include <set>
 
@@ -277,6 +278,28 @@ TEST(EngineLifecycle, OpenRefusesBadOptionsAndALockedDirectory) {
   auto second = Engine::Open(o);
   EXPECT_EQ(second.code(), Code::kIoError);
   EXPECT_NE(second.status().message().find("another delayq"), std::string::npos) << second.status().message();
+}
+
+// Info tells how operations use the engine's one lock: every operation takes it once, and
+// one caller alone cannot hold it longer than it ran, nor find it taken more often than it took it.
+TEST(EngineLock, InfoCountsTheOperationsOnTheLockAndTheirTime) {
+  EngineHarness h(Durability::kNone);
+  const EngineInfo before = h.engine().Info();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(h.queue().Enqueue("q", Job("x")).ok());
+  auto got = h.queue().Reserve("q", {50, 0, std::nullopt});
+  ASSERT_TRUE(got.ok());
+  std::vector<std::string> receipts;
+  for (const auto& d : *got) receipts.push_back(d.receipt);
+  for (const Status& s : h.queue().AckBatch("q", receipts)) ASSERT_TRUE(s.ok()) << s.ToString();
+  const auto ran_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+  const EngineInfo after = h.engine().Info();
+  const uint64_t taken = after.lock_acquisitions - before.lock_acquisitions;
+  EXPECT_GE(taken, 52u);
+  EXPECT_LE(after.lock_contended - before.lock_contended, taken);
+  EXPECT_GT(after.lock_held_us, before.lock_held_us);
+  EXPECT_LE(after.lock_held_us - before.lock_held_us + after.lock_wait_us - before.lock_wait_us,
+            static_cast<uint64_t>(ran_us.count()) + 1);
 }
 
 TEST(EngineScheduler, ThousandsOfWaitersAreServedInOrderOfArrival) {
