@@ -146,7 +146,7 @@ if (medians['single:0']) {
   const one = ok.find((r) => r.workload === 'single');
   w(`## Single-job requests: ${one.connections} connections, one job per request, one request in flight on each, for ${one.seconds} s`);
   w();
-  w('Jobs due 1 h ahead, no consumer; each system through its own client (delayq: Node\'s http module, beanstalkd: jackd, Redis: ioredis).');
+  w('Jobs due 1 h ahead, no consumer; each system through its own client (delayq: undici, the HTTP client behind Node\'s fetch; beanstalkd: jackd; Redis: ioredis).');
   w();
   w('| system | durability | requests/s | requests | peak server RSS |');
   w('|---|---|--:|--:|--:|');
