@@ -61,6 +61,14 @@ struct QueueConfig {
   int64_t max_payload = 1 << 20;                 // payload bytes; default 1 MiB
   int64_t dead_retention_ms = 7LL * 86'400'000;  // dead jobs are purged after this; 7 days
   int64_t max_delay_ms = 365LL * 86'400'000;     // longest delay accepted; 365 days
+  // Flow control (core/flow_control.h). Deliveries per second, a token bucket: 0..1 000 000,
+  // fractions allowed; default 0 (unlimited).
+  double rate_per_s = 0;
+  // The bucket's size (the most a reserve hands out at once after a pause): 0..1 000 000; default
+  // 0, which means rate_per_s rounded up (at least 1).
+  int64_t burst = 0;
+  // Jobs leased at once, 0..1 000 000; default 0 (unlimited).
+  int64_t max_reserved = 0;
   bool operator==(const QueueConfig&) const = default;
 };
 
@@ -96,8 +104,14 @@ struct EnqueueRequest {
   bool binary = false;
   Headers headers;
   When when;
-  std::string key;                      // optional idempotency key
-  bool replace = false;                 // with a key naming a live job: replace its payload, headers, due time
+  std::string key;       // optional idempotency key
+  bool replace = false;  // with a key naming a live job: replace its payload, headers, due time
+  // With a key naming a live job: replace it as `replace` does, but never move its due time
+  // earlier: it becomes the later of its due time and this request's (a trailing-edge debounce:
+  // each new event pushes the job back; without debounce the first event's job is kept as is,
+  // and with replace alone the last event's due time wins, earlier or later). Implies replace;
+  // kConflict while the job is reserved.
+  bool debounce = false;
   std::optional<int32_t> max_attempts;  // default: the queue's max_attempts
   // 0..Limits::kMaxKeyTtlMs, with a key only. The key stays taken for this long after the job is
   // acked or cancelled (not after it goes dead): an enqueue with the key meanwhile is a
@@ -185,6 +199,9 @@ struct QueueStats {
   bool paused = false;
   QueueCounters counters;  // since the store was opened
   LatenessSummary lateness;
+  // Of first deliveries held back by flow control (rate_per_s, max_reserved): how long a limit
+  // held them after they were due. That time is not in `lateness`.
+  LatenessSummary limit_wait;
 };
 
 // Scheduled jobs counted by due time: buckets[i] holds jobs due in

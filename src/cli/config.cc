@@ -1,5 +1,5 @@
-// `delayq config QUEUE [--max-attempts N --lease 30s ...]`: shows a queue's config, changing the
-// fields given first.
+// `delayq config QUEUE [--max-attempts N --lease 30s --rate 50 ...]`: shows a queue's config,
+// changing the fields given first.
 #include "cli/cli_common.h"
 
 namespace delayq::cli {
@@ -9,7 +9,8 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
     std::string queue, lease, backoff_base, backoff_max, dead_retention, max_delay;
     std::optional<int32_t> max_attempts;
     std::optional<double> factor, jitter;
-    std::optional<int64_t> max_payload;
+    std::optional<int64_t> max_payload, burst, max_reserved;
+    std::optional<double> rate;
   };
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand("config", "Show a queue's config, or change it with the options");
@@ -23,6 +24,9 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
   c->add_option("--max-payload", a->max_payload, "Largest payload in bytes");
   c->add_option("--dead-retention", a->dead_retention, "Keep dead jobs this long, e.g. 7d");
   c->add_option("--max-delay", a->max_delay, "Longest delay accepted, e.g. 365d");
+  c->add_option("--rate", a->rate, "Deliveries per second at most (a token bucket); 0: no limit");
+  c->add_option("--burst", a->burst, "Most deliveries at once after a pause (the bucket); 0: the rate");
+  c->add_option("--max-reserved", a->max_reserved, "Jobs leased at once at most; 0: no limit");
   c->callback(Run(rc, [a, &g]() -> Status {
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();
@@ -43,6 +47,9 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
     if (a->factor) config->backoff.factor = *a->factor, change = true;
     if (a->jitter) config->backoff.jitter = *a->jitter, change = true;
     if (a->max_payload) config->max_payload = *a->max_payload, change = true;
+    if (a->rate) config->rate_per_s = *a->rate, change = true;
+    if (a->burst) config->burst = *a->burst, change = true;
+    if (a->max_reserved) config->max_reserved = *a->max_reserved, change = true;
     if (change) DELAYQ_RETURN_IF_ERROR((*client)->SetConfig(a->queue, *config));
     PrintConfig(a->queue, *config, g.json);
     return Status::Ok();

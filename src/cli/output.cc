@@ -5,6 +5,7 @@
 #include "cli/cli_common.h"
 #include "cli/exit_codes.h"
 #include "core/duration.h"
+#include "core/flow_control.h"
 #include "delayq/clock.h"
 #include "wire/error.h"
 #include "wire/job.h"
@@ -188,6 +189,17 @@ void PrintConfig(const std::string& queue, const QueueConfig& c, bool json) {
       c.backoff.factor, FormatDuration(c.backoff.max_ms).c_str(), c.backoff.jitter,
       static_cast<long long>(c.max_payload), FormatDuration(c.dead_retention_ms).c_str(),
       FormatDuration(c.max_delay_ms).c_str());
+  if (c.rate_per_s > 0) {
+    std::printf("rate limit      %g deliveries/s, burst %lld\n", c.rate_per_s,
+                static_cast<long long>(EffectiveBurst(c)));
+  } else {
+    std::printf("rate limit      none\n");
+  }
+  if (c.max_reserved > 0) {
+    std::printf("max reserved    %lld jobs leased at once\n", static_cast<long long>(c.max_reserved));
+  } else {
+    std::printf("max reserved    no limit\n");
+  }
 }
 
 }  // namespace delayq::cli

@@ -82,6 +82,12 @@ Status ValidateConfig(const QueueConfig& c) {
   DELAYQ_RETURN_IF_ERROR(range("max_payload", c.max_payload, 1, Limits::kMaxPayloadCeiling));
   DELAYQ_RETURN_IF_ERROR(range("dead_retention_ms", c.dead_retention_ms, 1'000, 3650LL * 86'400'000));
   DELAYQ_RETURN_IF_ERROR(range("max_delay_ms", c.max_delay_ms, 0, 100LL * 365 * 86'400'000));
+  if (!(c.rate_per_s >= 0.0 && c.rate_per_s <= 1e6)) {
+    return Status::InvalidArgument(
+        fmt::format("rate_per_s is {}; it must be between 0 (no limit) and 1000000 deliveries a second", c.rate_per_s));
+  }
+  DELAYQ_RETURN_IF_ERROR(range("burst", c.burst, 0, 1'000'000));
+  DELAYQ_RETURN_IF_ERROR(range("max_reserved", c.max_reserved, 0, 1'000'000));
   return Status::Ok();
 }
 
@@ -157,6 +163,10 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
   if (r.replace && r.key.empty()) {
     return Status::InvalidArgument(
         fmt::format("{}replace is set without a key; replace needs the key of the job to replace", prefix));
+  }
+  if (r.debounce && r.key.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}debounce is set without a key; debounce needs the key of the job to push back", prefix));
   }
   if (r.headers.size() > Limits::kMaxHeaders) {
     return Status::InvalidArgument(

@@ -55,11 +55,14 @@ void FoldQueues(std::vector<QueueStats>& stats) {
     other.counters.nacked += it->counters.nacked;
     other.counters.redelivered += it->counters.redelivered;
     other.counters.dead += it->counters.dead;
-    auto& l = other.lateness;
-    if (l.cumulative.size() < it->lateness.cumulative.size()) l.cumulative.resize(it->lateness.cumulative.size());
-    for (size_t i = 0; i < it->lateness.cumulative.size(); ++i) l.cumulative[i] += it->lateness.cumulative[i];
-    l.count += it->lateness.count;
-    l.sum_ms += it->lateness.sum_ms;
+    for (auto field : {&QueueStats::lateness, &QueueStats::limit_wait}) {
+      auto& l = other.*field;
+      const auto& add = (*it).*field;
+      if (l.cumulative.size() < add.cumulative.size()) l.cumulative.resize(add.cumulative.size());
+      for (size_t i = 0; i < add.cumulative.size(); ++i) l.cumulative[i] += add.cumulative[i];
+      l.count += add.count;
+      l.sum_ms += add.sum_ms;
+    }
   }
   stats.resize(Metrics::kMaxQueueSeries - 1);
   std::sort(stats.begin(), stats.end(), [](const QueueStats& a, const QueueStats& b) { return a.name < b.name; });
@@ -106,6 +109,13 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
   out.Family("delayq_delivery_lateness_seconds", "histogram",
              "Delivery lateness: delivered_at - due_at of first deliveries.");
   for (const auto& s : stats) out.Lateness("delayq_delivery_lateness_seconds", {{"queue", s.name}}, s.lateness);
+  out.Family("delayq_limit_wait_seconds", "histogram",
+             "Time first deliveries were held back by the queue's flow control (rate_per_s, max_reserved) after "
+             "they were due; not counted in the lateness. Only queues whose limits held a job back.");
+  for (const auto& s : stats) {
+    // Most queues have no limits: no series of zeros for them (/metrics stays within its size).
+    if (s.limit_wait.count > 0) out.Lateness("delayq_limit_wait_seconds", {{"queue", s.name}}, s.limit_wait);
+  }
   out.Family("delayq_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
   for (size_t r = 0; r < route_count_; ++r) {
     const PerRoute& pr = routes_[r];

@@ -20,6 +20,7 @@ void WriteRequestJob(JsonWriter& w, const EnqueueRequest& r) {
   WriteWhen(w, r.when);
   if (!r.key.empty()) w.Key("key").String(r.key);
   if (r.replace) w.Key("replace").Bool(true);
+  if (r.debounce) w.Key("debounce").Bool(true);
   if (!r.headers.empty()) {
     w.Key("headers").BeginObject();
     for (const auto& [k, v] : r.headers) w.Key(k).String(v);
@@ -37,8 +38,8 @@ void WriteResult(JsonWriter& w, const EnqueueResult& r) {
   w.EndObject();
 }
 
-constexpr std::string_view kJobFields[] = {"payload", "payload_base64", "delay_ms",     "delay",   "deliver_at",
-                                           "key",     "replace",        "max_attempts", "headers", "key_ttl_ms"};
+constexpr std::string_view kJobFields[] = {"payload", "payload_base64", "delay_ms", "delay",      "deliver_at", "key",
+                                           "replace", "max_attempts",   "headers",  "key_ttl_ms", "debounce"};
 
 Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
   EnqueueRequest r;
@@ -75,6 +76,8 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
       DELAYQ_RETURN_IF_ERROR(GetString(v, field, &r.key));
     } else if (key == "replace") {
       DELAYQ_RETURN_IF_ERROR(GetBool(v, field, &r.replace));
+    } else if (key == "debounce") {
+      DELAYQ_RETURN_IF_ERROR(GetBool(v, field, &r.debounce));
     } else if (key == "max_attempts") {
       int64_t n;
       DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &n, "an integer from 1 to 1000"));

@@ -40,19 +40,20 @@ Status ReadStats(sj::object o, QueueStats* s) {
         else if (ck == "redelivered") s->counters.redelivered = n;
         else if (ck == "dead") s->counters.dead = n;
       }
-    } else if (k == "lateness_ms") {
+    } else if (k == "lateness_ms" || k == "limit_wait_ms") {
+      LatenessSummary& summary = k == "lateness_ms" ? s->lateness : s->limit_wait;
       sj::object l;
       if (v.get_object().get(l)) return Malformed("stats");
       for (auto lf : l) {
         std::string_view lk;
         sj::value lv;
         if (lf.unescaped_key().get(lk) || lf.value().get(lv)) return Malformed("stats");
-        if (lk == "count") s->lateness.count = static_cast<uint64_t>(Int(lv));
-        else if (lk == "p50") s->lateness.p50_ms = Dbl(lv);
-        else if (lk == "p90") s->lateness.p90_ms = Dbl(lv);
-        else if (lk == "p99") s->lateness.p99_ms = Dbl(lv);
-        else if (lk == "p999") s->lateness.p999_ms = Dbl(lv);
-        else if (lk == "max") s->lateness.max_ms = Dbl(lv);
+        if (lk == "count") summary.count = static_cast<uint64_t>(Int(lv));
+        else if (lk == "p50") summary.p50_ms = Dbl(lv);
+        else if (lk == "p90") summary.p90_ms = Dbl(lv);
+        else if (lk == "p99") summary.p99_ms = Dbl(lv);
+        else if (lk == "p999") summary.p999_ms = Dbl(lv);
+        else if (lk == "max") summary.max_ms = Dbl(lv);
       }
     }
   }
@@ -60,6 +61,24 @@ Status ReadStats(sj::object o, QueueStats* s) {
 }
 
 }  // namespace
+
+// {"count", "p50", "p90", "p99", "p999", "max", "buckets": [{"le", "count"}...]} under `key`.
+void WriteSummary(JsonWriter& w, std::string_view key, const LatenessSummary& l) {
+  w.Key(key).BeginObject();
+  w.Key("count").Uint(l.count);
+  w.Key("p50").Double(l.p50_ms);
+  w.Key("p90").Double(l.p90_ms);
+  w.Key("p99").Double(l.p99_ms);
+  w.Key("p999").Double(l.p999_ms);
+  w.Key("max").Double(l.max_ms);
+  w.Key("buckets").BeginArray();  // cumulative counts at each upper edge (ms)
+  for (size_t i = 0; i < l.cumulative.size(); ++i) {
+    w.BeginObject().Key("le").Double(LatenessSummary::kLatenessBucketsMs[i]);
+    w.Key("count").Uint(l.cumulative[i]).EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
 
 void WriteStats(JsonWriter& w, const QueueStats& s) {
   w.BeginObject();
@@ -84,20 +103,8 @@ void WriteStats(JsonWriter& w, const QueueStats& s) {
   w.Key("redelivered").Uint(s.counters.redelivered);
   w.Key("dead").Uint(s.counters.dead);
   w.EndObject();
-  w.Key("lateness_ms").BeginObject();
-  w.Key("count").Uint(s.lateness.count);
-  w.Key("p50").Double(s.lateness.p50_ms);
-  w.Key("p90").Double(s.lateness.p90_ms);
-  w.Key("p99").Double(s.lateness.p99_ms);
-  w.Key("p999").Double(s.lateness.p999_ms);
-  w.Key("max").Double(s.lateness.max_ms);
-  w.Key("buckets").BeginArray();  // cumulative counts at each upper edge (ms)
-  for (size_t i = 0; i < s.lateness.cumulative.size(); ++i) {
-    w.BeginObject().Key("le").Double(LatenessSummary::kLatenessBucketsMs[i]);
-    w.Key("count").Uint(s.lateness.cumulative[i]).EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
+  WriteSummary(w, "lateness_ms", s.lateness);
+  WriteSummary(w, "limit_wait_ms", s.limit_wait);
   w.EndObject();
 }
 
@@ -128,6 +135,9 @@ void WriteConfig(JsonWriter& w, const QueueConfig& c) {
   w.Key("max_payload").Int(c.max_payload);
   w.Key("dead_retention_ms").Int(c.dead_retention_ms);
   w.Key("max_delay_ms").Int(c.max_delay_ms);
+  w.Key("rate_per_s").Double(c.rate_per_s);
+  w.Key("burst").Int(c.burst);
+  w.Key("max_reserved").Int(c.max_reserved);
   w.EndObject();
 }
 
@@ -138,8 +148,9 @@ std::string WriteConfigBody(const QueueConfig& config) {
 }
 
 Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, Fields fields) {
-  constexpr std::string_view kFields[] = {"max_attempts", "lease_ms",          "max_payload",
-                                          "backoff",      "dead_retention_ms", "max_delay_ms"};
+  constexpr std::string_view kFields[] = {"max_attempts",      "lease_ms",     "max_payload", "backoff",
+                                          "dead_retention_ms", "max_delay_ms", "rate_per_s",  "burst",
+                                          "max_reserved"};
   constexpr std::string_view kBackoffFields[] = {"base_ms", "max_ms", "factor", "jitter"};
   auto d = OpenRequest(body);
   if (!d.ok()) return d.status();
@@ -168,6 +179,12 @@ Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, 
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.dead_retention_ms, "an integer number of milliseconds"));
     } else if (key == "max_delay_ms") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.max_delay_ms, "an integer number of milliseconds"));
+    } else if (key == "rate_per_s") {
+      DELAYQ_RETURN_IF_ERROR(get_double(v, key, &c.rate_per_s));
+    } else if (key == "burst") {
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.burst, "an integer number of jobs"));
+    } else if (key == "max_reserved") {
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.max_reserved, "an integer number of jobs"));
     } else if (key == "backoff") {
       sj::object b;
       if (v.get_object().get(b)) return TypeError("backoff", "an object");

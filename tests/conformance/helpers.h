@@ -4,6 +4,9 @@
 #include <unistd.h>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -64,6 +67,28 @@ QueueStats StatsWhen(QueueHarness& h, const std::string& queue, Pred done) {
     s = MustStats(h.queue(), queue);
   }
   return s;
+}
+
+// Starts a waiting reserve; the future is ready when it is answered.
+inline std::future<Result<std::vector<Delivery>>> ReserveWaiting(Queue& q, const std::string& queue, int64_t wait_ms,
+                                                                 int32_t max = 1) {
+  auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+  auto future = promise->get_future();
+  ReserveRequest r;
+  r.max = max;
+  r.wait_ms = wait_ms;
+  q.ReserveAsync(queue, r, [promise](Result<std::vector<Delivery>> res) { promise->set_value(std::move(res)); });
+  return future;
+}
+
+template <class T>
+T Await(std::future<T>& f) {
+  // A guard against a hang, not a synchronisation: the answer is awaited on the future.
+  if (f.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within 30 s";
+    std::abort();
+  }
+  return f.get();
 }
 
 }  // namespace delayq::testing

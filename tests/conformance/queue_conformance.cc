@@ -31,28 +31,6 @@ std::vector<Delivery> MustReserveBytes(Queue& q, const std::string& queue, int64
   return res.ok() ? *res : std::vector<Delivery>{};
 }
 
-// Starts a waiting reserve; the future is ready when it is answered.
-std::future<Result<std::vector<Delivery>>> ReserveWaiting(Queue& q, const std::string& queue, int64_t wait_ms,
-                                                          int32_t max = 1) {
-  auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
-  auto future = promise->get_future();
-  ReserveRequest r;
-  r.max = max;
-  r.wait_ms = wait_ms;
-  q.ReserveAsync(queue, r, [promise](Result<std::vector<Delivery>> res) { promise->set_value(std::move(res)); });
-  return future;
-}
-
-template <class T>
-T Await(std::future<T>& f) {
-  // A guard against a hang, not a synchronisation: the answer is awaited on the future.
-  if (f.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    ADD_FAILURE() << "no answer within 30 s";
-    std::abort();
-  }
-  return f.get();
-}
-
 // Reserves until `n` jobs were received, letting time pass in small steps.
 std::vector<Delivery> ReceiveAll(QueueHarness& h, const std::string& queue, size_t n, int64_t step_ms,
                                  int max_steps = 400) {

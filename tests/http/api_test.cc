@@ -201,6 +201,13 @@ TEST_F(ApiTest, AnUnknownFieldOrQueryParameterIsRefusedAndChangesNothing) {
       {"POST", "/v1/queues/t/nack", R"({"receipt":"x","retry_in":5})", R"(did you mean "retry_in_ms"?)"},
       {"POST", "/v1/queues/t/touch", R"({"receipt":"x","lease":5})", R"(did you mean "lease_ms"?)"},
       {"PUT", "/v1/queues/t/config", R"({"lease_ms":5000,"max_atempts":1})", R"(did you mean "max_attempts"?)"},
+      {"PUT", "/v1/queues/t/config", R"({"rate_per_second":5})", R"(did you mean "rate_per_s"?)"},
+      {"PUT", "/v1/queues/t/config", R"({"rate_per_s":"fast"})", "rate_per_s"},
+      {"PUT", "/v1/queues/t/config", R"({"burst":2.5})", "burst"},
+      {"PUT", "/v1/queues/t/config", R"({"max_reserved":-1})", "max_reserved"},
+      {"PUT", "/v1/queues/t/config", R"({"rate_per_s":1e300})", "rate_per_s"},
+      {"POST", "/v1/queues/t/jobs", R"({"payload":1,"debounce":"yes","key":"k"})", "debounce"},
+      {"POST", "/v1/queues/t/jobs", R"({"payload":1,"debounce":true})", "debounce is set without a key"},
       {"PATCH", "/v1/queues/t/jobs/" + id, R"({"dealy":"5s"})", R"(did you mean "delay"?)"},
       {"POST", "/v1/queues/t/dead/replay", R"({"id":[]})", R"(did you mean "ids"?)"},
       {"GET", "/v1/queues/t/dead?limt=5", "", R"(unknown query parameter "limt" (did you mean "limit"?))"},
@@ -442,7 +449,10 @@ TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
   for (const char* field : {"enqueued", "delivered", "acked", "nacked", "redelivered", "dead"}) {
     EXPECT_TRUE(st["counters"].contains(field)) << field;
   }
-  for (const char* field : {"p50", "p99", "max"}) EXPECT_TRUE(st["lateness_ms"].contains(field)) << field;
+  for (const char* field : {"p50", "p99", "max"}) {
+    EXPECT_TRUE(st["lateness_ms"].contains(field)) << field;
+    EXPECT_TRUE(st["limit_wait_ms"].contains(field)) << field;
+  }
   EXPECT_EQ(st["ready"], 1);
   json list = J(Call("GET", "/v1/queues"))["queues"];
   EXPECT_GE(list.size(), 2u);
@@ -451,6 +461,14 @@ TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
   EXPECT_EQ(J(cfg)["max_attempts"], 9);
   EXPECT_EQ(J(Call("GET", "/v1/queues/dl/config"))["backoff"]["base_ms"], 250);
   ExpectError(Call("PUT", "/v1/queues/dl/config", R"({"backoff":{"jitter":5}})"), 400, "invalid_argument", "jitter");
+  auto limits = Call("PUT", "/v1/queues/dl/config", R"({"rate_per_s":0.5,"burst":3,"max_reserved":7})");
+  ASSERT_EQ(limits.status, 200) << limits.body;
+  json got_limits = J(Call("GET", "/v1/queues/dl/config"));
+  EXPECT_EQ(got_limits["rate_per_s"], 0.5);
+  EXPECT_EQ(got_limits["burst"], 3);
+  EXPECT_EQ(got_limits["max_reserved"], 7);
+  EXPECT_EQ(got_limits["max_attempts"], 9) << "fields left out keep theirs";
+  ASSERT_EQ(Call("PUT", "/v1/queues/dl/config", R"({"rate_per_s":0,"burst":0,"max_reserved":0})").status, 200);
   EXPECT_EQ(J(Call("POST", "/v1/queues/dl/pause"))["paused"], true);
   EXPECT_EQ(J(Call("POST", "/v1/queues/dl/reserve", ""))["jobs"].size(), 0u);
   EXPECT_EQ(J(Call("POST", "/v1/queues/dl/resume"))["paused"], false);
@@ -487,6 +505,20 @@ TEST_F(ApiTest, RoutesMethodsHealthAndMetrics) {
         "delayq_process_resident_memory_bytes"}) {
     EXPECT_NE(metrics.body.find(needle), std::string::npos) << needle;
   }
+  EXPECT_EQ(metrics.body.find("delayq_limit_wait_seconds_bucket{queue=\"m\""), std::string::npos)
+      << "no limit-wait series for a queue no limit held back";
+  // A queue whose rate held a job back has its limit-wait series.
+  ASSERT_EQ(Call("PUT", "/v1/queues/lim/config", R"({"rate_per_s":1,"burst":1})").status, 200);
+  Call("POST", "/v1/queues/lim/jobs", R"({"jobs":[{"payload":1},{"payload":2}]})");
+  EXPECT_EQ(J(Call("POST", "/v1/queues/lim/reserve", R"({"max":2})"))["jobs"].size(), 1u) << "the limit holds one back";
+  h_.Advance(1000);
+  EXPECT_EQ(J(Call("POST", "/v1/queues/lim/reserve", R"({"max":2})"))["jobs"].size(), 1u);
+  const std::string with_limit = Call("GET", "/metrics").body;
+  EXPECT_NE(with_limit.find("delayq_limit_wait_seconds_bucket{queue=\"lim\",le=\"+Inf\"} 1"), std::string::npos);
+  EXPECT_NE(with_limit.find("delayq_limit_wait_seconds_bucket{queue=\"lim\",le=\"0.5\"} 0"), std::string::npos)
+      << "it waited a second for its token";
+  EXPECT_NE(with_limit.find("delayq_limit_wait_seconds_bucket{queue=\"lim\",le=\"2.5\"} 1"), std::string::npos)
+      << "it waited a second for its token";
 }
 
 // /metrics grew to 36 MiB for 20 000 queues. Per-queue series stop at kMaxQueueSeries queues

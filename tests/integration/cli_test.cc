@@ -262,6 +262,27 @@ TEST(CliCompletion, BashCompletesCommandsNestedCommandsAndOptions) {
   EXPECT_EQ(RunProcess({DELAYQ_BIN, "completion", "fish"}).exit_code, 2);
 }
 
+// `delayq config` sets and shows flow control; a bad limit is refused with exit code 2 and
+// changes nothing.
+TEST_F(CliTest, ConfigSetsAndShowsFlowControl) {
+  RunResult set = Cli({"config", "limited", "--rate", "2.5", "--burst", "10", "--max-reserved", "20"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_NE(set.out.find("rate limit      2.5 deliveries/s, burst 10"), std::string::npos) << set.out;
+  EXPECT_NE(set.out.find("max reserved    20 jobs leased at once"), std::string::npos) << set.out;
+  RunResult json = Cli({"--json", "config", "limited"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["rate_per_s"], 2.5);
+  EXPECT_EQ(j["burst"], 10);
+  EXPECT_EQ(j["max_reserved"], 20);
+  RunResult bad = Cli({"config", "limited", "--rate", "-1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("rate_per_s is -1"), std::string::npos) << bad.err;
+  EXPECT_EQ(nlohmann::json::parse(Cli({"--json", "config", "limited"}).out)["rate_per_s"], 2.5);
+  RunResult off = Cli({"config", "limited", "--rate", "0", "--max-reserved", "0"});
+  EXPECT_NE(off.out.find("rate limit      none"), std::string::npos) << off.out;
+}
+
 TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
   const std::vector<std::string> burst = {
       "--json",  "bench", "--no-progress", "--jobs", "2000",        "--window", "300ms",

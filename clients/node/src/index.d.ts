@@ -35,6 +35,8 @@ export interface JobOptions {
   maxAttempts?: number;
   /** With a key naming a scheduled or ready job: rewrite it instead. */
   replace?: boolean;
+  /** With a key naming a scheduled or ready job: rewrite it and push it back (never earlier). */
+  debounce?: boolean;
   /** Keep the key taken this long after the job is acked or cancelled (a retried enqueue then is a duplicate). */
   keyTtl?: Duration;
 }
@@ -54,6 +56,8 @@ export interface WireJob {
   headers?: Record<string, string>;
   max_attempts?: number;
   replace?: boolean;
+  debounce?: boolean;
+  key_ttl_ms?: number;
 }
 export function jobBody(payload: unknown, opts?: JobOptions): WireJob;
 

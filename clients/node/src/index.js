@@ -104,7 +104,7 @@ function when(body, opts) {
   }
 }
 
-const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace', 'keyTtl']);
+const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace', 'keyTtl', 'debounce']);
 
 function checkOptions(opts, known, what) {
   for (const name of Object.keys(opts)) {
@@ -123,6 +123,7 @@ export function jobBody(payload, opts = {}) {
   if (opts.headers) body.headers = { ...opts.headers };
   if (opts.maxAttempts != null) body.max_attempts = opts.maxAttempts;
   if (opts.replace) body.replace = true;
+  if (opts.debounce) body.debounce = true;
   if (opts.keyTtl != null) body.key_ttl_ms = toMs(opts.keyTtl, 'keyTtl');
   return body;
 }

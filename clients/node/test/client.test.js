@@ -201,6 +201,14 @@ test('browsing pages through a state; a key ttl keeps the key after the ack', as
     assert.equal(again.duplicate, true);
     assert.equal(again.id, done.id);
     await assert.rejects(c.enqueue('ttl', 1, { keyTtl: '1m' }), /key_ttl_ms is set without a key/);
+
+    const edit = await c.enqueue('edits', { doc: 1 }, { key: 'doc-1', delay: '1h', debounce: true });
+    const pushed = await c.enqueue('edits', { doc: 2 }, { key: 'doc-1', delay: '2h', debounce: true });
+    assert.equal(pushed.id, edit.id);
+    assert.ok(pushed.replaced && pushed.dueAt > edit.dueAt, 'pushed back');
+    const shorter = await c.enqueue('edits', { doc: 3 }, { key: 'doc-1', delay: '1m', debounce: true });
+    assert.equal(shorter.dueAt, pushed.dueAt, 'never brought forward');
+    await assert.rejects(c.enqueue('edits', 1, { debounce: true }), /debounce is set without a key/);
   } finally {
     await s.stop();
   }

@@ -237,3 +237,15 @@ def test_key_ttl_keeps_the_key_after_the_ack(server):
     assert again.duplicate and again.id == first.id, "a retried enqueue after the ack makes no second job"
     with pytest.raises(delayq.InvalidArgument, match="key_ttl_ms is set without a key"):
         c.enqueue("ttl", 1, key_ttl="1m")
+
+
+def test_debounce_pushes_the_job_back_never_earlier(server):
+    c = Client(server.url)
+    first = c.enqueue("edits", {"doc": 1}, key="doc-1", delay="1h", debounce=True)
+    later = c.enqueue("edits", {"doc": 2}, key="doc-1", delay="2h", debounce=True)
+    assert later.id == first.id and later.replaced and later.due_at > first.due_at
+    shorter = c.enqueue("edits", {"doc": 3}, key="doc-1", delay="1m", debounce=True)
+    assert shorter.due_at == later.due_at, "a shorter delay does not bring it forward"
+    assert c.get("edits", key="doc-1").payload == {"doc": 3}
+    with pytest.raises(delayq.InvalidArgument, match="debounce is set without a key"):
+        c.enqueue("edits", 1, debounce=True)

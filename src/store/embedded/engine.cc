@@ -207,6 +207,7 @@ void EngineImpl::DropIfUnusedLocked(QueueState* q) {
   for (uint64_t handle : q->waiters) {
     if (waiters_.contains(handle)) return;
   }
+  DropFlowWakeLocked(q);
   queues_.erase(q->name);
 }
 

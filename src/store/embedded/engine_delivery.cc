@@ -21,6 +21,24 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
                                                         const Instant& now) {
   std::vector<Delivery> out;
   if (q->meta.paused || q->ready.empty()) return out;
+  // Flow control: at most what the token bucket and max_reserved allow. When that is less than
+  // the reserve asks for and finds ready, the limit holds jobs back from now on (limited_since);
+  // a waiting reserve held by the rate is served again when the next token comes (a lease that
+  // ends serves those held by max_reserved).
+  const QueueConfig& config = ConfigOf(q);
+  const int64_t allowance = Allowance(config, q->bucket, now.mono_us, q->reserved);
+  const bool held_back = allowance < std::min<int64_t>(max, static_cast<int64_t>(q->ready.size()));
+  const int64_t limited_since = q->limited_since_us;  // for this reserve's lateness samples
+  if (held_back) {
+    if (q->limited_since_us == kNoTime) q->limited_since_us = now.wall_us;
+    if (config.rate_per_s > 0 && q->bucket.tokens < 1.0) {
+      PlanFlowWakeLocked(q, NextTokenUs(config, q->bucket, now.mono_us));
+    }
+  } else {
+    q->limited_since_us = kNoTime;
+  }
+  max = static_cast<int32_t>(std::min<int64_t>(max, allowance));
+  if (max == 0) return out;
   const int64_t deadline = now.wall_ms() + lease_ms;
   const int64_t deadline_mono_us = now.mono_us + lease_ms * 1000;
   struct Pick {
@@ -98,6 +116,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     uint64_t seq;  // a reserve is not waited on for durability: losing it only redelivers
     DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
   }
+  Take(config, q->bucket, static_cast<int64_t>(picks.size()));
   for (size_t i = 0; i < picks.size(); ++i) {
     const Pick& p = picks[i];
     const DueKey key = p.it->first;
@@ -107,7 +126,16 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline, deadline_mono_us,
                                  out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due});
     ++q->counters.delivered;
-    if (!info.redelivery) q->lateness.Record(now.wall_us - key.due_ms * 1000);
+    if (info.redelivery) continue;
+    // Late until the limit started holding it, then held back by the limit (not late).
+    const int64_t due_us = key.due_ms * 1000;
+    if (limited_since != kNoTime && limited_since < now.wall_us) {
+      const int64_t held_from = std::max(due_us, limited_since);
+      q->lateness.Record(std::max<int64_t>(0, held_from - due_us));
+      q->limit_wait.Record(now.wall_us - held_from);
+    } else {
+      q->lateness.Record(now.wall_us - due_us);
+    }
   }
   for (const DueKey& key : broken) {
     q->ready.erase(key);
@@ -319,6 +347,8 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
         --q->live;
         ++q->counters.acked;
       }
+      // Leases ended: reserves held back by max_reserved may go on.
+      if (ConfigOf(q).max_reserved > 0) ServeWaitersLocked(q, op.now(), op.deferred());
     }
   }
 }
@@ -385,6 +415,7 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
     if (dead) {
       --q->live;
       NoteDeathLocked(q, now_ms);
+      if (t.leased && config.max_reserved > 0) ServeWaitersLocked(q, op.now(), op.deferred());
     } else {
       PlaceLocked(q, new_key, t.attempt, {}, false, op.now().wall_us);
       ServeWaitersLocked(q, op.now(), op.deferred());

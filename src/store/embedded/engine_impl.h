@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/flow_control.h"
 #include "core/histogram.h"
 #include "core/receipt.h"
 #include "core/receipt_signer.h"
@@ -119,7 +120,15 @@ struct QueueState {
   int64_t dead_sweep_at_ms = kNoTime;
   QueueCounters counters;
   LatencyHistogram lateness;
-  std::deque<uint64_t> waiters;  // handles, first come first served
+  // Flow control (core/flow_control.h): the token bucket on the monotonic clock (full at start;
+  // not persisted), since when (wall µs) a limit has kept ready jobs from a reserve that asked
+  // for them (kNoTime: none is held back), and how long first deliveries were held back. A held
+  // job's lateness stops when the limit starts holding it (engine_delivery.cc).
+  TokenBucket bucket;
+  int64_t limited_since_us = kNoTime;
+  LatencyHistogram limit_wait;
+  int64_t flow_wake_mono_us = kNoTime;  // its entry in flow_wakes_: the next token for its waiters
+  std::deque<uint64_t> waiters;         // handles, first come first served
   // Made only to hold waiting reserves for a name that is not a queue: invisible to reads and
   // lists, dropped when its last waiter leaves, made a queue by the first write to it.
   bool provisional = false;
@@ -308,6 +317,9 @@ class EngineImpl final : public Engine {
   void ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched);
   void ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred);
   void ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred);
+  // Wakes the queue's waiting reserves at mono_us (a token comes), unless planned earlier.
+  void PlanFlowWakeLocked(QueueState* q, int64_t mono_us);
+  void DropFlowWakeLocked(QueueState* q);
   // --- dead letters (engine_dead.cc) ---
   // Counts a job that went dead at dead_at_ms (after its write succeeded).
   void NoteDeathLocked(QueueState* q, int64_t dead_at_ms);
@@ -423,6 +435,8 @@ class EngineImpl final : public Engine {
   std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono_us, handle)
   uint64_t next_waiter_ = 1;
   std::set<std::pair<int64_t, QueueState*>> dead_sweeps_;  // (wall ms, queue): retention sweeps
+  // (mono µs, queue): when a rate-limited queue has a token again for its waiting reserves.
+  std::set<std::pair<int64_t, QueueState*>> flow_wakes_;
 
   UlidGenerator ids_;
   std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)

@@ -129,7 +129,7 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
       if (s.ok()) s = ReadRecordLocked(queue, Ulid::FromRaw(existing), nullptr, &record);
       if (s.ok()) {
         Ulid id = Ulid::FromRaw(existing);
-        if (!r.replace) {
+        if (!r.replace && !r.debounce) {
           plan.results[i] = {id.ToString(), record.due_at_ms, true, false};
           continue;
         }
@@ -137,21 +137,23 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
         DueKey old_key{record.due_at_ms, id};
         std::string due_raw;
         DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &due_raw));
+        // A debounce never moves the job earlier (the Lua twin is kEnqueueScript).
+        const int64_t due = r.debounce ? std::max(record.due_at_ms, dues[i]) : dues[i];
         record.payload = r.payload;
         record.binary = r.binary;
         record.headers = r.headers;
-        record.due_at_ms = dues[i];
+        record.due_at_ms = due;
         if (r.max_attempts) record.max_attempts = *r.max_attempts;
         record.key_ttl_ms = r.key_ttl_ms;
         // Replaced: new content in the old job's place, so its attempts start again (the Lua
         // twin is kEnqueueScript). Its record goes to `jobs` (it may leave its id's place).
         record.attempt = 0;
-        DueKey key{dues[i], id};
+        DueKey key{due, id};
         batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
         batch.Delete(Cf::kDue, DueIndexKey(queue, old_key));
         batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
         plan.placements.push_back({old_key, key, true});
-        plan.results[i] = {id.ToString(), dues[i], true, true};
+        plan.results[i] = {id.ToString(), due, true, true};
         continue;
       }
       if (s.code() != Code::kNotFound) return s;

@@ -19,6 +19,7 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
   s.paused = q->meta.paused;
   s.counters = q->counters;
   s.lateness = q->lateness.Summary();
+  s.limit_wait = q->limit_wait.Summary();
   if (!q->window.empty()) s.earliest_due_at_ms = q->window.Front().due_ms;
   if (!q->ready.empty()) s.oldest_ready_ms = std::max<int64_t>(0, now_ms - q->ready.begin()->first.due_ms);
   const int64_t limit = now_ms + 60'000;
@@ -162,6 +163,7 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   for (auto it = heads_.begin(); it != heads_.end();) it = it->second == q ? heads_.erase(it) : std::next(it);
   refill_pending_.erase(q);
   if (q->dead_sweep_at_ms != kNoTime) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
+  DropFlowWakeLocked(q);
   window_entries_ -= q->window.size();
   ready_entries_ -= q->ready.size();
   --queue_count_;

@@ -29,6 +29,12 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   }
   PromoteLocked(now.wall_us, &touched);
   ExpireLeasesLocked(now, &touched);
+  while (!flow_wakes_.empty() && flow_wakes_.begin()->first <= now.mono_us) {
+    QueueState* q = flow_wakes_.begin()->second;
+    flow_wakes_.erase(flow_wakes_.begin());
+    q->flow_wake_mono_us = kNoTime;
+    touched.push_back(q);
+  }
   ExpireWaitersLocked(now.mono_us, deferred);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -40,6 +46,7 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   if (!heads_.empty()) next.wall_us = std::min(next.wall_us, heads_.begin()->first.due_ms * 1000);
   if (!lease_deadlines_.empty()) next.mono_us = lease_deadlines_.begin()->first;
   if (!waiter_deadlines_.empty()) next.mono_us = std::min(next.mono_us, waiter_deadlines_.begin()->first);
+  if (!flow_wakes_.empty()) next.mono_us = std::min(next.mono_us, flow_wakes_.begin()->first);
   if (!refill_pending_.empty()) {  // a refill failed, here or in an operation since
     if (refill_retry_mono_us_ == Clock::kNever) {
       refill_retry_mono_us_ = now.mono_us + kRetryAfterErrorUs;
@@ -107,6 +114,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
         RemoveLeaseLocked(id);
         --q->live;
         NoteDeathLocked(q, now_ms);
+        AddOnce(touched, q);  // a lease less: a reserve held back by max_reserved may go on
       }
       return;
     }
@@ -120,6 +128,20 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
     it->second.deadline_mono_us = now.mono_us + kRetryAfterErrorUs;
     lease_deadlines_.emplace(it->second.deadline_mono_us, id);
   }
+}
+
+void EngineImpl::PlanFlowWakeLocked(QueueState* q, int64_t mono_us) {
+  if (q->flow_wake_mono_us != kNoTime && q->flow_wake_mono_us <= mono_us) return;
+  DropFlowWakeLocked(q);
+  q->flow_wake_mono_us = mono_us;
+  flow_wakes_.emplace(mono_us, q);
+  PokeMonoLocked(mono_us);
+}
+
+void EngineImpl::DropFlowWakeLocked(QueueState* q) {
+  if (q->flow_wake_mono_us == kNoTime) return;
+  flow_wakes_.erase({q->flow_wake_mono_us, q});
+  q->flow_wake_mono_us = kNoTime;
 }
 
 void EngineImpl::ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred) {

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/record.h"
 
 namespace delayq {
@@ -17,11 +19,15 @@ double BitsDouble(uint64_t u) { return std::bit_cast<double>(u); }
 //   u8 version=1, u8 flags (bit 0 has_config, bit 1 paused), varint max_attempts,
 //   varint base_ms, fixed64 factor bits, varint max_ms, fixed64 jitter bits, varint lease_ms,
 //   varint max_payload, varint dead_retention_ms, varint max_delay_ms
+//   version 2: version 1's fields, then fixed64 rate_per_s bits, varint burst, varint
+//   max_reserved. Written only when one of them is set, so a queue without flow control stays
+//   version 1 (an older delayq still reads it).
 std::string EncodeQueueMeta(const QueueMeta& m) {
   std::string out;
   ByteWriter w(&out);
   const QueueConfig& c = m.config;
-  w.U8(1);  // QueueMeta's own version (not the job record's)
+  const bool flow = c.rate_per_s != 0 || c.burst != 0 || c.max_reserved != 0;
+  w.U8(flow ? 2 : 1);  // QueueMeta's own version (not the job record's)
   w.U8((m.has_config ? 1 : 0) | (m.paused ? 2 : 0));
   w.Varint(static_cast<uint64_t>(c.max_attempts));
   w.Varint(static_cast<uint64_t>(c.backoff.base_ms));
@@ -32,6 +38,11 @@ std::string EncodeQueueMeta(const QueueMeta& m) {
   w.Varint(static_cast<uint64_t>(c.max_payload));
   w.Varint(static_cast<uint64_t>(c.dead_retention_ms));
   w.Varint(static_cast<uint64_t>(c.max_delay_ms));
+  if (flow) {
+    w.Fixed64(DoubleBits(c.rate_per_s));
+    w.Varint(static_cast<uint64_t>(c.burst));
+    w.Varint(static_cast<uint64_t>(c.max_reserved));
+  }
   return out;
 }
 
@@ -40,12 +51,15 @@ Status DecodeQueueMeta(std::string_view data, QueueMeta* m) {
   uint8_t version, flags;
   uint64_t max_attempts, base, factor, max_ms, jitter, lease, payload, retention, max_delay;
   if (!in.U8(&version)) return Status::Corruption("queue meta record is empty");
-  if (version != 1) {
-    return Status::Corruption("queue meta record has unknown format version " + std::to_string(version));
+  if (version != 1 && version != 2) {
+    return Status::Corruption(fmt::format(
+        "queue meta record has format version {}, newer than this delayq understands (2); upgrade delayq", version));
   }
+  uint64_t rate = DoubleBits(0), burst = 0, max_reserved = 0;
   if (!in.U8(&flags) || !in.Varint(&max_attempts) || !in.Varint(&base) || !in.Fixed64(&factor) || !in.Varint(&max_ms) ||
       !in.Fixed64(&jitter) || !in.Varint(&lease) || !in.Varint(&payload) || !in.Varint(&retention) ||
-      !in.Varint(&max_delay) || !in.empty()) {
+      !in.Varint(&max_delay) ||
+      (version >= 2 && (!in.Fixed64(&rate) || !in.Varint(&burst) || !in.Varint(&max_reserved))) || !in.empty()) {
     return Status::Corruption("queue meta record is truncated or malformed");
   }
   m->has_config = flags & 1;
@@ -60,6 +74,9 @@ Status DecodeQueueMeta(std::string_view data, QueueMeta* m) {
   c.max_payload = static_cast<int64_t>(payload);
   c.dead_retention_ms = static_cast<int64_t>(retention);
   c.max_delay_ms = static_cast<int64_t>(max_delay);
+  c.rate_per_s = BitsDouble(rate);
+  c.burst = static_cast<int64_t>(burst);
+  c.max_reserved = static_cast<int64_t>(max_reserved);
   return Status::Ok();
 }
 

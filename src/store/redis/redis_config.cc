@@ -110,6 +110,9 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
     else if (k == "max_payload") c.max_payload = std::atoll(v.c_str());
     else if (k == "dead_retention_ms") c.dead_retention_ms = std::atoll(v.c_str());
     else if (k == "max_delay_ms") c.max_delay_ms = std::atoll(v.c_str());
+    else if (k == "rate_per_s") c.rate_per_s = std::atof(v.c_str());
+    else if (k == "burst") c.burst = std::atoll(v.c_str());
+    else if (k == "max_reserved") c.max_reserved = std::atoll(v.c_str());
   }
   view.legacy_key_route = view.shards > 1 && !crc16;
   if (options_.after_config_read_for_test) options_.after_config_read_for_test(queue);
@@ -150,7 +153,13 @@ Status RedisQueue::WriteConfig(const std::string& queue, const QueueConfig& c) {
                        "dead_retention_ms",
                        std::to_string(c.dead_retention_ms),
                        "max_delay_ms",
-                       std::to_string(c.max_delay_ms)});
+                       std::to_string(c.max_delay_ms),
+                       "rate_per_s",
+                       fmt::format("{}", c.rate_per_s),
+                       "burst",
+                       std::to_string(c.burst),
+                       "max_reserved",
+                       std::to_string(c.max_reserved)});
   if (!r.ok()) return r.status();
   if (r->is_error()) return ScriptError(*r);
   std::lock_guard lock(mu_);

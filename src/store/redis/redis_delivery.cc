@@ -8,6 +8,7 @@
 
 #include "core/delivery_token.h"
 #include "core/errors.h"
+#include "core/flow_control.h"
 #include "core/receipt.h"
 #include "core/record.h"
 #include "core/validate.h"
@@ -29,6 +30,13 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     start = q.shards > 1 ? static_cast<int>(rng_() % static_cast<uint64_t>(q.shards)) : 0;
   }
   const auto signer = Signer();
+  // Flow control: each shard holds an even share of the queue's rate, burst and max_reserved
+  // (rounded up; the reserve script keeps each shard's bucket and counts its leases).
+  const QueueConfig& c = q.config;
+  const double rate = c.rate_per_s / q.shards;
+  const int64_t burst =
+      rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(EffectiveBurst(c) / q.shards))) : 0;
+  const int64_t cap = c.max_reserved > 0 ? (c.max_reserved + q.shards - 1) / q.shards : 0;
   std::vector<Delivery> out;
   int64_t bytes = 0;  // of the stored records answered, against request.max_bytes
   for (int k = 0;
@@ -41,7 +49,10 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
                                      std::to_string(lease),
                                      std::to_string(kClaimIdleMs),
                                      std::to_string(request.max_bytes - bytes),
-                                     out.empty() ? "1" : "0"};
+                                     out.empty() ? "1" : "0",
+                                     fmt::format("{}", rate),
+                                     std::to_string(burst),
+                                     std::to_string(cap)};
     // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
     // receipt acts only when its token equals the stored one.
     for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
@@ -53,6 +64,10 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     if (v->is_error()) return ScriptError(*v);
     int64_t deadline = -1;
     for (const auto& row : v->array) {
+      if (row.type == Value::kInteger) {  // flow control held ready jobs back
+        NoteFlowLimited(queue, shard, row.integer);
+        continue;
+      }
       const auto& a = row.array;
       if (a.size() < 8) continue;
       JobRecord record;
@@ -185,6 +200,7 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
       args.push_back(parsed[i].id.ToString());
       args.push_back(parsed[i].token.Hex());
     }
+    args.push_back(q.config.max_reserved > 0 ? "1" : "0");  // a lease less: wake reserves held by the cap
     auto v = Run(kAckScript, q, shard, args, true);
     for (size_t j = 0; j < members.size(); ++j) {
       const size_t i = members[j];
@@ -215,12 +231,12 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
   }
   const BackoffPolicy& b = q.config.backoff;
   const int shard = q.ShardOfId(receipt->id);
-  auto v =
-      Run(kNackScript, q, shard,
-          {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
-           NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms), fmt::format("{}", b.factor),
-           std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0))},
-          true);
+  auto v = Run(kNackScript, q, shard,
+               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
+                NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms),
+                fmt::format("{}", b.factor), std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0)),
+                q.config.max_reserved > 0 ? "1" : "0"},
+               true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kArray) return DeliveryError(v->str, receipt->id);

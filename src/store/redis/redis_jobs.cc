@@ -58,7 +58,7 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
     }
     plan.args.push_back(std::to_string(r.max_attempts.value_or(config.max_attempts)));
     plan.args.push_back(r.key);
-    plan.args.push_back(r.replace ? "1" : "0");
+    plan.args.push_back(r.debounce ? "2" : r.replace ? "1" : "0");  // the script's replace field
     plan.args.push_back(std::to_string(r.key_ttl_ms));
   }
   std::erase_if(plans, [](const ShardPlan& p) { return p.members.empty(); });

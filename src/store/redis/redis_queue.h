@@ -133,6 +133,9 @@ class RedisQueue final : public Queue {
     std::vector<int64_t> next_dead;   // per shard: when its oldest dead job died; -1 none
     std::deque<uint64_t> waiters;
     bool check = true;  // run promote/reap at the next tick
+    // Redis ms: flow control held this queue's ready jobs back until its next token; its waiting
+    // reserves try again then. -1: none.
+    int64_t flow_wake = -1;
     // Not a queue in Redis when last read (waiters wait on it): read again after this (steady
     // ms) or when its wake channel speaks, not at every tick.
     int64_t absent_until = 0;
@@ -198,6 +201,9 @@ class RedisQueue final : public Queue {
   void NoteLease(const std::string& queue, int shard, int64_t deadline);
   void NoteDeath(const std::string& queue, int shard, int64_t dead_at);
   void NoteReady(const std::string& queue);
+  // The reserve script held ready jobs back (flow control) until next_token_us (Redis µs; 0:
+  // until a lease ends, which the wake channel announces).
+  void NoteFlowLimited(const std::string& queue, int shard, int64_t next_token_us);
   // Drops the local entry of `queue` when it was never read from Redis and no waiter is left.
   void DropIfUnusedLocked(const std::string& queue);
 

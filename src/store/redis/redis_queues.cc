@@ -15,15 +15,20 @@ namespace delayq::redis {
 namespace {
 
 // Lateness from the buckets the scripts keep (edges in LatenessSummary::kLatenessBucketsMs).
-void AddLateness(const Value& flat, std::vector<uint64_t>* buckets, uint64_t* count, int64_t* sum_us, int64_t* max_us) {
+// `prefix`: "" for the lateness, "w" for the time flow control held deliveries back (the
+// scripts' lateness_flush).
+void AddLateness(const Value& flat, std::string_view prefix, std::vector<uint64_t>* buckets, uint64_t* count,
+                 int64_t* sum_us, int64_t* max_us) {
   for (size_t i = 0; i + 1 < flat.array.size(); i += 2) {
-    const std::string& k = flat.array[i].str;
+    std::string_view k = flat.array[i].str;
+    if (prefix.empty() ? k.starts_with('w') : !k.starts_with(prefix)) continue;
+    k.remove_prefix(prefix.size());
     const int64_t v = flat.array[i + 1].AsInt();
     if (k == "count") *count += static_cast<uint64_t>(v);
     else if (k == "sum_us") *sum_us += v;
     else if (k == "max_us") *max_us = std::max(*max_us, v);
     else if (k.size() > 1 && k[0] == 'b') {
-      size_t b = static_cast<size_t>(std::atoi(k.c_str() + 1));
+      size_t b = static_cast<size_t>(std::atoi(std::string(k.substr(1)).c_str()));
       if (b >= 1 && b <= buckets->size()) (*buckets)[b - 1] += static_cast<uint64_t>(v);
     }
   }
@@ -64,8 +69,9 @@ Result<QueueStats> RedisQueue::Stats(std::string_view queue_view) {
   QueueStats s;
   s.name = q.name;
   std::vector<uint64_t> buckets(std::size(LatenessSummary::kLatenessBucketsMs) + 1, 0);
-  uint64_t count = 0;
-  int64_t sum_us = 0, max_us = 0;
+  std::vector<uint64_t> wait_buckets = buckets;
+  uint64_t count = 0, wait_count = 0;
+  int64_t sum_us = 0, max_us = 0, wait_sum_us = 0, wait_max_us = 0;
   for (int shard = 0; shard < q.shards; ++shard) {
     auto v = Run(kStatsScript, q, shard, {});
     if (!v.ok()) return v.status();
@@ -92,9 +98,11 @@ Result<QueueStats> RedisQueue::Stats(std::string_view queue_view) {
       else if (k == "redelivered") s.counters.redelivered += n;
       else if (k == "dead") s.counters.dead += n;
     }
-    AddLateness(a[9], &buckets, &count, &sum_us, &max_us);
+    AddLateness(a[9], "", &buckets, &count, &sum_us, &max_us);
+    AddLateness(a[9], "w", &wait_buckets, &wait_count, &wait_sum_us, &wait_max_us);
   }
   s.lateness = Summarize(buckets, count, sum_us, max_us);
+  s.limit_wait = Summarize(wait_buckets, wait_count, wait_sum_us, wait_max_us);
   return s;
 }
 

@@ -56,6 +56,18 @@ void RedisQueue::NoteReady(const std::string& queue) {
   Poke();
 }
 
+void RedisQueue::NoteFlowLimited(const std::string& queue, int /*shard*/, int64_t next_token_us) {
+  if (next_token_us <= 0) return;
+  const int64_t at = (next_token_us + 999) / 1000;
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(queue);
+  if (q == queues_.end()) return;
+  if (q->second.flow_wake < 0 || at < q->second.flow_wake) {
+    q->second.flow_wake = at;
+    Poke();
+  }
+}
+
 void RedisQueue::DropIfUnusedLocked(const std::string& queue) {
   auto q = queues_.find(queue);
   if (q == queues_.end() || q->second.config_read_at >= 0) return;
@@ -134,6 +146,10 @@ void RedisQueue::SchedulerLoop() {
         if (q.next_dead[i] >= 0 && q.next_dead[i] + retention <= redis_now) expire.push_back(task);
       }
       q.check = false;
+      if (q.flow_wake >= 0 && q.flow_wake <= redis_now) {
+        q.flow_wake = -1;
+        if (!q.waiters.empty()) ready_notices_.insert(name);
+      }
     }
     std::vector<ReserveCallback> expired;
     std::set<std::string> left;  // queues some waiter left
@@ -250,6 +266,7 @@ void RedisQueue::SchedulerLoop() {
     auto to_steady = [&](int64_t redis_ms) { return redis_ms - offset; };
     for (auto& [name, q] : queues_) {
       if (q.check) wake = now_steady;
+      if (q.flow_wake >= 0 && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
       for (size_t s = 0; s < q.next_due.size(); ++s) {
         if (q.next_due[s] >= 0) wake = std::min(wake, to_steady(q.next_due[s]));
         if (q.next_lease[s] >= 0) wake = std::min(wake, to_steady(q.next_lease[s]));

@@ -184,18 +184,44 @@ local function lateness_add(acc, late_us)
   acc[bucket] = (acc[bucket] or 0) + 1
   acc.count = (acc.count or 0) + 1
   acc.sum = (acc.sum or 0) + math.floor(late_us)
-  if late_us > (acc.max or 0) then acc.max = math.floor(late_us) end
+  acc.max = math.max(acc.max or 0, math.floor(late_us))  -- set even for 0: lateness_flush reads it
 end
 
-local function lateness_flush(acc)
+-- `prefix` '' for the lateness, 'w' for the time flow control held first deliveries back.
+local function lateness_flush(acc, prefix)
   if not acc.count then return end
+  prefix = prefix or ''
   for bucket = 1, #LATENESS_EDGES + 1 do
-    if acc[bucket] then redis.call('HINCRBY', K_LATENESS, 'b' .. bucket, acc[bucket]) end
+    if acc[bucket] then redis.call('HINCRBY', K_LATENESS, prefix .. 'b' .. bucket, acc[bucket]) end
   end
-  redis.call('HINCRBY', K_LATENESS, 'count', acc.count)
-  redis.call('HINCRBY', K_LATENESS, 'sum_us', fmt(acc.sum))
-  local max = tonumber(redis.call('HGET', K_LATENESS, 'max_us') or '0')
-  if acc.max > max then redis.call('HSET', K_LATENESS, 'max_us', fmt(acc.max)) end
+  redis.call('HINCRBY', K_LATENESS, prefix .. 'count', acc.count)
+  redis.call('HINCRBY', K_LATENESS, prefix .. 'sum_us', fmt(acc.sum))
+  local max = tonumber(redis.call('HGET', K_LATENESS, prefix .. 'max_us') or '0')
+  if acc.max > max then redis.call('HSET', K_LATENESS, prefix .. 'max_us', fmt(acc.max)) end
+end
+
+-- The token bucket of flow control: core/flow_control.cc's Allowance refill, the same doubles
+-- in the same order (RedisScripts.TheLuaTokenBucketIsTheCppOne compares them). `state` is
+-- 'tokens|at_us' (K_COUNTERS '_tb') or nil (never used: full). Returns tokens, at_us.
+local function token_refill(state, rate, burst, now)
+  local tokens, at = burst, now
+  if state then
+    local t, a = string.match(state, '^([^|]+)|(-?%d+)$')
+    tokens, at = tonumber(t), tonumber(a)
+    if now > at then
+      tokens = math.min(burst, tokens + (now - at) * rate / 1e6)
+      at = now
+    else
+      tokens = math.min(burst, tokens)
+    end
+  end
+  return tokens, at
+end
+
+-- When the next whole token is in the bucket: core/flow_control.cc's NextTokenUs.
+local function next_token_us(tokens, at, rate)
+  if tokens >= 1 then return at end
+  return at + math.ceil((1 - tokens) * 1e6 / rate)
 end
 
 -- The back-off of a nack without retry_in_ms: core/backoff.cc's BackoffDelayMs, the same
@@ -251,8 +277,8 @@ Script ProbeScript(std::string name, std::string_view body) {
   return Script{std::move(name), Prelude() + std::string(body)};
 }
 
-// ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1,
-// key_ttl_ms)
+// ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1|2
+// (2: debounce), key_ttl_ms)
 // Returns per job {id, due, duplicate, replaced}; errors "delayq:TOO_FAR:<i>:<now>" (a deliver_at
 // past max_delay_ms: the C++ side words it, with ResolveDue) and "delayq:CONFLICT:<i>:<id>",
 // before anything is written.
@@ -263,7 +289,8 @@ local jobs, seen = {}, {}
 for i = 1, n do
   local b = 2 + (i - 1) * 8
   local j = { id = ARGV[b + 1], body = ARGV[b + 2], mode = ARGV[b + 3], value = tonumber(ARGV[b + 4]),
-              max = ARGV[b + 5], key = ARGV[b + 6], replace = ARGV[b + 7] == '1', ttl = tonumber(ARGV[b + 8]) }
+              max = ARGV[b + 5], key = ARGV[b + 6], replace = ARGV[b + 7] ~= '0', debounce = ARGV[b + 7] == '2',
+              ttl = tonumber(ARGV[b + 8]) }
   j.due = now
   if j.mode == 'd' then
     j.due = now + j.value
@@ -316,6 +343,8 @@ for i = 1, n do
   else
     local id, m = j.existing or j.id, j.meta
     if m then
+      -- A debounce never moves the job earlier (the C++ twin is EngineImpl::PlanEnqueueLocked).
+      if j.debounce and m.due > j.due then j.due = m.due end
       if m.state == 's' then redis.call('ZREM', K_DUE, id) end
       leave_stream(m)
       -- Replaced: new content in the old job's place, so its attempts start again (the C++

@@ -3,16 +3,31 @@
 
 namespace delayq::redis {
 
-// ARGV: consumer, max, lease_ms, T, then `max` delivery tokens.
-// Returns per delivery {id, body, attempt, token, due, lease_deadline, max_attempts, key}.
+// ARGV: consumer, max, lease_ms, T, max_bytes, first_free (1|0), rate_per_s, burst (in force),
+// max_reserved (0: none; this shard's share of the queue's limits), then `max` delivery tokens.
+// Returns per delivery {id, body, attempt, token, due, lease_deadline, max_attempts, key}; when
+// flow control held ready jobs back, then one integer more: the Redis time (µs) of the next token,
+// 0 when only max_reserved held them.
 const Script kReserveScript = Make("reserve", R"LUA(
 if redis.call('HGET', K_CONFIG, 'paused') == '1' then return {} end
 if redis.call('EXISTS', K_READY) == 0 then return {} end
 local consumer, max, lease, T = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_bytes, first_free = tonumber(ARGV[5]), ARGV[6] == '1'
+local rate, burst, cap = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local nowu = now_us()
 local now = math.floor(nowu / 1000)
 local got = {}
+-- Flow control (core/flow_control.cc's Allowance): at most the whole tokens of the bucket
+-- (K_COUNTERS '_tb') and the room under max_reserved (the leases of this shard).
+local want, tokens, tb_at = max, nil, nil
+if rate > 0 then
+  tokens, tb_at = token_refill(redis.call('HGET', K_COUNTERS, '_tb'), rate, burst, nowu)
+  want = math.min(want, math.floor(tokens))
+end
+if cap > 0 then want = math.min(want, cap - redis.call('ZCARD', K_LEASES)) end
+if want < 0 then want = 0 end
+-- Since when a limit has held ready jobs back (as before this reserve: its lateness samples).
+local limited_since = tonumber(redis.call('HGET', K_COUNTERS, '_limited_since') or '-1')
 -- The answer stops before the job whose stored record would take it over max_bytes (the first
 -- job always comes when first_free): the embedded store's rule (ReserveLocked), on the same
 -- encoded records. Entries are peeked and sized before they are taken from the stream.
@@ -26,10 +41,11 @@ end
 -- Deliveries whose lease ran out (idle > T) are claimed first; the pending list counts them.
 -- Only scanned while the reaper has flagged run-out leases ('_claim'); the flag goes when one
 -- scan from the start of the pending list reaches its end without filling the batch.
-if redis.call('HGET', K_COUNTERS, '_claim') then
+local claiming = redis.call('HGET', K_COUNTERS, '_claim')
+if claiming and want > 0 then
   local cursor = redis.call('HGET', K_COUNTERS, '_claim_cursor') or '0-0'
   local n, whole = 0, true
-  for _, p in ipairs(redis.call('XPENDING', K_READY, GROUP, 'IDLE', T, cursor, '+', max)) do
+  for _, p in ipairs(redis.call('XPENDING', K_READY, GROUP, 'IDLE', T, cursor, '+', want)) do
     local e = redis.call('XRANGE', K_READY, p[1], p[1])
     if e[1] and e[1][2] and e[1][2][2] and not fits(e[1][2][2]) then
       whole = false
@@ -45,7 +61,7 @@ if redis.call('HGET', K_COUNTERS, '_claim') then
         got[#got + 1] = { e[1], e[2][2], p[1] and tonumber(p[1][4]) or 1 }
       end
     end
-    if whole and cursor == '0-0' and claimed[1] == '0-0' and #claimed[2] < max then
+    if whole and cursor == '0-0' and claimed[1] == '0-0' and #claimed[2] < want then
       redis.call('HDEL', K_COUNTERS, '_claim', '_claim_cursor')
     else
       redis.call('HSET', K_COUNTERS, '_claim_cursor', claimed[1])
@@ -58,15 +74,21 @@ if redis.call('HGET', K_COUNTERS, '_claim') then
     end
   end
 end
-if #got < max and (taken == 0 or bytes < max_bytes) then
-  local last = '0-0'
+-- Whether a limit kept ready jobs from this reserve: it allowed fewer than asked and more are
+-- ready (new entries past those taken, or claimable ones).
+local held = false
+local function last_delivered()
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
     local f = {}
     for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f['name'] == GROUP then last = f['last-delivered-id'] end
+    if f['name'] == GROUP then return f['last-delivered-id'] end
   end
+  return '0-0'
+end
+if #got < want and (taken == 0 or bytes < max_bytes) then
+  local last = last_delivered()
   local n = 0
-  for _, e in ipairs(redis.call('XRANGE', K_READY, '(' .. last, '+', 'COUNT', max - #got)) do
+  for _, e in ipairs(redis.call('XRANGE', K_READY, '(' .. last, '+', 'COUNT', want - #got)) do
     if e[2] and e[2][2] and not fits(e[2][2]) then break end
     n = n + 1
   end
@@ -79,12 +101,21 @@ if #got < max and (taken == 0 or bytes < max_bytes) then
     end
   end
 end
+if want < max then
+  held = redis.call('HGET', K_COUNTERS, '_claim') ~= false or
+    #redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', 1) > 0
+end
+if held then
+  if limited_since < 0 then redis.call('HSET', K_COUNTERS, '_limited_since', fmt(nowu)) end
+elseif limited_since >= 0 then
+  redis.call('HDEL', K_COUNTERS, '_limited_since')
+end
 -- One HMGET for the metas, one HSET, one ZADD and one HMGET for the bodies, whatever the batch
 -- size.
 local ids = {}
 for i, g in ipairs(got) do ids[i] = g[2] end
 local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
-local out, token_at, acc = {}, 7, {}
+local out, token_at, acc, wait_acc = {}, 10, {}, {}
 local stale, metas, leases, body_ids = {}, {}, {}, {}
 for i, g in ipairs(got) do
   local sid, id, count = g[1], g[2], g[3]
@@ -96,7 +127,18 @@ for i, g in ipairs(got) do
   else
     local token = ARGV[token_at]
     token_at = token_at + 1
-    if m.state == 'q' and m.delivery == '0' then lateness_add(acc, nowu - m.due * 1000) end
+    if m.state == 'q' and m.delivery == '0' then
+      -- Late until a limit started holding it, then held back by the limit (not late): the
+      -- embedded store's rule (ReserveLocked).
+      local due_us = m.due * 1000
+      if limited_since >= 0 and limited_since < nowu then
+        local held_from = math.max(due_us, limited_since)
+        lateness_add(acc, math.max(0, held_from - due_us))
+        lateness_add(wait_acc, nowu - held_from)
+      else
+        lateness_add(acc, nowu - due_us)
+      end
+    end
     m.state = 'r'
     m.attempt = m.base + count
     m.delivery = token
@@ -116,7 +158,13 @@ if #out > 0 then
   for i, o in ipairs(out) do o[2] = bodies[i] end
 end
 lateness_flush(acc)
+lateness_flush(wait_acc, 'w')
 if #out > 0 then redis.call('HINCRBY', K_COUNTERS, 'delivered', #out) end
+if rate > 0 then
+  tokens = tokens - #out
+  redis.call('HSET', K_COUNTERS, '_tb', string.format('%.17g|%d', tokens, tb_at))
+end
+if held then out[#out + 1] = (rate > 0 and tokens < 1) and next_token_us(tokens, tb_at, rate) or 0 end
 return out
 )LUA");
 
@@ -148,14 +196,16 @@ end
 if requeued > 0 then
   redis.call('HINCRBY', K_COUNTERS, 'redelivered', requeued)
   redis.call('HSET', K_COUNTERS, '_claim', '1')
-  redis.call('PUBLISH', WAKE, 'ready')
 end
+-- Requeued jobs are ready, and leases that ended in death make room under max_reserved.
+if requeued > 0 or #died > 0 then redis.call('PUBLISH', WAKE, 'ready') end
 local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
 return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1, died }
 )LUA");
 
-// ARGV: n, then n x (id, token). Returns per receipt "O" (acked), "N" (no such job) or
-// "E:<state>:<attempt>" (the delivery is over).
+// ARGV: n, then n x (id, token), then 1|0: announce the leases that ended ('ready' on the wake
+// channel: reserves held back by max_reserved may go on). Returns per receipt "O" (acked), "N"
+// (no such job) or "E:<state>:<attempt>" (the delivery is over).
 const Script kAckScript = Make("ack", R"LUA(
 local n = tonumber(ARGV[1])
 if n == 0 then return {} end
@@ -191,11 +241,13 @@ if #gone > 0 then
   redis.call('ZREM', K_LEASES, unpack(gone))
 end
 if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end
+if acked > 0 and ARGV[2 * n + 2] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
 return out
 )LUA");
 
 // ARGV: id, token, retry_ms (-1: back-off), error, dead 0|1, base_ms, factor, max_ms, jitter
-// (policy.jitter * (2u - 1) for u uniform in [0, 1)). Returns {"s", due} or {"d", due, dead_at}, or "N" / "E:..." as
+// (policy.jitter * (2u - 1) for u uniform in [0, 1)), 1|0: announce a lease that ended in death
+// (as ack). Returns {"s", due} or {"d", due, dead_at}, or "N" / "E:..." as
 // ack. A job that goes dead keeps the due time it had (as on the embedded store).
 const Script kNackScript = Make("nack", R"LUA(
 local id, token = ARGV[1], ARGV[2]
@@ -208,6 +260,7 @@ local now = math.floor(now_us() / 1000)
 redis.call('HINCRBY', K_COUNTERS, 'nacked', 1)
 if ARGV[5] == '1' or m.attempt >= m.max then
   go_dead(id, m, now, ARGV[4])
+  if ARGV[10] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
   return { 'd', m.due, now }
 end
 local delay = tonumber(ARGV[3])

@@ -302,6 +302,37 @@ TEST(EngineLock, InfoCountsTheOperationsOnTheLockAndTheirTime) {
             static_cast<uint64_t>(ran_us.count()) + 1);
 }
 
+// The queue meta record: version 1 (pinned bytes, as 0.2 wrote them) is still read and still
+// written for a queue without flow control, so an older delayq reads it; flow control makes it
+// version 2; a newer version is refused by name.
+TEST(EngineRecords, QueueMetaIsVersionTwoOnlyWithFlowControl) {
+  const std::string v1(
+      "\x01\x03\x05\xe8\x07\x40\x00\x00\x00\x00\x00\x00\x00\x80\xdd\xdb\x01\x3f\xb9\x99\x99\x99\x99"
+      "\x99\x9a\xb0\xea\x01\x80\x80\x40\x80\x88\xb2\xa0\x02\x80\xd8\xc4\xbd\x75",
+      41);
+  QueueMeta m;
+  ASSERT_TRUE(DecodeQueueMeta(v1, &m).ok());
+  EXPECT_TRUE(m.has_config);
+  EXPECT_TRUE(m.paused);
+  EXPECT_EQ(m.config, QueueConfig{}) << "no flow control in a version 1 record";
+  EXPECT_EQ(EncodeQueueMeta(m), v1) << "a queue without flow control is still written as version 1";
+
+  m.config.rate_per_s = 12.5;
+  m.config.burst = 40;
+  m.config.max_reserved = 300;
+  const std::string v2 = EncodeQueueMeta(m);
+  EXPECT_EQ(v2[0], '\x02');
+  QueueMeta back;
+  ASSERT_TRUE(DecodeQueueMeta(v2, &back).ok());
+  EXPECT_EQ(back.config, m.config);
+  EXPECT_EQ(DecodeQueueMeta(v2.substr(0, v2.size() - 1), &back).code(), Code::kCorruption);
+  std::string v3 = v2;
+  v3[0] = '\x03';
+  auto newer = DecodeQueueMeta(v3, &back);
+  EXPECT_EQ(newer.code(), Code::kCorruption);
+  EXPECT_NE(newer.message().find("newer than this delayq understands"), std::string::npos) << newer.message();
+}
+
 TEST(EngineScheduler, ThousandsOfWaitersAreServedInOrderOfArrival) {
   EngineHarness h;
   std::vector<std::promise<std::string>> answers(2000);

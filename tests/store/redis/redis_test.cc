@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -153,6 +155,48 @@ TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
   EXPECT_EQ(early.load(), 0);
   EXPECT_EQ(doubled.load(), 0);
   EXPECT_EQ(errors.load(), 0);
+}
+
+// Flow control across servers: two servers on one Redis, four consumers between them, a queue
+// limited to 50 deliveries a second (burst 5). Together they get no more than the bucket allows,
+// and close to it (each waiting reserve is woken when its server learns of the next token).
+TEST(RedisStore, TwoServersOnOneRedisShareOneRateLimit) {
+  RedisServer redis;
+  ServerProcess a({"--store", redis.url()});
+  ServerProcess b({"--store", redis.url()});
+  auto admin = a.NewClient();
+  QueueConfig c;
+  c.rate_per_s = 50;
+  c.burst = 5;
+  ASSERT_TRUE(admin->SetConfig("limited", c).ok());
+  std::vector<EnqueueRequest> jobs(500, Job("x"));
+  ASSERT_TRUE(admin->EnqueueBatch("limited", jobs).ok());
+  std::atomic<int64_t> delivered{0};
+  std::atomic<int> errors{0};
+  const auto start = std::chrono::steady_clock::now();
+  const auto stop = start + std::chrono::seconds(3);
+  std::vector<std::thread> consumers;
+  for (int i = 0; i < 4; ++i) {
+    consumers.emplace_back([&, i] {
+      auto client = (i % 2 ? a : b).NewClient();
+      while (std::chrono::steady_clock::now() < stop) {
+        auto got = client->Reserve("limited", {.max = 10, .wait_ms = 200, .lease_ms = 60'000});
+        if (!got.ok()) {
+          ++errors;
+          continue;
+        }
+        if (std::chrono::steady_clock::now() <= stop) delivered += static_cast<int64_t>(got->size());
+      }
+    });
+  }
+  for (auto& t : consumers) t.join();
+  const double seconds = std::chrono::duration<double>(stop - start).count();
+  const double rate = static_cast<double>(delivered.load()) / seconds;
+  std::printf("two servers, limit 50/s burst 5: %lld deliveries in %.1f s (%.1f/s)\n",
+              static_cast<long long>(delivered.load()), seconds, rate);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_LE(delivered.load(), 5 + 50 * seconds + 2) << "more than the bucket allows";
+  EXPECT_GE(delivered.load(), 0.8 * 50 * seconds) << "the servers left tokens unused";
 }
 
 TEST(RedisStore, KillNineOfAServerHoldingJobsRedeliversAfterTheLease) {

@@ -1,16 +1,17 @@
 // The rules the Redis store keeps twice, in C++ and in its Lua scripts, checked against each
-// other: the job meta format (both versions), the back-off formula, the lateness buckets; and the
-// key routing every server must agree on (CRC16, and the std::hash of queues made before).
+// other: the job meta format (both versions), the back-off formula, the lateness buckets, the
+// flow-control token bucket; and the key routing every server must agree on (CRC16, and the
+// std::hash of queues made before).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <functional>
 #include <random>
 #include <set>
 
 #include "core/backoff.h"
+#include "core/flow_control.h"
 #include "store/redis/redis_fixture.h"
 #include "store/redis/redis_meta.h"
 #include "store/redis/redis_queue.h"
@@ -295,6 +296,63 @@ return out
   want.push_back(std::to_string(redis::kMetaFormat));
   ASSERT_EQ(got->array.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got->array[i].str, want[i]);
+}
+
+// The token bucket of flow control: the reserve script's token_refill and next_token_us against
+// core/flow_control.cc's Allowance and NextTokenUs, step by step over a grid of rates, bursts and
+// gaps, with the state stored between steps as the script stores it ('%.17g|at').
+TEST(RedisScripts, TheLuaTokenBucketIsTheCppOne) {
+  auto q = OpenStore();
+  const redis::Script probe = redis::ProbeScript("probe_bucket", R"LUA(
+-- ARGV: rate, burst, then steps of (gap_us, take); returns per step {allowed, next_token_us}
+local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local state, now, out = nil, 1000000000, {}
+for i = 3, #ARGV, 2 do
+  now = now + tonumber(ARGV[i])
+  local tokens, at = token_refill(state, rate, burst, now)
+  local allowed = math.min(tonumber(ARGV[i + 1]), math.floor(tokens))
+  tokens = tokens - allowed
+  state = string.format('%.17g|%d', tokens, at)
+  out[#out + 1] = { allowed, next_token_us(tokens, at, rate) }
+end
+return out
+)LUA");
+  std::mt19937_64 rng(11);
+  size_t compared = 0;
+  for (double rate : {0.1, 0.5, 1.0, 3.0, 50.0, 12345.678}) {
+    for (int64_t burst : {0, 1, 7, 1000}) {
+      QueueConfig c;
+      c.rate_per_s = rate;
+      c.burst = burst;
+      std::vector<std::string> args = {fmt::format("{}", rate), fmt::format("{}", EffectiveBurst(c))};
+      std::vector<std::pair<int64_t, int64_t>> want;
+      TokenBucket bucket;
+      int64_t now = 1'000'000'000;
+      for (int step = 0; step < 40; ++step) {
+        const int64_t gap = step == 0 ? 0 : static_cast<int64_t>(rng() % 3'000'000);
+        const int64_t take = static_cast<int64_t>(rng() % 20);
+        now += gap;
+        const int64_t allowed = std::min(take, Allowance(c, bucket, now, 0));
+        Take(c, bucket, allowed);
+        want.emplace_back(allowed, NextTokenUs(c, bucket, now));
+        args.push_back(std::to_string(gap));
+        args.push_back(std::to_string(take));
+      }
+      auto got = q->client().Eval(probe, {"dq:{probe}:due"}, args);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_FALSE(got->is_error()) << got->str;
+      ASSERT_EQ(got->array.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got->array[i].array.size(), 2u);
+        EXPECT_EQ(got->array[i].array[0].AsInt(), want[i].first)
+            << "rate " << rate << " burst " << burst << " step " << i;
+        EXPECT_EQ(got->array[i].array[1].AsInt(), want[i].second)
+            << "rate " << rate << " burst " << burst << " step " << i;
+      }
+      compared += want.size();
+    }
+  }
+  EXPECT_EQ(compared, 6u * 4 * 40);
 }
 
 }  // namespace

@@ -132,7 +132,8 @@ def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[in
 def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
              deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
              headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
-             replace: bool = False, key_ttl: Optional[Duration] = None) -> Dict[str, Any]:
+             replace: bool = False, key_ttl: Optional[Duration] = None,
+             debounce: bool = False) -> Dict[str, Any]:
     """The JSON object of one job, as enqueue and enqueue_batch send it. ``bytes`` payloads go
     as base64; anything else as its JSON value."""
     body: Dict[str, Any] = {}
@@ -149,6 +150,8 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
         body["max_attempts"] = max_attempts
     if replace:
         body["replace"] = True
+    if debounce:
+        body["debounce"] = True
     if key_ttl is not None:
         body["key_ttl_ms"] = to_ms(key_ttl, "key_ttl")
     return body
@@ -272,13 +275,15 @@ class Client:
     def enqueue(self, queue: str, payload: Any, *, delay: Optional[Duration] = None, delay_ms: Optional[int] = None,
                 deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
                 headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
-                replace: bool = False, key_ttl: Optional[Duration] = None) -> EnqueueResult:
+                replace: bool = False, key_ttl: Optional[Duration] = None,
+                debounce: bool = False) -> EnqueueResult:
         """Hands in one job, due after ``delay`` ("30m", ms, timedelta) or at ``deliver_at``
         (epoch ms, RFC 3339, aware datetime); due now without either. With a ``key`` naming a
-        live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it).
-        ``key_ttl`` keeps the key taken that long after the job is acked or cancelled."""
+        live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it;
+        ``debounce=True`` rewrites it and pushes it back, never earlier). ``key_ttl`` keeps the
+        key taken that long after the job is acked or cancelled."""
         body = job_body(payload, delay=delay, delay_ms=delay_ms, deliver_at=deliver_at, key=key, headers=headers,
-                        max_attempts=max_attempts, replace=replace, key_ttl=key_ttl)
+                        max_attempts=max_attempts, replace=replace, key_ttl=key_ttl, debounce=debounce)
         r = self._call("POST", self._q(queue) + "/jobs", body)
         return EnqueueResult(r["id"], r["due_at"], r.get("duplicate", False), r.get("replaced", False))
 

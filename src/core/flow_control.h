@@ -1,0 +1,36 @@
+// Flow control of a queue's deliveries (SPEC 10.4): a token bucket (`rate_per_s`, `burst`) and a
+// cap on the jobs leased at once (`max_reserved`). A reserve hands out at most Allowance() jobs
+// and then Take()s them. The Redis store's reserve script is the twin of this arithmetic (the
+// same doubles in the same order; RedisScripts.TheLuaTokenBucketIsTheCppOne compares them).
+#pragma once
+
+#include <cstdint>
+
+#include "delayq/job.h"
+
+namespace delayq {
+
+// The bucket's state: `tokens` at `at_us` (a clock in µs). at_us < 0: never used (full).
+struct TokenBucket {
+  double tokens = 0;
+  int64_t at_us = -1;
+};
+
+// The bucket size in force: `burst`, or when that is 0 the rate rounded up (at least 1).
+double EffectiveBurst(const QueueConfig& config);
+
+// Refills `bucket` to now_us and returns how many jobs a reserve may hand out now: the whole
+// tokens in the bucket (unlimited when rate_per_s is 0) and the room under max_reserved with
+// `reserved` jobs leased (unlimited when max_reserved is 0), whichever is smaller; never below 0.
+// kUnlimited when neither limit is set.
+inline constexpr int64_t kUnlimited = INT64_MAX;
+int64_t Allowance(const QueueConfig& config, TokenBucket& bucket, int64_t now_us, int64_t reserved);
+
+// Takes `n` delivered jobs out of the bucket (after Allowance at the same now_us).
+void Take(const QueueConfig& config, TokenBucket& bucket, int64_t n);
+
+// When the next whole token is in the bucket (µs, the bucket's clock): now_us when one is.
+// Only meaningful with a rate.
+int64_t NextTokenUs(const QueueConfig& config, const TokenBucket& bucket, int64_t now_us);
+
+}  // namespace delayq
