@@ -2,7 +2,7 @@
 // Prints one JSON object per run (scripts/bench-engine.sh repeats runs and takes medians).
 //
 //   enqueue     --durability interval|sync|none --batch 100 --threads 1 --jobs N
-//   reserve-ack --jobs N --batch 100
+//   reserve-ack --jobs N --batch 100 [--rate-per-s R --max-reserved M]
 //   lateness    --rate 20000 --seconds 10 --consumers 4
 //   memory      --jobs 10000000
 //   growth      --levels 0,1000000,10000000 --jobs 200000 --rate 20000 --seconds 5
@@ -181,6 +181,15 @@ int ReserveAck(const Args& a, const std::string& dir) {
   const int64_t jobs = a.Int("jobs", 500'000);
   const int32_t batch = static_cast<int32_t>(a.Int("batch", 100));
   auto engine = OpenStore(dir, d);
+  // Flow control on the measured path (--rate-per-s, --max-reserved): set high enough not to bind,
+  // this is what its bookkeeping costs a reserve (docs/performance.md).
+  QueueConfig limited;
+  limited.rate_per_s = static_cast<double>(a.Int("rate-per-s", 0));
+  limited.max_reserved = a.Int("max-reserved", 0);
+  if (limited.rate_per_s > 0) limited.burst = 1'000'000;
+  if (limited.rate_per_s > 0 || limited.max_reserved > 0) {
+    if (Status s = engine->SetConfig(g_queue, limited); !s.ok()) Fail(s);
+  }
   std::vector<EnqueueRequest> reqs(1000);
   for (auto& r : reqs) r.payload = Payload();
   for (int64_t i = 0; i < jobs; i += 1000) {

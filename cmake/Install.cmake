@@ -16,7 +16,7 @@ install(DIRECTORY include/delayq DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_M
         PATTERN "kafka" EXCLUDE)
 install(TARGETS delayq_core delayq_version delayq_wire delayq_client EXPORT delayqClientTargets
         ARCHIVE DESTINATION lib)
-install(TARGETS delayq_store_embedded EXPORT delayqEngineTargets ARCHIVE DESTINATION lib)
+install(TARGETS delayq_store_embedded delayq_schedule EXPORT delayqEngineTargets ARCHIVE DESTINATION lib)
 install(TARGETS delayq_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 set(cmake_dir lib/cmake/delayq)

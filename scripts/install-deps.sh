@@ -6,7 +6,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config make git ca-certificates curl procps
   librocksdb-dev libhiredis-dev librdkafka-dev libboost-dev libboost-system-dev
   nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev redis-server nodejs
+  libgtest-dev libgmock-dev libbenchmark-dev libtomlplusplus-dev libhowardhinnant-date-dev tzdata redis-server nodejs
   chromium chromium-driver fuse3 libfuse3-dev faketime libssl-dev openssl
   python3 python3-pytest python3-venv python3-setuptools python3-wheel python3-yaml
 )

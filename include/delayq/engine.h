@@ -44,6 +44,7 @@ struct EngineOptions {
   // Queues at most: creating one more (an enqueue, config, pause or resume naming a new queue)
   // is kResourceExhausted. Reads and reserves never create a queue. Default 10 000.
   size_t max_queues = 10'000;
+  ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
 };
 
 // Internal sizes, for tests and the bounded-memory benchmark.

@@ -99,7 +99,8 @@ void AddAckCommand(CLI::App& app, Global& g, int& rc);
 void AddNackCommand(CLI::App& app, Global& g, int& rc);
 void AddTouchCommand(CLI::App& app, Global& g, int& rc);
 void AddDeadCommand(CLI::App& app, Global& g, int& rc);
-void AddJobsCommand(CLI::App& app, Global& g, int& rc);  // dead list | replay | purge
+void AddScheduleCommand(CLI::App& app, Global& g, int& rc);  // set | ls | get | rm | pause | resume
+void AddJobsCommand(CLI::App& app, Global& g, int& rc);      // dead list | replay | purge
 void AddDoctorCommand(CLI::App& app, Global& g, int& rc);
 void AddWorkCommand(CLI::App& app, Global& g, int& rc);
 void AddBenchCommand(CLI::App& app, Global& g, int& rc);

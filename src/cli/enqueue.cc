@@ -33,7 +33,7 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
   struct Args {
     std::string queue, payload, delay, at, key, file;
     std::vector<std::string> headers;
-    bool replace = false, base64 = false;
+    bool replace = false, debounce = false, base64 = false;
     int32_t max_attempts = 0;
   };
   auto a = std::make_shared<Args>();
@@ -45,6 +45,7 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
   e->add_option("--at", enq.at, "Deliver at this time: 2026-12-01T10:00:00Z or epoch ms");
   e->add_option("--key", enq.key, "Idempotency key: a live job with this key is not added twice");
   e->add_flag("--replace", enq.replace, "With --key: replace the live job's payload and due time");
+  e->add_flag("--debounce", enq.debounce, "With --key: replace the live job and push it back (never earlier)");
   e->add_option("-H,--header", enq.headers, "Header name=value (repeatable)");
   e->add_option("--max-attempts", enq.max_attempts, "Deliveries before the job goes dead");
   e->add_option("--file", enq.file, "Read the payload from this file");
@@ -77,6 +78,7 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
     }
     r.key = enq.key;
     r.replace = enq.replace;
+    r.debounce = enq.debounce;
     if (enq.max_attempts) r.max_attempts = enq.max_attempts;
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();

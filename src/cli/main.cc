@@ -64,6 +64,7 @@ int Main(int argc, char** argv) {
   AddNackCommand(app, g, rc);
   AddTouchCommand(app, g, rc);
   AddDeadCommand(app, g, rc);
+  AddScheduleCommand(app, g, rc);
   AddJobsCommand(app, g, rc);
   AddDoctorCommand(app, g, rc);
   AddWorkCommand(app, g, rc);

@@ -17,6 +17,7 @@
 #include "wire/queue.h"
 #include "wire/receipts.h"
 #include "wire/reserve.h"
+#include "wire/schedule.h"
 #include "wire/when.h"
 
 namespace delayq {
@@ -237,6 +238,40 @@ class HttpClient final : public Client {
     return r.ok() ? Status::Ok() : r.status();
   }
 
+  Result<RecurringSchedule> PutSchedule(std::string_view queue, const ScheduleSpec& spec) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    auto r = Call("PUT", SchedulePath(queue, spec.name), wire::WriteScheduleSpec(spec));
+    if (!r.ok()) return r.status();
+    return wire::ParseSchedule(r->body);
+  }
+
+  Result<RecurringSchedule> GetSchedule(std::string_view queue, std::string_view name) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    auto r = Call("GET", SchedulePath(queue, name), "");
+    if (!r.ok()) return r.status();
+    return wire::ParseSchedule(r->body);
+  }
+
+  Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view queue) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    auto r = Call("GET", Path(queue, "/schedules"), "");
+    if (!r.ok()) return r.status();
+    return wire::ParseSchedules(r->body);
+  }
+
+  Status DeleteSchedule(std::string_view queue, std::string_view name) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    auto r = Call("DELETE", SchedulePath(queue, name), "");
+    return r.ok() ? Status::Ok() : r.status();
+  }
+
+  Result<RecurringSchedule> PauseSchedule(std::string_view queue, std::string_view name, bool paused) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    auto r = Call("POST", SchedulePath(queue, name) + (paused ? "/pause" : "/resume"), "");
+    if (!r.ok()) return r.status();
+    return wire::ParseSchedule(r->body);
+  }
+
  private:
   struct AsyncCall {
     client::RequestCancel cancel;
@@ -244,6 +279,9 @@ class HttpClient final : public Client {
 
   static std::string Path(std::string_view queue, std::string_view rest) {
     return fmt::format("/v1/queues/{}{}", UrlEncode(queue), rest);
+  }
+  static std::string SchedulePath(std::string_view queue, std::string_view name) {
+    return Path(queue, "/schedules/" + UrlEncode(name));
   }
   static std::string JobPath(std::string_view queue, const JobRef& ref) {
     if (!ref.id.empty()) return Path(queue, "/jobs/" + UrlEncode(ref.id));

@@ -29,6 +29,14 @@ HttpResponse ListJobs(Context& c, const Call& call);  // GET /jobs?state=S (GetJ
 HttpResponse DeadPurge(Context& c, const Call& call);
 HttpResponse DeadReplay(Context& c, const Call& call);
 
+// Recurring schedules (handlers_schedules.cc).
+HttpResponse ListSchedules(Context& c, const Call& call);
+HttpResponse GetSchedule(Context& c, const Call& call);
+HttpResponse PutSchedule(Context& c, const Call& call);
+HttpResponse DeleteSchedule(Context& c, const Call& call);
+HttpResponse PauseSchedule(Context& c, const Call& call);
+HttpResponse ResumeSchedule(Context& c, const Call& call);
+
 // Jobs (handlers_jobs.cc): by id (/jobs/{id}) or by key (/jobs?key=K).
 std::function<void()> Enqueue(Context& c, const Call& call, Reply reply);  // answered once durable
 HttpResponse GetJob(Context& c, const Call& call);

@@ -4,10 +4,60 @@
 
 #include "core/validate.h"
 #include "wire/job.h"
+#include "wire/job_content.h"
 #include "wire/json_read.h"
 #include "wire/when.h"
 
 namespace delayq::wire {
+
+Result<bool> ParseJobContentField(std::string_view key, sj::value v, std::string_view prefix, EnqueueRequest* r,
+                                  bool* have_payload) {
+  const std::string field = fmt::format("{}{}", prefix, key);
+  if (key == "payload" || key == "payload_base64") {
+    if (*have_payload) {
+      return Status::InvalidArgument(
+          fmt::format("{}payload and {}payload_base64 are both given; give one", prefix, prefix));
+    }
+    *have_payload = true;
+    if (key == "payload") {
+      DELAYQ_RETURN_IF_ERROR(RawValue(v, field, &r->payload));
+      return true;
+    }
+    std::string text;
+    DELAYQ_RETURN_IF_ERROR(GetString(v, field, &text));
+    auto bytes = Base64Decode(text);
+    if (!bytes) return TypeError(field, "standard base64 (RFC 4648)");
+    r->payload = std::move(*bytes);
+    r->binary = true;
+    return true;
+  }
+  if (key == "max_attempts") {
+    int64_t n;
+    DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &n, "an integer from 1 to 1000"));
+    if (n < 1 || n > Limits::kMaxAttempts) {
+      return Status::InvalidArgument(
+          fmt::format("{} is {}; it must be between 1 and {}", field, n, Limits::kMaxAttempts));
+    }
+    r->max_attempts = static_cast<int32_t>(n);
+    return true;
+  }
+  if (key == "headers") {
+    sj::object h;
+    if (v.get_object().get(h)) return TypeError(field, "an object of strings");
+    for (auto hf : h) {
+      std::string_view name;
+      if (hf.unescaped_key().get(name)) return TypeError(field, "an object of strings");
+      sj::value hv;
+      std::string value;
+      if (hf.value().get(hv)) return TypeError(field, "an object of strings");
+      DELAYQ_RETURN_IF_ERROR(GetString(hv, fmt::format("{}.{}", field, name), &value));
+      r->headers[std::string(name)] = std::move(value);
+    }
+    return true;
+  }
+  return false;
+}
+
 namespace {
 
 void WriteRequestJob(JsonWriter& w, const EnqueueRequest& r) {
@@ -53,55 +103,19 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
     auto when = ParseWhenField(key, v, prefix, &r.when);
     if (!when.ok()) return when.status();
     if (*when) continue;
-    if (key == "payload") {
-      if (have_payload) {
-        return Status::InvalidArgument(
-            fmt::format("{}payload and {}payload_base64 are both given; give one", prefix, prefix));
-      }
-      DELAYQ_RETURN_IF_ERROR(RawValue(v, field, &r.payload));
-      have_payload = true;
-    } else if (key == "payload_base64") {
-      if (have_payload) {
-        return Status::InvalidArgument(
-            fmt::format("{}payload and {}payload_base64 are both given; give one", prefix, prefix));
-      }
-      std::string text;
-      DELAYQ_RETURN_IF_ERROR(GetString(v, field, &text));
-      auto bytes = Base64Decode(text);
-      if (!bytes) return TypeError(field, "standard base64 (RFC 4648)");
-      r.payload = std::move(*bytes);
-      r.binary = true;
-      have_payload = true;
-    } else if (key == "key") {
+    auto content = ParseJobContentField(key, v, prefix, &r, &have_payload);
+    if (!content.ok()) return content.status();
+    if (*content) continue;
+    if (key == "key") {
       DELAYQ_RETURN_IF_ERROR(GetString(v, field, &r.key));
     } else if (key == "replace") {
       DELAYQ_RETURN_IF_ERROR(GetBool(v, field, &r.replace));
     } else if (key == "debounce") {
       DELAYQ_RETURN_IF_ERROR(GetBool(v, field, &r.debounce));
-    } else if (key == "max_attempts") {
-      int64_t n;
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &n, "an integer from 1 to 1000"));
-      if (n < 1 || n > Limits::kMaxAttempts) {
-        return Status::InvalidArgument(
-            fmt::format("{} is {}; it must be between 1 and {}", field, n, Limits::kMaxAttempts));
-      }
-      r.max_attempts = static_cast<int32_t>(n);
     } else if (key == "key_ttl_ms") {
       // Range and the need for a key: ValidateEnqueue, as for every store.
       DELAYQ_RETURN_IF_ERROR(
           GetInt(v, field, &r.key_ttl_ms, "an integer of milliseconds from 0 to 2592000000 (30 days)"));
-    } else if (key == "headers") {
-      sj::object h;
-      if (v.get_object().get(h)) return TypeError(field, "an object of strings");
-      for (auto hf : h) {
-        std::string_view name;
-        if (hf.unescaped_key().get(name)) return TypeError(field, "an object of strings");
-        sj::value hv;
-        std::string value;
-        if (hf.value().get(hv)) return TypeError(field, "an object of strings");
-        DELAYQ_RETURN_IF_ERROR(GetString(hv, fmt::format("{}.{}", field, name), &value));
-        r.headers[std::string(name)] = std::move(value);
-      }
     } else {
       return UnknownField(prefix, key, kJobFields);
     }

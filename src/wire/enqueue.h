@@ -1,7 +1,7 @@
 // Enqueue on the wire (POST /v1/queues/{q}/jobs): one job, or {"jobs": [...]} as a batch, and
 // the answer {"id", "due_at", "duplicate"[, "replaced"]} (a batch: {"jobs": [...]}).
 // A job: "payload" (any JSON value, kept verbatim) or "payload_base64", a due time (when.h),
-// "key", "replace", "headers" (strings), "max_attempts", "key_ttl_ms".
+// "key", "replace", "debounce", "headers" (strings), "max_attempts", "key_ttl_ms".
 #pragma once
 
 #include <span>

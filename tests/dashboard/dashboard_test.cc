@@ -205,6 +205,43 @@ TEST_F(DashboardTest, JobsAreBrowsedByStateAPageAtATimeWithBulkActions) {
   browser_.Screenshot(Shot("consumer-wait"));
 }
 
+// A queue's recurring schedules: added from the page (cron in a time zone), listed with their
+// next runs, paused and deleted from their row; a bad expression is refused with its message.
+TEST_F(DashboardTest, SchedulesAreAddedPausedAndDeletedFromTheQueuePage) {
+  ASSERT_TRUE(api_->Enqueue("reports", Job("1")).ok());
+  browser_.Go(Url("#/queue/reports"));
+  browser_.Wait("document.querySelector('[data-testid=schedules] table')");
+  browser_.Type("input[name=schedule-name]", "morning");
+  browser_.Type("input[name=schedule-when]", "0 9 * * MON-FRI");
+  browser_.Clear("input[name=schedule-tz]");
+  browser_.Type("input[name=schedule-tz]", "Europe/Berlin");
+  browser_.Click("[data-testid=add-schedule]");
+  browser_.Wait("document.querySelector('[data-testid=schedule-morning]')");
+  auto s = api_->GetSchedule("reports", "morning");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->spec.timezone, "Europe/Berlin");
+  EXPECT_NE(browser_.Text("[data-testid=schedule-morning]").find("0 9 * * MON-FRI (Europe/Berlin)"), std::string::npos);
+  browser_.Screenshot(Shot("schedules"));
+
+  browser_.Click("[data-testid=schedule-morning] button");  // Pause
+  browser_.Wait("document.querySelector('[data-testid=schedule-morning] .badge.paused')");
+  EXPECT_TRUE(api_->GetSchedule("reports", "morning")->paused);
+
+  browser_.Clear("input[name=schedule-name]");
+  browser_.Type("input[name=schedule-name]", "bad");
+  browser_.Clear("input[name=schedule-when]");
+  browser_.Type("input[name=schedule-when]", "0 25 * * *");
+  browser_.Click("[data-testid=add-schedule]");
+  browser_.Wait("[...document.querySelectorAll('.toast.error')].some(t => t.textContent.includes('hour'))");
+  EXPECT_EQ(api_->GetSchedule("reports", "bad").code(), Code::kNotFound);
+
+  browser_.Exec("window.confirm = () => true");
+  browser_.Exec("document.getElementById('toasts').replaceChildren()");  // they cover the row's buttons
+  browser_.Click("[data-testid=schedule-morning] button.danger");
+  browser_.Wait("!document.querySelector('[data-testid=schedule-morning]')");
+  EXPECT_EQ(api_->GetSchedule("reports", "morning").code(), Code::kNotFound);
+}
+
 TEST_F(DashboardTest, JobLookupByKeyWithTheKeyboardAndReschedule) {
   EnqueueRequest r = Job(R"({"amount":1.5})");
   r.key = "pay-1";

@@ -40,6 +40,19 @@ export interface JobOptions {
   /** Keep the key taken this long after the job is acked or cancelled (a retried enqueue then is a duplicate). */
   keyTtl?: Duration;
 }
+/** A recurring schedule: exactly one of cron and every. */
+export interface ScheduleOptions {
+  cron?: string;
+  every?: Duration;
+  /** IANA time zone of cron; default UTC. */
+  timezone?: string;
+  payload?: unknown;
+  headers?: Record<string, string>;
+  maxAttempts?: number;
+  misfire?: 'skip' | 'run_once' | 'run_all';
+  startAt?: Timestamp;
+  endAt?: Timestamp;
+}
 export type JobState = 'scheduled' | 'ready' | 'reserved' | 'dead';
 export interface JobPage {
   jobs: JobInfo[];
@@ -129,6 +142,12 @@ export class Client {
   setConfig(queue: string, fields: Record<string, unknown>): Promise<Record<string, any>>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
+  putSchedule(queue: string, name: string, spec: ScheduleOptions): Promise<Record<string, any>>;
+  schedule(queue: string, name: string): Promise<Record<string, any>>;
+  schedules(queue: string): Promise<Record<string, any>[]>;
+  deleteSchedule(queue: string, name: string): Promise<void>;
+  pauseSchedule(queue: string, name: string): Promise<Record<string, any>>;
+  resumeSchedule(queue: string, name: string): Promise<Record<string, any>>;
   dead(queue: string, opts?: { limit?: number }): Promise<JobInfo[]>;
   jobs(queue: string, state: JobState, opts?: { limit?: number; cursor?: string }): Promise<JobPage>;
   iterJobs(queue: string, state: JobState, opts?: { pageSize?: number }): AsyncGenerator<JobInfo>;

@@ -271,6 +271,38 @@ export class Client {
 
   async resume(queue) { await this.#call('POST', `${Client.#q(queue)}/resume`); }
 
+  /**
+   * Creates or replaces a recurring schedule: { cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin' }
+   * or { every: '90s' }, with payload, headers, maxAttempts, misfire, startAt, endAt. Each run
+   * becomes a job of the queue. Resolves to the schedule with its next runs (the wire's JSON).
+   */
+  async putSchedule(queue, name, { cron, every, timezone, payload, headers, maxAttempts, misfire, startAt, endAt } = {}) {
+    const body = {};
+    if (cron !== undefined) body.cron = cron;
+    if (every !== undefined) body.every = toMs(every, 'every');
+    if (timezone !== undefined) body.timezone = timezone;
+    if (payload !== undefined) body.payload = payload;
+    if (headers !== undefined) body.headers = headers;
+    if (maxAttempts !== undefined) body.max_attempts = maxAttempts;
+    if (misfire !== undefined) body.misfire = misfire;
+    if (startAt !== undefined) body.start_at = startAt;
+    if (endAt !== undefined) body.end_at = endAt;
+    return this.#call('PUT', Client.#schedule(queue, name), body);
+  }
+
+  async schedule(queue, name) { return this.#call('GET', Client.#schedule(queue, name)); }
+
+  async schedules(queue) { return (await this.#call('GET', `${Client.#q(queue)}/schedules`)).schedules; }
+
+  /** Deletes it; its jobs not yet due are cancelled. */
+  async deleteSchedule(queue, name) { await this.#call('DELETE', Client.#schedule(queue, name)); }
+
+  async pauseSchedule(queue, name) { return this.#call('POST', `${Client.#schedule(queue, name)}/pause`); }
+
+  async resumeSchedule(queue, name) { return this.#call('POST', `${Client.#schedule(queue, name)}/resume`); }
+
+  static #schedule(queue, name) { return `${Client.#q(queue)}/schedules/${encodeURIComponent(name)}`; }
+
   /** The first `limit` dead jobs, oldest death first (jobs(queue, 'dead') pages on). */
   async dead(queue, { limit = 100 } = {}) {
     return (await this.#call('GET', `${Client.#q(queue)}/dead`, undefined, { query: { limit } })).jobs.map(jobInfo);

@@ -209,6 +209,16 @@ test('browsing pages through a state; a key ttl keeps the key after the ack', as
     const shorter = await c.enqueue('edits', { doc: 3 }, { key: 'doc-1', delay: '1m', debounce: true });
     assert.equal(shorter.dueAt, pushed.dueAt, 'never brought forward');
     await assert.rejects(c.enqueue('edits', 1, { debounce: true }), /debounce is set without a key/);
+
+    const morning = await c.putSchedule('reports', 'morning', { cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin', payload: { report: 'sales' } });
+    assert.equal(morning.next_runs.length, 5);
+    const run = await c.get('reports', { key: `schedule:morning:${morning.next_runs[0]}` });
+    assert.deepEqual(run.payload, { report: 'sales' });
+    assert.equal((await c.pauseSchedule('reports', 'morning')).paused, true);
+    assert.deepEqual((await c.schedules('reports')).map((x) => x.name), ['morning']);
+    await assert.rejects(c.putSchedule('reports', 'bad', { cron: '0 25 * * *' }), /hour/);
+    await c.deleteSchedule('reports', 'morning');
+    await assert.rejects(c.schedule('reports', 'morning'), delayq.NotFound);
   } finally {
     await s.stop();
   }

@@ -249,3 +249,22 @@ def test_debounce_pushes_the_job_back_never_earlier(server):
     assert c.get("edits", key="doc-1").payload == {"doc": 3}
     with pytest.raises(delayq.InvalidArgument, match="debounce is set without a key"):
         c.enqueue("edits", 1, debounce=True)
+
+
+def test_schedules_make_their_runs_into_jobs(server):
+    c = Client(server.url)
+    s = c.put_schedule("reports", "morning", cron="0 9 * * MON-FRI", timezone="Europe/Berlin",
+                       payload={"report": "sales"}, misfire="skip")
+    assert s["name"] == "morning" and len(s["next_runs"]) == 5 and s["misfire"] == "skip"
+    job = c.get("reports", key=f"schedule:morning:{s['next_runs'][0]}")
+    assert job.payload == {"report": "sales"} and job.headers["delayq-schedule"] == "morning"
+    assert [x["name"] for x in c.schedules("reports")] == ["morning"]
+    assert c.pause_schedule("reports", "morning")["paused"] is True
+    assert c.resume_schedule("reports", "morning")["paused"] is False
+    every = c.put_schedule("reports", "tick", every="15m")
+    assert every["every"] == "15m" and every["next_runs"][1] - every["next_runs"][0] == 900_000
+    with pytest.raises(delayq.InvalidArgument, match="hour"):
+        c.put_schedule("reports", "bad", cron="0 25 * * *")
+    c.delete_schedule("reports", "morning")
+    with pytest.raises(delayq.NotFound):
+        c.schedule("reports", "morning")

@@ -311,6 +311,7 @@ function queuePage(name) {
   const lateChart = h('div', { class: 'panel' });
   const counters = h('div', { class: 'panel' });
   const configPanel = h('div', { class: 'panel' });
+  const schedulesPanel = h('div', { class: 'panel', 'data-testid': 'schedules' });
   main().replaceChildren(title,
     h('div', { class: 'toolbar' }, pauseBtn,
       h('a', { href: '#/queue/' + enc(name) + '/jobs/scheduled', 'data-testid': 'browse' }, 'Browse jobs'),
@@ -322,13 +323,15 @@ function queuePage(name) {
     h('div', { class: 'grid2' },
       h('div', {}, h('h2', {}, 'Delivery lateness'), lateChart),
       h('div', {}, h('h2', {}, 'Counters (since the server started)'), counters)),
-    h('h2', {}, 'Configuration'), configPanel);
+    h('h2', {}, 'Configuration'), configPanel,
+    h('h2', {}, 'Recurring schedules'), schedulesPanel);
 
   let paused = false;
   pauseBtn.onclick = () => act(pauseBtn, () => api('POST', base + (paused ? '/resume' : '/pause')),
     r => (r.paused ? 'Paused ' : 'Resumed ') + name).then(refresh);
 
   loadConfig(name, base, configPanel);
+  const refreshSchedules = schedules(name, base, schedulesPanel);
 
   async function refresh() {
     const [st, hour, week] = await Promise.all([
@@ -370,6 +373,12 @@ function queuePage(name) {
       cause,
       barChart(perBucket, i => i < edges.length ? '≤' + (edges[i] >= 1000 ? edges[i] / 1000 + 's' : edges[i] + 'ms') : '>', 2,
         (i, v) => `${num(v)} delivered ${i < edges.length ? 'within ' + latency(edges[i]) : 'later than ' + latency(edges[edges.length - 1])}`, 'lateness'));
+    const w = st.limit_wait_ms;
+    if (w && w.count > 0) {
+      lateChart.append(h('p', { class: 'note muted', 'data-testid': 'limit-wait' },
+        `Held back by the queue's flow control (not counted as late): ${num(w.count)} deliveries, p50 ${latency(w.p50)}, p99 ${latency(w.p99)}, max ${latency(w.max)}.`));
+    }
+    refreshSchedules();
     const c = st.counters;
     counters.replaceChildren(h('dl', { class: 'kv' }, ...Object.entries({
       Enqueued: c.enqueued, Delivered: c.delivered, Acked: c.acked, Nacked: c.nacked,
@@ -384,7 +393,8 @@ async function loadConfig(name, base, panel) {
     ['backoff.base_ms', 'Back-off base', 'duration'], ['backoff.factor', 'Back-off factor', 'number'],
     ['backoff.max_ms', 'Back-off max', 'duration'], ['backoff.jitter', 'Jitter (0..1)', 'number'],
     ['max_payload', 'Max payload (bytes)', 'number'], ['dead_retention_ms', 'Dead retention', 'duration'],
-    ['max_delay_ms', 'Max delay', 'duration']];
+    ['max_delay_ms', 'Max delay', 'duration'], ['rate_per_s', 'Rate limit (per s, 0: none)', 'number'],
+    ['burst', 'Burst (0: the rate)', 'number'], ['max_reserved', 'Max reserved (0: none)', 'number']];
   const get = (o, path) => path.split('.').reduce((a, k) => a[k], o);
   let config;
   try { config = await api('GET', base + '/config'); } catch (e) { panel.replaceChildren(h('p', { class: 'error' }, e.message)); return; }
@@ -407,6 +417,40 @@ async function loadConfig(name, base, panel) {
     act(save, () => api('PUT', base + '/config', body), 'Saved the configuration of ' + name);
   } }, grid, h('div', { class: 'actions' }, save));
   panel.replaceChildren(form);
+}
+
+// The queue's recurring schedules (GET /v1/queues/{q}/schedules): the next runs and the last,
+// pause/resume and delete, and a form to add one. Returns its refresh.
+function schedules(name, base, panel) {
+  const table = h('table', { class: 'jobs' });
+  const nameIn = h('input', { name: 'schedule-name', placeholder: 'nightly-report', 'aria-label': 'Schedule name' });
+  const whenIn = h('input', { name: 'schedule-when', placeholder: '0 3 * * *  or  every 15m', 'aria-label': 'Cron or every' });
+  const tzIn = h('input', { name: 'schedule-tz', value: 'UTC', 'aria-label': 'Time zone' });
+  const add = h('button', { class: 'primary', type: 'submit', 'data-testid': 'add-schedule' }, 'Add schedule');
+  const form = h('form', { class: 'form-grid', onsubmit: ev => {
+    ev.preventDefault();
+    const when = whenIn.value.trim();
+    const body = when.startsWith('every ') ? { every: when.slice(6).trim() } : { cron: when, timezone: tzIn.value.trim() || 'UTC' };
+    act(add, () => api('PUT', base + '/schedules/' + enc(nameIn.value.trim()), body), r => `Schedule ${r.name}: next run ${new Date(r.next_runs[0]).toLocaleString()}`).then(refresh);
+  } }, h('label', {}, 'Name', nameIn), h('label', {}, 'Cron, or "every 90s"', whenIn), h('label', {}, 'Time zone (cron)', tzIn), h('div', { class: 'actions' }, add));
+  panel.replaceChildren(table, form);
+  async function refresh() {
+    let list;
+    try { list = (await api('GET', base + '/schedules')).schedules; } catch (e) { table.replaceChildren(h('tr', {}, h('td', { class: 'error' }, e.message))); return; }
+    const rows = list.map(s => {
+      const toggle = h('button', {}, s.paused ? 'Resume' : 'Pause');
+      toggle.onclick = () => act(toggle, () => api('POST', base + '/schedules/' + enc(s.name) + (s.paused ? '/resume' : '/pause')), (s.paused ? 'Resumed ' : 'Paused ') + s.name).then(refresh);
+      const del = h('button', { class: 'danger' }, 'Delete');
+      del.onclick = () => { if (confirm(`Delete the schedule ${s.name}? Its jobs not yet due are cancelled.`)) act(del, () => api('DELETE', base + '/schedules/' + enc(s.name)), 'Deleted ' + s.name).then(refresh); };
+      return h('tr', { 'data-testid': 'schedule-' + s.name },
+        h('td', { class: 'left' }, s.name), h('td', { class: 'left' }, s.cron ? `${s.cron} (${s.timezone})` : 'every ' + s.every),
+        h('td', {}, s.paused ? h('span', { class: 'badge paused' }, 'paused') : s.next_runs.slice(0, 3).map(t => new Date(t).toLocaleString()).join(', ')),
+        h('td', {}, s.last_run_at ? new Date(s.last_run_at).toLocaleString() : '–'), h('td', {}, toggle, del));
+    });
+    table.replaceChildren(h('tr', {}, ...['Schedule', 'When', 'Next runs', 'Last run', ''].map(c => h('th', {}, c))),
+      ...(rows.length ? rows : [h('tr', {}, h('td', { colspan: 5, class: 'muted' }, `No schedules yet: add one below, or PUT ${base}/schedules/NAME`))]));
+  }
+  return refresh;
 }
 
 function compactDuration(ms) {

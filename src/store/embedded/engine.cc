@@ -18,7 +18,9 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> st
       clock_(options.clock ? options.clock : SystemClock::Instance()),
       storage_(std::move(storage)),
       commit_(storage_.get()),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()) {
+  schedules_ = std::make_unique<ScheduleRunner>(*this, static_cast<ScheduleStore&>(*this), clock_, options.schedules);
+}
 
 EngineImpl::~EngineImpl() { Close(); }
 
@@ -37,6 +39,7 @@ Status EngineImpl::Start() {
     commit_.StartInterval(options_.sync_interval_ms);
   }
   scheduler_ = std::thread([this] { SchedulerLoop(); });
+  schedules_->Start();
   return Status::Ok();
 }
 
@@ -60,6 +63,7 @@ Status EngineImpl::LoadReceiptSecretLocked() {
 }
 
 void EngineImpl::Close() {
+  schedules_->Stop();  // first: its thread calls the operations below
   {
     Deferred deferred;  // runs after the lock is released
     std::lock_guard lock(mu_);

@@ -16,7 +16,7 @@
 //           when a queue's window runs empty. Invariant: an empty window means none are left.
 //   ready   jobs that came due and are not reserved, ordered by (due, id).
 //   leases  reserved jobs (one map over all queues) and their deadlines.
-//   schedule  counts of scheduled jobs per minute of due time (the Schedule histogram).
+//   schedule  counts of scheduled jobs per minute of due time (the RecurringSchedule histogram).
 // `heads_` holds the first window entry of every queue, so the next due time is heads_.begin().
 //
 // The scheduler thread sleeps until the earliest of: the next due job, the next lease
@@ -47,6 +47,8 @@
 #include "core/record.h"
 #include "core/ulid.h"
 #include "delayq/engine.h"
+#include "schedule/runner.h"
+#include "schedule/schedule_store.h"
 #include "store/embedded/due_window.h"
 #include "store/embedded/group_commit.h"
 #include "store/embedded/keys.h"
@@ -156,7 +158,7 @@ struct Waiter {
   ReserveCallback done;
 };
 
-class EngineImpl final : public Engine {
+class EngineImpl final : public Engine, private ScheduleStore {
  public:
   EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage);
   ~EngineImpl() override;
@@ -197,6 +199,11 @@ class EngineImpl final : public Engine {
   Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
+  Result<RecurringSchedule> PutSchedule(std::string_view queue, const ScheduleSpec& spec) override;
+  Result<RecurringSchedule> GetSchedule(std::string_view queue, std::string_view name) override;
+  Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view queue) override;
+  Status DeleteSchedule(std::string_view queue, std::string_view name) override;
+  Result<RecurringSchedule> PauseSchedule(std::string_view queue, std::string_view name, bool paused) override;
 
   Status Health() override;
   void Close() override;
@@ -258,6 +265,12 @@ class EngineImpl final : public Engine {
   };
 
   Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
+
+  // --- schedules (engine_schedules.cc): the rows the runner keeps them in ---
+  Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override;
+  Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) override;
+  Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override;
+  Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override;
 
   // --- queues (engine.cc) ---
   QueueState* FindQueueLocked(std::string_view name);         // a queue (never a provisional one)
@@ -442,6 +455,9 @@ class EngineImpl final : public Engine {
   std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)
   std::thread scheduler_;
   uint64_t clock_listener_ = 0;
+  // Recurring schedules: made in Start, stopped first in Close (its thread calls the public
+  // operations, never under mu_).
+  std::unique_ptr<ScheduleRunner> schedules_;
 };
 
 inline Status UnknownQueue(std::string_view name) { return errors::UnknownQueue(name); }

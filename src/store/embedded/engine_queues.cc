@@ -149,6 +149,9 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   for (; keys->Valid(); keys->Next()) batch->Delete(Cf::kKeys, keys->key());
   DELAYQ_RETURN_IF_ERROR(keys->status());
   batch->Delete(Cf::kMeta, MetaQueueKey(queue));
+  auto schedules = storage_->Scan(Cf::kMeta, SchedulePrefix(queue), SchedulePrefixEnd(queue));
+  for (; schedules->Valid(); schedules->Next()) batch->Delete(Cf::kMeta, schedules->key());
+  DELAYQ_RETURN_IF_ERROR(schedules->status());
   DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
 
   // Memory: its leases, its place among the windows, then the queue itself.

@@ -8,6 +8,8 @@
 //                                                  taken after its job was done (key_ttl_ms)
 //   meta  "queue" \0 queue                         -> QueueMeta   stored config, paused flag
 //   meta  "keyttl" \0 expiry(be64) queue \0 key    -> ""          when each kept key is free
+//   meta  "sched" \0 queue \0 name                 -> generation(be64) + schedule record
+//                                                  (schedule/schedule_store.h)
 //
 // One row per scheduled job. A job is made with an id tagged with its first due bucket (the
 // id's last 4 bytes: UlidGenerator::NextTagged), and while it stays in that bucket (until a
@@ -111,6 +113,26 @@ inline std::string DeadIndexKey(std::string_view queue, int64_t dead_at_ms, cons
 inline std::string IdemKey(std::string_view queue, std::string_view key) {
   std::string k = QueuePrefix(queue);
   k.append(key);
+  return k;
+}
+// The rows of schedules: one queue's (all of them for an empty queue) lie in [prefix, end).
+inline std::string SchedulePrefix(std::string_view queue) {
+  std::string k("sched");
+  k.push_back('\0');
+  if (!queue.empty()) {
+    k.append(queue);
+    k.push_back('\0');
+  }
+  return k;
+}
+inline std::string SchedulePrefixEnd(std::string_view queue) {
+  std::string k = SchedulePrefix(queue);
+  k.back() = '\x01';
+  return k;
+}
+inline std::string ScheduleKey(std::string_view queue, std::string_view name) {
+  std::string k = SchedulePrefix(queue);
+  k.append(name);
   return k;
 }
 inline std::string MetaQueueKey(std::string_view queue) {

@@ -38,6 +38,9 @@ inline std::vector<std::string> ShardKeys(const std::string& queue, int shard, i
 inline constexpr size_t kMetaKey = 2, kDeadKey = 5, kConfigKey = 10;  // indexes into ShardKeys
 // The config hash every server reads a queue's shards and config from (shard 0's tag unsharded).
 inline std::string HomeConfigKey(const std::string& queue) { return "dq:{" + queue + "}:config"; }
+// A queue's schedules (redis_schedules.cc): name -> record, "#name" -> generation; in the home slot.
+inline std::string SchedulesKey(const std::string& queue) { return "dq:{" + queue + "}:schedules"; }
+inline constexpr const char* kScheduledRegistry = "dq:scheduled";  // a set of the queues with schedules
 
 // Redis answered a script with an error reply: a bug or a Redis-side limit.
 inline Status ScriptError(const Value& v) {

@@ -38,7 +38,10 @@ RedisQueue::RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> c
     : options_(std::move(options)),
       client_(std::move(client)),
       rng_(std::random_device{}()),
-      delivery_first_(std::chrono::microseconds(options_.delivery_first_max_wait_us)) {}
+      delivery_first_(std::chrono::microseconds(options_.delivery_first_max_wait_us)) {
+  schedules_ = std::make_unique<ScheduleRunner>(*this, static_cast<ScheduleStore&>(*this), SystemClock::Instance(),
+                                                options_.schedules);
+}
 
 RedisQueue::~RedisQueue() { Close(); }
 
@@ -79,9 +82,11 @@ std::shared_ptr<const ReceiptSigner> RedisQueue::Signer() {
 void RedisQueue::Start() {
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   subscriber_ = std::thread([this] { SubscriberLoop(); });
+  schedules_->Start();
 }
 
 void RedisQueue::Close() {
+  schedules_->Stop();  // first: its thread calls the operations below
   std::vector<ReserveCallback> pending;
   {
     std::lock_guard lock(mu_);

@@ -39,6 +39,8 @@
 #include "core/receipt_signer.h"
 #include "core/ulid.h"
 #include "delayq/queue.h"
+#include "schedule/runner.h"
+#include "schedule/schedule_store.h"
 #include "store/redis/delivery_first.h"
 #include "store/redis/redis_client.h"
 
@@ -63,6 +65,7 @@ struct RedisQueueOptions {
   // 10 s while they are enqueued) measured lateness p99 9.7-14.3 ms without, 5.5-6.1 ms with 2 ms
   // (4.1-5.4 ms with 5 ms), the enqueue meanwhile ~30 % slower (docs/performance.md).
   int64_t delivery_first_max_wait_us = 2000;
+  ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
   // Tests only: runs after a queue's config was read from Redis and before it is cached.
   std::function<void(const std::string& queue)> after_config_read_for_test;
   // Queues at most (the registry's size, shared by every server): creating one more is
@@ -70,7 +73,7 @@ struct RedisQueueOptions {
   size_t max_queues = 10'000;
 };
 
-class RedisQueue final : public Queue {
+class RedisQueue final : public Queue, private ScheduleStore {
  public:
   // Connects (kUnavailable when Redis cannot be reached, or holds data of a newer delayq) and
   // starts the threads.
@@ -103,6 +106,11 @@ class RedisQueue final : public Queue {
   Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
+  Result<RecurringSchedule> PutSchedule(std::string_view queue, const ScheduleSpec& spec) override;
+  Result<RecurringSchedule> GetSchedule(std::string_view queue, std::string_view name) override;
+  Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view queue) override;
+  Status DeleteSchedule(std::string_view queue, std::string_view name) override;
+  Result<RecurringSchedule> PauseSchedule(std::string_view queue, std::string_view name, bool paused) override;
   // What the last call to Redis found: ok, or why Redis cannot serve (unreachable, loading). The
   // scheduler calls Redis at least every safety_interval_ms, so this is at most that old.
   Status Health() override;
@@ -191,6 +199,12 @@ class RedisQueue final : public Queue {
   Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
   Status DeliveryError(const std::string& code, const Ulid& id);
 
+  // --- schedules (redis_schedules.cc): where the runner keeps them ---
+  Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override;
+  Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) override;
+  Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override;
+  Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override;
+
   // --- the scheduler and the wake channel (redis_scheduler.cc) ---
   void SchedulerLoop();
   void SubscriberLoop();
@@ -235,6 +249,8 @@ class RedisQueue final : public Queue {
   // Promote and reserve scripts before this process's enqueue scripts (delivery_first.h).
   DeliveryFirst delivery_first_;
   std::thread scheduler_, subscriber_;
+  // Recurring schedules: started with the threads above, stopped first in Close.
+  std::unique_ptr<ScheduleRunner> schedules_;
 };
 
 }  // namespace delayq::redis

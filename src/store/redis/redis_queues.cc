@@ -167,11 +167,13 @@ Result<int64_t> RedisQueue::DeleteQueue(std::string_view queue_view, bool force)
     if (v->array[0].AsInt() == 0) return errors::QueueNotEmpty(queue, v->array[1].AsInt());
     deleted += v->array[1].AsInt();
   }
-  const std::string home = HomeConfigKey(queue);
-  auto unlinked = Call(home, {"UNLINK", home});
+  const std::string home = HomeConfigKey(queue), schedules = SchedulesKey(queue);
+  auto unlinked = Call(home, {"UNLINK", home, schedules});
   if (!unlinked.ok()) return unlinked.status();
   auto reg = Call(kRegistry, {"SREM", kRegistry, queue});
   if (!reg.ok()) return reg.status();
+  auto scheduled = Call(kScheduledRegistry, {"SREM", kScheduledRegistry, queue});
+  if (!scheduled.ok()) return scheduled.status();
   std::lock_guard lock(mu_);
   if (auto q = queues_.find(queue); q != queues_.end()) {
     QueueInfo fresh;  // waiters wait on, as on any name that is not a queue

@@ -280,8 +280,8 @@ TEST(EngineLifecycle, OpenRefusesBadOptionsAndALockedDirectory) {
   EXPECT_NE(second.status().message().find("another delayq"), std::string::npos) << second.status().message();
 }
 
-// Info tells how operations use the engine's one lock: every operation takes it once, and
-// one caller alone cannot hold it longer than it ran, nor find it taken more often than it took it.
+// Info tells how operations use the engine's one lock: every operation takes it once, it is never
+// held longer than the time that passed, nor found taken more often than it was taken.
 TEST(EngineLock, InfoCountsTheOperationsOnTheLockAndTheirTime) {
   EngineHarness h(Durability::kNone);
   const EngineInfo before = h.engine().Info();
@@ -298,8 +298,9 @@ TEST(EngineLock, InfoCountsTheOperationsOnTheLockAndTheirTime) {
   EXPECT_GE(taken, 52u);
   EXPECT_LE(after.lock_contended - before.lock_contended, taken);
   EXPECT_GT(after.lock_held_us, before.lock_held_us);
-  EXPECT_LE(after.lock_held_us - before.lock_held_us + after.lock_wait_us - before.lock_wait_us,
-            static_cast<uint64_t>(ran_us.count()) + 1);
+  // One thread at a time holds it: the time held fits in the time that passed (other threads',
+  // such as the schedule runner's, included; one of theirs may have begun just before).
+  EXPECT_LE(after.lock_held_us - before.lock_held_us, static_cast<uint64_t>(ran_us.count()) + 2'000);
 }
 
 // The queue meta record: version 1 (pinned bytes, as 0.2 wrote them) is still read and still

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -169,6 +170,12 @@ TEST(RedisStore, TwoServersOnOneRedisShareOneRateLimit) {
   c.rate_per_s = 50;
   c.burst = 5;
   ASSERT_TRUE(admin->SetConfig("limited", c).ok());
+  // Another server learns a config change within a second (its cache of the config): wait for b.
+  auto other = b.NewClient();
+  for (int i = 0; i < 300 && other->GetConfig("limited")->rate_per_s != 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(other->GetConfig("limited")->rate_per_s, 50) << "server b never read the limit";
   std::vector<EnqueueRequest> jobs(500, Job("x"));
   ASSERT_TRUE(admin->EnqueueBatch("limited", jobs).ok());
   std::atomic<int64_t> delivered{0};
@@ -197,6 +204,88 @@ TEST(RedisStore, TwoServersOnOneRedisShareOneRateLimit) {
   EXPECT_EQ(errors.load(), 0);
   EXPECT_LE(delivered.load(), 5 + 50 * seconds + 2) << "more than the bucket allows";
   EXPECT_GE(delivered.load(), 0.8 * 50 * seconds) << "the servers left tokens unused";
+}
+
+std::unique_ptr<redis::RedisQueue> OpenScheduling(const std::string& url, int64_t lead_ms) {
+  redis::RedisQueueOptions o;
+  o.url = url;
+  o.schedules.lead_ms = lead_ms;
+  o.schedules.refresh_ms = 300;
+  auto q = redis::RedisQueue::Open(o);
+  if (!q.ok()) throw std::runtime_error(q.status().ToString());
+  return std::move(*q);
+}
+
+// Two servers on one Redis run the same schedule: every occurrence is one job, none is missed,
+// whoever made it and whichever consumer takes it.
+TEST(RedisStore, TwoServersOnOneRedisMakeOneJobPerOccurrence) {
+  RedisServer redis;
+  auto a = OpenScheduling(redis.url(), 1'500);
+  auto b = OpenScheduling(redis.url(), 1'500);
+  ScheduleSpec tick;
+  tick.name = "tick";
+  tick.every_ms = 1'000;
+  ASSERT_TRUE(a->PutSchedule("shared", tick).ok());
+  std::map<std::string, int> seen;
+  const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  while (std::chrono::steady_clock::now() < stop) {
+    for (auto* store : {a.get(), b.get()}) {
+      auto got = store->Reserve("shared", {.max = 10, .wait_ms = 100, .lease_ms = 60'000});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (const auto& d : *got) {
+        ++seen[d.key];
+        ASSERT_TRUE(store->Ack("shared", d.receipt).ok());
+      }
+    }
+  }
+  ASSERT_GE(seen.size(), 4u);
+  std::vector<int64_t> runs;
+  for (const auto& [key, n] : seen) {
+    EXPECT_EQ(n, 1) << key << " was delivered " << n << " times";
+    runs.push_back(std::stoll(key.substr(key.rfind(':') + 1)));
+  }
+  std::sort(runs.begin(), runs.end());
+  for (size_t i = 1; i < runs.size(); ++i) EXPECT_EQ(runs[i] - runs[i - 1], 1'000) << "a gap before " << runs[i];
+}
+
+// Every server stopped for a few runs: the runs already made into jobs are delivered, and those
+// missed follow each schedule's misfire rule when a server starts again.
+TEST(RedisStore, MissedRunsFollowTheMisfireRuleWhenAServerStartsAgain) {
+  RedisServer redis;
+  auto a = OpenScheduling(redis.url(), 500);
+  for (auto [name, misfire] : {std::pair{"skip", Misfire::kSkip}, std::pair{"all", Misfire::kRunAll}}) {
+    ScheduleSpec s;
+    s.name = name;
+    s.every_ms = 1'000;
+    s.misfire = misfire;
+    ASSERT_TRUE(a->PutSchedule("missed", s).ok());
+  }
+  a->Close();
+  const int64_t stopped = SystemClock().NowMs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(4'500));  // the downtime itself
+  auto b = OpenScheduling(redis.url(), 500);
+  const int64_t started = SystemClock().NowMs();
+  // The runs of the downtime: after those made ahead before the stop (within the lead and one
+  // beyond), and before the new server started.
+  std::vector<int64_t> downtime;
+  for (int64_t at = (stopped + 1'500) / 1000 * 1000 + 1000; at + 1000 < started; at += 1000) downtime.push_back(at);
+  ASSERT_GE(downtime.size(), 2u);
+  std::map<std::string, std::set<int64_t>> runs;
+  auto all_made = [&] {
+    return std::all_of(downtime.begin(), downtime.end(), [&](int64_t at) { return runs["all"].contains(at); });
+  };
+  for (int i = 0; i < 300 && !all_made(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll of the new server's runner
+    runs.clear();
+    auto page = b->ListJobs("missed", ListRequest{JobState::kReady, 1000, {}});
+    ASSERT_TRUE(page.ok());
+    for (const auto& j : page->jobs) {
+      runs[j.headers.at("delayq-schedule")].insert(std::stoll(j.key.substr(j.key.rfind(':') + 1)));
+    }
+  }
+  EXPECT_TRUE(all_made()) << "run_all makes every missed run";
+  for (int64_t at : downtime) EXPECT_FALSE(runs["skip"].contains(at)) << "skip makes none of them: " << at;
+  b->Close();
 }
 
 TEST(RedisStore, KillNineOfAServerHoldingJobsRedeliversAfterTheLease) {

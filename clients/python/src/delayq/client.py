@@ -395,6 +395,43 @@ class Client:
     def delete_queue(self, queue: str, force: bool = False) -> None:
         self._call("DELETE", self._q(queue), query={"force": "true"} if force else None)
 
+    # --- recurring schedules (the JSON of docs/http-api.md, "Recurring schedules") ---
+
+    def put_schedule(self, queue: str, name: str, *, cron: Optional[str] = None, every: Optional[Duration] = None,
+                     timezone: Optional[str] = None, payload: Any = None, **fields: Any) -> Dict[str, Any]:
+        """Creates or replaces a schedule: ``cron="0 9 * * MON-FRI", timezone="Europe/Berlin"`` or
+        ``every="90s"``; each run becomes a job with ``payload``. Other fields (headers,
+        max_attempts, misfire, start_at, end_at) as the wire has them. Returns it with its next runs."""
+        body: Dict[str, Any] = dict(fields)
+        if cron is not None:
+            body["cron"] = cron
+        if every is not None:
+            body["every"] = to_ms(every, "every")
+        if timezone is not None:
+            body["timezone"] = timezone
+        if payload is not None:
+            body["payload"] = payload
+        return self._call("PUT", self._schedule(queue, name), body)
+
+    def schedule(self, queue: str, name: str) -> Dict[str, Any]:
+        return self._call("GET", self._schedule(queue, name))
+
+    def schedules(self, queue: str) -> List[Dict[str, Any]]:
+        return self._call("GET", self._q(queue) + "/schedules")["schedules"]
+
+    def delete_schedule(self, queue: str, name: str) -> None:
+        """Deletes it; its jobs not yet due are cancelled."""
+        self._call("DELETE", self._schedule(queue, name))
+
+    def pause_schedule(self, queue: str, name: str) -> Dict[str, Any]:
+        return self._call("POST", self._schedule(queue, name) + "/pause")
+
+    def resume_schedule(self, queue: str, name: str) -> Dict[str, Any]:
+        return self._call("POST", self._schedule(queue, name) + "/resume")
+
+    def _schedule(self, queue: str, name: str) -> str:
+        return self._q(queue) + "/schedules/" + urllib.parse.quote(name, safe="")
+
     def dead(self, queue: str, limit: int = 100) -> List[JobInfo]:
         """The first ``limit`` dead jobs, oldest death first (``jobs(queue, "dead")`` pages on)."""
         r = self._call("GET", self._q(queue) + "/dead", query={"limit": limit})

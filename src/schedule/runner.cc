@@ -1,0 +1,362 @@
+#include "schedule/runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/validate.h"
+
+namespace delayq {
+namespace {
+
+constexpr int kCasTries = 8;
+constexpr int64_t kRetryAfterErrorMs = 1'000;
+
+EnqueueRequest JobFor(const ScheduleSpec& spec, int64_t occurrence_ms) {
+  EnqueueRequest r;
+  r.payload = spec.payload;
+  r.binary = spec.binary;
+  r.headers = spec.headers;
+  r.headers[kScheduleHeader] = spec.name;
+  r.max_attempts = spec.max_attempts;
+  r.key = OccurrenceKey(spec.name, occurrence_ms);
+  r.when.deliver_at_ms = occurrence_ms;  // a past one is due at once
+  return r;
+}
+
+// Sorted, without duplicates, only those after `after_ms`.
+std::vector<int64_t> Pending(std::vector<int64_t> a, const std::vector<int64_t>& b, int64_t after_ms) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::erase_if(a, [&](int64_t p) { return p <= after_ms; });
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());
+  return a;
+}
+
+int64_t LatestAtMost(const std::vector<int64_t>& a, int64_t limit, int64_t otherwise) {
+  int64_t out = otherwise;
+  for (int64_t p : a) {
+    if (p <= limit) out = std::max(out, p);
+  }
+  return out;
+}
+
+}  // namespace
+
+ScheduleRunner::ScheduleRunner(Queue& queue, ScheduleStore& store, std::shared_ptr<Clock> clock,
+                               ScheduleRunnerOptions options)
+    : queue_(queue), store_(store), clock_(std::move(clock)), options_(options) {}
+
+ScheduleRunner::~ScheduleRunner() { Stop(); }
+
+void ScheduleRunner::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  clock_listener_ = clock_->AddListener([this] {
+    std::lock_guard l(mu_);
+    poked_ = true;
+    cv_.notify_all();
+  });
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ScheduleRunner::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  if (clock_listener_ != 0) clock_->RemoveListener(clock_listener_);
+}
+
+void ScheduleRunner::Wake(const Id& id, int64_t at_ms) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = wake_at_.emplace(id, at_ms);
+  if (!inserted && at_ms >= it->second) return;
+  it->second = at_ms;
+  poked_ = true;
+  cv_.notify_all();
+}
+
+RecurringSchedule ScheduleRunner::View(const StoredSchedule& s, const Occurrences& occurrences, int64_t now_ms) const {
+  RecurringSchedule v;
+  v.queue = s.queue;
+  v.spec = s.spec;
+  v.paused = s.state.paused;
+  v.created_at_ms = s.state.created_at_ms;
+  v.updated_at_ms = s.state.updated_at_ms;
+  const int64_t last = LatestAtMost(s.state.pending, now_ms, s.state.last_run_at_ms);
+  if (last > 0) v.last_run_at_ms = last;
+  if (!s.state.paused) v.next_runs = occurrences.Next(now_ms, ScheduleLimits::kNextRuns);
+  return v;
+}
+
+Status ScheduleRunner::Enqueue(const StoredSchedule& s, const std::vector<int64_t>& occurrences) {
+  if (occurrences.empty()) return Status::Ok();
+  std::vector<EnqueueRequest> jobs;
+  jobs.reserve(occurrences.size());
+  for (int64_t at : occurrences) jobs.push_back(JobFor(s.spec, at));
+  auto made = queue_.EnqueueBatch(s.queue, jobs);
+  return made.ok() ? Status::Ok() : made.status();
+}
+
+void ScheduleRunner::CancelPending(const std::string& queue, const std::string& name,
+                                   const std::vector<int64_t>& pending, int64_t now_ms) {
+  for (int64_t at : pending) {
+    if (at <= now_ms) continue;  // due already: a job like any other
+    Status s = queue_.Cancel(queue, JobRef::ByKey(OccurrenceKey(name, at)));
+    if (!s.ok() && s.code() != Code::kNotFound) {
+      spdlog::warn("schedule {} of queue {}: cancelling the job of its occurrence {}: {}", name, queue, at,
+                   s.ToString());
+    }
+  }
+}
+
+Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const ScheduleSpec& spec) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  auto occurrences = Occurrences::Compile(spec);
+  if (!occurrences.ok()) return occurrences.status();
+  const std::string queue(queue_view);
+  // Each occurrence's job must be one the queue accepts (payload size, headers, max_attempts).
+  auto config = queue_.GetConfig(queue);
+  if (!config.ok() && config.code() != Code::kNotFound) return config.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(JobFor(spec, 0), config.ok() ? *config : QueueConfig{}));
+  for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    auto existing = store_.LoadSchedule(queue, spec.name);
+    if (!existing.ok()) return existing.status();
+    const int64_t now = clock_->NowMs();
+    StoredSchedule s{queue, spec, {}};
+    s.state.created_at_ms = *existing ? (*existing)->state.created_at_ms : now;
+    s.state.updated_at_ms = now;
+    s.state.paused = *existing && (*existing)->state.paused;
+    s.state.last_run_at_ms =
+        *existing ? LatestAtMost((*existing)->state.pending, now, (*existing)->state.last_run_at_ms) : 0;
+    s.state.handled_until_ms = now;  // a new or replaced schedule starts now: nothing is missed
+    Status stored = store_.StoreSchedule(s, *existing ? (*existing)->state.generation : 0);
+    if (stored.code() == Code::kConflict) continue;
+    DELAYQ_RETURN_IF_ERROR(stored);
+    if (*existing) CancelPending(queue, spec.name, (*existing)->state.pending, now);
+    auto pass = Materialize(queue, spec.name);
+    if (!pass.ok()) {
+      spdlog::warn("schedule {} of queue {}: making its coming runs into jobs: {} (retried)", spec.name, queue,
+                   pass.status().ToString());
+    }
+    Wake({queue, spec.name}, pass.ok() && *pass ? **pass : now + kRetryAfterErrorMs);
+    return Get(queue, spec.name);
+  }
+  return Status::Unavailable(fmt::format(
+      "schedule {} of queue {} kept changing under this write (other servers): try again", spec.name, queue));
+}
+
+Result<RecurringSchedule> ScheduleRunner::Get(std::string_view queue, std::string_view name) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  auto s = LoadExisting(std::string(queue), name);
+  if (!s.ok()) return s.status();
+  auto occurrences = Occurrences::Compile(s->spec);
+  if (!occurrences.ok()) return occurrences.status();
+  return View(*s, *occurrences, clock_->NowMs());
+}
+
+Result<std::vector<RecurringSchedule>> ScheduleRunner::List(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  auto all = store_.LoadSchedules(queue);
+  if (!all.ok()) return all.status();
+  std::vector<RecurringSchedule> out;
+  const int64_t now = clock_->NowMs();
+  for (const auto& s : *all) {
+    auto occurrences = Occurrences::Compile(s.spec);
+    if (occurrences.ok()) out.push_back(View(s, *occurrences, now));
+  }
+  return out;
+}
+
+Result<StoredSchedule> ScheduleRunner::LoadExisting(const std::string& queue, std::string_view name) {
+  auto s = store_.LoadSchedule(queue, name);
+  if (!s.ok()) return s.status();
+  if (!*s) return Status::NotFound(fmt::format("queue {} has no schedule named \"{}\"", queue, name.substr(0, 200)));
+  return std::move(**s);
+}
+
+Status ScheduleRunner::Delete(std::string_view queue_view, std::string_view name) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  const std::string queue(queue_view);
+  for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    auto s = LoadExisting(queue, name);
+    if (!s.ok()) return s.status();
+    Status erased = store_.EraseSchedule(queue, name, s->state.generation);
+    if (erased.code() == Code::kConflict) continue;
+    DELAYQ_RETURN_IF_ERROR(erased);
+    CancelPending(queue, s->spec.name, s->state.pending, clock_->NowMs());
+    std::lock_guard lock(mu_);
+    wake_at_.erase({queue, std::string(name)});
+    return Status::Ok();
+  }
+  return Status::Unavailable("the schedule kept changing under this delete (other servers): try again");
+}
+
+Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view, std::string_view name, bool paused) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  const std::string queue(queue_view);
+  for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    auto s = LoadExisting(queue, name);
+    if (!s.ok()) return s.status();
+    if (s->state.paused == paused) return Get(queue, name);
+    const int64_t now = clock_->NowMs();
+    StoredSchedule next = *s;
+    next.state.paused = paused;
+    next.state.updated_at_ms = now;
+    next.state.last_run_at_ms = LatestAtMost(next.state.pending, now, next.state.last_run_at_ms);
+    next.state.pending.clear();
+    // Paused: its coming jobs are cancelled. Resumed: it starts again from now (a pause is not a
+    // misfire: what it held back does not run).
+    next.state.handled_until_ms = now;
+    Status stored = store_.StoreSchedule(next, s->state.generation);
+    if (stored.code() == Code::kConflict) continue;
+    DELAYQ_RETURN_IF_ERROR(stored);
+    if (paused) {
+      CancelPending(queue, next.spec.name, s->state.pending, now);
+    } else {
+      auto pass = Materialize(queue, name);
+      Wake({queue, std::string(name)}, pass.ok() && *pass ? **pass : now + kRetryAfterErrorMs);
+    }
+    return Get(queue, name);
+  }
+  return Status::Unavailable("the schedule kept changing under this change (other servers): try again");
+}
+
+Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queue, std::string_view name) {
+  for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    auto loaded = store_.LoadSchedule(queue, name);
+    if (!loaded.ok()) return loaded.status();
+    if (!*loaded || (*loaded)->state.paused) return std::optional<int64_t>{};
+    StoredSchedule s = std::move(**loaded);
+    auto occurrences = Occurrences::Compile(s.spec);
+    if (!occurrences.ok()) return occurrences.status();
+    const int64_t now = clock_->NowMs();
+
+    // Missed: occurrences that passed with no job made for them. Claimed (the state moved past
+    // them by compare-and-set) before their jobs are made, so only one server makes them.
+    if (s.state.handled_until_ms < now) {
+      std::vector<int64_t> missed;
+      if (s.spec.misfire == Misfire::kRunOnce) {
+        missed = occurrences->Between(s.state.handled_until_ms, now, 1, true);
+      } else if (s.spec.misfire == Misfire::kRunAll) {
+        missed = occurrences->Between(s.state.handled_until_ms, now, ScheduleLimits::kMaxMisfireRuns, true);
+      }
+      StoredSchedule claimed = s;
+      claimed.state.handled_until_ms = now;
+      claimed.state.last_run_at_ms =
+          std::max(LatestAtMost(s.state.pending, now, s.state.last_run_at_ms), missed.empty() ? 0 : missed.back());
+      claimed.state.pending = Pending(s.state.pending, {}, now);
+      Status stored = store_.StoreSchedule(claimed, s.state.generation);
+      if (stored.code() == Code::kConflict) continue;
+      DELAYQ_RETURN_IF_ERROR(stored);
+      if (!missed.empty()) {
+        spdlog::info("schedule {} of queue {}: {} of the runs missed while no server ran it run now ({})", s.spec.name,
+                     s.queue, missed.size(), MisfireName(s.spec.misfire));
+        Status made = Enqueue(s, missed);
+        if (!made.ok()) {
+          spdlog::error("schedule {} of queue {}: the {} missed runs could not be made into jobs and are lost: {}",
+                        s.spec.name, s.queue, missed.size(), made.ToString());
+        }
+      }
+      continue;  // read the claimed state back, then make the coming ones
+    }
+
+    // Coming: every occurrence up to now + lead, and one beyond, so the next one is always a job
+    // before the last one comes due. A job made twice (by two servers) is one: the second
+    // enqueue finds the live job by its key.
+    const int64_t from = s.state.handled_until_ms;
+    if (from > now + options_.lead_ms) return std::optional<int64_t>(from - options_.lead_ms / 2);  // up to date
+    std::vector<int64_t> coming =
+        occurrences->Between(from, now + options_.lead_ms, static_cast<size_t>(options_.max_per_pass), false);
+    const bool capped = coming.size() >= static_cast<size_t>(options_.max_per_pass);
+    if (!capped) {
+      auto beyond = occurrences->NextAfter(std::max(from, now + options_.lead_ms));
+      if (!beyond && coming.empty()) return std::optional<int64_t>{};  // ended
+      // A run further ahead than the queue accepts a delay (max_delay_ms, 365 days unless set):
+      // made into a job once it comes within reach.
+      auto config = queue_.GetConfig(s.queue);
+      const int64_t reach = now + (config.ok() ? config->max_delay_ms : QueueConfig{}.max_delay_ms);
+      if (beyond && *beyond > reach) {
+        if (coming.empty()) return std::optional<int64_t>(*beyond - (reach - now) + 1'000);
+      } else if (beyond) {
+        coming.push_back(*beyond);
+      }
+    }
+    DELAYQ_RETURN_IF_ERROR(Enqueue(s, coming));
+    StoredSchedule next = s;
+    next.state.handled_until_ms = std::max(from, coming.back());
+    next.state.last_run_at_ms = LatestAtMost(s.state.pending, now, s.state.last_run_at_ms);
+    next.state.pending = Pending(s.state.pending, coming, now);
+    Status stored = store_.StoreSchedule(next, s.state.generation);
+    if (stored.code() == Code::kConflict) continue;  // another server moved it: read it again
+    DELAYQ_RETURN_IF_ERROR(stored);
+    if (capped) return std::optional<int64_t>(now);  // more to make at once
+    return std::optional<int64_t>(std::max(next.state.handled_until_ms - options_.lead_ms / 2, now + 100));
+  }
+  return Status::Unavailable("the schedule kept changing under this pass (other servers)");
+}
+
+void ScheduleRunner::Loop() {
+  int64_t next_refresh = 0;
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const int64_t now = clock_->NowMs();
+    if (now >= next_refresh) {
+      // Schedules made or changed by other servers (and this one's, after a restart).
+      lock.unlock();
+      auto all = store_.LoadSchedules("");
+      lock.lock();
+      if (all.ok()) {
+        // New ones, and those another server changed (a new spec there may need runs sooner than
+        // this server planned), are looked at now.
+        std::map<Id, uint64_t> generations;
+        for (const auto& s : *all) {
+          Id id{s.queue, s.spec.name};
+          auto known = generations_.find(id);
+          if (!wake_at_.contains(id) || known == generations_.end() || known->second != s.state.generation) {
+            wake_at_[id] = now;
+          }
+          generations.emplace(std::move(id), s.state.generation);
+        }
+        std::erase_if(wake_at_, [&](const auto& entry) { return !generations.contains(entry.first); });
+        generations_ = std::move(generations);
+      } else {
+        spdlog::warn("reading the schedules: {}", all.status().ToString());
+      }
+      next_refresh = now + options_.refresh_ms;
+    }
+    std::vector<Id> due;
+    for (const auto& [id, at] : wake_at_) {
+      if (at <= now) due.push_back(id);
+    }
+    for (const Id& id : due) {
+      wake_at_.erase(id);
+      lock.unlock();
+      auto pass = Materialize(id.first, id.second);
+      lock.lock();
+      if (!pass.ok()) {
+        spdlog::warn("schedule {} of queue {}: {} (retried in a second)", id.second, id.first,
+                     pass.status().ToString());
+        wake_at_[id] = now + kRetryAfterErrorMs;
+      } else if (*pass) {
+        auto [it, inserted] = wake_at_.emplace(id, **pass);
+        if (!inserted) it->second = std::min(it->second, **pass);
+      }
+      if (stopping_) return;
+    }
+    if (poked_) {
+      poked_ = false;
+      continue;
+    }
+    int64_t wake = next_refresh;
+    for (const auto& [id, at] : wake_at_) wake = std::min(wake, at);
+    const auto wait = clock_->RealTimeUntil(wake * 1000);
+    if (wait.count() > 0) cv_.wait_for(lock, wait, [this] { return stopping_ || poked_; });
+  }
+}
+
+}  // namespace delayq

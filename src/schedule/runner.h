@@ -1,0 +1,94 @@
+// Runs the recurring schedules of one store (SPEC 10.3): the schedule calls of the Queue interface
+// (put, get, list, delete, pause, resume) and a thread that keeps each schedule's coming
+// occurrences made into jobs. Every store owns one and answers its Queue schedule calls with it;
+// the rules live here once, over the Queue interface and the few ScheduleStore calls.
+//
+// How an occurrence becomes exactly one job, with any number of servers on one store:
+//   - Occurrences are made into jobs ahead of time: every occurrence up to now + lead_ms, and
+//     always the next one, so each is delivered at its time by the store's scheduler, and a server
+//     that stops leaves the next lead_ms of jobs behind it.
+//   - Each job has the key "schedule:{name}:{ms}": two servers making the same future occurrence
+//     make one job (the second enqueue is a duplicate of the live job).
+//   - The schedule's state (handled_until, pending) changes only by compare-and-set on its
+//     generation, so no server moves it back; a server that lost the race reads it again.
+//   - Occurrences missed while no server ran (handled_until < now) follow the misfire rule. Their
+//     jobs are due at once, so two servers could both make one that is already acked: these are
+//     claimed by compare-and-set before they are enqueued (one server makes them; if that server
+//     dies between the two steps, they are lost, as the misfire rule loses missed runs anyway).
+//   - Replacing, pausing or deleting a schedule cancels its jobs that are not yet due.
+//
+// Thread-safe. The thread only calls the store's public operations.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "delayq/clock.h"
+#include "delayq/queue.h"
+#include "delayq/schedule.h"
+#include "schedule/occurrences.h"
+#include "schedule/schedule_store.h"
+
+namespace delayq {
+
+class ScheduleRunner {
+ public:
+  ScheduleRunner(Queue& queue, ScheduleStore& store, std::shared_ptr<Clock> clock, ScheduleRunnerOptions options = {});
+  ~ScheduleRunner();
+  ScheduleRunner(const ScheduleRunner&) = delete;
+  ScheduleRunner& operator=(const ScheduleRunner&) = delete;
+
+  // Starts the thread (after the store recovered); Stop ends it (idempotent, before the store
+  // closes).
+  void Start();
+  void Stop();
+
+  // The Queue interface's schedule calls (delayq/queue.h says what each answers).
+  Result<RecurringSchedule> Put(std::string_view queue, const ScheduleSpec& spec);
+  Result<RecurringSchedule> Get(std::string_view queue, std::string_view name);
+  Result<std::vector<RecurringSchedule>> List(std::string_view queue);
+  Status Delete(std::string_view queue, std::string_view name);
+  Result<RecurringSchedule> SetPaused(std::string_view queue, std::string_view name, bool paused);
+
+  // One pass over one schedule: makes its missed and coming occurrences into jobs. Returns when it
+  // should run again (nothing: it ended, is paused or is gone). The thread's work; tests call it.
+  Result<std::optional<int64_t>> Materialize(std::string_view queue, std::string_view name);
+
+ private:
+  using Id = std::pair<std::string, std::string>;  // queue, name
+  RecurringSchedule View(const StoredSchedule& s, const Occurrences& occurrences, int64_t now_ms) const;
+  // The schedule, or kNotFound naming it.
+  Result<StoredSchedule> LoadExisting(const std::string& queue, std::string_view name);
+  // Cancels the jobs of occurrences that are not yet due (a replace, pause or delete).
+  void CancelPending(const std::string& queue, const std::string& name, const std::vector<int64_t>& pending,
+                     int64_t now_ms);
+  // Makes `occurrences` into jobs of the schedule (one batch). Their due times are the
+  // occurrences (those past are due at once).
+  Status Enqueue(const StoredSchedule& s, const std::vector<int64_t>& occurrences);
+  void Wake(const Id& id, int64_t at_ms);
+  void Loop();
+
+  Queue& queue_;
+  ScheduleStore& store_;
+  std::shared_ptr<Clock> clock_;
+  const ScheduleRunnerOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool poked_ = false;
+  std::map<Id, int64_t> wake_at_;       // when each known schedule is looked at next (wall ms)
+  std::map<Id, uint64_t> generations_;  // each one's generation at the last refresh
+  std::thread thread_;
+  uint64_t clock_listener_ = 0;
+};
+
+}  // namespace delayq
