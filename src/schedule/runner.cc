@@ -50,13 +50,18 @@ ScheduleRunner::ScheduleRunner(Queue& queue, ScheduleStore& store, std::shared_p
 ScheduleRunner::~ScheduleRunner() { Stop(); }
 
 void ScheduleRunner::Start() {
-  std::lock_guard lock(mu_);
-  if (thread_.joinable() || stopping_) return;
-  clock_listener_ = clock_->AddListener([this] {
+  {
+    std::lock_guard lock(mu_);
+    if (thread_.joinable() || stopping_) return;
+  }
+  // Outside mu_: the clock calls its listeners under a lock of its own, and this one takes mu_.
+  const uint64_t listener = clock_->AddListener([this] {
     std::lock_guard l(mu_);
     poked_ = true;
     cv_.notify_all();
   });
+  std::lock_guard lock(mu_);
+  clock_listener_ = listener;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -68,7 +73,7 @@ void ScheduleRunner::Stop() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
-  if (clock_listener_ != 0) clock_->RemoveListener(clock_listener_);
+  if (clock_listener_ != 0) clock_->RemoveListener(clock_listener_);  // outside mu_, as in Start
 }
 
 void ScheduleRunner::Wake(const Id& id, int64_t at_ms) {
@@ -237,8 +242,9 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
     const int64_t now = clock_->NowMs();
 
     // Missed: occurrences that passed with no job made for them. Claimed (the state moved past
-    // them by compare-and-set) before their jobs are made, so only one server makes them.
-    if (s.state.handled_until_ms < now) {
+    // them by compare-and-set) before their jobs are made, so only one server makes them. (A
+    // moment that passed with no occurrence in it misses nothing: the coming ones start from now.)
+    if (s.state.handled_until_ms < now && !occurrences->Between(s.state.handled_until_ms, now, 1, false).empty()) {
       std::vector<int64_t> missed;
       if (s.spec.misfire == Misfire::kRunOnce) {
         missed = occurrences->Between(s.state.handled_until_ms, now, 1, true);
@@ -262,13 +268,14 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
                         s.spec.name, s.queue, missed.size(), made.ToString());
         }
       }
-      continue;  // read the claimed state back, then make the coming ones
+      s = std::move(claimed);  // as stored: go on to the coming ones from it
+      ++s.state.generation;
     }
 
     // Coming: every occurrence up to now + lead, and one beyond, so the next one is always a job
     // before the last one comes due. A job made twice (by two servers) is one: the second
     // enqueue finds the live job by its key.
-    const int64_t from = s.state.handled_until_ms;
+    const int64_t from = std::max(s.state.handled_until_ms, now);
     if (from > now + options_.lead_ms) return std::optional<int64_t>(from - options_.lead_ms / 2);  // up to date
     std::vector<int64_t> coming =
         occurrences->Between(from, now + options_.lead_ms, static_cast<size_t>(options_.max_per_pass), false);

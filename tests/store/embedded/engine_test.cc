@@ -2,9 +2,11 @@
 // engine has — recovery on reopen, the bounded window, and failing writes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <set>
+#include <thread>
 
 #include "store/embedded/engine_harness.h"
 
@@ -332,6 +334,39 @@ TEST(EngineRecords, QueueMetaIsVersionTwoOnlyWithFlowControl) {
   auto newer = DecodeQueueMeta(v3, &back);
   EXPECT_EQ(newer.code(), Code::kCorruption);
   EXPECT_NE(newer.message().find("newer than this delayq understands"), std::string::npos) << newer.message();
+}
+
+// A clock that moves a millisecond each time it is read: time always passes between two looks.
+class TickingClock final : public Clock {
+ public:
+  int64_t NowUs() const override { return kStartUs + 1000 * ticks_.fetch_add(1); }
+  int64_t MonoUs() const override { return 1000 * ticks_.fetch_add(1); }
+  std::chrono::microseconds RealTimeUntil(int64_t, int64_t) const override { return std::chrono::milliseconds(5); }
+  uint64_t AddListener(std::function<void()>) override { return 1; }
+  void RemoveListener(uint64_t) override {}
+
+ private:
+  mutable std::atomic<int64_t> ticks_{0};
+};
+
+// A schedule's pass reads the clock once per try: time that moved on meanwhile (a slow machine)
+// must not look like missed runs and turn every try into a conflict with itself. Found under
+// ThreadSanitizer on Redis: a replaced schedule's pass gave up ("kept changing") and its next run
+// was no job.
+TEST(EngineSchedules, APutMakesItsNextRunAJobWhileTheClockKeepsMoving) {
+  EngineHarness h(Durability::kNone, [](EngineOptions& o) { o.clock = std::make_shared<TickingClock>(); });
+  ScheduleSpec spec;
+  spec.name = "hourly";
+  spec.every_ms = 3'600'000;
+  for (int i = 0; i < 5; ++i) {
+    spec.payload = std::to_string(i);
+    auto put = h.queue().PutSchedule("q", spec);
+    ASSERT_TRUE(put.ok()) << "put " << i << ": " << put.status().ToString();
+    ASSERT_FALSE(put->next_runs.empty());
+    auto job = h.queue().Get("q", JobRef::ByKey("schedule:hourly:" + std::to_string(put->next_runs[0])));
+    ASSERT_TRUE(job.ok()) << "put " << i << ": its next run is no job: " << job.status().ToString();
+    EXPECT_EQ(job->payload, std::to_string(i));
+  }
 }
 
 TEST(EngineScheduler, ThousandsOfWaitersAreServedInOrderOfArrival) {
