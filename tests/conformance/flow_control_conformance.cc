@@ -147,11 +147,13 @@ TEST_P(QueueConformance, AWaitingReserveHeldByTheRateIsAnsweredWhenATokenComes) 
 
 TEST_P(QueueConformance, TimeHeldBackByALimitIsNotLateness) {
   const std::string queue = QueueName();
-  ASSERT_TRUE(q().SetConfig(queue, Limited(1, 1, 0)).ok());
+  // A sharded queue holds a share of the rate per shard: 4 a second there is 1 a second a shard
+  // (up to 4), so two jobs on one shard do not wait four seconds for the second token.
+  ASSERT_TRUE(q().SetConfig(queue, Limited(h_->ordered() ? 1 : kMaxShards, 1, 0)).ok());
   Fill(q(), queue, 3);
   (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 3; });
   size_t got = MustReserve(q(), queue, 10).size();  // one now; the limit holds the others back
-  for (int i = 0; i < 20 && got < 3; ++i) {
+  for (int i = 0; i < 40 && got < 3; ++i) {
     h_->Advance(h_->exact_time() ? 1000 : 250);
     got += MustReserve(q(), queue, 10).size();
   }
@@ -163,8 +165,8 @@ TEST_P(QueueConformance, TimeHeldBackByALimitIsNotLateness) {
     EXPECT_GE(s.limit_wait.max_ms, 900.0) << "the last one waited for two tokens";
   }
   // Held back for a second or more, late by (almost) nothing: jobs wait for the limit, not for
-  // delayq. A real clock allows for the reserve calls themselves.
-  EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : 250.0);
+  // delayq. A real clock allows for the calls themselves (slow under the sanitizers).
+  EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : 800.0);
 }
 
 TEST_P(QueueConformance, ManyThreadsUnderACapNeverLeaseMoreThanIt) {
