@@ -30,9 +30,9 @@ extra="beanstalkd gnuplot-nox"
 command -v npm >/dev/null || extra+=" nodejs npm"  # (a Node.js from elsewhere brings its own npm)
 DELAYQ_EXTRA_PACKAGES="$extra" "$root/scripts/install-deps.sh"
 peers=$root/bench/peers
-if [ ! -d "$peers/node_modules/bullmq" ] || [ ! -d "$peers/node_modules/jackd" ]; then
+if [ ! -d "$peers/node_modules/bullmq" ] || [ ! -d "$peers/node_modules/jackd" ] || [ ! -d "$peers/node_modules/undici" ]; then
   (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error) || {
-    echo "npm ci in $peers failed: BullMQ, ioredis and jackd come from the npm registry" >&2; exit 1; }
+    echo "npm ci in $peers failed: BullMQ, ioredis, jackd and undici come from the npm registry" >&2; exit 1; }
 fi
 # beanstalkd's Debian package starts a system service on 11300; the harness runs its own.
 
@@ -90,6 +90,7 @@ versions+=" beanstalkd $(dpkg-query -W -f='${Version}' beanstalkd 2>/dev/null), 
 versions+=" bullmq $(node -p "require('$peers/node_modules/bullmq/package.json').version"),"
 versions+=" ioredis $(node -p "require('$peers/node_modules/ioredis/package.json').version"),"
 versions+=" jackd $(node -p "require('$peers/node_modules/jackd/package.json').version")"
+versions+=", undici $(node -p "require('$peers/node_modules/undici/package.json').version")"
 machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr)"
 meta=$(node -e 'console.log(JSON.stringify({date: process.argv[1], machine: process.argv[2], repeat: +process.argv[3],
   load_before: process.argv[4], load_after: process.argv[5], versions: process.argv[6], seconds: +process.argv[7]}))' \

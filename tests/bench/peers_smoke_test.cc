@@ -55,6 +55,12 @@ TEST_F(PeersHarnessSmoke, BurstDeliversEveryJobOnceAndNeverEarly) {
   EXPECT_GE(burst["lateness_ms"]["max"].get<double>(), burst["lateness_ms"]["p999"].get<double>());
   EXPECT_EQ(burst["lateness_cdf_permille"].size(), 1000u);
   EXPECT_GT(burst["peak_server_bytes"].get<double>(), 0);
+  // The HTTP client that drove delayq is named: undici when npm installed it (make bench-peers),
+  // Node's http module in a clean clone (make test installs no npm package for the harness).
+  const std::string describe = burst["describe"].get<std::string>();
+  EXPECT_TRUE(describe.find("keep-alive from undici ") != std::string::npos ||
+              describe.find("keep-alive from node:http") != std::string::npos)
+      << describe;
 }
 
 TEST_F(PeersHarnessSmoke, CrashKillsTheConsumerMidwayAndNothingIsLost) {

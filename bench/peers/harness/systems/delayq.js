@@ -5,7 +5,7 @@
 // POST .../ack {"receipts":[...]} per batch, sent while the next reserve waits (keep-alive).
 'use strict';
 
-const { Pool } = require('undici');
+const http = require('http');
 const path = require('path');
 const servers = require('../servers');
 
@@ -14,20 +14,52 @@ const QUEUE = '/v1/queues/bench';
 // undici (the HTTP client behind Node's fetch) rather than Node's http module: measured here it
 // sends single-job requests at ~1.7x the rate of http.request on the same cores (25 000 against
 // 15 000 a second, 16 connections, `--durability none`), so the figures are less the client's.
+// undici comes from npm with the peers (scripts/bench-peers.sh runs `npm ci`); `make test`'s
+// smoke run of this harness has no npm packages, so there the client is Node's own http module,
+// and the result's `describe` says which client drove the run.
+let undici = null;
+try { undici = require('undici'); } catch (e) { if (e.code !== 'MODULE_NOT_FOUND') throw e; }
+const CLIENT = undici ? `undici ${require('undici/package.json').version}` : 'node:http (undici not installed)';
+
+function contentHeaders(method) {
+  // delayq refuses a POST, PUT or PATCH that does not say JSON, body or not.
+  return method === 'GET' || method === 'DELETE' ? {} : { 'content-type': 'application/json' };
+}
+
+function answer(method, urlPath, status, text) {
+  if (status >= 300) throw new Error(`delayq ${method} ${urlPath} answered ${status}: ${text.slice(0, 300)}`);
+  return text ? JSON.parse(text) : {};
+}
+
 function httpClient(port) {
-  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 16, pipelining: 1 });
+  if (!undici) return nodeHttpClient(port);
+  const pool = new undici.Pool(`http://127.0.0.1:${port}`, { connections: 16, pipelining: 1 });
   return async (method, urlPath, body) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
     const res = await pool.request({
-      path: urlPath, method,
-      // delayq refuses a POST, PUT or PATCH that does not say JSON, body or not.
-      headers: method === 'GET' || method === 'DELETE' ? {} : { 'content-type': 'application/json' },
-      body: data,
+      path: urlPath, method, headers: contentHeaders(method),
+      body: body === undefined ? undefined : JSON.stringify(body),
     });
-    const text = await res.body.text();
-    if (res.statusCode >= 300) throw new Error(`delayq ${method} ${urlPath} answered ${res.statusCode}: ${text.slice(0, 300)}`);
-    return text ? JSON.parse(text) : {};
+    return answer(method, urlPath, res.statusCode, await res.body.text());
   };
+}
+
+function nodeHttpClient(port) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+  return (method, urlPath, body) => new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const headers = contentHeaders(method);
+    if (data) headers['content-length'] = data.length;
+    const req = http.request({ host: '127.0.0.1', port, path: urlPath, method, headers, agent }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        try { resolve(answer(method, urlPath, res.statusCode, Buffer.concat(chunks).toString())); } catch (e) { reject(e); }
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
 }
 
 // On the embedded store `durability` is delayq's --durability; on Redis the server's AOF
@@ -35,7 +67,7 @@ function httpClient(port) {
 function variant({ store, durability, appendfsync }) {
   const redisText = appendfsync ? `redis-server with AOF, appendfsync ${appendfsync}` : 'redis-server without persistence';
   return {
-    describe: `delayq serve ${store === 'redis' ? `--store redis:// (${redisText})` : `--durability ${durability}`}, over HTTP/1.1 keep-alive from undici (Node's fetch client)`,
+    describe: `delayq serve ${store === 'redis' ? `--store redis:// (${redisText})` : `--durability ${durability}`}, over HTTP/1.1 keep-alive from ${CLIENT}`,
 
     async start(ctx) {
       const procs = [];
