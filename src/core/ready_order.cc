@@ -8,7 +8,8 @@ namespace {
 int EffectivePriority(int priority, int64_t due_ms, int64_t now_ms, int64_t aging_ms) {
   if (aging_ms <= 0 || now_ms <= due_ms) return priority;
   const int64_t gained = (now_ms - due_ms) / aging_ms;
-  return static_cast<int>(std::min<int64_t>(kPriorityLevels - 1, priority + std::min<int64_t>(gained, kPriorityLevels)));
+  return static_cast<int>(
+      std::min<int64_t>(kPriorityLevels - 1, priority + std::min<int64_t>(gained, kPriorityLevels)));
 }
 
 }  // namespace
