@@ -243,17 +243,27 @@ Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
   return AckBatch(queue, std::span(&r, 1)).front();
 }
 
-std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
-  std::vector<Status> out(receipts.size());
+bool EngineImpl::OpenReceipts(std::string_view queue, std::span<const std::string> receipts,
+                              std::vector<Result<Receipt>>* parsed, std::vector<size_t>* first,
+                              std::vector<Status>* out) const {
+  out->assign(receipts.size(), Status::Ok());
   Status valid = ValidateQueueName(queue);
   if (!valid.ok()) {
-    std::fill(out.begin(), out.end(), valid);
-    return out;
+    std::fill(out->begin(), out->end(), valid);
+    return false;
   }
   // A receipt given twice is acked once, and every copy answers what the first did.
-  std::vector<Result<Receipt>> parsed = ParseReceipts(receipts);
-  const std::vector<size_t> first = FirstOccurrences(parsed);
-  for (size_t i = 0; i < receipts.size(); ++i) parsed[i] = signer_->Open(queue, receipts[i], parsed[i]);
+  *parsed = ParseReceipts(receipts);
+  *first = FirstOccurrences(*parsed);
+  for (size_t i = 0; i < receipts.size(); ++i) (*parsed)[i] = signer_->Open(queue, receipts[i], (*parsed)[i]);
+  return true;
+}
+
+std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
+  std::vector<Result<Receipt>> parsed;
+  std::vector<size_t> first;
+  std::vector<Status> out;
+  if (!OpenReceipts(queue, receipts, &parsed, &first, &out)) return out;
   Op op(*this, Op::kWrites);
   AckBatchLocked(op, queue, receipts, parsed, first, out);
   AnswerAckBatch(first, op.Finish(), out);
@@ -261,15 +271,10 @@ std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const
 }
 
 void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) {
-  std::vector<Status> out(receipts.size());
-  Status valid = ValidateQueueName(queue);
-  if (!valid.ok()) {
-    std::fill(out.begin(), out.end(), valid);
-    return done(std::move(out));
-  }
-  std::vector<Result<Receipt>> parsed = ParseReceipts(receipts);
-  std::vector<size_t> first = FirstOccurrences(parsed);
-  for (size_t i = 0; i < receipts.size(); ++i) parsed[i] = signer_->Open(queue, receipts[i], parsed[i]);
+  std::vector<Result<Receipt>> parsed;
+  std::vector<size_t> first;
+  std::vector<Status> out;
+  if (!OpenReceipts(queue, receipts, &parsed, &first, &out)) return done(std::move(out));
   Op op(*this, Op::kWrites);
   AckBatchLocked(op, queue, receipts, parsed, first, out);
   op.FinishAsync([done = std::move(done), first = std::move(first), out = std::move(out)](Status durable) mutable {

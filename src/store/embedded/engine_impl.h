@@ -370,6 +370,10 @@ class EngineImpl final : public Engine, private ScheduleStore {
   // The locked part of an enqueue (written, not yet durable); the caller finishes `op`.
   Result<std::vector<EnqueueResult>> EnqueueLocked(Op& op, std::string_view queue,
                                                    std::span<const EnqueueRequest> requests, bool is_batch);
+  // Before an ack batch takes the lock: sizes `out`, parses and opens the receipts, and marks the
+  // first of each repeated one. False (every answer in `out` says why) when the queue name is bad.
+  bool OpenReceipts(std::string_view queue, std::span<const std::string> receipts, std::vector<Result<Receipt>>* parsed,
+                    std::vector<size_t>* first, std::vector<Status>* out) const;
   // The locked part of an ack batch: `out` gets each first receipt's answer; the caller finishes
   // `op`, then calls AnswerAckBatch with the durability's outcome.
   void AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
