@@ -2,7 +2,8 @@
 // Prints one JSON object per run (scripts/bench-engine.sh repeats runs and takes medians).
 //
 //   enqueue     --durability interval|sync|none --batch 100 --threads 1 --jobs N
-//   reserve-ack --jobs N --batch 100 [--rate-per-s R --max-reserved M]
+//   reserve-ack --jobs N --batch 100 [--rate-per-s R --max-reserved M] [--groups N --priorities 1
+//               --group-max-reserved M]
 //   lateness    --rate 20000 --seconds 10 --consumers 4
 //   memory      --jobs 10000000
 //   growth      --levels 0,1000000,10000000 --jobs 200000 --rate 20000 --seconds 5
@@ -187,11 +188,20 @@ int ReserveAck(const Args& a, const std::string& dir) {
   limited.rate_per_s = static_cast<double>(a.Int("rate-per-s", 0));
   limited.max_reserved = a.Int("max-reserved", 0);
   if (limited.rate_per_s > 0) limited.burst = 1'000'000;
-  if (limited.rate_per_s > 0 || limited.max_reserved > 0) {
+  // Priorities and fair groups on the measured path (--groups N: jobs spread over N groups;
+  // --priorities: priorities 0..9 in turn; --group-max-reserved), against the plain path.
+  const int64_t groups = a.Int("groups", 0);
+  const bool priorities = a.Int("priorities", 0) != 0;
+  limited.group_max_reserved = a.Int("group-max-reserved", 0);
+  if (limited.rate_per_s > 0 || limited.max_reserved > 0 || limited.group_max_reserved > 0) {
     if (Status s = engine->SetConfig(g_queue, limited); !s.ok()) Fail(s);
   }
   std::vector<EnqueueRequest> reqs(1000);
-  for (auto& r : reqs) r.payload = Payload();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].payload = Payload();
+    if (groups > 0) reqs[i].group = "tenant-" + std::to_string(static_cast<int64_t>(i) % groups);
+    if (priorities) reqs[i].priority = static_cast<int32_t>(i % 10);
+  }
   for (int64_t i = 0; i < jobs; i += 1000) {
     auto e = engine->EnqueueBatch(g_queue, reqs);
     if (!e.ok()) Fail(e.status());
@@ -213,9 +223,9 @@ int ReserveAck(const Args& a, const std::string& dir) {
   double secs = Seconds(start, Steady::now());
   std::printf(
       "{\"scenario\":\"reserve-ack\",\"store\":\"%s\",\"durability\":\"%s\",\"batch\":%d,\"jobs\":%lld,"
-      "\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
-      g_store.empty() ? "embedded" : "redis", DurabilityName(d), batch, (long long)done, secs,
-      static_cast<double>(done) / secs);
+      "\"groups\":%lld,\"priorities\":%s,\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n",
+      g_store.empty() ? "embedded" : "redis", DurabilityName(d), batch, (long long)done, (long long)groups,
+      priorities ? "true" : "false", secs, static_cast<double>(done) / secs);
   return 0;
 }
 

@@ -40,6 +40,9 @@ struct Limits {
   static constexpr int64_t kMaxReserveBytes = 256 << 20;
   static constexpr int64_t kMaxKeyTtlMs = 30LL * 86'400'000;  // EnqueueRequest::key_ttl_ms: 30 days
   static constexpr int32_t kMaxListPage = 1000;               // jobs per ListJobs page (default 100)
+  static constexpr int32_t kMaxPriority = 9;                  // EnqueueRequest::priority: 0..9
+  static constexpr size_t kMaxGroup = 128;                    // EnqueueRequest::group bytes
+  static constexpr size_t kStatsGroups = 10;                  // QueueStats::groups: the top 10
   static constexpr int64_t kMaxListBytes = 16 << 20;          // stored bytes per ListJobs page
 };
 
@@ -69,6 +72,11 @@ struct QueueConfig {
   int64_t burst = 0;
   // Jobs leased at once, 0..1 000 000; default 0 (unlimited).
   int64_t max_reserved = 0;
+  // Jobs of one group (EnqueueRequest::group) leased at once, 0..1 000 000; default 0 (unlimited).
+  int64_t group_max_reserved = 0;
+  // A ready job counts one priority level higher for every this long it has been due (at most 9),
+  // so a low priority is not starved: 0 (strict priorities)..max_delay_ms; default 60 s.
+  int64_t priority_aging_ms = 60'000;
   bool operator==(const QueueConfig&) const = default;
 };
 
@@ -88,6 +96,8 @@ struct Job {
   std::string last_error;
   int64_t lease_deadline_ms = 0;  // when state is kReserved
   int64_t dead_at_ms = 0;         // when state is kDead
+  int32_t priority = 0;           // EnqueueRequest::priority
+  std::string group;              // EnqueueRequest::group
 };
 
 // When a job becomes due. Give at most one of delay_ms and deliver_at_ms; neither means now.
@@ -118,6 +128,14 @@ struct EnqueueRequest {
   // duplicate of the finished job (its id and due time; with replace too). 0: the key is free
   // once the job leaves, as without this. Like SQS FIFO's deduplication window.
   int64_t key_ttl_ms = 0;
+  // Among ready jobs a reserve takes the higher priority first (0..9, default 0), then the earlier
+  // due time; a job gains a level for every QueueConfig::priority_aging_ms it has been due.
+  int32_t priority = 0;
+  // Fairness between tenants: a reserve takes ready jobs from the groups in turn, so a group with
+  // many ready jobs does not starve one with few; QueueConfig::group_max_reserved caps each.
+  // 0..Limits::kMaxGroup bytes; empty: the default group. The order, on every store:
+  // core/ready_order.h.
+  std::string group;
 };
 
 struct EnqueueResult {
@@ -158,6 +176,8 @@ struct Delivery {
   int64_t due_at_ms = 0;
   std::string key;
   int64_t lease_deadline_ms = 0;
+  int32_t priority = 0;
+  std::string group;
 };
 
 struct NackRequest {
@@ -202,6 +222,13 @@ struct QueueStats {
   // Of first deliveries held back by flow control (rate_per_s, max_reserved): how long a limit
   // held them after they were due. That time is not in `lateness`.
   LatenessSummary limit_wait;
+  // The groups with the most ready jobs (at most Limits::kStatsGroups), most first; empty when
+  // no job of the queue has a group.
+  struct Group {
+    std::string group;
+    int64_t ready = 0, reserved = 0;
+  };
+  std::vector<Group> groups;
 };
 
 // Scheduled jobs counted by due time: buckets[i] holds jobs due in

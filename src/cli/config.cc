@@ -6,10 +6,10 @@ namespace delayq::cli {
 
 void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
   struct Args {
-    std::string queue, lease, backoff_base, backoff_max, dead_retention, max_delay;
+    std::string queue, lease, backoff_base, backoff_max, dead_retention, max_delay, priority_aging;
     std::optional<int32_t> max_attempts;
     std::optional<double> factor, jitter;
-    std::optional<int64_t> max_payload, burst, max_reserved;
+    std::optional<int64_t> max_payload, burst, max_reserved, group_max_reserved;
     std::optional<double> rate;
   };
   auto a = std::make_shared<Args>();
@@ -27,6 +27,9 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
   c->add_option("--rate", a->rate, "Deliveries per second at most (a token bucket); 0: no limit");
   c->add_option("--burst", a->burst, "Most deliveries at once after a pause (the bucket); 0: the rate");
   c->add_option("--max-reserved", a->max_reserved, "Jobs leased at once at most; 0: no limit");
+  c->add_option("--group-max-reserved", a->group_max_reserved, "Jobs of one group leased at once at most; 0: no limit");
+  c->add_option("--priority-aging", a->priority_aging,
+                "A ready job gains a priority level per this long due, e.g. 60s; 0ms: strict priorities");
   c->callback(Run(rc, [a, &g]() -> Status {
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();
@@ -43,6 +46,7 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
     set_ms(a->backoff_max, "--backoff-max", &config->backoff.max_ms);
     set_ms(a->dead_retention, "--dead-retention", &config->dead_retention_ms);
     set_ms(a->max_delay, "--max-delay", &config->max_delay_ms);
+    set_ms(a->priority_aging, "--priority-aging", &config->priority_aging_ms);
     if (a->max_attempts) config->max_attempts = *a->max_attempts, change = true;
     if (a->factor) config->backoff.factor = *a->factor, change = true;
     if (a->jitter) config->backoff.jitter = *a->jitter, change = true;
@@ -50,6 +54,7 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
     if (a->rate) config->rate_per_s = *a->rate, change = true;
     if (a->burst) config->burst = *a->burst, change = true;
     if (a->max_reserved) config->max_reserved = *a->max_reserved, change = true;
+    if (a->group_max_reserved) config->group_max_reserved = *a->group_max_reserved, change = true;
     if (change) DELAYQ_RETURN_IF_ERROR((*client)->SetConfig(a->queue, *config));
     PrintConfig(a->queue, *config, g.json);
     return Status::Ok();

@@ -31,10 +31,11 @@ void SetPayload(EnqueueRequest& r, const std::string& text, bool raw_bytes, bool
 
 void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
   struct Args {
-    std::string queue, payload, delay, at, key, file;
+    std::string queue, payload, delay, at, key, file, group;
     std::vector<std::string> headers;
     bool replace = false, debounce = false, base64 = false;
     int32_t max_attempts = 0;
+    int32_t priority = 0;
   };
   auto a = std::make_shared<Args>();
   Args& enq = *a;
@@ -48,6 +49,8 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
   e->add_flag("--debounce", enq.debounce, "With --key: replace the live job and push it back (never earlier)");
   e->add_option("-H,--header", enq.headers, "Header name=value (repeatable)");
   e->add_option("--max-attempts", enq.max_attempts, "Deliveries before the job goes dead");
+  e->add_option("--priority", enq.priority, "0..9: among ready jobs of its group, higher first (default 0)");
+  e->add_option("--group", enq.group, "Fairness group (e.g. a tenant): reserves take groups in turn");
   e->add_option("--file", enq.file, "Read the payload from this file");
   e->add_flag("--binary", enq.base64, "Send the payload as opaque bytes (payload_base64)");
   e->callback(Run(rc, [a, &g]() -> Status {
@@ -80,6 +83,8 @@ void AddEnqueueCommand(CLI::App& app, Global& g, int& rc) {
     r.replace = enq.replace;
     r.debounce = enq.debounce;
     if (enq.max_attempts) r.max_attempts = enq.max_attempts;
+    r.priority = enq.priority;
+    r.group = enq.group;
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();
     auto res = (*client)->Enqueue(enq.queue, r);

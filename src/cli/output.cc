@@ -65,6 +65,8 @@ void PrintJob(const Job& j, bool json) {
   std::printf("id          %s\nqueue       %s\nstate       %s\ndue         %s\nattempt     %d of %d\n", j.id.c_str(),
               j.queue.c_str(), JobStateName(j.state), WhenText(j.due_at_ms).c_str(), j.attempt, j.max_attempts);
   if (!j.key.empty()) std::printf("key         %s\n", j.key.c_str());
+  if (j.priority != 0) std::printf("priority    %d\n", j.priority);
+  if (!j.group.empty()) std::printf("group       %s\n", j.group.c_str());
   std::printf("created     %s\n", WhenText(j.created_at_ms).c_str());
   if (j.state == JobState::kReserved) std::printf("lease until %s\n", WhenText(j.lease_deadline_ms).c_str());
   if (j.state == JobState::kDead) std::printf("dead since  %s\n", WhenText(j.dead_at_ms).c_str());
@@ -171,6 +173,10 @@ void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
                 s.lateness.p99_ms, s.lateness.max_ms, static_cast<unsigned long long>(s.lateness.count));
     if (s.earliest_due_at_ms) std::printf("next due: %s\n", WhenText(*s.earliest_due_at_ms).c_str());
     if (s.ready > 0) std::printf("oldest ready job waits %s\n", HumanDuration(s.oldest_ready_ms).c_str());
+    for (const auto& g : s.groups) {
+      std::printf("group %-24s %8lld ready %8lld reserved\n", g.group.empty() ? "(default)" : g.group.c_str(),
+                  static_cast<long long>(g.ready), static_cast<long long>(g.reserved));
+    }
   }
 }
 
@@ -199,6 +205,17 @@ void PrintConfig(const std::string& queue, const QueueConfig& c, bool json) {
     std::printf("max reserved    %lld jobs leased at once\n", static_cast<long long>(c.max_reserved));
   } else {
     std::printf("max reserved    no limit\n");
+  }
+  if (c.group_max_reserved > 0) {
+    std::printf("group max       %lld jobs of one group leased at once\n",
+                static_cast<long long>(c.group_max_reserved));
+  } else {
+    std::printf("group max       no limit\n");
+  }
+  if (c.priority_aging_ms > 0) {
+    std::printf("priority aging  one level per %s due\n", FormatDuration(c.priority_aging_ms).c_str());
+  } else {
+    std::printf("priority aging  none (strict priorities)\n");
   }
 }
 

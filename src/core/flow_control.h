@@ -26,6 +26,10 @@ double EffectiveBurst(const QueueConfig& config);
 inline constexpr int64_t kUnlimited = INT64_MAX;
 int64_t Allowance(const QueueConfig& config, TokenBucket& bucket, int64_t now_us, int64_t reserved);
 
+// Whether leases are capped (max_reserved or group_max_reserved): then a lease that ends may let
+// a waiting reserve go on.
+inline bool HasLeaseCaps(const QueueConfig& c) { return c.max_reserved > 0 || c.group_max_reserved > 0; }
+
 // Takes `n` delivered jobs out of the bucket (after Allowance at the same now_us).
 void Take(const QueueConfig& config, TokenBucket& bucket, int64_t n);
 

@@ -31,7 +31,7 @@ bool ReadyOrder::Remove(std::string_view group, int priority, const ReadyKey& ke
   --ready_;
   if (--g->second.ready == 0) {
     turns_.erase({g->second.turn, g->first});
-    Forget(g);
+    groups_.erase(g);
   }
   return true;
 }
@@ -39,7 +39,7 @@ bool ReadyOrder::Remove(std::string_view group, int priority, const ReadyKey& ke
 std::optional<ReadyPick> ReadyOrder::Peek(int64_t now_ms, const ReadyOrderRules& rules) const {
   for (const auto& [turn, name] : turns_) {
     const Group& g = groups_.find(name)->second;
-    if (rules.group_max_reserved > 0 && g.reserved >= rules.group_max_reserved) continue;
+    if (rules.full && rules.full(name)) continue;
     std::optional<ReadyPick> best;
     int best_effective = -1;
     for (int p = kPriorityLevels - 1; p >= 0; --p) {
@@ -60,29 +60,19 @@ void ReadyOrder::Take(const ReadyPick& pick) {
   auto g = groups_.find(pick.group);
   if (g == groups_.end() || g->second.levels[pick.priority].erase(pick.key) == 0) return;
   --ready_;
-  ++g->second.reserved;
   turns_.erase({g->second.turn, g->first});
   if (--g->second.ready > 0) {
     g->second.turn = next_turn_++;  // its turn is over: to the back
     turns_.emplace(g->second.turn, g->first);
+  } else {
+    groups_.erase(g);
   }
-}
-
-void ReadyOrder::Released(std::string_view group) {
-  auto g = groups_.find(group);
-  if (g == groups_.end() || g->second.reserved == 0) return;
-  --g->second.reserved;
-  Forget(g);
-}
-
-void ReadyOrder::Forget(Groups::iterator g) {
-  if (g->second.ready == 0 && g->second.reserved == 0) groups_.erase(g);
 }
 
 std::vector<GroupCount> ReadyOrder::TopGroups(size_t n) const {
   std::vector<GroupCount> all;
   all.reserve(groups_.size());
-  for (const auto& [name, g] : groups_) all.push_back({name, g.ready, g.reserved});
+  for (const auto& [name, g] : groups_) all.push_back({name, g.ready});
   const size_t k = std::min(n, all.size());
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
                     [](const GroupCount& a, const GroupCount& b) {

@@ -14,7 +14,7 @@
 // effective priority: a pick compares the heads of at most 10 levels of one group.
 //
 // Not thread-safe: its owner (a queue's state) serialises calls. Memory: one ordered-set node
-// per ready job, and one entry per group with a ready or reserved job.
+// per ready job, and one entry per group with a ready job.
 #pragma once
 
 #include <array>
@@ -41,8 +41,10 @@ struct ReadyKey {
 };
 
 struct ReadyOrderRules {
-  int64_t aging_ms = 0;            // 0: strict priorities
-  int64_t group_max_reserved = 0;  // 0: no cap per group
+  int64_t aging_ms = 0;  // 0: strict priorities
+  // Whether a group is at its cap (group_max_reserved) and must be skipped; null: none is. The
+  // owner counts each group's leases (they outlive the ready jobs this class holds).
+  std::function<bool(std::string_view group)> full;
 };
 
 // The job a reserve would take next.
@@ -55,7 +57,6 @@ struct ReadyPick {
 struct GroupCount {
   std::string group;
   int64_t ready = 0;
-  int64_t reserved = 0;
 };
 
 class ReadyOrder {
@@ -68,11 +69,8 @@ class ReadyOrder {
   // The job to take next at now_ms under `rules` (nullopt: none, or every group with ready jobs
   // is at its cap). Does not change anything: Take() it once it is delivered.
   std::optional<ReadyPick> Peek(int64_t now_ms, const ReadyOrderRules& rules) const;
-  // Removes the picked job, counts it reserved in its group, and ends that group's turn.
+  // Removes the picked job and ends its group's turn.
   void Take(const ReadyPick& pick);
-
-  // A reserved job of `group` left its lease (acked, nacked, dead, cancelled or back to ready).
-  void Released(std::string_view group);
 
   size_t size() const { return ready_; }
   bool empty() const { return ready_ == 0; }
@@ -84,12 +82,9 @@ class ReadyOrder {
   struct Group {
     std::array<std::set<ReadyKey>, kPriorityLevels> levels;
     int64_t ready = 0;
-    int64_t reserved = 0;
-    uint64_t turn = 0;  // its place in turns_ while it has ready jobs
+    uint64_t turn = 0;  // its place in turns_
   };
   using Groups = std::map<std::string, Group, std::less<>>;
-
-  void Forget(Groups::iterator g);  // drops a group with nothing ready or reserved
 
   Groups groups_;
   std::set<std::pair<uint64_t, std::string>> turns_;  // groups with ready jobs, oldest turn first

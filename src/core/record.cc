@@ -27,7 +27,8 @@ std::string EncodeJobRecord(const JobRecord& r) {
   std::string out;
   out.reserve(64 + r.queue.size() + r.key.size() + r.payload.size() + r.last_error.size());
   ByteWriter w(&out);
-  w.U8(r.key_ttl_ms > 0 ? 2 : 1);
+  const bool laned = r.priority != 0 || !r.group.empty();
+  w.U8(laned ? 3 : r.key_ttl_ms > 0 ? 2 : 1);
   w.U8(r.dead ? 1 : 0);
   w.U8((r.key_indexed ? 1 : 0) | (r.binary ? 2 : 0));
   w.Varint(static_cast<uint64_t>(r.due_at_ms));
@@ -44,7 +45,11 @@ std::string EncodeJobRecord(const JobRecord& r) {
     w.Bytes(value);
   }
   w.Bytes(r.payload);
-  if (r.key_ttl_ms > 0) w.Varint(static_cast<uint64_t>(r.key_ttl_ms));
+  if (r.key_ttl_ms > 0 || laned) w.Varint(static_cast<uint64_t>(r.key_ttl_ms));
+  if (laned) {
+    w.U8(static_cast<uint8_t>(r.priority));
+    w.Bytes(r.group);
+  }
   return out;
 }
 
@@ -52,7 +57,7 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   ByteReader in(data);
   uint8_t version, state, flags;
   if (!in.U8(&version)) return Truncated("job");
-  if (version != 1 && version != 2) return VersionError("job", version, kRecordVersion);
+  if (version < 1 || version > 3) return VersionError("job", version, kRecordVersion);
   uint64_t due, created, max_attempts, attempt, dead_at, header_count;
   if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) || !in.Varint(&max_attempts) ||
       !in.Varint(&attempt) || !in.Varint(&dead_at) || !in.Bytes(&r->queue) || !in.Bytes(&r->key) ||
@@ -76,8 +81,14 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   if (!in.Bytes(&r->payload)) return Truncated("job");
   uint64_t key_ttl = 0;
   if (version >= 2 && !in.Varint(&key_ttl)) return Truncated("job");
+  uint8_t priority = 0;
+  r->group.clear();
+  if (version >= 3 && (!in.U8(&priority) || priority > Limits::kMaxPriority || !in.Bytes(&r->group))) {
+    return Truncated("job");
+  }
   if (!in.empty()) return Truncated("job");
   r->key_ttl_ms = static_cast<int64_t>(key_ttl);
+  r->priority = priority;
   return Status::Ok();
 }
 
@@ -85,12 +96,17 @@ std::string EncodeDueRecord(const DueRecord& r) {
   std::string out;
   out.reserve(32 + r.record.size());
   ByteWriter w(&out);
-  w.U8(r.record.empty() ? 2 : kDueRecordVersion);
+  const bool laned = r.priority != 0 || !r.group.empty();
+  w.U8(laned ? (r.record.empty() ? 4 : 5) : (r.record.empty() ? 2 : 3));
   w.Varint(static_cast<uint64_t>(r.due_ms));
   w.Varint(static_cast<uint64_t>(r.attempt));
   w.Fixed64(r.delivery.lo);
   w.Varint(static_cast<uint64_t>(r.lease_deadline_ms));
   w.Fixed64(r.delivery.hi);
+  if (laned) {
+    w.U8(static_cast<uint8_t>(r.priority));
+    w.Bytes(r.group);
+  }
   out.append(r.record);
   return out;
 }
@@ -99,7 +115,7 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   ByteReader in(data);
   uint8_t version;
   if (!in.U8(&version)) return Truncated("due");
-  if (version < 1 || version > 3) return VersionError("due", version, kDueRecordVersion);
+  if (version < 1 || version > 5) return VersionError("due", version, kDueRecordVersion);
   uint64_t due, attempt, lease;
   r->delivery = {};
   if (!in.Varint(&due) || !in.Varint(&attempt) || !in.Fixed64(&r->delivery.lo) || !in.Varint(&lease)) {
@@ -107,7 +123,14 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   }
   if (version >= 2 && !in.Fixed64(&r->delivery.hi)) return Truncated("due");
   r->record = {};
-  if (version == 3) {
+  r->priority = 0;
+  r->group = {};
+  if (version >= 4) {
+    uint8_t priority;
+    if (!in.U8(&priority) || priority > Limits::kMaxPriority || !in.Bytes(&r->group)) return Truncated("due");
+    r->priority = priority;
+  }
+  if (version == 3 || version == 5) {
     if (in.empty()) return Truncated("due");  // a version 3 entry always holds a record
     r->record = in.rest();
   } else if (!in.empty()) {

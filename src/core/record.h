@@ -16,6 +16,11 @@
 //              byte first) to the end of the value: a job kept in one row (see
 //              store/embedded/keys.h). Version 2 is still written for a job whose record is
 //              in `jobs`, so a reserve of such a job rewrites a few bytes.
+//   JobRecord version 3: version 2, then u8 priority, bytes group. Written only for a job with a
+//              priority or a group (EnqueueRequest), so other jobs' records stay as before.
+//   DueRecord versions 4 and 5: versions 2 and 3 with u8 priority, bytes group after the
+//              delivery's high half (before the record, in 5). Written only for a job with a
+//              priority or a group: the scheduler needs them when the job comes due.
 //   (bytes = varint length + raw bytes; varints are LEB128.)
 //
 // How to change the format safely:
@@ -38,8 +43,8 @@
 
 namespace delayq {
 
-inline constexpr uint8_t kRecordVersion = 2;     // JobRecord (1 when key_ttl_ms is 0)
-inline constexpr uint8_t kDueRecordVersion = 3;  // DueRecord (2 without a record)
+inline constexpr uint8_t kRecordVersion = 3;     // JobRecord (1 or 2 without a priority or group)
+inline constexpr uint8_t kDueRecordVersion = 5;  // DueRecord (2, 3 or 4: see above)
 
 struct JobRecord {
   std::string queue;
@@ -56,6 +61,8 @@ struct JobRecord {
   Headers headers;
   std::string payload;
   int64_t key_ttl_ms = 0;  // EnqueueRequest::key_ttl_ms
+  int32_t priority = 0;    // EnqueueRequest::priority
+  std::string group;       // EnqueueRequest::group
 };
 
 // The per-delivery state of a live job, kept beside its due-index entry so that a reserve
@@ -65,6 +72,9 @@ struct DueRecord {
   int32_t attempt = 0;
   DeliveryToken delivery;         // token of the current delivery; empty = never delivered
   int64_t lease_deadline_ms = 0;  // 0 = not reserved
+  // Versions 4 and 5: the job's priority and group (a view into the decoded bytes).
+  int32_t priority = 0;
+  std::string_view group;
   // Version 3: the job's encoded JobRecord, a view into the decoded bytes (empty: the record
   // is elsewhere).
   std::string_view record;

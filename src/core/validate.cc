@@ -88,6 +88,8 @@ Status ValidateConfig(const QueueConfig& c) {
   }
   DELAYQ_RETURN_IF_ERROR(range("burst", c.burst, 0, 1'000'000));
   DELAYQ_RETURN_IF_ERROR(range("max_reserved", c.max_reserved, 0, 1'000'000));
+  DELAYQ_RETURN_IF_ERROR(range("group_max_reserved", c.group_max_reserved, 0, 1'000'000));
+  DELAYQ_RETURN_IF_ERROR(range("priority_aging_ms", c.priority_aging_ms, 0, 100LL * 365 * 86'400'000));
   return Status::Ok();
 }
 
@@ -194,6 +196,17 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
   if (r.key_ttl_ms > 0 && r.key.empty()) {
     return Status::InvalidArgument(fmt::format(
         "{}key_ttl_ms is set without a key; it keeps a key taken after its job is done, so give a key", prefix));
+  }
+  if (r.priority < 0 || r.priority > Limits::kMaxPriority) {
+    return Status::InvalidArgument(fmt::format("{}priority is {}; it must be between 0 (the default) and {} (first)",
+                                               prefix, r.priority, Limits::kMaxPriority));
+  }
+  if (r.group.size() > Limits::kMaxGroup) {
+    return Status::InvalidArgument(
+        fmt::format("{}group has {} bytes; at most {} are allowed", prefix, r.group.size(), Limits::kMaxGroup));
+  }
+  if (r.group.find('\0') != std::string::npos) {
+    return Status::InvalidArgument(fmt::format("{}group contains a NUL byte; it must not", prefix));
   }
   return Status::Ok();
 }

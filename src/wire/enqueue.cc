@@ -78,6 +78,8 @@ void WriteRequestJob(JsonWriter& w, const EnqueueRequest& r) {
   }
   if (r.max_attempts) w.Key("max_attempts").Int(*r.max_attempts);
   if (r.key_ttl_ms != 0) w.Key("key_ttl_ms").Int(r.key_ttl_ms);
+  if (r.priority != 0) w.Key("priority").Int(r.priority);
+  if (!r.group.empty()) w.Key("group").String(r.group);
   w.EndObject();
 }
 
@@ -88,8 +90,9 @@ void WriteResult(JsonWriter& w, const EnqueueResult& r) {
   w.EndObject();
 }
 
-constexpr std::string_view kJobFields[] = {"payload", "payload_base64", "delay_ms", "delay",      "deliver_at", "key",
-                                           "replace", "max_attempts",   "headers",  "key_ttl_ms", "debounce"};
+constexpr std::string_view kJobFields[] = {"payload",  "payload_base64", "delay_ms",     "delay",   "deliver_at",
+                                           "key",      "replace",        "max_attempts", "headers", "key_ttl_ms",
+                                           "debounce", "priority",       "group"};
 
 Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
   EnqueueRequest r;
@@ -116,6 +119,17 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
       // Range and the need for a key: ValidateEnqueue, as for every store.
       DELAYQ_RETURN_IF_ERROR(
           GetInt(v, field, &r.key_ttl_ms, "an integer of milliseconds from 0 to 2592000000 (30 days)"));
+    } else if (key == "priority") {
+      int64_t priority;
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &priority, "an integer from 0 to 9"));
+      // The range is ValidateEnqueue's, as for every store; out of int32 it is out of range too.
+      r.priority = priority < 0 || priority > Limits::kMaxPriority ? -1 : static_cast<int32_t>(priority);
+      if (r.priority < 0) {
+        return Status::InvalidArgument(fmt::format("{} is {}; it must be between 0 (the default) and {} (first)", field,
+                                                   priority, Limits::kMaxPriority));
+      }
+    } else if (key == "group") {
+      DELAYQ_RETURN_IF_ERROR(GetString(v, field, &r.group));
     } else {
       return UnknownField(prefix, key, kJobFields);
     }

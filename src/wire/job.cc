@@ -28,6 +28,8 @@ Status ReadJob(sj::object o, Job* j) {
     else if (k == "last_error") j->last_error = IsNull(v) ? "" : Str(v);
     else if (k == "lease_deadline") j->lease_deadline_ms = Int(v);
     else if (k == "dead_at") j->dead_at_ms = Int(v);
+    else if (k == "priority") j->priority = static_cast<int32_t>(Int(v));
+    else if (k == "group") j->group = IsNull(v) ? "" : Str(v);
   }
   return Status::Ok();
 }
@@ -71,6 +73,12 @@ void WriteJob(JsonWriter& w, const Job& j) {
   }
   if (j.state == JobState::kReserved) w.Key("lease_deadline").Int(j.lease_deadline_ms);
   if (j.state == JobState::kDead) w.Key("dead_at").Int(j.dead_at_ms);
+  w.Key("priority").Int(j.priority);
+  if (j.group.empty()) {
+    w.Key("group").Null();
+  } else {
+    w.Key("group").String(j.group);
+  }
   w.EndObject();
 }
 

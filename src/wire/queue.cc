@@ -55,6 +55,22 @@ Status ReadStats(sj::object o, QueueStats* s) {
         else if (lk == "p999") summary.p999_ms = Dbl(lv);
         else if (lk == "max") summary.max_ms = Dbl(lv);
       }
+    } else if (k == "groups") {
+      sj::array arr;
+      if (v.get_array().get(arr)) return Malformed("stats");
+      for (auto el : arr) {
+        sj::object g;
+        if (el.get_object().get(g)) return Malformed("stats");
+        QueueStats::Group& group = s->groups.emplace_back();
+        for (auto gf : g) {
+          std::string_view gk;
+          sj::value gv;
+          if (gf.unescaped_key().get(gk) || gf.value().get(gv)) return Malformed("stats");
+          if (gk == "group") group.group = IsNull(gv) ? "" : Str(gv);
+          else if (gk == "ready") group.ready = Int(gv);
+          else if (gk == "reserved") group.reserved = Int(gv);
+        }
+      }
     }
   }
   return Status::Ok();
@@ -105,6 +121,18 @@ void WriteStats(JsonWriter& w, const QueueStats& s) {
   w.EndObject();
   WriteSummary(w, "lateness_ms", s.lateness);
   WriteSummary(w, "limit_wait_ms", s.limit_wait);
+  // The top groups by ready jobs (the default group's name is null); [] when no job has a group.
+  w.Key("groups").BeginArray();
+  for (const auto& g : s.groups) {
+    w.BeginObject().Key("group");
+    if (g.group.empty()) {
+      w.Null();
+    } else {
+      w.String(g.group);
+    }
+    w.Key("ready").Int(g.ready).Key("reserved").Int(g.reserved).EndObject();
+  }
+  w.EndArray();
   w.EndObject();
 }
 
@@ -138,6 +166,8 @@ void WriteConfig(JsonWriter& w, const QueueConfig& c) {
   w.Key("rate_per_s").Double(c.rate_per_s);
   w.Key("burst").Int(c.burst);
   w.Key("max_reserved").Int(c.max_reserved);
+  w.Key("group_max_reserved").Int(c.group_max_reserved);
+  w.Key("priority_aging_ms").Int(c.priority_aging_ms);
   w.EndObject();
 }
 
@@ -148,9 +178,9 @@ std::string WriteConfigBody(const QueueConfig& config) {
 }
 
 Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, Fields fields) {
-  constexpr std::string_view kFields[] = {"max_attempts",      "lease_ms",     "max_payload", "backoff",
-                                          "dead_retention_ms", "max_delay_ms", "rate_per_s",  "burst",
-                                          "max_reserved"};
+  constexpr std::string_view kFields[] = {"max_attempts",      "lease_ms",           "max_payload",      "backoff",
+                                          "dead_retention_ms", "max_delay_ms",       "rate_per_s",       "burst",
+                                          "max_reserved",      "group_max_reserved", "priority_aging_ms"};
   constexpr std::string_view kBackoffFields[] = {"base_ms", "max_ms", "factor", "jitter"};
   auto d = OpenRequest(body);
   if (!d.ok()) return d.status();
@@ -185,6 +215,10 @@ Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, 
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.burst, "an integer number of jobs"));
     } else if (key == "max_reserved") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.max_reserved, "an integer number of jobs"));
+    } else if (key == "group_max_reserved") {
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.group_max_reserved, "an integer number of jobs"));
+    } else if (key == "priority_aging_ms") {
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.priority_aging_ms, "an integer number of milliseconds"));
     } else if (key == "backoff") {
       sj::object b;
       if (v.get_object().get(b)) return TypeError("backoff", "an object");

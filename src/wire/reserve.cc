@@ -69,6 +69,9 @@ void WriteDelivery(JsonWriter& w, const Delivery& d) {
     w.Key("key").String(d.key);
   }
   w.Key("lease_deadline").Int(d.lease_deadline_ms);
+  // Only when the job has them, so a plain delivery stays as it was.
+  if (d.priority != 0) w.Key("priority").Int(d.priority);
+  if (!d.group.empty()) w.Key("group").String(d.group);
   w.EndObject();
 }
 
@@ -105,6 +108,8 @@ Result<std::vector<Delivery>> ParseReserveResponse(std::string_view body) {
         else if (k == "due_at") d.due_at_ms = Int(fv);
         else if (k == "key") d.key = IsNull(fv) ? "" : Str(fv);
         else if (k == "lease_deadline") d.lease_deadline_ms = Int(fv);
+        else if (k == "priority") d.priority = static_cast<int32_t>(Int(fv));
+        else if (k == "group") d.group = Str(fv);
       }
     }
     return Status::Ok();

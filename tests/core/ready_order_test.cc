@@ -88,18 +88,25 @@ TEST(ReadyOrder, AGroupAtItsCapIsSkippedUntilOneOfItsLeasesEnds) {
   ReadyOrder order;
   for (uint8_t i = 0; i < 5; ++i) order.Add("a", 0, Key(i, i));
   order.Add("b", 0, Key(10, 10));
-  const ReadyOrderRules cap{.group_max_reserved = 2};
-  EXPECT_EQ(Drain(order, 100, cap), "aba") << "then a has 2 reserved, and b nothing ready";
+  std::map<std::string, int, std::less<>> reserved;
+  const ReadyOrderRules cap{.full = [&](std::string_view g) { return reserved.find(g)->second >= 2; }};
+  reserved["a"] = reserved["b"] = 0;
+  std::string taken;
+  while (auto pick = order.Peek(100, cap)) {
+    taken += pick->group;
+    ++reserved[pick->group];
+    order.Take(*pick);
+  }
+  EXPECT_EQ(taken, "aba") << "then a has 2 reserved, and b nothing ready";
   EXPECT_EQ(order.size(), 3u);
-  EXPECT_FALSE(order.Peek(100, cap).has_value());
-  order.Released("a");
+  --reserved["a"];  // one of a's leases ended
   auto next = order.Peek(100, cap);
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->group, "a");
   EXPECT_TRUE(order.Peek(100, {}).has_value()) << "no cap: a's jobs go";
 }
 
-TEST(ReadyOrder, GroupsWithNothingReadyOrReservedAreForgotten) {
+TEST(ReadyOrder, GroupsWithNothingReadyAreForgotten) {
   ReadyOrder order;
   order.Add("a", 1, Key(1, 1));
   order.Add("b", 2, Key(1, 2));
@@ -110,10 +117,9 @@ TEST(ReadyOrder, GroupsWithNothingReadyOrReservedAreForgotten) {
   auto pick = order.Peek(5, {});
   ASSERT_TRUE(pick);
   order.Take(*pick);
-  EXPECT_EQ(order.group_count(), 1u) << "b has a job reserved";
-  order.Released("b");
-  order.Released("b");  // more releases than leases change nothing
   EXPECT_EQ(order.group_count(), 0u);
+  EXPECT_TRUE(order.empty());
+  order.Take(*pick);  // taking it again changes nothing
   EXPECT_TRUE(order.empty());
 }
 
@@ -141,11 +147,12 @@ TEST(ReadyOrder, EveryPickIsTheOneTheRuleNames) {
   std::mt19937_64 rng(17);
   ReadyOrder order;
   std::vector<Job> ready;
-  std::map<std::string, int64_t> reserved;
-  std::map<std::string, uint64_t> turn;  // groups with ready jobs -> their turn
+  std::map<std::string, int64_t> reserved;  // the owner's count of leases per group
+  std::map<std::string, uint64_t> turn;     // groups with ready jobs -> their turn
   uint64_t next_turn = 0;
   uint8_t next_id = 0;
-  const ReadyOrderRules rules{.aging_ms = 50, .group_max_reserved = 3};
+  const ReadyOrderRules rules{.aging_ms = 50,
+                              .full = [&](std::string_view g) { return reserved[std::string(g)] >= 3; }};
   auto count_ready = [&](const std::string& g) {
     return std::count_if(ready.begin(), ready.end(), [&](const Job& j) { return j.group == g; });
   };
@@ -172,7 +179,6 @@ TEST(ReadyOrder, EveryPickIsTheOneTheRuleNames) {
         std::advance(it, static_cast<std::ptrdiff_t>(rng() % reserved.size()));
         if (it->second > 0) {
           --it->second;
-          order.Released(it->first);
         }
       }
     } else {
@@ -182,7 +188,7 @@ TEST(ReadyOrder, EveryPickIsTheOneTheRuleNames) {
       uint64_t want_turn = UINT64_MAX;
       int want_eff = -1;
       for (const Job& j : ready) {
-        if (reserved[j.group] >= rules.group_max_reserved) continue;
+        if (reserved[j.group] >= 3) continue;
         const int eff = std::min<int64_t>(9, j.priority + std::max<int64_t>(0, now - j.key.due_ms) / rules.aging_ms);
         const uint64_t t = turn.at(j.group);
         if (t < want_turn || (t == want_turn && (eff > want_eff || (eff == want_eff && j.key < want->key)))) {

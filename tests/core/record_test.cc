@@ -100,7 +100,7 @@ TEST(Record, Version2CarriesKeyTtlAndIsWrittenOnlyWhenItIsSet) {
 
 TEST(Record, RefusesNewerVersionsAndGarbage) {
   std::string bytes = EncodeJobRecord(Sample());
-  bytes[0] = 3;
+  bytes[0] = 4;
   JobRecord r;
   Status s = DecodeJobRecord(bytes, &r);
   EXPECT_EQ(s.code(), Code::kCorruption);
@@ -115,8 +115,8 @@ TEST(Record, RefusesNewerVersionsAndGarbage) {
   EXPECT_FALSE(DecodeDueRecord("\x01\x01", &d).ok());
   std::string due = EncodeDueRecord({1, 2, DeliveryToken::Random(), 3});
   for (size_t n = 0; n < due.size(); ++n) EXPECT_FALSE(DecodeDueRecord(due.substr(0, n), &d).ok()) << n;
-  due[0] = 4;
-  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (3)"), std::string::npos);
+  due[0] = 6;
+  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (5)"), std::string::npos);
   due[0] = 3;  // version 3 without the record it must carry
   EXPECT_FALSE(DecodeDueRecord(due, &d).ok());
 }
@@ -146,6 +146,51 @@ TEST(Record, DueVersion3CarriesTheJobRecordAfterTheDueFields) {
   ASSERT_TRUE(DecodeDueRecord(EncodeDueRecord(plain), &out).ok());
   EXPECT_TRUE(out.record.empty()) << "a decoded entry does not keep the record of the one before";
   for (size_t n = 0; n < 21; ++n) EXPECT_FALSE(DecodeDueRecord(bytes.substr(0, n), &out).ok()) << n;
+}
+
+// A priority or a group makes a job record version 3 and its due entry version 4 (5 with the
+// record inline); jobs without either keep the versions an older delayq reads.
+TEST(Record, APriorityOrAGroupIsWrittenOnlyForTheJobsThatHaveOne) {
+  JobRecord laned = Sample();
+  laned.priority = 7;
+  laned.group = "tenant|42";
+  const std::string bytes = EncodeJobRecord(laned);
+  EXPECT_EQ(bytes[0], 3);
+  EXPECT_EQ(bytes.substr(bytes.size() - 12), std::string("\x00\x07\x09tenant|42", 12))
+      << "key_ttl_ms 0, priority 7, then the group as bytes";
+  JobRecord out;
+  ASSERT_TRUE(DecodeJobRecord(bytes, &out).ok());
+  EXPECT_EQ(out.priority, 7);
+  EXPECT_EQ(out.group, "tenant|42");
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(DecodeJobRecord(bytes.substr(0, n), &out).ok()) << n;
+  std::string too_high = bytes;
+  too_high[too_high.size() - 11] = 10;
+  EXPECT_FALSE(DecodeJobRecord(too_high, &out).ok()) << "priority 10 is not a priority";
+  ASSERT_TRUE(DecodeJobRecord(EncodeJobRecord(Sample()), &out).ok());
+  EXPECT_EQ(out.priority, 0) << "a decoded record does not keep the lane of the one before";
+  EXPECT_EQ(out.group, "");
+
+  DueRecord due{11, 2, {7, 9}, 10};
+  due.priority = 3;
+  due.group = "g";
+  const std::string entry = EncodeDueRecord(due);
+  EXPECT_EQ(entry[0], 4);
+  DueRecord back;
+  ASSERT_TRUE(DecodeDueRecord(entry, &back).ok());
+  EXPECT_EQ(back.priority, 3);
+  EXPECT_EQ(back.group, "g");
+  EXPECT_TRUE(back.record.empty());
+  const std::string record = EncodeJobRecord(laned);
+  due.record = record;
+  const std::string inline_entry = EncodeDueRecord(due);
+  EXPECT_EQ(inline_entry[0], 5);
+  ASSERT_TRUE(DecodeDueRecord(inline_entry, &back).ok());
+  EXPECT_EQ(back.group, "g");
+  EXPECT_EQ(back.record, record);
+  for (size_t n = 0; n < entry.size(); ++n) EXPECT_FALSE(DecodeDueRecord(entry.substr(0, n), &back).ok()) << n;
+  ASSERT_TRUE(DecodeDueRecord(EncodeDueRecord({1, 0, {}, 0}), &back).ok());
+  EXPECT_EQ(back.priority, 0);
+  EXPECT_TRUE(back.group.empty());
 }
 
 }  // namespace

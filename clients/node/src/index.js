@@ -78,7 +78,7 @@ function job(obj) {
   return {
     id: obj.id, receipt: obj.receipt, payload: payloadOf(obj), attempt: obj.attempt ?? 0, dueAt: obj.due_at ?? 0,
     key: obj.key ?? null, headers: obj.headers ?? {}, maxAttempts: obj.max_attempts ?? 0,
-    leaseDeadline: obj.lease_deadline ?? 0,
+    leaseDeadline: obj.lease_deadline ?? 0, priority: obj.priority ?? 0, group: obj.group ?? null,
   };
 }
 
@@ -87,7 +87,7 @@ function jobInfo(obj) {
     id: obj.id, queue: obj.queue, state: obj.state, dueAt: obj.due_at ?? 0, attempt: obj.attempt ?? 0,
     maxAttempts: obj.max_attempts ?? 0, payload: payloadOf(obj), key: obj.key ?? null, headers: obj.headers ?? {},
     createdAt: obj.created_at ?? 0, lastError: obj.last_error ?? null, leaseDeadline: obj.lease_deadline ?? null,
-    deadAt: obj.dead_at ?? null,
+    deadAt: obj.dead_at ?? null, priority: obj.priority ?? 0, group: obj.group ?? null,
   };
 }
 
@@ -104,7 +104,8 @@ function when(body, opts) {
   }
 }
 
-const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace', 'keyTtl', 'debounce']);
+const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace', 'keyTtl', 'debounce',
+  'priority', 'group']);
 
 function checkOptions(opts, known, what) {
   for (const name of Object.keys(opts)) {
@@ -125,6 +126,8 @@ export function jobBody(payload, opts = {}) {
   if (opts.replace) body.replace = true;
   if (opts.debounce) body.debounce = true;
   if (opts.keyTtl != null) body.key_ttl_ms = toMs(opts.keyTtl, 'keyTtl');
+  if (opts.priority != null) body.priority = opts.priority;
+  if (opts.group != null) body.group = opts.group;
   return body;
 }
 

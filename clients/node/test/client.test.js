@@ -210,6 +210,13 @@ test('browsing pages through a state; a key ttl keeps the key after the ack', as
     assert.equal(shorter.dueAt, pushed.dueAt, 'never brought forward');
     await assert.rejects(c.enqueue('edits', 1, { debounce: true }), /debounce is set without a key/);
 
+    await c.enqueue('tenants', { n: 1 }, { group: 'big' });
+    await c.enqueue('tenants', { n: 2 }, { group: 'big' });
+    await c.enqueue('tenants', { n: 3 }, { group: 'small', priority: 9 });
+    const turns = await c.reserve('tenants', { max: 3 });
+    assert.deepEqual(turns.map((j) => j.group), ['big', 'small', 'big'], 'the groups take turns');
+    await assert.rejects(c.enqueue('tenants', 1, { priority: 10 }), /priority is 10/);
+
     const morning = await c.putSchedule('reports', 'morning', { cron: '0 9 * * MON-FRI', timezone: 'Europe/Berlin', payload: { report: 'sales' } });
     assert.equal(morning.next_runs.length, 5);
     const run = await c.get('reports', { key: `schedule:morning:${morning.next_runs[0]}` });

@@ -251,6 +251,19 @@ def test_debounce_pushes_the_job_back_never_earlier(server):
         c.enqueue("edits", 1, debounce=True)
 
 
+def test_priorities_and_groups_order_the_ready_jobs(server):
+    c = Client(server.url)
+    c.enqueue("tenants", {"n": 1}, group="big")
+    c.enqueue("tenants", {"n": 2}, group="big")
+    c.enqueue("tenants", {"n": 3}, group="small", priority=9)
+    got = c.reserve("tenants", max=3)
+    assert [j.group for j in got] == ["big", "small", "big"], "the groups take turns"
+    assert got[1].priority == 9 and got[0].priority == 0
+    assert c.stats("tenants")["groups"][0]["group"] in ("big", "small")
+    with pytest.raises(delayq.InvalidArgument, match="priority is 10"):
+        c.enqueue("tenants", 1, priority=10)
+
+
 def test_schedules_make_their_runs_into_jobs(server):
     c = Client(server.url)
     s = c.put_schedule("reports", "morning", cron="0 9 * * MON-FRI", timezone="Europe/Berlin",

@@ -383,6 +383,14 @@ function queuePage(name) {
     counters.replaceChildren(h('dl', { class: 'kv' }, ...Object.entries({
       Enqueued: c.enqueued, Delivered: c.delivered, Acked: c.acked, Nacked: c.nacked,
       'Redelivered (lease expired)': c.redelivered, 'Went dead': c.dead }).flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, num(v))])));
+    // Fair groups: the groups with the most ready jobs (reserves take the groups in turn).
+    const groups = st.groups || [];
+    if (groups.length) {
+      counters.append(h('h3', {}, 'Top groups by ready jobs'),
+        h('table', { 'data-testid': 'groups' },
+          h('tr', {}, h('th', {}, 'Group'), h('th', {}, 'Ready'), h('th', {}, 'Reserved')),
+          ...groups.map(g => h('tr', {}, h('td', {}, g.group === null ? '(default)' : g.group), h('td', {}, num(g.ready)), h('td', {}, num(g.reserved))))));
+    }
   }
   return refresh;
 }
@@ -394,6 +402,7 @@ async function loadConfig(name, base, panel) {
     ['backoff.max_ms', 'Back-off max', 'duration'], ['backoff.jitter', 'Jitter (0..1)', 'number'],
     ['max_payload', 'Max payload (bytes)', 'number'], ['dead_retention_ms', 'Dead retention', 'duration'],
     ['max_delay_ms', 'Max delay', 'duration'], ['rate_per_s', 'Rate limit (per s, 0: none)', 'number'],
+    ['group_max_reserved', 'Leased per group (0: no limit)', 'number'], ['priority_aging_ms', 'Priority aging (0: strict)', 'duration'],
     ['burst', 'Burst (0: the rate)', 'number'], ['max_reserved', 'Max reserved (0: none)', 'number']];
   const get = (o, path) => path.split('.').reduce((a, k) => a[k], o);
   let config;

@@ -20,22 +20,33 @@
 
 namespace delayq {
 
+// Each entry carries a lane byte beside its attempt: the job's priority (low 4 bits) and
+// kLaneHasGroup when it has a group (EngineImpl reads the group from disk when the job comes due;
+// the byte fits in the entry's padding, so plain jobs cost nothing more).
+inline constexpr uint8_t kLaneHasGroup = 0x10;
+
 class DueWindow {
  public:
+  struct Popped {
+    DueKey key;
+    int32_t attempt;
+    uint8_t lane;
+  };
+
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
 
-  void Insert(const DueKey& key, int32_t attempt) {
+  void Insert(const DueKey& key, int32_t attempt, uint8_t lane = 0) {
     Bucket& bucket = buckets_[DueBucket(key.due_ms)];
     if (bucket.is_sorted) {
       if (bucket.head == bucket.items.size() || !(key < bucket.items.back().key)) {
-        bucket.items.push_back({key, attempt});  // still sorted
+        bucket.items.push_back({key, attempt, lane});  // still sorted
       } else {
-        bucket.extra.push_back({key, attempt});
+        bucket.extra.push_back({key, attempt, lane});
         std::push_heap(bucket.extra.begin(), bucket.extra.end(), Bucket::Later);
       }
     } else {
-      bucket.items.push_back({key, attempt});
+      bucket.items.push_back({key, attempt, lane});
     }
     ++size_;
   }
@@ -65,10 +76,10 @@ class DueWindow {
     return first.Min()->key;
   }
 
-  std::pair<DueKey, int32_t> PopFront() {
+  Popped PopFront() {
     auto b = buckets_.begin();
     b->second.Sort();
-    std::pair<DueKey, int32_t> out = b->second.PopMin();
+    Popped out = b->second.PopMin();
     --size_;
     if (b->second.Empty()) buckets_.erase(b);
     return out;
@@ -108,7 +119,9 @@ class DueWindow {
   struct Entry {
     DueKey key;
     int32_t attempt;
+    uint8_t lane;
   };
+  static_assert(sizeof(Entry) == 32, "the lane byte lives in the entry's padding");
 
   struct Bucket {
     std::vector<Entry> items;  // unsorted; once sorted, ascending from `head`
@@ -153,16 +166,16 @@ class DueWindow {
       return run;
     }
 
-    std::pair<DueKey, int32_t> PopMin() {
+    Popped PopMin() {
       const Entry* run = head < items.size() ? &items[head] : nullptr;
       if (!extra.empty() && (!run || extra.front().key < run->key)) {
         std::pop_heap(extra.begin(), extra.end(), Later);
         Entry out = extra.back();
         extra.pop_back();
-        return {out.key, out.attempt};
+        return {out.key, out.attempt, out.lane};
       }
       ++head;
-      return {run->key, run->attempt};
+      return {run->key, run->attempt, run->lane};
     }
 
     const Entry* LocateExtra(const DueKey& key) const {

@@ -116,13 +116,16 @@ Result<int64_t> EngineImpl::ReplayDead(std::string_view queue, std::span<const s
           }
         }
         batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord({now_ms, 0, {}, 0}));
+        DueRecord due{now_ms, 0, {}, 0};
+        due.priority = record.priority;
+        due.group = record.group;
+        batch->Put(Cf::kDue, DueIndexKey(queue, {now_ms, id}), EncodeDueRecord(due));
       }
       if (batch->Count() > 0) DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
       for (auto& [id, record] : chunk) {
         --q->dead;
         ++q->live;
-        PlaceLocked(q, {now_ms, id}, 0, {}, false, op.now().wall_us);
+        PlaceLocked(q, {now_ms, id}, 0, {}, false, op.now().wall_us, Lane{record.priority, record.group});
       }
       replayed += static_cast<int64_t>(chunk.size());
       ServeWaitersLocked(q, op.now(), op.deferred());

@@ -26,7 +26,12 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   // a waiting reserve held by the rate is served again when the next token comes (a lease that
   // ends serves those held by max_reserved).
   const QueueConfig& config = ConfigOf(q);
-  const int64_t allowance = Allowance(config, q->bucket, now.mono_us, q->reserved);
+  int64_t allowance = Allowance(config, q->bucket, now.mono_us, q->reserved);
+  const int64_t cap = config.group_max_reserved;
+  // All ready jobs in the default group (no job has a priority or group): its cap is one more limit.
+  if (!q->ready.ordered() && cap > 0) {
+    allowance = std::min(allowance, std::max<int64_t>(0, cap - (q->reserved - q->named_reserved)));
+  }
   const bool held_back = allowance < std::min<int64_t>(max, static_cast<int64_t>(q->ready.size()));
   const int64_t limited_since = q->limited_since_us;  // for this reserve's lateness samples
   if (held_back) {
@@ -42,7 +47,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   const int64_t deadline = now.wall_ms() + lease_ms;
   const int64_t deadline_mono_us = now.mono_us + lease_ms * 1000;
   struct Pick {
-    std::map<DueKey, ReadyInfo>::iterator it;
+    ReadyJobs::iterator it;
     DeliveryToken delivery;
     int32_t max_attempts;
     bool key_indexed;
@@ -50,81 +55,129 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     bool in_due;
   };
   std::vector<Pick> picks;
-  std::vector<DueKey> broken;
+  std::vector<ReadyJobs::iterator> broken;
   auto batch = storage_->NewBatch();
-  // Records are read a few at a time, so an answer bounded by max_bytes never reads far past
-  // it: the answer stops before the record that would take it over (the first always comes).
-  // The Redis reserve script applies the same rule to the same encoded records. The chunk
-  // doubles after each read (8, 16, 32, 64): one batched read serves most of a big reserve,
-  // and what is read past the bound stays below what was already taken.
-  size_t chunk = 8;
   int64_t bytes = 0;
-  bool full = false;
-  auto next = q->ready.begin();
-  while (!full && next != q->ready.end() && static_cast<int32_t>(out.size() + broken.size()) < max) {
-    std::vector<std::map<DueKey, ReadyInfo>::iterator> candidates;
-    std::vector<DueKey> keys;
-    for (; next != q->ready.end() && candidates.size() < chunk &&
-           static_cast<int32_t>(out.size() + broken.size() + candidates.size()) < max;
-         ++next) {
-      candidates.push_back(next);
-      keys.push_back(next->first);
+  // Makes one candidate a delivery: false when its record would take the answer over max_bytes
+  // (the answer stops before it: the first job always comes; the Redis reserve script applies the
+  // same rule to the same encoded records).
+  auto deliver = [&](ReadyJobs::iterator it, const std::string& raw, const Status& s, bool in_due) -> Result<bool> {
+    const DueKey& key = it->first;
+    if (s.ok() && !out.empty() && bytes + static_cast<int64_t>(raw.size()) > max_bytes) return false;
+    if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
+      spdlog::error("queue {}: ready job {} has no record; dropping it", q->name, key.id.ToString());
+      broken.push_back(it);
+      return true;
     }
-    chunk = std::min<size_t>(chunk * 2, 64);
-    std::vector<std::string> raws;
-    std::vector<bool> in_due;
-    std::vector<Status> reads = ReadRecordsLocked(q->name, keys, &raws, &in_due);
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      auto it = candidates[i];
-      const DueKey& key = it->first;
-      const std::string& raw = raws[i];
-      JobRecord record;
-      const Status& s = reads[i];
-      if (s.ok() && !out.empty() && bytes + static_cast<int64_t>(raw.size()) > max_bytes) {
-        full = true;
+    DELAYQ_RETURN_IF_ERROR(s);
+    bytes += static_cast<int64_t>(raw.size());
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
+    const int32_t attempt = it->second.attempt + 1;
+    DueRecord due{key.due_ms, attempt, delivery, deadline};
+    due.priority = record.priority;
+    due.group = record.group;
+    if (in_due) due.record = raw;
+    batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord(due));
+    Delivery d;
+    d.id = key.id.ToString();
+    d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
+    d.payload = std::move(record.payload);
+    d.binary = record.binary;
+    d.headers = std::move(record.headers);
+    d.attempt = attempt;
+    d.max_attempts = record.max_attempts;
+    d.due_at_ms = key.due_ms;
+    d.key = std::move(record.key);
+    d.lease_deadline_ms = deadline;
+    d.priority = record.priority;
+    d.group = std::move(record.group);
+    out.push_back(std::move(d));
+    picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms, in_due});
+    return true;
+  };
+  auto count = [&] { return static_cast<int32_t>(out.size() + broken.size()); };
+  std::vector<std::string> raws;
+  std::vector<bool> in_due;
+  if (!q->ready.ordered()) {
+    // Due order. Records are read a few at a time, so an answer bounded by max_bytes never reads
+    // far past it. The chunk doubles after each read (8, 16, 32, 64): one batched read serves most
+    // of a big reserve, and what is read past the bound stays below what was already taken.
+    size_t chunk = 8;
+    bool full = false;
+    auto next = q->ready.begin();
+    while (!full && next != q->ready.end() && count() < max) {
+      std::vector<ReadyJobs::iterator> candidates;
+      std::vector<DueKey> keys;
+      for (; next != q->ready.end() && candidates.size() < chunk &&
+             count() + static_cast<int32_t>(candidates.size()) < max;
+           ++next) {
+        candidates.push_back(next);
+        keys.push_back(next->first);
+      }
+      chunk = std::min<size_t>(chunk * 2, 64);
+      std::vector<Status> reads = ReadRecordsLocked(q->name, keys, &raws, &in_due);
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        auto delivered = deliver(candidates[i], raws[i], reads[i], in_due[i]);
+        if (!delivered.ok()) return delivered.status();
+        if (!*delivered) {
+          full = true;
+          break;
+        }
+      }
+    }
+  } else {
+    // ReadyOrder (core/ready_order.h): groups in turn, skipping those at group_max_reserved
+    // (counting what this reserve takes), the best priority within each. One job at a time: each
+    // pick ends its group's turn, which decides the next.
+    std::map<std::string, int64_t, std::less<>> taking;  // per group, in this reserve
+    ReadyOrderRules rules{config.priority_aging_ms, nullptr};
+    if (cap > 0) {
+      rules.full = [&](std::string_view group) {
+        auto t = taking.find(group);
+        return GroupFullLocked(q, group, cap, t == taking.end() ? 0 : t->second);
+      };
+    }
+    while (count() < max) {
+      auto pick = q->ready.Peek(now.wall_ms(), rules);
+      if (!pick) break;
+      auto it = q->ready.Take(*pick);
+      std::vector<Status> reads = ReadRecordsLocked(q->name, {it->first}, &raws, &in_due);
+      auto delivered = deliver(it, raws[0], reads[0], in_due[0]);
+      if (!delivered.ok() || !*delivered) {
+        q->ready.Restore(it);  // not taken after all (its group's turn is over, though)
+        if (!delivered.ok()) return delivered.status();
         break;
       }
-      if (s.ok()) bytes += static_cast<int64_t>(raw.size());
-      if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
-        spdlog::error("queue {}: ready job {} has no record; dropping it", q->name, key.id.ToString());
-        broken.push_back(key);
-        continue;
-      }
-      DELAYQ_RETURN_IF_ERROR(s);
-      DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-      const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
-      const int32_t attempt = it->second.attempt + 1;
-      DueRecord due{key.due_ms, attempt, delivery, deadline};
-      if (in_due[i]) due.record = raw;
-      batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord(due));
-      Delivery d;
-      d.id = key.id.ToString();
-      d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
-      d.payload = std::move(record.payload);
-      d.binary = record.binary;
-      d.headers = std::move(record.headers);
-      d.attempt = attempt;
-      d.max_attempts = record.max_attempts;
-      d.due_at_ms = key.due_ms;
-      d.key = std::move(record.key);
-      d.lease_deadline_ms = deadline;
-      out.push_back(std::move(d));
-      picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms, in_due[i]});
+      ++taking[pick->group];
     }
   }
   if (batch->Count() > 0) {
     uint64_t seq;  // a reserve is not waited on for durability: losing it only redelivers
-    DELAYQ_RETURN_IF_ERROR(WriteLocked(*batch, &seq));
+    Status s = WriteLocked(*batch, &seq);
+    if (!s.ok()) {
+      if (q->ready.ordered()) {  // nothing was delivered: back in the order
+        for (const Pick& p : picks) q->ready.Restore(p.it);
+        for (ReadyJobs::iterator it : broken) q->ready.Restore(it);
+      }
+      return s;
+    }
   }
   Take(config, q->bucket, static_cast<int64_t>(picks.size()));
+  const bool ordered = q->ready.ordered();
   for (size_t i = 0; i < picks.size(); ++i) {
     const Pick& p = picks[i];
     const DueKey key = p.it->first;
-    const ReadyInfo info = p.it->second;
-    q->ready.erase(p.it);
+    ReadyInfo info = std::move(p.it->second);
+    if (ordered) {
+      q->ready.EraseTaken(p.it);
+    } else {
+      q->ready.erase(p.it);
+    }
     --ready_entries_;
     AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline, deadline_mono_us,
-                                 out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due});
+                                 out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due, std::move(info.lane)});
     ++q->counters.delivered;
     if (info.redelivery) continue;
     // Late until the limit started holding it, then held back by the limit (not late).
@@ -137,8 +190,12 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       q->lateness.Record(now.wall_us - due_us);
     }
   }
-  for (const DueKey& key : broken) {
-    q->ready.erase(key);
+  for (ReadyJobs::iterator it : broken) {
+    if (ordered) {
+      q->ready.EraseTaken(it);
+    } else {
+      q->ready.erase(it);
+    }
     --ready_entries_;
     --q->live;
   }
@@ -219,7 +276,7 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
     // (A receipt is signed for its queue, so `lease.queue != q` would be a forged one.)
     if (lease.queue != q) return errors::DeliveryJobGone(id());
     if (lease.delivery != receipt.token) return errors::DeliveredAgain(id(), lease.attempt);
-    *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery, lease.in_due};
+    *target = {receipt.id, lease.key, true, lease.attempt, lease.delivery, lease.in_due, lease.lane};
     return Status::Ok();
   }
   bool in_due = false;
@@ -232,7 +289,7 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
   DueKey key{record->due_at_ms, receipt.id};
   auto ready = q->ready.find(key);
   if (ready != q->ready.end() && ready->second.delivery == receipt.token) {
-    *target = {receipt.id, key, false, ready->second.attempt, receipt.token, in_due};
+    *target = {receipt.id, key, false, ready->second.attempt, receipt.token, in_due, ready->second.lane};
     return Status::Ok();
   }
   return errors::DeliveryOver(id());
@@ -352,8 +409,8 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
         --q->live;
         ++q->counters.acked;
       }
-      // Leases ended: reserves held back by max_reserved may go on.
-      if (ConfigOf(q).max_reserved > 0) ServeWaitersLocked(q, op.now(), op.deferred());
+      // Leases ended: reserves held back by max_reserved or group_max_reserved may go on.
+      if (HasLeaseCaps(ConfigOf(q))) ServeWaitersLocked(q, op.now(), op.deferred());
     }
   }
 }
@@ -406,7 +463,10 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
       // Moved: its record goes to (or stays in) `jobs`, its entry has none (keys.h).
       batch->Put(Cf::kJobs, t.id.Raw(), EncodeJobRecord(record));
       batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
-      batch->Put(Cf::kDue, DueIndexKey(queue, new_key), EncodeDueRecord({new_key.due_ms, t.attempt, {}, 0}));
+      DueRecord moved{new_key.due_ms, t.attempt, {}, 0};
+      moved.priority = t.lane.priority;
+      moved.group = t.lane.group;
+      batch->Put(Cf::kDue, DueIndexKey(queue, new_key), EncodeDueRecord(moved));
       result = {JobState::kScheduled, new_key.due_ms};
     }
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
@@ -420,9 +480,9 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
     if (dead) {
       --q->live;
       NoteDeathLocked(q, now_ms);
-      if (t.leased && config.max_reserved > 0) ServeWaitersLocked(q, op.now(), op.deferred());
+      if (t.leased && HasLeaseCaps(config)) ServeWaitersLocked(q, op.now(), op.deferred());
     } else {
-      PlaceLocked(q, new_key, t.attempt, {}, false, op.now().wall_us);
+      PlaceLocked(q, new_key, t.attempt, {}, false, op.now().wall_us, t.lane);
       ServeWaitersLocked(q, op.now(), op.deferred());
     }
   }
@@ -468,6 +528,8 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
     const int64_t deadline_mono_us = op.now().mono_us + lease * 1000;
     auto batch = storage_->NewBatch();
     DueRecord due{t.key.due_ms, t.attempt, t.delivery, deadline};
+    due.priority = t.lane.priority;
+    due.group = t.lane.group;
     std::string inline_record;  // an inline record is rewritten with its entry
     if (t.in_due) {
       bool still_inline = false;
@@ -486,7 +548,7 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
       q->ready.erase(t.key);
       --ready_entries_;
       AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline, deadline_mono_us,
-                                 record.key, record.key_indexed, record.key_ttl_ms, t.in_due});
+                                 record.key, record.key_indexed, record.key_ttl_ms, t.in_due, t.lane});
     }
     result.lease_deadline_ms = deadline;
   }

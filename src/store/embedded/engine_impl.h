@@ -52,6 +52,7 @@
 #include "store/embedded/due_window.h"
 #include "store/embedded/group_commit.h"
 #include "store/embedded/keys.h"
+#include "store/embedded/ready_jobs.h"
 #include "store/embedded/storage.h"
 
 namespace delayq {
@@ -93,12 +94,6 @@ struct Deadline {
   int64_t mono_us = Clock::kNever;
 };
 
-struct ReadyInfo {
-  int32_t attempt = 0;
-  DeliveryToken delivery;   // the last delivery (its receipt stays valid while ready)
-  bool redelivery = false;  // back after a lease expired: no lateness sample
-};
-
 inline constexpr int64_t kNoTime = INT64_MAX;
 
 struct QueueState {
@@ -109,12 +104,15 @@ struct QueueState {
   DueWindow window;                // scheduled, due bucket <= window_end -> attempt
   int64_t window_end = kNoBucket;  // last due bucket held whole in the window
   bool window_complete = true;     // no scheduled job beyond the window (window_end = kNoBucket)
-  std::map<DueKey, ReadyInfo> ready;
+  ReadyJobs ready;
   std::set<DueKey> leased;              // reserved jobs, for listing (the leases are in leases_)
   std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
 
   int64_t live = 0;  // entries in the due index: scheduled + ready + reserved
   int64_t reserved = 0;
+  // Leases per named group (group_max_reserved); the default group's are `reserved` minus these.
+  std::map<std::string, int64_t, std::less<>> group_reserved;
+  int64_t named_reserved = 0;
   int64_t dead = 0;
   // No dead job of the queue died before dead_floor_ms (kNoTime: it holds none); its dead jobs
   // are swept at dead_floor_ms + dead_retention_ms (its entry in dead_sweeps_, kNoTime: none).
@@ -148,6 +146,7 @@ struct Lease {
   bool key_indexed = false;
   int64_t key_ttl_ms = 0;  // the job's EnqueueRequest::key_ttl_ms
   bool in_due = false;     // its record is inline in its due entry (keys.h)
+  Lane lane;
 };
 
 struct Waiter {
@@ -219,6 +218,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
     int32_t attempt = 0;
     DeliveryToken delivery;
     bool in_due = false;  // its record is inline in its due entry
+    Lane lane;
   };
 
   // One operation on the engine, from its first line to its answer. Construction marks a
@@ -294,9 +294,15 @@ class EngineImpl final : public Engine, private ScheduleStore {
 
   // --- placement of live jobs in memory (engine_index.cc) ---
   void PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery, bool redelivery,
-                   int64_t now_us);
+                   int64_t now_us, Lane lane);
   void UnplaceLocked(QueueState* q, const DueKey& key);
-  void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt);
+  void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt, uint8_t lane);
+  // The lane of a job that comes due from the window: its priority is in the entry's lane byte;
+  // a group is read from its due entry (an error is logged and leaves it in the default group).
+  Lane LaneComingDueLocked(QueueState* q, const DueKey& key, uint8_t lane_byte);
+  // Whether a group has group_max_reserved jobs leased, counting `extra` more.
+  void GroupsLocked(const QueueState* q, QueueStats* s) const;  // QueueStats::groups
+  bool GroupFullLocked(const QueueState* q, std::string_view group, int64_t cap, int64_t extra) const;
   void WindowEraseLocked(QueueState* q, const DueKey& key);
   void UpdateHeadLocked(QueueState* q, const std::optional<DueKey>& old_head);
   Status RefillLocked(QueueState* q);
@@ -408,6 +414,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
       DueKey old_key;  // a replaced job's place before
       DueKey key;
       bool replaced = false;
+      Lane lane;
     };
     std::unique_ptr<WriteBatch> batch;
     std::vector<Placement> placements;

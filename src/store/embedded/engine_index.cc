@@ -9,14 +9,40 @@
 namespace delayq {
 
 void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, DeliveryToken delivery, bool redelivery,
-                             int64_t now_us) {
+                             int64_t now_us, Lane lane) {
   if (key.due_ms * 1000 <= now_us) {
-    q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery});
+    q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery, std::move(lane)});
     ++ready_entries_;
   } else {
     ScheduleCountLocked(q, key.due_ms, +1);
-    WindowInsertLocked(q, key, attempt);
+    WindowInsertLocked(q, key, attempt, LaneByte(lane));
   }
+}
+
+Lane EngineImpl::LaneComingDueLocked(QueueState* q, const DueKey& key, uint8_t lane_byte) {
+  Lane lane{lane_byte & 0x0f, {}};
+  if ((lane_byte & kLaneHasGroup) == 0) return lane;
+  std::string value;
+  DueRecord rec;
+  Status s = storage_->Get(Cf::kDue, DueIndexKey(q->name, key), &value);
+  if (s.ok()) s = DecodeDueRecord(value, &rec);
+  if (!s.ok()) {
+    spdlog::error("queue {}: reading the group of job {} failed ({}); it is served in the default group", q->name,
+                  key.id.ToString(), s.ToString());
+    return lane;
+  }
+  lane.group = rec.group;
+  return lane;
+}
+
+bool EngineImpl::GroupFullLocked(const QueueState* q, std::string_view group, int64_t cap, int64_t extra) const {
+  if (cap <= 0) return false;
+  int64_t leased = q->reserved - q->named_reserved;  // the default group's
+  if (!group.empty()) {
+    auto it = q->group_reserved.find(group);
+    leased = it == q->group_reserved.end() ? 0 : it->second;
+  }
+  return leased + extra >= cap;
 }
 
 void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
@@ -28,11 +54,11 @@ void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
   WindowEraseLocked(q, key);
 }
 
-void EngineImpl::WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt) {
+void EngineImpl::WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt, uint8_t lane) {
   if (!q->window_complete && DueBucket(key.due_ms) > q->window_end) return;  // disk only
   std::optional<DueKey> old_head;
   if (!q->window.empty()) old_head = q->window.Front();
-  q->window.Insert(key, attempt);
+  q->window.Insert(key, attempt, lane);
   ++window_entries_;
   UpdateHeadLocked(q, old_head);
   if (window_entries_ > options_.window_capacity) EvictLocked();
@@ -79,7 +105,7 @@ Status EngineImpl::RefillLocked(QueueState* q) {
     const DueKey key{rec.due_ms, id};
     // Ready and reserved jobs are in the due index too; they are not scheduled.
     if (rec.lease_deadline_ms != 0 || leases_.contains(id) || q->ready.contains(key)) continue;
-    q->window.Insert(key, rec.attempt);
+    q->window.Insert(key, rec.attempt, LaneByte(rec.priority, rec.group));
     ++window_entries_;
     ++loaded;
   }
@@ -134,6 +160,10 @@ void EngineImpl::AddLeaseLocked(Ulid id, Lease lease) {
   assert(!leases_.contains(id) && "a job has at most one live lease");
   lease_deadlines_.emplace(lease.deadline_mono_us, id);
   ++lease.queue->reserved;
+  if (!lease.lane.group.empty()) {
+    ++lease.queue->group_reserved[lease.lane.group];
+    ++lease.queue->named_reserved;
+  }
   lease.queue->leased.insert(lease.key);
   PokeMonoLocked(lease.deadline_mono_us);
   leases_.insert_or_assign(id, std::move(lease));
@@ -143,8 +173,14 @@ void EngineImpl::RemoveLeaseLocked(const Ulid& id) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return;
   lease_deadlines_.erase({it->second.deadline_mono_us, id});
-  --it->second.queue->reserved;
-  it->second.queue->leased.erase(it->second.key);
+  QueueState* q = it->second.queue;
+  --q->reserved;
+  q->leased.erase(it->second.key);
+  if (const std::string& group = it->second.lane.group; !group.empty()) {
+    auto g = q->group_reserved.find(group);
+    if (--g->second == 0) q->group_reserved.erase(g);
+    --q->named_reserved;
+  }
   assert(it->second.queue->reserved >= 0);
   leases_.erase(it);
 }

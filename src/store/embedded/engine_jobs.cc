@@ -145,14 +145,19 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
         record.due_at_ms = due;
         if (r.max_attempts) record.max_attempts = *r.max_attempts;
         record.key_ttl_ms = r.key_ttl_ms;
+        record.priority = r.priority;
+        record.group = r.group;
         // Replaced: new content in the old job's place, so its attempts start again (the Lua
         // twin is kEnqueueScript). Its record goes to `jobs` (it may leave its id's place).
         record.attempt = 0;
         DueKey key{due, id};
         batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
         batch.Delete(Cf::kDue, DueIndexKey(queue, old_key));
-        batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, 0, {}, 0}));
-        plan.placements.push_back({old_key, key, true});
+        DueRecord entry{key.due_ms, 0, {}, 0};
+        entry.priority = record.priority;
+        entry.group = record.group;
+        batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord(entry));
+        plan.placements.push_back({old_key, key, true, Lane{r.priority, r.group}});
         plan.results[i] = {id.ToString(), due, true, true};
         continue;
       }
@@ -170,10 +175,12 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
     record.payload = r.payload;
     record.binary = r.binary;
     record.key_ttl_ms = r.key_ttl_ms;
+    record.priority = r.priority;
+    record.group = r.group;
     DueKey key{dues[i], id};
     PutNewJob(batch, queue, key, record);
     if (!idem.empty()) batch.Put(Cf::kKeys, idem, id.Raw());
-    plan.placements.push_back({{}, key, false});
+    plan.placements.push_back({{}, key, false, Lane{r.priority, r.group}});
     plan.results[i] = {id.ToString(), dues[i], false, false};
   }
   return plan;
@@ -188,7 +195,7 @@ void EngineImpl::ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, cons
       ++q->live;
       ++q->counters.enqueued;
     }
-    PlaceLocked(q, p.key, 0, {}, false, now.wall_us);
+    PlaceLocked(q, p.key, 0, {}, false, now.wall_us, p.lane);
   }
 }
 
@@ -227,6 +234,8 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
   job.headers = record.headers;
   job.created_at_ms = record.created_at_ms;
   job.last_error = record.last_error;
+  job.priority = record.priority;
+  job.group = record.group;
   if (record.dead) {
     job.state = JobState::kDead;
     job.attempt = record.attempt;
@@ -354,10 +363,13 @@ Result<Job> EngineImpl::RescheduleLocked(Op& op, std::string_view queue, const J
     auto batch = storage_->NewBatch();
     batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
     batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
-    batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord({key.due_ms, due_rec.attempt, {}, 0}));
+    DueRecord moved{key.due_ms, due_rec.attempt, {}, 0};
+    moved.priority = record.priority;
+    moved.group = record.group;
+    batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord(moved));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     UnplaceLocked(q, old_key);
-    PlaceLocked(q, key, due_rec.attempt, {}, false, op.now().wall_us);
+    PlaceLocked(q, key, due_rec.attempt, {}, false, op.now().wall_us, Lane{record.priority, record.group});
     ServeWaitersLocked(q, op.now(), op.deferred());
     result = JobViewLocked(q, id, record);
   }

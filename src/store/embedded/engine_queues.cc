@@ -8,6 +8,32 @@
 
 namespace delayq {
 
+// The top groups by ready jobs, then groups with only leased jobs up to the same number; none
+// while no job of the queue has a named group.
+void EngineImpl::GroupsLocked(const QueueState* q, QueueStats* s) const {
+  std::vector<GroupCount> top = q->ready.TopGroups(Limits::kStatsGroups);
+  if (!q->ready.ordered() && !q->ready.empty()) top.push_back({"", static_cast<int64_t>(q->ready.size())});
+  const bool named = q->named_reserved > 0 ||
+                     std::any_of(top.begin(), top.end(), [](const GroupCount& g) { return !g.group.empty(); });
+  if (!named) return;
+  auto leased = [&](const std::string& group) {
+    if (group.empty()) return q->reserved - q->named_reserved;
+    auto it = q->group_reserved.find(group);
+    return it == q->group_reserved.end() ? int64_t{0} : it->second;
+  };
+  for (const GroupCount& g : top) s->groups.push_back({g.group, g.ready, leased(g.group)});
+  auto listed = [&](std::string_view group) {
+    return std::any_of(s->groups.begin(), s->groups.end(),
+                       [&](const QueueStats::Group& g) { return g.group == group; });
+  };
+  if (s->groups.size() < Limits::kStatsGroups && !listed("") && leased("") > 0)
+    s->groups.push_back({"", 0, leased("")});
+  for (const auto& [group, n] : q->group_reserved) {
+    if (s->groups.size() >= Limits::kStatsGroups) break;
+    if (!listed(group)) s->groups.push_back({group, 0, n});
+  }
+}
+
 QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
   const int64_t now_ms = now.wall_ms();
   QueueStats s;
@@ -22,6 +48,7 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
   s.limit_wait = q->limit_wait.Summary();
   if (!q->window.empty()) s.earliest_due_at_ms = q->window.Front().due_ms;
   if (!q->ready.empty()) s.oldest_ready_ms = std::max<int64_t>(0, now_ms - q->ready.begin()->first.due_ms);
+  GroupsLocked(q, &s);
   const int64_t limit = now_ms + 60'000;
   s.due_next_60s = q->window.CountDueBy(limit);
   if (!q->window_complete && q->window_end < DueBucket(limit)) {  // the rest is on disk

@@ -91,6 +91,8 @@ std::vector<Status> EngineImpl::ReadRecordsLocked(std::string_view queue, const 
 void EngineImpl::PutNewJob(WriteBatch& batch, std::string_view queue, const DueKey& key, const JobRecord& record) {
   const std::string encoded = EncodeJobRecord(record);
   DueRecord due{key.due_ms, 0, {}, 0};
+  due.priority = record.priority;
+  due.group = record.group;
   if (AtIdPlace(key) && encoded.size() <= kInlineRecordMaxBytes) {
     due.record = encoded;
   } else {

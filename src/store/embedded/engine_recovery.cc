@@ -22,7 +22,8 @@ void EngineImpl::HealLocked(Deferred& deferred) {
     q->window_complete = true;
     q->ready.clear();
     q->schedule.clear();
-    q->live = q->reserved = q->dead = 0;
+    q->live = q->reserved = q->dead = q->named_reserved = 0;
+    q->group_reserved.clear();
     q->leased.clear();
     q->dead_floor_ms = q->dead_sweep_at_ms = kNoTime;
   }
@@ -56,7 +57,7 @@ Status EngineImpl::RecoverLocked() {
   struct PendingLease {
     QueueState* queue;
     DueKey key;
-    DueRecord due;
+    DueRecord due;  // its views (record, group) are not used: they point into the scan's rows
   };
   std::vector<PendingLease> pending;
   QueueState* q = nullptr;
@@ -79,7 +80,8 @@ Status EngineImpl::RecoverLocked() {
     if (rec.lease_deadline_ms != 0) {
       pending.push_back({q, key, rec});
     } else if (key.due_ms * 1000 <= now_us) {
-      q->ready.emplace(key, ReadyInfo{rec.attempt, rec.delivery, !rec.delivery.empty()});
+      q->ready.emplace(
+          key, ReadyInfo{rec.attempt, rec.delivery, !rec.delivery.empty(), Lane{rec.priority, std::string(rec.group)}});
       ++ready_entries_;
     } else {
       ScheduleCountLocked(q, key.due_ms, +1);
@@ -88,7 +90,7 @@ Status EngineImpl::RecoverLocked() {
       const int64_t last = q->window.empty() ? kNoBucket : q->window.LastBucket();
       if (q->window.empty() || bucket == last ||
           (q->window.size() < options_.window_refill && window_entries_ < options_.window_capacity)) {
-        q->window.Insert(key, rec.attempt);
+        q->window.Insert(key, rec.attempt, LaneByte(rec.priority, rec.group));
         ++window_entries_;
       } else {
         q->window_complete = false;
@@ -111,9 +113,9 @@ Status EngineImpl::RecoverLocked() {
     }
     // The stored deadline is a wall-clock date; what is left of it runs on the monotonic clock.
     const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_us);
-    AddLeaseLocked(p.key.id,
-                   Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery, p.due.lease_deadline_ms,
-                         now.mono_us + left_us, record.key, record.key_indexed, record.key_ttl_ms, in_due});
+    AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery,
+                                   p.due.lease_deadline_ms, now.mono_us + left_us, record.key, record.key_indexed,
+                                   record.key_ttl_ms, in_due, Lane{record.priority, record.group}});
   }
 
   int64_t dead = 0;

@@ -60,10 +60,11 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
 void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched) {
   while (!heads_.empty() && heads_.begin()->first.due_ms * 1000 <= now_us) {
     auto [key, q] = *heads_.begin();
-    const int32_t attempt = q->window.PopFront().second;  // the job at `key`
+    const DueWindow::Popped popped = q->window.PopFront();  // the job at `key`
     --window_entries_;
     ScheduleCountLocked(q, key.due_ms, -1);
-    q->ready.emplace(key, ReadyInfo{attempt, DeliveryToken{}, false});
+    q->ready.emplace(key, ReadyInfo{popped.attempt, DeliveryToken{}, false,
+                                    popped.lane == 0 ? Lane{} : LaneComingDueLocked(q, key, popped.lane)});
     ++ready_entries_;
     if (q->window.empty() && !q->window_complete) {
       RefillOrRetryLocked(q);
@@ -89,7 +90,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
     QueueState* q = lease.queue;
     if (lease.attempt < lease.max_attempts) {
       ++q->counters.redelivered;
-      q->ready.emplace(lease.key, ReadyInfo{lease.attempt, lease.delivery, true});
+      q->ready.emplace(lease.key, ReadyInfo{lease.attempt, lease.delivery, true, lease.lane});
       ++ready_entries_;
       RemoveLeaseLocked(id);
       AddOnce(touched, q);

@@ -113,6 +113,8 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
     else if (k == "rate_per_s") c.rate_per_s = std::atof(v.c_str());
     else if (k == "burst") c.burst = std::atoll(v.c_str());
     else if (k == "max_reserved") c.max_reserved = std::atoll(v.c_str());
+    else if (k == "group_max_reserved") c.group_max_reserved = std::atoll(v.c_str());
+    else if (k == "priority_aging_ms") c.priority_aging_ms = std::atoll(v.c_str());
   }
   view.legacy_key_route = view.shards > 1 && !crc16;
   if (options_.after_config_read_for_test) options_.after_config_read_for_test(queue);
@@ -159,7 +161,11 @@ Status RedisQueue::WriteConfig(const std::string& queue, const QueueConfig& c) {
                        "burst",
                        std::to_string(c.burst),
                        "max_reserved",
-                       std::to_string(c.max_reserved)});
+                       std::to_string(c.max_reserved),
+                       "group_max_reserved",
+                       std::to_string(c.group_max_reserved),
+                       "priority_aging_ms",
+                       std::to_string(c.priority_aging_ms)});
   if (!r.ok()) return r.status();
   if (r->is_error()) return ScriptError(*r);
   std::lock_guard lock(mu_);

@@ -37,6 +37,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
   const int64_t burst =
       rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(EffectiveBurst(c) / q.shards))) : 0;
   const int64_t cap = c.max_reserved > 0 ? (c.max_reserved + q.shards - 1) / q.shards : 0;
+  const int64_t group_cap = c.group_max_reserved > 0 ? (c.group_max_reserved + q.shards - 1) / q.shards : 0;
   std::vector<Delivery> out;
   int64_t bytes = 0;  // of the stored records answered, against request.max_bytes
   for (int k = 0;
@@ -52,7 +53,9 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
                                      out.empty() ? "1" : "0",
                                      fmt::format("{}", rate),
                                      std::to_string(burst),
-                                     std::to_string(cap)};
+                                     std::to_string(cap),
+                                     std::to_string(group_cap),
+                                     std::to_string(c.priority_aging_ms)};
     // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
     // receipt acts only when its token equals the stored one.
     for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
@@ -89,6 +92,8 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
       deadline = d.lease_deadline_ms;
       d.max_attempts = static_cast<int32_t>(a[6].AsInt());
       d.key = a[7].str;
+      d.priority = record.priority;
+      d.group = std::move(record.group);
       out.push_back(std::move(d));
     }
     if (deadline >= 0) NoteLease(queue, shard, deadline);  // the same for the whole batch
@@ -200,7 +205,7 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
       args.push_back(parsed[i].id.ToString());
       args.push_back(parsed[i].token.Hex());
     }
-    args.push_back(q.config.max_reserved > 0 ? "1" : "0");  // a lease less: wake reserves held by the cap
+    args.push_back(HasLeaseCaps(q.config) ? "1" : "0");  // a lease less: wake reserves held by a cap
     auto v = Run(kAckScript, q, shard, args, true);
     for (size_t j = 0; j < members.size(); ++j) {
       const size_t i = members[j];
@@ -231,12 +236,12 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
   }
   const BackoffPolicy& b = q.config.backoff;
   const int shard = q.ShardOfId(receipt->id);
-  auto v = Run(kNackScript, q, shard,
-               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
-                NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms),
-                fmt::format("{}", b.factor), std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0)),
-                q.config.max_reserved > 0 ? "1" : "0"},
-               true);
+  auto v = Run(
+      kNackScript, q, shard,
+      {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.retry_in_ms.value_or(-1)),
+       NackErrorText(request), request.dead ? "1" : "0", std::to_string(b.base_ms), fmt::format("{}", b.factor),
+       std::to_string(b.max_ms), fmt::format("{}", b.jitter * (2.0 * unit - 1.0)), HasLeaseCaps(q.config) ? "1" : "0"},
+      true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kArray) return DeliveryError(v->str, receipt->id);

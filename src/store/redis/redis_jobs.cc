@@ -45,6 +45,8 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
     record.payload = r.payload;
     record.binary = r.binary;
     record.key_ttl_ms = r.key_ttl_ms;
+    record.priority = r.priority;
+    record.group = r.group;
     plan.members.push_back(i);
     plan.args.push_back(ids[i].ToString());
     plan.args.push_back(EncodeJobRecord(record));
@@ -60,6 +62,8 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
     plan.args.push_back(r.key);
     plan.args.push_back(r.debounce ? "2" : r.replace ? "1" : "0");  // the script's replace field
     plan.args.push_back(std::to_string(r.key_ttl_ms));
+    plan.args.push_back(std::to_string(r.priority));
+    plan.args.push_back(r.group);
   }
   std::erase_if(plans, [](const ShardPlan& p) { return p.members.empty(); });
   for (ShardPlan& p : plans) p.args[1] = std::to_string(p.members.size());
@@ -171,6 +175,8 @@ Result<Job> RedisQueue::ToJob(const std::string& queue, const Value& v) {
   j.headers = std::move(record.headers);
   j.created_at_ms = record.created_at_ms;
   j.last_error = v.array[3].str;
+  j.priority = meta->priority;
+  j.group = meta->group;
   const int64_t now = v.array[6].AsInt();
   switch (meta->state) {
     case 'q': j.state = JobState::kReady; break;

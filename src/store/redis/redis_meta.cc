@@ -56,13 +56,29 @@ Result<Meta> ParseMeta(std::string_view text) {
   m.delivery = std::string(f[5]);
   m.sid = std::string(f[6]);
   m.key_indexed = f[7] == "1";
+  if (m.format >= 3) {  // priority|group length|group key
+    const size_t bar1 = body.find('|');
+    const size_t bar2 = bar1 == std::string_view::npos ? bar1 : body.find('|', bar1 + 1);
+    int64_t priority, length;
+    if (bar2 == std::string_view::npos || !Int(body.substr(0, bar1), &priority) || priority > 9 ||
+        !Int(body.substr(bar1 + 1, bar2 - bar1 - 1), &length) || static_cast<size_t>(length) > body.size() - bar2 - 1) {
+      return Status::Corruption("a job's meta record in Redis is malformed (priority and group)");
+    }
+    m.priority = static_cast<int32_t>(priority);
+    m.group = std::string(body.substr(bar2 + 1, static_cast<size_t>(length)));
+    body.remove_prefix(bar2 + 1 + static_cast<size_t>(length));
+  }
   m.key = std::string(body);
   return m;
 }
 
 std::string FormatMeta(const Meta& m) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", kMetaFormat, m.state, m.due, m.base, m.attempt, m.max, m.delivery,
-                     m.sid, m.key_indexed ? 1 : 0, m.key);
+  if (m.priority != 0 || !m.group.empty()) {
+    return fmt::format("3|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}", m.state, m.due, m.base, m.attempt, m.max, m.delivery,
+                       m.sid, m.key_indexed ? 1 : 0, m.priority, m.group.size(), m.group, m.key);
+  }
+  return fmt::format("2|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.state, m.due, m.base, m.attempt, m.max, m.delivery, m.sid,
+                     m.key_indexed ? 1 : 0, m.key);
 }
 
 }  // namespace delayq::redis

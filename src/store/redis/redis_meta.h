@@ -4,17 +4,21 @@
 //
 //   "2|state|due|base|attempt|max|delivery|sid|key_indexed|key"     (the key last: it may hold '|')
 //
+// Format 3, written only for a job with a priority or a group (others stay format 2):
+//
+//   "3|state|due|base|attempt|max|delivery|sid|key_indexed|priority|group length|" group key
+//
 //   state        s scheduled (in due), q queued (in the stream, not leased), r reserved, d dead
 //   due          the due time, ms (a dead job keeps the one it had)
 //   base         deliveries of earlier stream entries (before a nack); attempt = base + the
 //                pending list's delivery count
 //   attempt/max  deliveries so far / max_attempts
 //   delivery     the current delivery token (hex), "0" when none
-//   sid          its stream entry id, "-" when none
+//   sid          its stream entry id, "-" when none, "L" when waiting in its lane (scripts.h)
 //   key_indexed  1 when dq:{q}:keys maps its key to it
 //
-// Format 1 (delayq 0.1) had no version field: "state|due|base|...". Both are read; 2 is written,
-// so a job's meta moves to format 2 on its next transition.
+// Format 1 (delayq 0.1) had no version field: "state|due|base|...". All are read; 2 or 3 is
+// written, so a job's meta moves to format 2 or 3 on its next transition.
 //
 // Changing the format: teach both parsers (ParseMeta here and meta_parse in the scripts) format
 // N+1 while they still read N, write N+1, raise kMetaFormat, and pin the new bytes in
@@ -31,7 +35,7 @@
 
 namespace delayq::redis {
 
-inline constexpr int kMetaFormat = 2;
+inline constexpr int kMetaFormat = 3;
 inline constexpr const char* kFormatKey = "dq:format";  // the data format of this Redis (kMetaFormat)
 
 struct Meta {
@@ -42,11 +46,13 @@ struct Meta {
   std::string delivery = "0", sid = "-";
   bool key_indexed = false;
   std::string key;
+  int32_t priority = 0;  // format 3
+  std::string group;     // format 3
 };
 
 // kCorruption for a value of neither format; kUnavailable for a newer format.
 Result<Meta> ParseMeta(std::string_view text);
-// Format kMetaFormat (the scripts' meta_str).
+// Format 2, or 3 for a job with a priority or a group (the scripts' meta_str).
 std::string FormatMeta(const Meta& meta);
 
 }  // namespace delayq::redis

@@ -56,6 +56,10 @@ Status RedisQueue::CheckDataFormat() {
                     "delayq release that wrote it, or a later one",
                     options_.url, v->AsInt(), kFormatKey, kMetaFormat));
   }
+  if (v->AsInt() < kMetaFormat) {  // this release may write the newer format: older ones now refuse to open
+    auto raised = Call(kFormatKey, {"SET", kFormatKey, std::to_string(kMetaFormat)});
+    if (!raised.ok()) return raised.status();
+  }
   return Status::Ok();
 }
 

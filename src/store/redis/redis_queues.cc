@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/errors.h"
 #include "core/validate.h"
@@ -60,6 +61,47 @@ LatenessSummary Summarize(const std::vector<uint64_t>& per_bucket, uint64_t coun
   return s;
 }
 
+// QueueStats::groups from every shard's counts (the embedded store's twin is
+// EngineImpl::GroupsLocked): the top groups by ready jobs, then groups with only leased jobs; none
+// while no job has a named group.
+struct GroupTally {
+  std::map<std::string, QueueStats::Group> groups;
+  bool named = false;
+  void Shard(const Value& lanes, int64_t ready, int64_t reserved, const std::map<std::string, int64_t>& leases) {
+    int64_t in_lanes = 0;
+    for (size_t i = 0; i + 1 < lanes.array.size(); i += 2) {
+      const std::string& g = lanes.array[i].str;
+      const int64_t n = lanes.array[i + 1].AsInt();
+      groups[g].ready += n;
+      in_lanes += n;
+      named = named || !g.empty();
+    }
+    int64_t named_leases = 0;
+    for (const auto& [g, n] : leases) {
+      groups[g].reserved += n;
+      named_leases += n;
+      named = true;
+    }
+    QueueStats::Group& fallback = groups[""];
+    fallback.ready += std::max<int64_t>(0, ready - in_lanes);  // the stream's waiting entries
+    fallback.reserved += std::max<int64_t>(0, reserved - named_leases);
+  }
+  std::vector<QueueStats::Group> Top() {
+    std::vector<QueueStats::Group> out;
+    if (!named) return out;
+    for (auto& [g, counts] : groups) {
+      counts.group = g;
+      if (counts.ready > 0 || counts.reserved > 0) out.push_back(counts);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const QueueStats::Group& a, const QueueStats::Group& b) {
+      if ((a.ready > 0) != (b.ready > 0)) return a.ready > 0;
+      return a.ready > b.ready;
+    });
+    if (out.size() > Limits::kStatsGroups) out.resize(Limits::kStatsGroups);
+    return out;
+  }
+};
+
 }  // namespace
 
 Result<QueueStats> RedisQueue::Stats(std::string_view queue_view) {
@@ -72,12 +114,14 @@ Result<QueueStats> RedisQueue::Stats(std::string_view queue_view) {
   std::vector<uint64_t> wait_buckets = buckets;
   uint64_t count = 0, wait_count = 0;
   int64_t sum_us = 0, max_us = 0, wait_sum_us = 0, wait_max_us = 0;
+  GroupTally groups;
   for (int shard = 0; shard < q.shards; ++shard) {
     auto v = Run(kStatsScript, q, shard, {});
     if (!v.ok()) return v.status();
     if (v->is_error()) return ScriptError(*v);
     const auto& a = v->array;
-    if (a.size() < 11) return Status::Internal("the stats script answered oddly");
+    if (a.size() < 12) return Status::Internal("the stats script answered oddly");
+    std::map<std::string, int64_t> group_leases;
     s.scheduled += a[0].AsInt();
     s.ready += a[1].AsInt();
     s.reserved += a[2].AsInt();
@@ -97,12 +141,15 @@ Result<QueueStats> RedisQueue::Stats(std::string_view queue_view) {
       else if (k == "nacked") s.counters.nacked += n;
       else if (k == "redelivered") s.counters.redelivered += n;
       else if (k == "dead") s.counters.dead += n;
+      else if (k.starts_with("gr:")) group_leases[k.substr(3)] = static_cast<int64_t>(n);
     }
+    groups.Shard(a[11], a[1].AsInt(), a[2].AsInt(), group_leases);
     AddLateness(a[9], "", &buckets, &count, &sum_us, &max_us);
     AddLateness(a[9], "w", &wait_buckets, &wait_count, &wait_sum_us, &wait_max_us);
   }
   s.lateness = Summarize(buckets, count, sum_us, max_us);
   s.limit_wait = Summarize(wait_buckets, wait_count, wait_sum_us, wait_max_us);
+  s.groups = groups.Top();
   return s;
 }
 

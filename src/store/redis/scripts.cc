@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kPreludeTemplate = R"LUA(
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_KEYTTL, K_KEPT = KEYS[13], KEYS[14]
+local K_KEYTTL, K_KEPT, K_TURNS, K_LANE = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local GROUP = 'dq'
 
 local function now_us()
@@ -22,10 +22,12 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- meta, format @META_FORMAT@: "@META_FORMAT@|state|due|base|attempt|max|delivery|sid|key_indexed|key" (the key
--- last: it may hold '|'); format 1 had no version. redis_meta.h describes it; ParseMeta is the
--- C++ twin. A newer format stops the script with an error rather than misreading it (a server
--- of this release refuses at open a Redis whose dq:format is newer, so this is the second guard).
+-- meta, format 2: "2|state|due|base|attempt|max|delivery|sid|key_indexed|key" (the key last: it
+-- may hold '|'); format 3, only for a job with a priority or a group: "3|...|key_indexed|priority|
+-- group length|" then the group and the key; format 1 had no version. redis_meta.h describes it;
+-- ParseMeta is the C++ twin. A format newer than @META_FORMAT@ stops the script with an error rather
+-- than misreading it (a server of this release refuses at open a Redis whose dq:format is newer,
+-- so this is the second guard).
 local META_FORMAT = @META_FORMAT@
 local function meta_parse(m)
   if not m then return nil end
@@ -40,16 +42,30 @@ local function meta_parse(m)
   local state, due, base, attempt, max, delivery, sid, ki, key =
     string.match(m, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([01])|(.*)$')
   if not state then return nil end
+  local prio, grp = 0, ''
+  if version == '3' then
+    local p, glen, rest = string.match(key, '^(%d)|(%d+)|(.*)$')
+    if not p then return nil end
+    prio, glen = tonumber(p), tonumber(glen)
+    grp, key = string.sub(rest, 1, glen), string.sub(rest, glen + 1)
+  end
   return { state = state, due = tonumber(due), base = tonumber(base), attempt = tonumber(attempt),
-           max = tonumber(max), delivery = delivery, sid = sid, ki = ki, key = key }
+           max = tonumber(max), delivery = delivery, sid = sid, ki = ki, key = key, prio = prio, grp = grp }
 end
+
+-- Whether a job has a priority or a group: it is ordered by the lanes, not the stream.
+local function laned(m) return m.prio > 0 or m.grp ~= '' end
 
 local function meta_get(id) return meta_parse(redis.call('HGET', K_META, id)) end
 
 local function fmt(n) return string.format('%d', n) end
 
 local function meta_str(m)
-  return string.format('%d|%s|%d|%d|%d|%d|%s|%s|%s|%s', META_FORMAT, m.state, m.due, m.base, m.attempt, m.max,
+  if laned(m) then
+    return string.format('3|%s|%d|%d|%d|%d|%s|%s|%s|%d|%d|%s%s', m.state, m.due, m.base, m.attempt, m.max,
+      m.delivery, m.sid, m.ki, m.prio, #m.grp, m.grp, m.key)
+  end
+  return string.format('2|%s|%d|%d|%d|%d|%s|%s|%s|%s', m.state, m.due, m.base, m.attempt, m.max,
     m.delivery, m.sid, m.ki, m.key)
 end
 
@@ -61,11 +77,94 @@ local function ensure_group()
   end
 end
 
-local function leave_stream(m)
-  if m.sid ~= '-' then
+-- The consumer group's last-delivered entry id of the stream ('0-0': none).
+local function last_delivered()
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f['name'] == GROUP then return f['last-delivered-id'] end
+  end
+  return '0-0'
+end
+
+-- The stream's next entry a reserve would read (nil: none), as {sid, {'id', id}}.
+local function stream_next()
+  if redis.call('EXISTS', K_READY) == 0 then return nil end
+  return redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', 1)[1]
+end
+
+-- Lanes: core/ready_order.h's rule (see scripts.h). A group joins the turns at the back when it
+-- gets its first ready job, and leaves them when it has none; the default group ('') has ready
+-- jobs in the stream too. When no ready job has a priority or a group ('_lready' 0) the turns go,
+-- and reserves read the stream in order again (as the embedded store's ReadyJobs).
+local LEVEL = 4398046511104  -- 2^42: (9 - priority) * LEVEL + due is exact in a double
+local function lane_key(grp) return K_LANE .. grp end
+local ordering = nil  -- whether the turns exist, once looked up in this script
+local function ordered()
+  if ordering == nil then ordering = redis.call('EXISTS', K_TURNS) == 1 end
+  return ordering
+end
+local function turn_join(grp)
+  if not redis.call('ZSCORE', K_TURNS, grp) then
+    redis.call('ZADD', K_TURNS, redis.call('HINCRBY', K_COUNTERS, '_turn', 1), grp)
+  end
+  ordering = true
+end
+local function turn_check(grp)
+  if redis.call('EXISTS', lane_key(grp)) == 1 then return end
+  if grp == '' and (stream_next() or redis.call('HGET', K_COUNTERS, '_claim')) then return end
+  redis.call('ZREM', K_TURNS, grp)
+end
+-- A ready job with a priority or a group goes into its lane.
+local function lane_add(id, m)
+  if not ordered() and (stream_next() or redis.call('HGET', K_COUNTERS, '_claim')) then
+    turn_join('')  -- the ready jobs already in the stream are the default group's, and first
+  end
+  turn_join(m.grp)
+  redis.call('ZADD', lane_key(m.grp), fmt((9 - m.prio) * LEVEL + m.due), id)
+  redis.call('HINCRBY', K_COUNTERS, '_lready', 1)
+  m.state = 'q'
+  m.sid = 'L'
+end
+-- Out of its lane (taken, cancelled, replaced, moved).
+local function lane_remove(id, m)
+  if m.sid ~= 'L' then return end
+  m.sid = '-'
+  if redis.call('ZREM', lane_key(m.grp), id) == 0 then return end
+  if redis.call('HINCRBY', K_COUNTERS, '_lready', -1) <= 0 then
+    redis.call('HDEL', K_COUNTERS, '_lready')
+    redis.call('DEL', K_TURNS)
+    ordering = false
+  else
+    turn_check(m.grp)
+  end
+end
+-- A reserved job with a priority or a group leaves its lease (acked, nacked, dead, back to ready):
+-- the counts of such leases go down.
+local function lane_unlease(m)
+  if m.state ~= 'r' or not laned(m) then return end
+  redis.call('HINCRBY', K_COUNTERS, '_lres', -1)
+  if m.grp ~= '' then
+    if redis.call('HINCRBY', K_COUNTERS, 'gr:' .. m.grp, -1) <= 0 then redis.call('HDEL', K_COUNTERS, 'gr:' .. m.grp) end
+    redis.call('HINCRBY', K_COUNTERS, '_gres', -1)
+  end
+end
+local function lane_lease(m)
+  redis.call('HINCRBY', K_COUNTERS, '_lres', 1)
+  if m.grp ~= '' then
+    redis.call('HINCRBY', K_COUNTERS, 'gr:' .. m.grp, 1)
+    redis.call('HINCRBY', K_COUNTERS, '_gres', 1)
+  end
+end
+
+local function leave_stream(m, id)
+  if m.sid == 'L' then
+    lane_remove(id, m)
+  elseif m.sid ~= '-' then
     redis.call('XACK', K_READY, GROUP, m.sid)
     redis.call('XDEL', K_READY, m.sid)
     m.sid = '-'
+    if ordered() then turn_check('') end
   end
 end
 
@@ -122,7 +221,8 @@ end
 
 -- Deletes every trace of a job (ack, cancel with `now`; purge).
 local function remove_job(id, m, now)
-  leave_stream(m)
+  lane_unlease(m)
+  leave_stream(m, id)
   release_key(id, m, now)
   redis.call('HDEL', K_KEYTTL, id)
   redis.call('HDEL', K_JOBS, id)
@@ -134,7 +234,8 @@ local function remove_job(id, m, now)
 end
 
 local function go_dead(id, m, now, err)
-  leave_stream(m)
+  lane_unlease(m)
+  leave_stream(m, id)
   redis.call('ZREM', K_LEASES, id)
   redis.call('ZREM', K_DUE, id)
   redis.call('ZADD', K_DEAD, now, id)
@@ -146,12 +247,23 @@ local function go_dead(id, m, now, err)
   redis.call('HINCRBY', K_COUNTERS, 'dead', 1)
 end
 
--- Puts a live job where its due time says: the stream (due) or the due set (later).
+-- A ready job without a priority or a group: into the stream (the default group's, when lanes
+-- order the reserves).
+local function stream_add(id, m)
+  ensure_group()
+  m.state = 'q'
+  m.sid = redis.call('XADD', K_READY, '*', 'id', id)
+  if ordered() then turn_join('') end
+end
+
+-- Puts a live job where its due time says: the stream or its lane (due) or the due set (later).
 local function place(id, m, now)
   if m.due <= now then
-    ensure_group()
-    m.state = 'q'
-    m.sid = redis.call('XADD', K_READY, '*', 'id', id)
+    if laned(m) then
+      lane_add(id, m)
+    else
+      stream_add(id, m)
+    end
     return true
   end
   m.state = 's'
@@ -278,7 +390,7 @@ Script ProbeScript(std::string name, std::string_view body) {
 }
 
 // ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1|2
-// (2: debounce), key_ttl_ms)
+// (2: debounce), key_ttl_ms, priority, group)
 // Returns per job {id, due, duplicate, replaced}; errors "delayq:TOO_FAR:<i>:<now>" (a deliver_at
 // past max_delay_ms: the C++ side words it, with ResolveDue) and "delayq:CONFLICT:<i>:<id>",
 // before anything is written.
@@ -287,10 +399,10 @@ local max_delay, n = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
 local jobs, seen = {}, {}
 for i = 1, n do
-  local b = 2 + (i - 1) * 8
+  local b = 2 + (i - 1) * 10
   local j = { id = ARGV[b + 1], body = ARGV[b + 2], mode = ARGV[b + 3], value = tonumber(ARGV[b + 4]),
               max = ARGV[b + 5], key = ARGV[b + 6], replace = ARGV[b + 7] ~= '0', debounce = ARGV[b + 7] == '2',
-              ttl = tonumber(ARGV[b + 8]) }
+              ttl = tonumber(ARGV[b + 8]), prio = tonumber(ARGV[b + 9]), grp = ARGV[b + 10] }
   j.due = now
   if j.mode == 'd' then
     j.due = now + j.value
@@ -346,7 +458,7 @@ for i = 1, n do
       -- A debounce never moves the job earlier (the C++ twin is EngineImpl::PlanEnqueueLocked).
       if j.debounce and m.due > j.due then j.due = m.due end
       if m.state == 's' then redis.call('ZREM', K_DUE, id) end
-      leave_stream(m)
+      leave_stream(m, id)
       -- Replaced: new content in the old job's place, so its attempts start again (the C++
       -- twin is EngineImpl::EnqueueImpl).
       m.delivery = '0'
@@ -354,7 +466,7 @@ for i = 1, n do
       if j.max ~= '' then m.max = tonumber(j.max) end
     else
       m = { due = 0, base = 0, attempt = 0, max = tonumber(j.max), delivery = '0', sid = '-',
-            ki = (j.key ~= '' and '1' or '0'), key = j.key }
+            ki = (j.key ~= '' and '1' or '0'), key = j.key, prio = 0, grp = '' }
       if j.key ~= '' then
         redis.call('HSET', K_KEYS, j.key, id)
         redis.call('ZREM', K_KEPT, j.key)  -- it may have overwritten a kept key whose time ran out
@@ -366,10 +478,9 @@ for i = 1, n do
     bodies[#bodies + 1] = id
     bodies[#bodies + 1] = j.body
     m.due = j.due
+    m.prio, m.grp = j.prio, j.grp  -- (a replaced job's, after it left its old lane)
     if j.due <= now then
-      ensure_group()
-      m.state = 'q'
-      m.sid = redis.call('XADD', K_READY, '*', 'id', id)
+      if laned(m) then lane_add(id, m) else stream_add(id, m) end
       any_ready = true
     else
       m.state = 's'
@@ -444,7 +555,7 @@ else
   if value > now then due = value end
 end
 if m.state == 's' then redis.call('ZREM', K_DUE, id) end
-leave_stream(m)
+leave_stream(m, id)
 local earliest = earliest_due()
 m.base = m.attempt
 m.delivery = '0'
@@ -463,8 +574,9 @@ return { id, due }
 const Script kDeleteQueueScript = Make("delete_queue", R"LUA(
 local jobs = redis.call('HLEN', K_META)
 if jobs > 0 and ARGV[1] ~= '1' then return {0, jobs} end
+for _, g in ipairs(redis.call('ZRANGE', K_TURNS, 0, -1)) do redis.call('UNLINK', lane_key(g)) end
 redis.call('UNLINK', K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD, K_KEYS, K_ERRORS, K_COUNTERS,
-  K_LATENESS, K_CONFIG, K_KEYTTL, K_KEPT)
+  K_LATENESS, K_CONFIG, K_KEYTTL, K_KEPT, K_TURNS)
 return {1, jobs}
 )LUA");
 
@@ -483,7 +595,8 @@ return { id, meta, redis.call('HGET', K_JOBS, id) or '', redis.call('HGET', K_ER
 )LUA");
 
 // Returns {scheduled, ready, reserved, dead, due_next_60s, earliest|-1, oldest_ready_ms, paused,
-// counters (flat), lateness (flat), now}.
+// counters (flat), lateness (flat), now, lanes (flat: group, ready jobs in its lane; the first
+// 1000 groups by turn)}. Ready counts the stream's waiting entries and the lanes' jobs.
 const Script kStatsScript = Make("stats", R"LUA(
 local now = math.floor(now_us() / 1000)
 local scheduled = redis.call('ZCARD', K_DUE)
@@ -491,7 +604,8 @@ local reserved = redis.call('ZCARD', K_LEASES)
 local dead = redis.call('ZCARD', K_DEAD)
 local ready, oldest = 0, 0
 if redis.call('EXISTS', K_READY) == 1 then
-  ready = redis.call('XLEN', K_READY) - reserved
+  -- Stream entries are waiting or reserved; leases with a priority or a group are not entries.
+  ready = redis.call('XLEN', K_READY) - (reserved - tonumber(redis.call('HGET', K_COUNTERS, '_lres') or '0'))
   if ready < 0 then ready = 0 end
   local last = '0-0'
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
@@ -506,10 +620,16 @@ if redis.call('EXISTS', K_READY) == 1 then
     if ms and now > ms then oldest = now - ms end
   end
 end
+local lanes = {}
+for _, g in ipairs(redis.call('ZRANGE', K_TURNS, 0, 999)) do
+  lanes[#lanes + 1] = g
+  lanes[#lanes + 1] = redis.call('ZCARD', lane_key(g))
+end
+ready = ready + tonumber(redis.call('HGET', K_COUNTERS, '_lready') or '0')
 local due60 = redis.call('ZCOUNT', K_DUE, '-inf', now + 60000)
 return { scheduled, ready, reserved, dead, due60, earliest_due() or -1, oldest,
          redis.call('HGET', K_CONFIG, 'paused') == '1' and 1 or 0,
-         redis.call('HGETALL', K_COUNTERS), redis.call('HGETALL', K_LATENESS), now }
+         redis.call('HGETALL', K_COUNTERS), redis.call('HGETALL', K_LATENESS), now, lanes }
 )LUA");
 
 // ARGV: bucket_ms, n. Counts scheduled jobs per bucket from the current minute.

@@ -20,6 +20,19 @@
 //  13 dq:{q}:keyttl    hash        id -> key_ttl_ms        jobs enqueued with a key_ttl_ms
 //  14 dq:{q}:kept      sorted set  key -> expiry           keys kept taken after their job was
 //                                  done; their dq:{q}:keys entry is "id|due|expiry"
+//  15 dq:{q}:turns     sorted set  group -> turn           while a ready job has a priority or a
+//                                  group: the groups with ready jobs, oldest turn first
+//  16 dq:{q}:lane:     (a prefix)  dq:{q}:lane:<group>, sorted set id -> (9 - priority) * 2^42
+//                                  + due: a group's ready jobs with a priority or a group
+//
+// Priorities and groups (core/ready_order.h is the rule; the Lua below is its twin). Jobs with
+// neither go through the stream as before. A ready job with one is in its group's lane set
+// (meta sid "L") instead, and counted in K_COUNTERS "_lready"; while that is above 0, a reserve
+// takes jobs one at a time from the group with the oldest turn (skipping groups at
+// group_max_reserved), comparing the heads of its levels with the stream's next entry (the default
+// group's priority 0). A reserved job with a priority or a group is not in the stream: its lease
+// is its meta (state r, sid "-") and the leases set; the reaper puts it back in its lane. Leases
+// per named group are K_COUNTERS "gr:<group>" (total "_gres"); such leases in all, "_lres".
 //
 // Meta states: s scheduled (in due), q queued (in the stream, not leased), r reserved (in the
 // stream's pending list with a live lease), d dead.

@@ -4,16 +4,18 @@
 namespace delayq::redis {
 
 // ARGV: consumer, max, lease_ms, T, max_bytes, first_free (1|0), rate_per_s, burst (in force),
-// max_reserved (0: none; this shard's share of the queue's limits), then `max` delivery tokens.
+// max_reserved, group_max_reserved (0: none; this shard's share of the queue's limits),
+// priority_aging_ms, then `max` delivery tokens.
 // Returns per delivery {id, body, attempt, token, due, lease_deadline, max_attempts, key}; when
 // flow control held ready jobs back, then one integer more: the Redis time (µs) of the next token,
 // 0 when only max_reserved held them.
 const Script kReserveScript = Make("reserve", R"LUA(
 if redis.call('HGET', K_CONFIG, 'paused') == '1' then return {} end
-if redis.call('EXISTS', K_READY) == 0 then return {} end
+if redis.call('EXISTS', K_READY) == 0 and not ordered() then return {} end
 local consumer, max, lease, T = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_bytes, first_free = tonumber(ARGV[5]), ARGV[6] == '1'
 local rate, burst, cap = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local group_cap, aging = tonumber(ARGV[10]), tonumber(ARGV[11])
 local nowu = now_us()
 local now = math.floor(nowu / 1000)
 local got = {}
@@ -25,6 +27,11 @@ if rate > 0 then
   want = math.min(want, math.floor(tokens))
 end
 if cap > 0 then want = math.min(want, cap - redis.call('ZCARD', K_LEASES)) end
+-- All ready jobs in the default group (none has a priority or a group): its cap is one more limit.
+if group_cap > 0 and not ordered() then
+  want = math.min(want, group_cap - (redis.call('ZCARD', K_LEASES) -
+    tonumber(redis.call('HGET', K_COUNTERS, '_gres') or '0')))
+end
 if want < 0 then want = 0 end
 -- Since when a limit has held ready jobs back (as before this reserve: its lateness samples).
 local limited_since = tonumber(redis.call('HGET', K_COUNTERS, '_limited_since') or '-1')
@@ -42,7 +49,7 @@ end
 -- Only scanned while the reaper has flagged run-out leases ('_claim'); the flag goes when one
 -- scan from the start of the pending list reaches its end without filling the batch.
 local claiming = redis.call('HGET', K_COUNTERS, '_claim')
-if claiming and want > 0 then
+if claiming and want > 0 and redis.call('EXISTS', K_READY) == 1 then
   local cursor = redis.call('HGET', K_COUNTERS, '_claim_cursor') or '0-0'
   local n, whole = 0, true
   for _, p in ipairs(redis.call('XPENDING', K_READY, GROUP, 'IDLE', T, cursor, '+', want)) do
@@ -73,19 +80,93 @@ if claiming and want > 0 then
       redis.call('HSET', K_COUNTERS, '_claim_cursor', '0-0')
     end
   end
+  if ordered() then turn_check('') end  -- the claims may have been the default group's last ready jobs
 end
 -- Whether a limit kept ready jobs from this reserve: it allowed fewer than asked and more are
 -- ready (new entries past those taken, or claimable ones).
 local held = false
-local function last_delivered()
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
-    local f = {}
-    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f['name'] == GROUP then return f['last-delivered-id'] end
+-- Lanes (core/ready_order.h): one job at a time from the group with the oldest turn that is not
+-- at group_max_reserved; in it the best of its levels' heads and, for the default group, of the
+-- stream's next entry (priority 0), by effective priority (aged), then due, then id.
+if ordered() and #got < want and (taken == 0 or bytes < max_bytes) then
+  local groups = redis.call('ZRANGE', K_TURNS, 0, -1)
+  local taking = {}
+  local function full(g)
+    if group_cap <= 0 then return false end
+    local leased
+    if g == '' then
+      leased = redis.call('ZCARD', K_LEASES) - tonumber(redis.call('HGET', K_COUNTERS, '_gres') or '0')
+    else
+      leased = tonumber(redis.call('HGET', K_COUNTERS, 'gr:' .. g) or '0')
+    end
+    return leased + (taking[g] or 0) >= group_cap
   end
-  return '0-0'
+  local function effective(p, due)
+    if aging <= 0 or now <= due then return p end
+    return math.min(9, p + math.floor((now - due) / aging))
+  end
+  while #got < want and ordered() do
+    local pick
+    for gi, g in ipairs(groups) do
+      if not full(g) then
+        local best
+        local function consider(eff, due, id, source)
+          if not best or eff > best.eff or (eff == best.eff and (due < best.due or (due == best.due and id < best.id))) then
+            best = { eff = eff, due = due, id = id, source = source }
+          end
+        end
+        for p = 9, 1, -1 do
+          local lo = (9 - p) * LEVEL
+          local h = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '(' .. fmt(lo + LEVEL), 'WITHSCORES', 'LIMIT', 0, 1)
+          if h[1] then
+            local due = tonumber(h[2]) - lo
+            consider(effective(p, due), due, h[1], 'L')
+          end
+        end
+        if g == '' then
+          local e = stream_next()
+          if e and e[2] and e[2][2] then
+            local sm = meta_get(e[2][2])
+            local due = sm and sm.due or now
+            consider(effective(0, due), due, e[2][2], e[1])
+          end
+        else
+          local lo = 9 * LEVEL  -- priority 0 of a named group
+          local h = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+          if h[1] then
+            local due = tonumber(h[2]) - lo
+            consider(effective(0, due), due, h[1], 'L')
+          end
+        end
+        if best then
+          best.gi, best.g = gi, g
+          pick = best
+          break
+        end
+      end
+    end
+    if not pick or not fits(pick.id) then break end
+    if pick.source == 'L' then
+      local lm = meta_get(pick.id)
+      if lm then lane_remove(pick.id, lm) end
+      got[#got + 1] = { 'L', pick.id, 1 }
+    else
+      local r = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', 1, 'STREAMS', K_READY, '>')
+      local e = r and r[1][2][1]
+      if not e or not e[2] or not e[2][2] then break end
+      got[#got + 1] = { e[1], e[2][2], 1 }
+      turn_check('')
+    end
+    taking[pick.g] = (taking[pick.g] or 0) + 1
+    -- The group's turn is over: to the back while it has ready jobs.
+    table.remove(groups, pick.gi)
+    if ordered() and redis.call('ZSCORE', K_TURNS, pick.g) then
+      redis.call('ZADD', K_TURNS, redis.call('HINCRBY', K_COUNTERS, '_turn', 1), pick.g)
+      groups[#groups + 1] = pick.g
+    end
+  end
 end
-if #got < want and (taken == 0 or bytes < max_bytes) then
+if not ordered() and #got < want and (taken == 0 or bytes < max_bytes) and redis.call('EXISTS', K_READY) == 1 then
   local last = last_delivered()
   local n = 0
   for _, e in ipairs(redis.call('XRANGE', K_READY, '(' .. last, '+', 'COUNT', want - #got)) do
@@ -102,8 +183,8 @@ if #got < want and (taken == 0 or bytes < max_bytes) then
   end
 end
 if want < max then
-  held = redis.call('HGET', K_COUNTERS, '_claim') ~= false or
-    #redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', 1) > 0
+  held = redis.call('HGET', K_COUNTERS, '_claim') ~= false or stream_next() ~= nil or
+    tonumber(redis.call('HGET', K_COUNTERS, '_lready') or '0') > 0
 end
 if held then
   if limited_since < 0 then redis.call('HSET', K_COUNTERS, '_limited_since', fmt(nowu)) end
@@ -115,13 +196,13 @@ end
 local ids = {}
 for i, g in ipairs(got) do ids[i] = g[2] end
 local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
-local out, token_at, acc, wait_acc = {}, 10, {}, {}
+local out, token_at, acc, wait_acc = {}, 12, {}, {}
 local stale, metas, leases, body_ids = {}, {}, {}, {}
 for i, g in ipairs(got) do
   local sid, id, count = g[1], g[2], g[3]
   local m = meta_parse(found[i])
   if not m or m.sid ~= sid then
-    stale[#stale + 1] = sid  -- an entry its job no longer owns
+    if sid ~= 'L' then stale[#stale + 1] = sid end  -- an entry its job no longer owns
   elseif m.base + count > m.max then
     go_dead(id, m, now, 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max))
   else
@@ -142,6 +223,11 @@ for i, g in ipairs(got) do
     m.state = 'r'
     m.attempt = m.base + count
     m.delivery = token
+    if laned(m) then  -- leased by its meta and the leases set, not the stream
+      m.sid = '-'
+      m.base = m.attempt
+      lane_lease(m)
+    end
     metas[#metas + 1] = id
     metas[#metas + 1] = meta_str(m)
     leases[#leases + 1] = now + lease
@@ -176,12 +262,26 @@ const Script kReapScript = Make("reap", R"LUA(
 local T, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
-local requeued = 0
+local requeued, claimable = 0, 0
 local died = {}
 for _, id in ipairs(ids) do
   local m = meta_get(id)
   redis.call('ZREM', K_LEASES, id)
-  if m and m.state == 'r' and m.sid ~= '-' then
+  if m and m.state == 'r' and laned(m) then
+    -- Leased without the stream: the last attempt goes dead, the others back to their lane (the
+    -- receipt stays valid until another reserve takes the job).
+    if m.attempt >= m.max then
+      local why = 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max)
+      go_dead(id, m, now, why)
+      died[#died + 1] = { id, m.attempt, why }
+    else
+      lane_unlease(m)
+      m.base = m.attempt
+      lane_add(id, m)
+      meta_put(id, m)
+      requeued = requeued + 1
+    end
+  elseif m and m.state == 'r' and m.sid ~= '-' then
     if m.attempt >= m.max then
       local why = 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max)
       go_dead(id, m, now, why)
@@ -190,12 +290,14 @@ for _, id in ipairs(ids) do
       m.state = 'q'  -- still pending (its receipt stays valid until another reserve claims it)
       meta_put(id, m)
       requeued = requeued + 1
+      claimable = claimable + 1
     end
   end
 end
-if requeued > 0 then
-  redis.call('HINCRBY', K_COUNTERS, 'redelivered', requeued)
+if requeued > 0 then redis.call('HINCRBY', K_COUNTERS, 'redelivered', requeued) end
+if claimable > 0 then
   redis.call('HSET', K_COUNTERS, '_claim', '1')
+  if ordered() then turn_join('') end  -- claimable deliveries are the default group's ready jobs
 end
 -- Requeued jobs are ready, and leases that ended in death make room under max_reserved.
 if requeued > 0 or #died > 0 then redis.call('PUBLISH', WAKE, 'ready') end
@@ -224,7 +326,12 @@ for i = 1, n do
   else
     -- A job with a live delivery is in the stream and the lease set, never the due or dead set.
     done[id] = true
-    if m.sid ~= '-' then sids[#sids + 1] = m.sid end
+    if m.sid == 'L' then
+      lane_remove(id, m)  -- its lease had run out, and it waited in its lane
+    elseif m.sid ~= '-' then
+      sids[#sids + 1] = m.sid
+    end
+    lane_unlease(m)
     now = now or math.floor(now_us() / 1000)
     release_key(id, m, now)
     gone[#gone + 1] = id
@@ -263,11 +370,12 @@ if ARGV[5] == '1' or m.attempt >= m.max then
   if ARGV[10] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
   return { 'd', m.due, now }
 end
+lane_unlease(m)
 local delay = tonumber(ARGV[3])
 if delay < 0 then
   delay = backoff_ms(m.attempt, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
 end
-leave_stream(m)
+leave_stream(m, id)
 redis.call('ZREM', K_LEASES, id)
 redis.call('HSET', K_ERRORS, id, ARGV[4])
 local earliest = earliest_due()
@@ -288,6 +396,17 @@ const Script kTouchScript = Make("touch", R"LUA(
 local id, token, lease, T, consumer = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local m = meta_get(id)
 if not m then return 'N' end
+if laned(m) and (m.state == 'r' or m.state == 'q') and m.delivery == token and m.delivery ~= '0' then
+  local now = math.floor(now_us() / 1000)
+  if m.state == 'q' then  -- its lease had run out, but no one else has it: take it back
+    lane_remove(id, m)
+    m.state = 'r'
+    lane_lease(m)
+    meta_put(id, m)
+  end
+  redis.call('ZADD', K_LEASES, now + lease, id)
+  return now + lease
+end
 if (m.state ~= 'r' and m.state ~= 'q') or m.delivery ~= token or m.sid == '-' then
   return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
 end

@@ -35,7 +35,7 @@ TEST(DueWindow, MatchesAnOrderedSet) {
       EXPECT_FALSE(w.Find(gone).has_value());
     } else if (op < 9) {
       ASSERT_EQ(w.Front(), *model.begin());
-      EXPECT_EQ(w.PopFront().first, *model.begin());
+      EXPECT_EQ(w.PopFront().key, *model.begin());
       model.erase(model.begin());
     } else {
       EXPECT_FALSE(w.Erase(DueKey{static_cast<int64_t>(rng() % 200'000), IdOf(rng())}));
@@ -78,7 +78,7 @@ TEST(DueWindow, MatchesAnOrderedSetWhileTheFirstBucketKeepsTakingInserts) {
         ASSERT_FALSE(w.Find(gone).has_value());
         ASSERT_FALSE(w.Erase(gone));
       } else if (op < 11) {
-        ASSERT_EQ(w.PopFront().first, *model.begin());
+        ASSERT_EQ(w.PopFront().key, *model.begin());
         model.erase(model.begin());
       } else {
         EXPECT_EQ(w.CountDueBy(2000),
@@ -88,7 +88,7 @@ TEST(DueWindow, MatchesAnOrderedSetWhileTheFirstBucketKeepsTakingInserts) {
       ASSERT_EQ(w.size(), model.size());
     }
     while (!model.empty()) {
-      ASSERT_EQ(w.PopFront().first, *model.begin());
+      ASSERT_EQ(w.PopFront().key, *model.begin());
       model.erase(model.begin());
     }
     EXPECT_TRUE(w.empty());

@@ -307,7 +307,8 @@ TEST(EngineLock, InfoCountsTheOperationsOnTheLockAndTheirTime) {
 
 // The queue meta record: version 1 (pinned bytes, as 0.2 wrote them) is still read and still
 // written for a queue without flow control, so an older delayq reads it; flow control makes it
-// version 2; a newer version is refused by name.
+// version 2, and group_max_reserved or a priority_aging_ms other than the default version 3; a
+// newer version is refused by name.
 TEST(EngineRecords, QueueMetaIsVersionTwoOnlyWithFlowControl) {
   const std::string v1(
       "\x01\x03\x05\xe8\x07\x40\x00\x00\x00\x00\x00\x00\x00\x80\xdd\xdb\x01\x3f\xb9\x99\x99\x99\x99"
@@ -329,9 +330,20 @@ TEST(EngineRecords, QueueMetaIsVersionTwoOnlyWithFlowControl) {
   ASSERT_TRUE(DecodeQueueMeta(v2, &back).ok());
   EXPECT_EQ(back.config, m.config);
   EXPECT_EQ(DecodeQueueMeta(v2.substr(0, v2.size() - 1), &back).code(), Code::kCorruption);
-  std::string v3 = v2;
-  v3[0] = '\x03';
-  auto newer = DecodeQueueMeta(v3, &back);
+  m.config.group_max_reserved = 7;
+  m.config.priority_aging_ms = 0;
+  const std::string v3 = EncodeQueueMeta(m);
+  EXPECT_EQ(v3[0], '\x03');
+  ASSERT_TRUE(DecodeQueueMeta(v3, &back).ok());
+  EXPECT_EQ(back.config, m.config);
+  EXPECT_EQ(DecodeQueueMeta(v3.substr(0, v3.size() - 1), &back).code(), Code::kCorruption);
+  // Version 2's bytes (pinned above by the encoder of this release) still read with the defaults.
+  ASSERT_TRUE(DecodeQueueMeta(v2, &back).ok());
+  EXPECT_EQ(back.config.group_max_reserved, 0);
+  EXPECT_EQ(back.config.priority_aging_ms, 60'000);
+  std::string v4 = v3;
+  v4[0] = '\x04';
+  auto newer = DecodeQueueMeta(v4, &back);
   EXPECT_EQ(newer.code(), Code::kCorruption);
   EXPECT_NE(newer.message().find("newer than this delayq understands"), std::string::npos) << newer.message();
 }

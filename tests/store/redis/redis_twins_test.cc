@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 
 #include "core/backoff.h"
 #include "core/flow_control.h"
+#include "core/ready_order.h"
+#include "core/ulid.h"
 #include "store/redis/redis_fixture.h"
 #include "store/redis/redis_meta.h"
 #include "store/redis/redis_queue.h"
@@ -78,10 +81,64 @@ TEST(RedisMeta, BothFormatsParseAndTheNewOneIsWritten) {
   EXPECT_EQ(redis::FormatMeta(*v2), v2_text);
   EXPECT_EQ(redis::FormatMeta(*v1), v2_text) << "format 1 is written back as format 2";
 
-  EXPECT_EQ(redis::ParseMeta("3|r|1|0|0|1|0|-|0|").code(), Code::kUnavailable);
+  EXPECT_EQ(redis::ParseMeta("4|r|1|0|0|1|0|-|0|").code(), Code::kUnavailable);
   EXPECT_EQ(redis::ParseMeta("r|x|0|0|1|0|-|0|").code(), Code::kCorruption);
   EXPECT_EQ(redis::ParseMeta("r|1|0|0").code(), Code::kCorruption);
   EXPECT_EQ(redis::ParseMeta("").code(), Code::kCorruption);
+}
+
+// Format 3 carries a priority and a group (length-prefixed: any bytes) before the key; it is
+// written only for a job with one of them, so the others stay format 2.
+TEST(RedisMeta, FormatThreeCarriesThePriorityAndTheGroup) {
+  const std::string text = "3|q|1767225600000|0|0|5|0|L|1|7|5|a|b|cmy|key";
+  auto m = redis::ParseMeta(text);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->format, 3);
+  EXPECT_EQ(m->sid, "L");
+  EXPECT_EQ(m->priority, 7);
+  EXPECT_EQ(m->group, "a|b|c");
+  EXPECT_EQ(m->key, "my|key");
+  EXPECT_EQ(redis::FormatMeta(*m), text);
+  m->priority = 0;
+  m->group.clear();
+  EXPECT_EQ(redis::FormatMeta(*m).rfind("2|q|", 0), 0u) << "no priority or group: format 2";
+  EXPECT_EQ(redis::ParseMeta("3|q|1|0|0|5|0|L|1|7|9|abc").code(), Code::kCorruption)
+      << "the group is longer than the rest";
+  EXPECT_EQ(redis::ParseMeta("3|q|1|0|0|5|0|L|1|12|1|a").code(), Code::kCorruption) << "priority 12";
+  EXPECT_EQ(redis::ParseMeta("3|q|1|0|0|5|0|L|1|7").code(), Code::kCorruption);
+}
+
+// The scripts' meta_str and meta_parse agree with FormatMeta and ParseMeta on format 3 (a change
+// to one side without the other fails here).
+TEST(RedisMeta, TheScriptsWriteAndReadFormatThreeAsTheCppSideDoes) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("v3");
+  EnqueueRequest r;
+  r.payload = "1";
+  r.priority = 4;
+  r.group = "te|nant";
+  r.key = "k|1";
+  auto job = q->Enqueue(queue, r);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string meta_key = "dq:{" + queue + "}:meta";
+  const std::string written = MustCall(*q, {"HGET", meta_key, job->id}).str;
+  auto parsed = redis::ParseMeta(written);
+  ASSERT_TRUE(parsed.ok()) << written;
+  EXPECT_EQ(parsed->format, 3);
+  EXPECT_EQ(parsed->priority, 4);
+  EXPECT_EQ(parsed->group, "te|nant");
+  EXPECT_EQ(parsed->key, "k|1");
+  EXPECT_EQ(redis::FormatMeta(*parsed), written);
+  auto got = q->Get(queue, JobRef::ByKey("k|1"));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->priority, 4);
+  EXPECT_EQ(got->group, "te|nant");
+  EXPECT_EQ(got->state, JobState::kReady);
+  auto delivered = q->Reserve(queue, {});
+  ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
+  EXPECT_EQ((*delivered)[0].group, "te|nant");
+  EXPECT_EQ((*delivered)[0].priority, 4);
+  EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
 }
 
 // A job whose meta is still in format 1 (written by delayq 0.1) is read by every script and by
@@ -105,6 +162,74 @@ TEST(RedisMeta, TheScriptsReadFormatOneAndWriteFormatTwo) {
   ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
   EXPECT_EQ(MustCall(*q, {"HGET", meta_key, job->id}).str.rfind("2|r|", 0), 0u);
   EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+}
+
+// ------------------------------------------------------------------------------------------
+// Priorities and groups: the reserve script's picks are core/ready_order.h's
+
+// Random enqueues (plain jobs, priorities, groups), reserves and acks on one Redis queue, each
+// reserve's jobs checked against ReadyOrder fed the same jobs: a change to the rule on one side
+// without the other fails here. (Aging is off: it depends on the two clocks agreeing.)
+TEST(RedisLanes, TheReserveScriptPicksWhatReadyOrderPicks) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("lanes");
+  QueueConfig config;
+  config.priority_aging_ms = 0;
+  config.group_max_reserved = 2;
+  ASSERT_TRUE(q->SetConfig(queue, config).ok());
+  std::mt19937 rng(25);
+  ReadyOrder model;
+  std::map<std::string, int64_t, std::less<>> leased;     // per group
+  std::vector<std::pair<std::string, std::string>> held;  // receipt, group
+  const std::vector<std::string> groups = {"", "", "a", "b", "c"};
+  int picks = 0;
+  for (int step = 0; step < 300; ++step) {
+    const int op = static_cast<int>(rng() % 3);
+    if (op == 0) {
+      std::vector<EnqueueRequest> batch(1 + rng() % 5);
+      for (auto& r : batch) {
+        r.payload = "1";
+        r.group = groups[rng() % groups.size()];
+        r.priority = rng() % 2 == 0 ? 0 : static_cast<int32_t>(rng() % 10);
+      }
+      auto made = q->EnqueueBatch(queue, batch);
+      ASSERT_TRUE(made.ok()) << made.status().ToString();
+      for (size_t i = 0; i < batch.size(); ++i) {
+        auto id = Ulid::Parse((*made)[i].id);
+        ASSERT_TRUE(id.has_value());
+        model.Add(batch[i].group, batch[i].priority, {(*made)[i].due_at_ms, *id});
+      }
+    } else if (op == 1) {
+      const int32_t max = 1 + static_cast<int32_t>(rng() % 4);
+      auto got = q->Reserve(queue, {.max = max});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const ReadyOrderRules rules{0, [&](std::string_view g) {
+                                    auto it = leased.find(g);
+                                    return it != leased.end() && it->second >= 2;
+                                  }};
+      std::vector<std::string> want;
+      while (static_cast<int32_t>(want.size()) < max) {
+        auto pick = model.Peek(0, rules);
+        if (!pick) break;
+        model.Take(*pick);
+        ++leased[pick->group];
+        want.push_back(pick->key.id.ToString());
+      }
+      std::vector<std::string> ids;
+      for (const auto& d : *got) {
+        ids.push_back(d.id);
+        held.emplace_back(d.receipt, d.group);
+      }
+      ASSERT_EQ(ids, want) << "step " << step;
+      picks += static_cast<int>(ids.size());
+    } else if (!held.empty()) {
+      const size_t i = rng() % held.size();
+      ASSERT_TRUE(q->Ack(queue, held[i].first).ok());
+      --leased[held[i].second];
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  EXPECT_GT(picks, 100);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -171,12 +296,19 @@ TEST(RedisMeta, ANewerFormatIsRefused) {
   auto delivered = (*q)->Reserve("newer", {});
   ASSERT_TRUE(delivered.ok() && delivered->size() == 1u);
   const std::string meta = MustCall(**q, {"HGET", "dq:{newer}:meta", job->id}).str;
-  MustCall(**q, {"HSET", "dq:{newer}:meta", job->id, "3" + meta.substr(1)});
+  MustCall(**q, {"HSET", "dq:{newer}:meta", job->id, std::to_string(redis::kMetaFormat + 1) + meta.substr(1)});
   auto got = (*q)->Get("newer", JobRef::ById(job->id));
   EXPECT_EQ(got.code(), Code::kUnavailable) << got.status().ToString();
   const Status acked = (*q)->Ack("newer", (*delivered)[0].receipt);
   EXPECT_EQ(acked.code(), Code::kUnavailable) << acked.ToString();
   EXPECT_NE(acked.message().find("newer than this delayq reads"), std::string::npos) << acked.message();
+
+  // A Redis an older release made (format 2) is raised to this release's format when it opens, so
+  // servers of the older release, which cannot read format 3, refuse it from then on.
+  MustCall(**q, {"SET", redis::kFormatKey, "2"});
+  auto upgraded = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status().ToString();
+  EXPECT_EQ(MustCall(**q, {"GET", redis::kFormatKey}).str, std::to_string(redis::kMetaFormat));
 
   MustCall(**q, {"SET", redis::kFormatKey, std::to_string(redis::kMetaFormat + 1)});
   auto refused = redis::RedisQueue::Open(o);

@@ -43,6 +43,8 @@ class Job:
     headers: Dict[str, str] = field(default_factory=dict)
     max_attempts: int = 0
     lease_deadline: int = 0  # epoch ms; touch before it
+    priority: int = 0
+    group: Optional[str] = None
 
 
 @dataclass
@@ -62,6 +64,8 @@ class JobInfo:
     last_error: Optional[str] = None
     lease_deadline: Optional[int] = None
     dead_at: Optional[int] = None
+    priority: int = 0
+    group: Optional[str] = None
 
 
 @dataclass
@@ -97,7 +101,8 @@ def _payload_of(obj: Mapping[str, Any]) -> Any:
 def _job(obj: Mapping[str, Any]) -> Job:
     return Job(id=obj["id"], receipt=obj["receipt"], payload=_payload_of(obj), attempt=obj.get("attempt", 0),
                due_at=obj.get("due_at", 0), key=obj.get("key"), headers=dict(obj.get("headers") or {}),
-               max_attempts=obj.get("max_attempts", 0), lease_deadline=obj.get("lease_deadline", 0))
+               max_attempts=obj.get("max_attempts", 0), lease_deadline=obj.get("lease_deadline", 0),
+               priority=obj.get("priority", 0), group=obj.get("group"))
 
 
 def _job_info(obj: Mapping[str, Any]) -> JobInfo:
@@ -105,7 +110,7 @@ def _job_info(obj: Mapping[str, Any]) -> JobInfo:
                    attempt=obj.get("attempt", 0), max_attempts=obj.get("max_attempts", 0), payload=_payload_of(obj),
                    key=obj.get("key"), headers=dict(obj.get("headers") or {}), created_at=obj.get("created_at", 0),
                    last_error=obj.get("last_error"), lease_deadline=obj.get("lease_deadline"),
-                   dead_at=obj.get("dead_at"))
+                   dead_at=obj.get("dead_at"), priority=obj.get("priority", 0), group=obj.get("group"))
 
 
 def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[int],
@@ -133,7 +138,8 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
              deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
              headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
              replace: bool = False, key_ttl: Optional[Duration] = None,
-             debounce: bool = False) -> Dict[str, Any]:
+             debounce: bool = False, priority: Optional[int] = None,
+             group: Optional[str] = None) -> Dict[str, Any]:
     """The JSON object of one job, as enqueue and enqueue_batch send it. ``bytes`` payloads go
     as base64; anything else as its JSON value."""
     body: Dict[str, Any] = {}
@@ -154,6 +160,10 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
         body["debounce"] = True
     if key_ttl is not None:
         body["key_ttl_ms"] = to_ms(key_ttl, "key_ttl")
+    if priority is not None:
+        body["priority"] = priority
+    if group is not None:
+        body["group"] = group
     return body
 
 
@@ -276,14 +286,17 @@ class Client:
                 deliver_at: Optional[Timestamp] = None, key: Optional[str] = None,
                 headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
                 replace: bool = False, key_ttl: Optional[Duration] = None,
-                debounce: bool = False) -> EnqueueResult:
+                debounce: bool = False, priority: Optional[int] = None,
+                group: Optional[str] = None) -> EnqueueResult:
         """Hands in one job, due after ``delay`` ("30m", ms, timedelta) or at ``deliver_at``
         (epoch ms, RFC 3339, aware datetime); due now without either. With a ``key`` naming a
         live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it;
         ``debounce=True`` rewrites it and pushes it back, never earlier). ``key_ttl`` keeps the
-        key taken that long after the job is acked or cancelled."""
+        key taken that long after the job is acked or cancelled. ``priority`` (0-9) and ``group``
+        (a tenant, say) order the ready jobs: groups take turns, higher priority first within one."""
         body = job_body(payload, delay=delay, delay_ms=delay_ms, deliver_at=deliver_at, key=key, headers=headers,
-                        max_attempts=max_attempts, replace=replace, key_ttl=key_ttl, debounce=debounce)
+                        max_attempts=max_attempts, replace=replace, key_ttl=key_ttl, debounce=debounce,
+                        priority=priority, group=group)
         r = self._call("POST", self._q(queue) + "/jobs", body)
         return EnqueueResult(r["id"], r["due_at"], r.get("duplicate", False), r.get("replaced", False))
 
