@@ -93,7 +93,9 @@ class ReadyJobs {
   void Restore(iterator it) { order_.Add(it->second.lane.group, it->second.lane.priority, Ready(it->first)); }
   void EraseTaken(iterator it) { Forget(it); }
   // Ready jobs per group, most first (empty while no ready job has a priority or a group).
-  std::vector<GroupCount> TopGroups(size_t n) const { return laned_ > 0 ? order_.TopGroups(n) : std::vector<GroupCount>{}; }
+  std::vector<GroupCount> TopGroups(size_t n) const {
+    return laned_ > 0 ? order_.TopGroups(n) : std::vector<GroupCount>{};
+  }
 
  private:
   static ReadyKey Ready(const DueKey& key) { return {key.due_ms, key.id}; }
