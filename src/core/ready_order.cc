@@ -1,13 +1,16 @@
 #include "core/ready_order.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace delayq {
 namespace {
 
 int EffectivePriority(int priority, int64_t due_ms, int64_t now_ms, int64_t aging_ms) {
   if (aging_ms <= 0 || now_ms <= due_ms) return priority;
-  const int64_t gained = (now_ms - due_ms) / aging_ms;
+  int64_t age;
+  if (__builtin_sub_overflow(now_ms, due_ms, &age)) age = INT64_MAX;  // the far past: aged all the way
+  const int64_t gained = age / aging_ms;
   return static_cast<int>(
       std::min<int64_t>(kPriorityLevels - 1, priority + std::min<int64_t>(gained, kPriorityLevels)));
 }
