@@ -75,7 +75,7 @@ struct QueueConfig {
   // Jobs of one group (EnqueueRequest::group) leased at once, 0..1 000 000; default 0 (unlimited).
   int64_t group_max_reserved = 0;
   // A ready job counts one priority level higher for every this long it has been due (at most 9),
-  // so a low priority is not starved: 0 (strict priorities)..max_delay_ms; default 60 s.
+  // so a low priority is not starved: 0 (strict priorities) to 100 years; default 60 s.
   int64_t priority_aging_ms = 60'000;
   bool operator==(const QueueConfig&) const = default;
 };
@@ -128,8 +128,9 @@ struct EnqueueRequest {
   // duplicate of the finished job (its id and due time; with replace too). 0: the key is free
   // once the job leaves, as without this. Like SQS FIFO's deduplication window.
   int64_t key_ttl_ms = 0;
-  // Among ready jobs a reserve takes the higher priority first (0..9, default 0), then the earlier
-  // due time; a job gains a level for every QueueConfig::priority_aging_ms it has been due.
+  // Among the ready jobs of its group a reserve takes the higher priority first (0..9, default 0),
+  // then the earlier due time; a job gains a level for every QueueConfig::priority_aging_ms it has
+  // been due.
   int32_t priority = 0;
   // Fairness between tenants: a reserve takes ready jobs from the groups in turn, so a group with
   // many ready jobs does not starve one with few; QueueConfig::group_max_reserved caps each.
@@ -176,8 +177,8 @@ struct Delivery {
   int64_t due_at_ms = 0;
   std::string key;
   int64_t lease_deadline_ms = 0;
-  int32_t priority = 0;
-  std::string group;
+  int32_t priority = 0;  // the job's EnqueueRequest::priority
+  std::string group;     // the job's EnqueueRequest::group
 };
 
 struct NackRequest {
@@ -242,9 +243,11 @@ struct ScheduleHistogram {
 
 // One page of a queue's jobs in one state (Queue::ListJobs).
 //
-// Order: scheduled by (due_at, id); dead by (dead_at, id); ready and reserved in delivery order,
-// the order a reserve hands ready jobs out: by (due_at, id) on the embedded store, and on the
-// Redis store the order they became ready (the same, except that a replayed job goes last).
+// Order: scheduled by (due_at, id); dead by (dead_at, id); ready and reserved by (due_at, id) on
+// the embedded store, and on the Redis store in the order they became ready (the same, except
+// that a replayed job goes last). Without priorities and groups that is the order a reserve hands
+// jobs out; with them a reserve follows core/ready_order.h. The Redis store does not yet list
+// ready and reserved jobs that have a priority or a group (docs/http-api.md).
 struct ListRequest {
   JobState state = JobState::kScheduled;
   int32_t limit = 100;  // 1..Limits::kMaxListPage
