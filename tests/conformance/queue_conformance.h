@@ -11,6 +11,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <functional>
 #include <memory>
@@ -41,6 +42,14 @@ class QueueHarness {
   // embedded store closes and reopens its directory (its kill -9 is crash_test's); a Redis store
   // is replaced by a new one on the same Redis; a server is killed with SIGKILL and started again.
   virtual void Restart() = 0;
+  // CPU seconds (user + system) the process that runs the store has used so far: this process
+  // for a store opened in it, the server's for a store behind HTTP.
+  virtual double StoreCpuSeconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  }
 };
 
 struct HarnessFactory {

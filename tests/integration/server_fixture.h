@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,19 @@ class ServerProcess {
   }
 
   const std::string& url() const { return url_; }
+  pid_t pid() const { return child_->pid(); }
+  // CPU seconds (user + system) the server has used, from /proc/PID/stat.
+  double CpuSeconds() const {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid()) + "/stat");
+    std::istringstream in(stat.substr(stat.rfind(')') + 2));  // fields after the command name
+    std::string field;
+    long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+      if (i == 14) utime = std::stoll(field);
+      if (i == 15) stime = std::stoll(field);
+    }
+    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
   int port() const { return port_; }
   std::string log() const { return ReadFile(dir_.Sub("server.log")); }
   std::unique_ptr<Client> NewClient(ClientOptions o = {}) {

@@ -48,6 +48,7 @@ class ClientHarness : public QueueHarness {
   int64_t NowMs() override { return SystemClock().NowMs(); }
   void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
   bool exact_time() const override { return false; }
+  double StoreCpuSeconds() override { return SharedServer().CpuSeconds(); }
 
  private:
   std::unique_ptr<Client> client_;

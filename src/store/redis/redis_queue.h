@@ -147,6 +147,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
     // Not a queue in Redis when last read (waiters wait on it): read again after this (steady
     // ms) or when its wake channel speaks, not at every tick.
     int64_t absent_until = 0;
+    // Its config was read and the scheduler knows its shards: it can be promoted and reaped.
+    bool Loaded() const { return config_read_at >= 0 && next_due.size() >= static_cast<size_t>(view.shards); }
   };
   struct Waiter {
     std::string queue;

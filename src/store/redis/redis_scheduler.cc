@@ -133,8 +133,12 @@ void RedisQueue::SchedulerLoop() {
     std::vector<std::string> unloaded;  // learned from the wake channel: read their config first
     for (auto& [name, q] : queues_) {
       const int shards = q.view.shards;
-      if (q.config_read_at < 0 || q.next_due.size() < static_cast<size_t>(shards)) {
+      if (!q.Loaded()) {
+        // Not (yet) a queue here: its config is read below, not promoted or reaped. Its check
+        // is answered by that read, so that a name waiters wait on does not keep the loop from
+        // sleeping (it spun a core until the queue existed).
         if (q.absent_until <= steady) unloaded.push_back(name);
+        q.check = false;
         continue;
       }
       const int64_t retention = q.view.config.dead_retention_ms;
@@ -189,7 +193,7 @@ void RedisQueue::SchedulerLoop() {
       if (info.ok()) {
         q->second.check = true;
         poked_ = true;
-      } else if (info.status().code() == Code::kNotFound) {
+      } else {  // not a queue (or Redis could not say): read again at the next safety probe or wake message
         q->second.absent_until = SteadyMs() + options_.safety_interval_ms;
       }
     }
@@ -265,6 +269,10 @@ void RedisQueue::SchedulerLoop() {
     const int64_t now_steady = SteadyMs();
     auto to_steady = [&](int64_t redis_ms) { return redis_ms - offset; };
     for (auto& [name, q] : queues_) {
+      if (!q.Loaded()) {  // read when it may exist, as above
+        if (q.check || q.absent_until <= now_steady) wake = std::min(wake, std::max(now_steady, q.absent_until));
+        continue;
+      }
       if (q.check) wake = now_steady;
       if (q.flow_wake >= 0 && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
       for (size_t s = 0; s < q.next_due.size(); ++s) {
