@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   o.delayq_bin = DELAYQ_BIN;
   o.fuse_bin = DELAYQ_FUSE_BIN;
   o.self_bin = SelfPath(argv[0]);
-  std::string duration = "20s", every = "5s";
+  std::string duration = "20s", every = "5s", max_duration = "0s";
   app.add_option("--store", o.store, "embedded | redis | redis-cluster")->capture_default_str();
   app.add_option("--durability", o.durability, "embedded store: sync | interval | none")->capture_default_str();
   app.add_option("--fault", o.fault,
@@ -57,7 +57,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--clients", o.clients, "worker processes (one administers)")->capture_default_str();
   app.add_option("--servers", o.servers, "delayq servers sharing the store (Redis only)")->capture_default_str();
-  app.add_option("--duration", duration, "how long the traffic runs")->capture_default_str();
+  app.add_option("--duration", duration,
+                 "the least time the traffic runs; it goes on until --min-deliveries and --min-faults were seen")
+      ->capture_default_str();
+  app.add_option("--min-deliveries", o.min_deliveries, "deliveries a run needs to judge")->capture_default_str();
+  app.add_option("--min-faults", o.min_faults, "faults a run needs to judge (none for --fault none)")
+      ->capture_default_str();
+  app.add_option("--max-duration", max_duration,
+                 "the run ends here whatever it has seen, and fails if that is too little (0s: 4 x --duration, "
+                 "at least --duration + 90s)")
+      ->capture_default_str();
   app.add_option("--fault-every", every, "time between faults")->capture_default_str();
   app.add_option("--redis-appendfsync", o.redis_appendfsync, "always | everysec")->capture_default_str();
   app.add_option("--redis-wait-replicas", o.redis_wait_replicas, "delayq serve --redis-wait-replicas")
@@ -93,11 +102,13 @@ int main(int argc, char** argv) {
   }
   auto d = delayq::ParseDuration(duration);
   auto e = delayq::ParseDuration(every);
-  if (!d.ok() || !e.ok()) {
-    std::cerr << "--duration and --fault-every take durations such as 30s or 2m\n";
+  auto cap = delayq::ParseDuration(max_duration);
+  if (!d.ok() || !e.ok() || !cap.ok()) {
+    std::cerr << "--duration, --max-duration and --fault-every take durations such as 30s or 2m\n";
     return 2;
   }
   o.duration_ms = *d;
+  o.max_duration_ms = *cap;
   o.fault_every_ms = *e;
   if (o.clients < 2) {
     std::cerr << "--clients must be at least 2 (one of them administers)\n";
@@ -135,6 +146,8 @@ int main(int argc, char** argv) {
                           {"loss_effects", rep.loss_effects},
                           {"lost_window_ms", rep.lost_window_ms},
                           {"duration_ms", o.duration_ms},
+                          {"traffic_ms", r.traffic_ms},
+                          {"enough_traffic", r.enough_traffic},
                           {"clients", o.clients}};
       std::ofstream(o.json, std::ios::app) << j.dump() << "\n";
     }

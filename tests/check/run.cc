@@ -63,6 +63,46 @@ std::string FakeTimeLibrary() {
   return "";
 }
 
+// Counts the deliveries the workers have recorded so far (the reserve answers in their history
+// files), reading only what was appended since the last look: what a run needs to have seen
+// before it can end.
+class TrafficMeter {
+ public:
+  int64_t Deliveries(const std::vector<std::string>& paths) {
+    for (const std::string& path : paths) {
+      File& f = files_[path];
+      std::ifstream in(path, std::ios::binary);
+      if (!in) continue;
+      in.seekg(f.offset);
+      std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      f.offset += static_cast<std::streamoff>(chunk.size());
+      f.partial += chunk;
+      size_t start = 0, nl;
+      while ((nl = f.partial.find('\n', start)) != std::string::npos) {
+        Count(std::string_view(f.partial).substr(start, nl - start));
+        start = nl + 1;
+      }
+      f.partial.erase(0, start);
+    }
+    return deliveries_;
+  }
+
+ private:
+  struct File {
+    std::streamoff offset = 0;
+    std::string partial;  // a line not yet whole
+  };
+  void Count(std::string_view line) {
+    if (line.find("\"k\":\"e\"") == std::string_view::npos) return;  // only answers carry deliveries
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("r") || !j["r"].is_object()) return;
+    const Json& r = j["r"];
+    if (r.contains("d") && r["d"].is_array()) deliveries_ += static_cast<int64_t>(r["d"].size());
+  }
+  std::map<std::string, File> files_;
+  int64_t deliveries_ = 0;
+};
+
 class Run {
  public:
   explicit Run(const RunOptions& o) : o_(o), rng_(o.seed) {
@@ -99,9 +139,10 @@ class Run {
     for (int i = 0; i < Servers(); ++i) StartServer(i);
     SetUpQueues();
     const int64_t start = WallUs();
-    until_us_ = start + o_.duration_ms * 1000;
+    until_us_ = start + MaxDurationMs() * 1000;  // the workers' own stop, should this process die
     for (int i = 0; i < o_.clients; ++i) StartWorker(i == 0);
-    Nemesis();
+    Nemesis(start);
+    const int64_t traffic_ms = (WallUs() - start) / 1000;
     StopWorkers();
     FinalState final_state = Settle();
     std::vector<std::string> paths = histories_;
@@ -120,7 +161,9 @@ class Run {
     for (const Op& op : history.ops) {
       if (op.op == "enqueue" && op.ok()) r.acknowledged += static_cast<int64_t>(op.result["jobs"].size());
     }
-    r.pass = r.report.anomalies.empty() && final_state.settled;
+    r.traffic_ms = traffic_ms;
+    r.enough_traffic = EnoughTraffic();
+    r.pass = r.report.anomalies.empty() && final_state.settled && r.enough_traffic;
     if (!r.pass) keep_ = true;
     const Report& rep = r.report;
     r.verdict = fmt::format(
@@ -129,6 +172,12 @@ class Run {
         r.pass ? "PASS" : "FAIL", r.mode, rep.ops, rep.in_doubt, rep.errors, rep.jobs, rep.deliveries, injected_,
         rep.anomalies.size(), rep.lost, rep.resurrected, LossEffects(rep), rep.lateness_p50_ms, rep.lateness_p99_ms,
         rep.lateness_max_ms, rep.lateness_samples, final_state.settled ? "" : "; the store never settled");
+    r.verdict += fmt::format("; traffic ran {:.1f} s", traffic_ms / 1e3);
+    if (!r.enough_traffic) {
+      r.verdict += fmt::format(
+          "; too little traffic to judge: {} deliveries (needs {}) and {} faults (needs {}) by the {:.0f} s cap",
+          deliveries_seen_, o_.min_deliveries, injected_, MinFaults(), MaxDurationMs() / 1e3);
+    }
     if (keep_ || !o_.keep.empty()) r.verdict += "; history in " + root_;
     return r;
   }
@@ -368,17 +417,44 @@ class Run {
     ++injected_;
   }
 
-  void Nemesis() {
-    int round = 0;
-    while (true) {
+  // --- the run's length: by traffic, capped ---
+  int64_t MaxDurationMs() const {
+    return o_.max_duration_ms > 0 ? o_.max_duration_ms : std::max(4 * o_.duration_ms, o_.duration_ms + 90'000);
+  }
+  int64_t MinFaults() const { return o_.fault == "none" ? 0 : o_.min_faults; }
+  bool EnoughTraffic() {
+    deliveries_seen_ = meter_.Deliveries(histories_);
+    return deliveries_seen_ >= o_.min_deliveries && injected_ >= MinFaults();
+  }
+
+  // Injects a fault every fault_every_ms (with jitter) while the traffic runs; ends the run once
+  // it lasted duration_ms and saw enough traffic, at least half a fault interval after the last
+  // fault (so the store is judged after it recovered), or at the cap.
+  void Nemesis(int64_t start_us) {
+    const int64_t min_end = start_us + o_.duration_ms * 1000;
+    const int64_t cap = start_us + MaxDurationMs() * 1000;
+    const int64_t quiet_us = o_.fault_every_ms * 500;
+    auto gap = [&] {
       const int64_t jitter = o_.fault_every_ms / 5;
-      const int64_t next = WallUs() + (o_.fault_every_ms + Uniform(-jitter, jitter)) * 1000;
-      if (o_.fault == "none" || next + o_.fault_every_ms * 500 > until_us_) {
-        while (WallUs() < until_us_) SleepMs(std::min<int64_t>(200, (until_us_ - WallUs()) / 1000 + 1));
-        return;
+      return (o_.fault_every_ms + Uniform(-jitter, jitter)) * 1000;
+    };
+    int round = 0;
+    int64_t next_fault = o_.fault == "none" ? INT64_MAX : start_us + gap();
+    int64_t last_fault_end = start_us;
+    while (true) {
+      const int64_t now = WallUs();
+      if (now >= cap) return;
+      const bool done = now >= min_end && EnoughTraffic();
+      if (done && (injected_ == 0 || now - last_fault_end >= quiet_us)) return;
+      // No new fault once the run could end: the quiet time after it would only prolong the run.
+      if (!done && now >= next_fault && now + quiet_us < cap) {
+        Inject(round++);
+        last_fault_end = WallUs();
+        next_fault = last_fault_end + gap();
+        continue;
       }
-      while (WallUs() < next) SleepMs(std::min<int64_t>(100, (next - WallUs()) / 1000 + 1));
-      Inject(round++);
+      const int64_t until = std::min({next_fault, cap, now + 200'000});
+      SleepMs(std::max<int64_t>(1, (until - now) / 1000));  // paced: the traffic is the workers'
     }
   }
 
@@ -560,6 +636,8 @@ class Run {
   int admin_ = -1;
   int64_t until_us_ = 0;
   int64_t injected_ = 0;
+  TrafficMeter meter_;
+  int64_t deliveries_seen_ = 0;
 };
 
 }  // namespace

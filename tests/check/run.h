@@ -34,7 +34,16 @@ struct RunOptions {
   std::string fault = "none";
   int clients = 6;  // workers; one of them administers (pause, config, dead)
   int servers = 1;  // delayq servers sharing the store (Redis only)
+  // A run ends on the traffic it has seen, not on a clock: it goes on for at least duration_ms,
+  // then until the workers have recorded min_deliveries deliveries and min_faults faults were
+  // injected (none for fault "none"), and ends at max_duration_ms whatever it has seen (0: four
+  // times duration_ms, and at least duration_ms + 90 s). A run cut off by that cap fails with
+  // "too little traffic to judge", naming the figures: a slow or loaded machine takes longer,
+  // it does not fail.
   int64_t duration_ms = 20'000;
+  int64_t min_deliveries = 100;
+  int64_t min_faults = 1;
+  int64_t max_duration_ms = 0;
   int64_t fault_every_ms = 5'000;
   std::string redis_appendfsync = "everysec";  // always | everysec
   int redis_wait_replicas = 0;                 // delayq serve --redis-wait-replicas
@@ -50,6 +59,8 @@ struct RunResult {
   std::string mode;  // "embedded/sync kill-server"
   int64_t faults_injected = 0;
   int64_t acknowledged = 0;  // enqueues acknowledged
+  int64_t traffic_ms = 0;    // how long the workers ran
+  bool enough_traffic = true;  // false: the cap ended the run before it had min_deliveries/min_faults
 };
 
 RunResult RunCheck(const RunOptions& options);
