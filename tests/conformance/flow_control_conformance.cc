@@ -254,3 +254,68 @@ TEST_P(QueueConformance, BadLimitsAreRefusedAndChangeNothing) {
 }
 
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// A reserve waiting behind a limit is answered as soon as a config change lifts it (found by a
+// hostile user: on the embedded store it waited out its whole wait_ms, 5 s, while a new reserve
+// got a job at once).
+void ExpectALiftedLimitWakesTheWaiter(QueueHarness& h, const QueueConfig& tight, const QueueConfig& loose,
+                                      bool grouped) {
+  const std::string queue = QueueName();
+  ASSERT_TRUE(h.queue().SetConfig(queue, tight).ok());
+  for (int i = 0; i < kJobsForEveryShard; ++i) {
+    EnqueueRequest j = Job("held");
+    if (grouped) j.group = "tenant";
+    MustEnqueue(h.queue(), queue, j);
+  }
+  (void)StatsWhen(h, queue, [](const QueueStats& s) { return s.ready == kJobsForEveryShard; });
+  const auto held = TakeUntilHeldBack(h.queue(), queue);
+  ASSERT_FALSE(held.empty());
+  ASSERT_LT(held.size(), static_cast<size_t>(kJobsForEveryShard)) << "the tight limit holds jobs back";
+  auto waiting = ReserveWaiting(h.queue(), queue, 60'000);  // far longer than the test: answered by the change
+  ASSERT_EQ(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  ASSERT_TRUE(h.queue().SetConfig(queue, loose).ok());
+  // A raised rate earns its next token 1 ms on (a bucket keeps what it holds; it is not refilled
+  // by a config change): far less than the old rate's next token, an hour away.
+  h.Advance(10);
+  auto got = Await(waiting);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), 1u) << "the waiter is served when the limit is lifted, not when its wait ends";
+}
+
+}  // namespace
+
+TEST_P(QueueConformance, RaisingMaxReservedWakesAWaitingReserve) {
+  QueueConfig tight, loose;
+  tight.max_reserved = 1;
+  loose.max_reserved = 1000;
+  ExpectALiftedLimitWakesTheWaiter(*h_, tight, loose, false);
+}
+
+TEST_P(QueueConformance, RaisingTheRateWakesAWaitingReserve) {
+  QueueConfig tight, loose;
+  tight.rate_per_s = 1.0 / 3600;  // the next token an hour away
+  tight.burst = 1;
+  loose.rate_per_s = 1000;
+  loose.burst = 1000;
+  ExpectALiftedLimitWakesTheWaiter(*h_, tight, loose, false);
+}
+
+TEST_P(QueueConformance, RaisingGroupMaxReservedWakesAWaitingReserve) {
+  QueueConfig tight, loose;
+  tight.group_max_reserved = 1;
+  loose.group_max_reserved = 1000;
+  ExpectALiftedLimitWakesTheWaiter(*h_, tight, loose, true);
+}
+
+TEST_P(QueueConformance, RemovingEveryLimitWakesAWaitingReserve) {
+  QueueConfig tight;
+  tight.max_reserved = 1;
+  tight.rate_per_s = 1.0 / 3600;
+  tight.burst = 1;
+  ExpectALiftedLimitWakesTheWaiter(*h_, tight, QueueConfig{}, false);
+}
+
+}  // namespace delayq::testing

@@ -97,21 +97,6 @@ TEST_P(QueueConformance, ReservesWaitingOnAPausedQueueWithReadyJobsHoldNoCpu) {
   EXPECT_EQ(JobsGot(waiting), kWaiters);
 }
 
-// Reserves one job at a time until the queue hands out no more (its limit holds the rest back):
-// on a sharded queue each shard holds its share of the limit, so it takes a reserve per shard.
-std::vector<Delivery> TakeUntilHeldBack(Queue& q, const std::string& queue) {
-  std::vector<Delivery> held;
-  for (int i = 0; i < 64; ++i) {
-    auto d = MustReserve(q, queue, 1, 3'600'000);
-    if (d.empty()) break;
-    held.push_back(d[0]);
-  }
-  return held;
-}
-
-// Enough jobs that every shard of a sharded queue has several.
-constexpr int kJobsForEveryShard = 64;
-
 TEST_P(QueueConformance, ReservesHeldBackByFlowControlHoldNoCpu) {
   const std::string queue = QueueName();
   QueueConfig c;

@@ -141,6 +141,9 @@ Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) 
   meta.has_config = true;
   DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
   PlanDeadSweepLocked(q);  // the retention may have changed
+  // Limits raised (rate, burst, max_reserved, group_max_reserved) may now allow what waiting
+  // reserves were held back from: they are served now, not at their next token or lease end.
+  ServeWaitersLocked(q, op.now(), op.deferred());
   return op.Finish();
 }
 

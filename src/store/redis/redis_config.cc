@@ -190,7 +190,13 @@ Status RedisQueue::SetConfig(std::string_view queue, const QueueConfig& config) 
   DELAYQ_RETURN_IF_ERROR(ValidateConfig(config));
   auto info = Info(queue, true);
   if (!info.ok()) return info.status();
-  return WriteConfig(info->name, config);
+  DELAYQ_RETURN_IF_ERROR(WriteConfig(info->name, config));
+  // Limits raised may now allow what waiting reserves were held back from, on every server: they
+  // try again now, not at their next token or lease end.
+  const std::string wake = "dq:{" + info->name + "}:wake";
+  (void)Call(wake, {"PUBLISH", wake, "ready"});  // a lost message is made up by the safety probe
+  NoteReady(info->name);
+  return Status::Ok();
 }
 
 Status RedisQueue::Pause(std::string_view queue) { return SetPaused(queue, true); }

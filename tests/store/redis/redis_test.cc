@@ -39,6 +39,10 @@ class RedisHarness : public QueueHarness {
     redis::RedisQueueOptions o;
     o.url = url_;
     o.shards = shards_;
+    // Far longer than any test step: every wake-up the suite waits for must come from the event
+    // that causes it (a wake message, an ack, a config change), not from the once-a-second probe
+    // that makes up for lost messages (a waiter served only by it was a bug the suite missed).
+    o.safety_interval_ms = 60'000;
     auto q = redis::RedisQueue::Open(o);
     if (!q.ok()) throw std::runtime_error(q.status().ToString());
     queue_ = std::move(*q);
