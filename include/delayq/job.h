@@ -44,6 +44,9 @@ struct Limits {
   static constexpr size_t kMaxGroup = 128;                    // EnqueueRequest::group bytes
   static constexpr size_t kStatsGroups = 10;                  // QueueStats::groups: the top 10
   static constexpr int64_t kMaxListBytes = 16 << 20;          // stored bytes per ListJobs page
+  // A date given as epoch milliseconds (a schedule's start_at and end_at) lies in
+  // 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z, the dates an RFC 3339 string can name.
+  static constexpr int64_t kMaxDateMs = 253'402'300'799'999;
 };
 
 // Exponential back-off for a nack without an explicit retry delay:

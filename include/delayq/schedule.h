@@ -82,6 +82,13 @@ struct ScheduleLimits {
   static constexpr int64_t kMinEveryMs = 1'000;
   static constexpr int64_t kMaxEveryMs = 366LL * 86'400'000;
   static constexpr int32_t kNextRuns = 5;  // Schedule::next_runs
+  // A schedule makes its runs into jobs ahead of time, up to its queue's max_delay_ms less
+  // kReachMarginMs (a margin for a store whose clock is another host's, Redis) and at most
+  // ScheduleRunnerOptions::lead_ms: a queue whose max_delay_ms is under kMinQueueMaxDelayMs
+  // cannot hold a run made ahead, so it takes no schedule (PutSchedule refuses it, and SetConfig
+  // refuses to lower max_delay_ms under it while the queue has one).
+  static constexpr int64_t kReachMarginMs = 1'000;
+  static constexpr int64_t kMinQueueMaxDelayMs = 2'000;
 };
 
 }  // namespace delayq

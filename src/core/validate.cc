@@ -109,6 +109,16 @@ Status ValidateReserve(const ReserveRequest& r) {
   return Status::Ok();
 }
 
+Status ValidateDate(int64_t ms, std::string_view field) {
+  if (ms < 0 || ms > Limits::kMaxDateMs) {
+    return Status::InvalidArgument(
+        fmt::format("{} is {}; it must be a date between 0 (1970-01-01T00:00:00Z) and {} (9999-12-31T23:59:59.999Z), "
+                    "in epoch milliseconds or as an RFC 3339 string",
+                    field, ms, Limits::kMaxDateMs));
+  }
+  return Status::Ok();
+}
+
 Status ValidateDeadListLimit(int32_t limit) {
   if (limit < 1 || limit > 1000) {
     return Status::InvalidArgument(fmt::format("limit is {}; it must be between 1 and 1000", limit));

@@ -17,6 +17,8 @@ Status ValidateConfig(const QueueConfig& config);
 Status ValidateReserve(const ReserveRequest& request);
 Status ValidateLeaseMs(int64_t lease_ms, std::string_view field = "lease_ms");
 Status ValidateKey(std::string_view key, std::string_view field = "key");
+// A date in epoch milliseconds: 0 .. Limits::kMaxDateMs (1970 .. 9999).
+Status ValidateDate(int64_t ms, std::string_view field);
 Status ValidateDeadListLimit(int32_t limit);
 // An enqueue batch holds 1 to Limits::kMaxBatch jobs (kTooLarge above).
 Status ValidateBatchSize(size_t jobs);

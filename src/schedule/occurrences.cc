@@ -52,6 +52,8 @@ Result<Occurrences> Occurrences::Compile(const ScheduleSpec& spec) {
         "\"UTC\"",
         spec.timezone.substr(0, 200)));
   }
+  if (spec.start_at_ms) DELAYQ_RETURN_IF_ERROR(ValidateDate(*spec.start_at_ms, "start_at"));
+  if (spec.end_at_ms) DELAYQ_RETURN_IF_ERROR(ValidateDate(*spec.end_at_ms, "end_at"));
   if (spec.start_at_ms && spec.end_at_ms && *spec.end_at_ms <= *spec.start_at_ms) {
     return Status::InvalidArgument(fmt::format(
         "end_at ({}) is not after start_at ({}); a schedule ends after it starts", *spec.end_at_ms, *spec.start_at_ms));

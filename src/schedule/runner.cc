@@ -41,6 +41,22 @@ int64_t LatestAtMost(const std::vector<int64_t>& a, int64_t limit, int64_t other
   return out;
 }
 
+// Whether the queue's config accepts the schedule's runs: each run's job (payload size, headers,
+// max_attempts), and room to make it ahead of time (max_delay_ms, ScheduleLimits).
+Status RunsFit(const ScheduleSpec& spec, const QueueConfig& config) {
+  DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(JobFor(spec, 0), config));
+  if (config.max_delay_ms < ScheduleLimits::kMinQueueMaxDelayMs) {
+    return Status::InvalidArgument(fmt::format(
+        "the queue's max_delay_ms is {} ms; a schedule makes each run into a job ahead of its time, which needs "
+        "max_delay_ms of at least {} ms: raise the queue's max_delay_ms, or put the schedule on another queue",
+        config.max_delay_ms, ScheduleLimits::kMinQueueMaxDelayMs));
+  }
+  return Status::Ok();
+}
+
+// How far ahead of now a run can be made into a job on a queue with this max_delay_ms.
+int64_t Reach(int64_t max_delay_ms) { return std::max<int64_t>(0, max_delay_ms - ScheduleLimits::kReachMarginMs); }
+
 }  // namespace
 
 ScheduleRunner::ScheduleRunner(Queue& queue, ScheduleStore& store, std::shared_ptr<Clock> clock,
@@ -124,10 +140,11 @@ Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const
   auto occurrences = Occurrences::Compile(spec);
   if (!occurrences.ok()) return occurrences.status();
   const std::string queue(queue_view);
-  // Each occurrence's job must be one the queue accepts (payload size, headers, max_attempts).
+  // Each occurrence's job must be one the queue accepts (payload size, headers, max_attempts,
+  // room to make it ahead): refused here, before anything is stored.
   auto config = queue_.GetConfig(queue);
   if (!config.ok() && config.code() != Code::kNotFound) return config.status();
-  DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(JobFor(spec, 0), config.ok() ? *config : QueueConfig{}));
+  DELAYQ_RETURN_IF_ERROR(RunsFit(spec, config.ok() ? *config : QueueConfig{}));
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
     auto existing = store_.LoadSchedule(queue, spec.name);
     if (!existing.ok()) return existing.status();
@@ -153,6 +170,21 @@ Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const
   }
   return Status::Unavailable(fmt::format(
       "schedule {} of queue {} kept changing under this write (other servers): try again", spec.name, queue));
+}
+
+Status ScheduleRunner::CheckConfig(std::string_view queue, const QueueConfig& config) {
+  auto all = store_.LoadSchedules(queue);
+  if (!all.ok()) return all.status();
+  for (const StoredSchedule& s : *all) {
+    Status fits = RunsFit(s.spec, config);
+    if (!fits.ok()) {
+      return Status::Conflict(fmt::format(
+          "queue {} has the schedule \"{}\", whose runs this config would refuse ({}); change or delete the "
+          "schedule first, or keep a config that takes its runs",
+          queue, s.spec.name, fits.message()));
+    }
+  }
+  return Status::Ok();
 }
 
 Result<RecurringSchedule> ScheduleRunner::Get(std::string_view queue, std::string_view name) {
@@ -274,23 +306,23 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
 
     // Coming: every occurrence up to now + lead, and one beyond, so the next one is always a job
     // before the last one comes due. A job made twice (by two servers) is one: the second
-    // enqueue finds the live job by its key.
+    // enqueue finds the live job by its key. Nothing is made further ahead than the queue takes a
+    // delay (max_delay_ms, less a margin): a run beyond that is made once it comes within reach.
+    auto config = queue_.GetConfig(s.queue);
+    const int64_t reach = Reach(config.ok() ? config->max_delay_ms : QueueConfig{}.max_delay_ms);
+    const int64_t lead = std::min(options_.lead_ms, reach);
     const int64_t from = std::max(s.state.handled_until_ms, now);
-    if (from > now + options_.lead_ms) return std::optional<int64_t>(from - options_.lead_ms / 2);  // up to date
+    if (from > now + lead) return std::optional<int64_t>(from - lead / 2);  // up to date
     std::vector<int64_t> coming =
-        occurrences->Between(from, now + options_.lead_ms, static_cast<size_t>(options_.max_per_pass), false);
+        occurrences->Between(from, now + lead, static_cast<size_t>(options_.max_per_pass), false);
     const bool capped = coming.size() >= static_cast<size_t>(options_.max_per_pass);
     if (!capped) {
-      auto beyond = occurrences->NextAfter(std::max(from, now + options_.lead_ms));
+      auto beyond = occurrences->NextAfter(std::max(from, now + lead));
       if (!beyond && coming.empty()) return std::optional<int64_t>{};  // ended
-      // A run further ahead than the queue accepts a delay (max_delay_ms, 365 days unless set):
-      // made into a job once it comes within reach.
-      auto config = queue_.GetConfig(s.queue);
-      const int64_t reach = now + (config.ok() ? config->max_delay_ms : QueueConfig{}.max_delay_ms);
-      if (beyond && *beyond > reach) {
-        if (coming.empty()) return std::optional<int64_t>(*beyond - (reach - now) + 1'000);
-      } else if (beyond) {
+      if (beyond && *beyond - now <= reach) {
         coming.push_back(*beyond);
+      } else if (beyond && coming.empty()) {
+        return std::optional<int64_t>(*beyond - reach);  // when it comes within reach
       }
     }
     DELAYQ_RETURN_IF_ERROR(Enqueue(s, coming));
@@ -302,7 +334,7 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
     if (stored.code() == Code::kConflict) continue;  // another server moved it: read it again
     DELAYQ_RETURN_IF_ERROR(stored);
     if (capped) return std::optional<int64_t>(now);  // more to make at once
-    return std::optional<int64_t>(std::max(next.state.handled_until_ms - options_.lead_ms / 2, now + 100));
+    return std::optional<int64_t>(std::max(next.state.handled_until_ms - lead / 2, now + 100));
   }
   return Status::Unavailable("the schedule kept changing under this pass (other servers)");
 }

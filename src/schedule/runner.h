@@ -58,6 +58,10 @@ class ScheduleRunner {
   Status Delete(std::string_view queue, std::string_view name);
   Result<RecurringSchedule> SetPaused(std::string_view queue, std::string_view name, bool paused);
 
+  // Whether `config` would accept the runs of every schedule of `queue` (a config change must
+  // not refuse them): ok, or kConflict naming the schedule and what the config would refuse.
+  Status CheckConfig(std::string_view queue, const QueueConfig& config);
+
   // One pass over one schedule: makes its missed and coming occurrences into jobs. Returns when it
   // should run again (nothing: it ended, is paused or is gone). The thread's work; tests call it.
   Result<std::optional<int64_t>> Materialize(std::string_view queue, std::string_view name);

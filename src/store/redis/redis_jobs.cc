@@ -108,18 +108,25 @@ Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view que
                                                             std::span<const EnqueueRequest> requests) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
   DELAYQ_RETURN_IF_ERROR(ValidateBatchSize(requests.size()));
-  auto info = Info(queue_view, true);
-  if (!info.ok()) return info.status();
-  const QueueView& q = *info;
   const bool batch = requests.size() > 1;
   const std::function<std::string(size_t)> prefix = [batch](size_t i) {
     return batch ? fmt::format("jobs[{}].", i) : std::string();
   };
+  // Refused before anything is made: a request the queue's config (or, for a queue not made
+  // yet, the default config) refuses creates no queue.
+  auto info = Info(queue_view, false);
+  if (!info.ok() && info.code() != Code::kNotFound) return info.status();
+  const QueueConfig& config = info.ok() ? info->config : options_.default_queue_config;
+  const int64_t local_now = WallMs();
   for (size_t i = 0; i < requests.size(); ++i) {
-    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], q.config, prefix(i)));
-    // What needs no clock here; a deliver_at is judged by the script, on Redis' clock.
-    DELAYQ_RETURN_IF_ERROR(ValidateWhen(requests[i].when, q.config, prefix(i)));
+    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
+    // A deliver_at is judged again by the script, on Redis' clock; here on this host's, so that
+    // one far too late is refused before its queue is made.
+    DELAYQ_RETURN_IF_ERROR(ResolveDue(requests[i].when, local_now, config, prefix(i)).status());
   }
+  if (!info.ok()) info = Info(queue_view, true);
+  if (!info.ok()) return info.status();
+  const QueueView& q = *info;
   // A job with a key goes to its key's shard (so a key is unique per queue), with an id whose
   // last byte names that shard; the others to their id's shard.
   std::vector<Ulid> ids(requests.size());

@@ -1,0 +1,166 @@
+// The conformance suite, where recurring schedules meet the rest, on every store: a queue's
+// max_delay_ms (runs are made ahead only as far as the queue takes a delay; a queue that cannot
+// hold a run made ahead takes no schedule; a config change that would refuse a schedule's runs is
+// refused), dates at the int64 limits, and several clients changing one schedule at once (no run
+// is left behind). Each crossing was a defect a hostile user found.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <climits>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "conformance/helpers.h"
+#include "conformance/queue_conformance.h"
+
+namespace delayq::testing {
+namespace {
+
+ScheduleSpec Every(std::string name, int64_t every_ms, Misfire misfire = Misfire::kRunOnce) {
+  ScheduleSpec s;
+  s.name = std::move(name);
+  s.every_ms = every_ms;
+  s.payload = R"({"tick":true})";
+  s.misfire = misfire;
+  return s;
+}
+
+std::string KeyOf(const std::string& name, int64_t at) { return "schedule:" + name + ":" + std::to_string(at); }
+
+// The queue's jobs of one state, every page.
+std::vector<delayq::Job> AllJobs(Queue& q, const std::string& queue, JobState state) {
+  std::vector<delayq::Job> out;
+  ListRequest r{state, 1000, {}};
+  for (int page = 0; page < 100; ++page) {
+    auto p = q.ListJobs(queue, r);
+    if (!p.ok()) break;
+    out.insert(out.end(), p->jobs.begin(), p->jobs.end());
+    if (p->next_cursor.empty()) break;
+    r.cursor = p->next_cursor;
+  }
+  return out;
+}
+
+}  // namespace
+
+// Found: with max_delay_ms 10 s, every batch of coming runs (30 s ahead) was refused, so with
+// misfire skip no run was ever delivered, and with run_once each came late as a missed run.
+TEST_P(QueueConformance, AScheduleRunsOnTimeOnAQueueWithAShortMaxDelay) {
+  const std::string queue = QueueName();
+  QueueConfig c;
+  c.max_delay_ms = 3'000;
+  ASSERT_TRUE(q().SetConfig(queue, c).ok());
+  auto put = q().PutSchedule(queue, Every("tick", 1'000, Misfire::kSkip));
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  std::map<std::string, int64_t> runs;  // key -> due
+  int early = 0;
+  for (int step = 0; step < 400 && runs.size() < 4; ++step) {
+    h_->Advance(h_->exact_time() ? 500 : 100);
+    const int64_t now = h_->NowMs();
+    // The runner's promise: the next run is a job already (its thread keeps it so; on a manual
+    // clock it is given the moment it needs after each step, as real time would give it).
+    bool next_made = false;
+    for (int i = 0; i < 2000 && !next_made; ++i) {
+      for (const delayq::Job& j : AllJobs(q(), queue, JobState::kScheduled)) {
+        EXPECT_LE(j.due_at_ms, now + c.max_delay_ms) << "a run made further ahead than the queue takes a delay";
+        next_made = next_made || j.due_at_ms > now;
+      }
+      if (!next_made) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the runner's thread
+    }
+    ASSERT_TRUE(next_made) << "no coming run is a job at " << now;
+    for (const auto& d : MustReserve(q(), queue, 10)) {
+      if (d.due_at_ms > h_->NowMs()) ++early;
+      runs.emplace(d.key, d.due_at_ms);
+      ASSERT_TRUE(q().Ack(queue, d.receipt).ok());
+    }
+  }
+  ASSERT_GE(runs.size(), 4u) << "the runs of a schedule on a queue with max_delay_ms 3 s are delivered";
+  EXPECT_EQ(early, 0);
+  std::set<int64_t> dues;
+  for (const auto& [key, due] : runs) {
+    EXPECT_EQ(key, KeyOf("tick", due));
+    dues.insert(due);
+  }
+  // Consecutive seconds: none was skipped as "missed".
+  for (auto it = std::next(dues.begin()); it != dues.end(); ++it) EXPECT_EQ(*it - *std::prev(it), 1'000);
+}
+
+TEST_P(QueueConformance, AScheduleIsRefusedWhereItsQueueCannotHoldItsRuns) {
+  const std::string queue = QueueName();
+  QueueConfig tiny;
+  tiny.max_delay_ms = ScheduleLimits::kMinQueueMaxDelayMs - 1;
+  ASSERT_TRUE(q().SetConfig(queue, tiny).ok());
+  auto refused = q().PutSchedule(queue, Every("tick", 1'000));
+  ASSERT_EQ(refused.code(), Code::kInvalidArgument) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("max_delay_ms"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(q().GetSchedule(queue, "tick").code(), Code::kNotFound) << "a refused schedule is not stored";
+
+  // With a schedule in place, a config that would refuse its runs is refused, and nothing changes.
+  QueueConfig roomy;
+  roomy.max_delay_ms = 60'000;
+  ASSERT_TRUE(q().SetConfig(queue, roomy).ok());
+  ScheduleSpec big = Every("tick", 3'600'000);
+  big.payload = "\"" + std::string(4000, 'p') + "\"";
+  ASSERT_TRUE(q().PutSchedule(queue, big).ok());
+  QueueConfig lower = roomy;
+  lower.max_delay_ms = 1'000;
+  Status s = q().SetConfig(queue, lower);
+  EXPECT_EQ(s.code(), Code::kConflict) << s.ToString();
+  EXPECT_NE(s.message().find("tick"), std::string::npos) << "names the schedule: " << s.message();
+  EXPECT_NE(s.message().find("max_delay_ms"), std::string::npos) << s.message();
+  QueueConfig small = roomy;
+  small.max_payload = 100;
+  s = q().SetConfig(queue, small);
+  EXPECT_EQ(s.code(), Code::kConflict) << s.ToString();
+  EXPECT_NE(s.message().find("payload"), std::string::npos) << s.message();
+  auto kept = q().GetConfig(queue);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->max_delay_ms, 60'000) << "a refused config changes nothing";
+  EXPECT_EQ(kept->max_payload, roomy.max_payload);
+  // A change its runs still fit is taken; once the schedule is gone, so is the lower one.
+  QueueConfig more = roomy;
+  more.max_attempts = 2;
+  EXPECT_TRUE(q().SetConfig(queue, more).ok());
+  ASSERT_TRUE(q().DeleteSchedule(queue, "tick").ok());
+  EXPECT_TRUE(q().SetConfig(queue, lower).ok());
+}
+
+// Found: start_at INT64_MAX was taken, and its next runs overflowed into negative dates.
+TEST_P(QueueConformance, AScheduleTakesDatesOnlyWithinTheDatesThereAre) {
+  for (int64_t bad : {INT64_MAX, INT64_MIN, int64_t{-1}, Limits::kMaxDateMs + 1}) {
+    const std::string queue = QueueName();
+    ScheduleSpec start = Every("s", 1'000);
+    start.start_at_ms = bad;
+    auto a = q().PutSchedule(queue, start);
+    EXPECT_EQ(a.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(a.status().message().find("start_at"), std::string::npos) << a.status().message();
+    ScheduleSpec end = Every("s", 1'000);
+    end.end_at_ms = bad;
+    auto b = q().PutSchedule(queue, end);
+    EXPECT_EQ(b.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(b.status().message().find("end_at"), std::string::npos) << b.status().message();
+    EXPECT_EQ(q().Stats(queue).code(), Code::kNotFound) << "a refused schedule makes no queue";
+  }
+  // The ends of the range are dates: the runs fall on whole periods from start_at, none overflows.
+  const std::string queue = QueueName();
+  ScheduleSpec last = Every("last", 1'000);
+  last.start_at_ms = Limits::kMaxDateMs - 2'999;
+  auto put = q().PutSchedule(queue, last);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ASSERT_FALSE(put->next_runs.empty());
+  for (int64_t run : put->next_runs) {
+    EXPECT_GE(run, *last.start_at_ms);
+    EXPECT_EQ((run - *last.start_at_ms) % 1'000, 0);
+  }
+  ScheduleSpec first = Every("first", 1'000);
+  first.start_at_ms = 0;
+  first.end_at_ms = Limits::kMaxDateMs;
+  put = q().PutSchedule(queue, first);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ASSERT_FALSE(put->next_runs.empty());
+  for (int64_t run : put->next_runs) EXPECT_EQ(run % 1'000, 0) << "whole seconds from start_at 0";
+}
+
+}  // namespace delayq::testing
