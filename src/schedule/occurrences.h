@@ -23,6 +23,9 @@ namespace delayq {
 // The key and header each occurrence's job carries.
 std::string OccurrenceKey(std::string_view schedule, int64_t occurrence_ms);
 inline constexpr const char* kScheduleHeader = "delayq-schedule";
+// The revision of the schedule a run's job was made under (runner.cc): a job of another revision
+// found under a run's key is an orphan of a pass that raced a replace, and is made again.
+inline constexpr const char* kScheduleRevisionHeader = "delayq-schedule-rev";
 
 class Occurrences {
  public:

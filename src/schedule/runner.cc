@@ -12,12 +12,29 @@ namespace {
 constexpr int kCasTries = 8;
 constexpr int64_t kRetryAfterErrorMs = 1'000;
 
-EnqueueRequest JobFor(const ScheduleSpec& spec, int64_t occurrence_ms) {
+// A schedule's revision: what its runs are made of (the spec) and when it was last put, paused or
+// resumed, as 16 hex digits of FNV-1a over its stored form. The same on every server and build
+// (std::hash is not), so servers sharing a store agree on which revision made a job. FNV-1a here,
+// not a library's hash: it tells revisions apart, it keeps no secret.
+std::string Revision(const StoredSchedule& s) {
+  StoredSchedule r{s.queue, s.spec, {}};
+  r.state.created_at_ms = s.state.created_at_ms;
+  r.state.updated_at_ms = s.state.updated_at_ms;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : EncodeSchedule(r)) h = (h ^ c) * 0x100000001b3ULL;
+  return fmt::format("{:016x}", h);
+}
+
+// A run's job. Validation passes a revision of the same length as a real one (the headers' size
+// counts against the limit).
+EnqueueRequest JobFor(const ScheduleSpec& spec, int64_t occurrence_ms,
+                      const std::string& revision = std::string(16, '0')) {
   EnqueueRequest r;
   r.payload = spec.payload;
   r.binary = spec.binary;
   r.headers = spec.headers;
   r.headers[kScheduleHeader] = spec.name;
+  r.headers[kScheduleRevisionHeader] = revision;
   r.max_attempts = spec.max_attempts;
   r.key = OccurrenceKey(spec.name, occurrence_ms);
   r.when.deliver_at_ms = occurrence_ms;  // a past one is due at once
@@ -114,11 +131,52 @@ RecurringSchedule ScheduleRunner::View(const StoredSchedule& s, const Occurrence
   return v;
 }
 
+Result<std::vector<ScheduleRunner::Made>> ScheduleRunner::MakeRuns(const StoredSchedule& s,
+                                                                  const std::vector<int64_t>& occurrences) {
+  std::vector<Made> made;
+  if (occurrences.empty()) return made;
+  const std::string revision = Revision(s);
+  std::vector<EnqueueRequest> jobs;
+  jobs.reserve(occurrences.size());
+  for (int64_t at : occurrences) jobs.push_back(JobFor(s.spec, at, revision));
+  auto results = queue_.EnqueueBatch(s.queue, jobs);
+  if (!results.ok()) return results.status();
+  for (size_t i = 0; i < results->size(); ++i) {
+    const EnqueueResult& r = (*results)[i];
+    if (!r.duplicate) {
+      made.push_back({r.id, occurrences[i]});
+      continue;
+    }
+    auto found = queue_.Get(s.queue, JobRef::ById(r.id));
+    if (!found.ok()) continue;  // gone meanwhile: its run was cancelled or done
+    auto rev = found->headers.find(kScheduleRevisionHeader);
+    if (rev != found->headers.end() && rev->second == revision) continue;  // this revision's: made
+    if (!queue_.Cancel(s.queue, JobRef::ById(r.id)).ok()) continue;  // due and handed out: it runs
+    auto again = queue_.Enqueue(s.queue, jobs[i]);
+    if (again.ok() && !again->duplicate) made.push_back({again->id, occurrences[i]});
+  }
+  return made;
+}
+
+void ScheduleRunner::Abandon(const std::string& queue, const std::string& name, const std::vector<Made>& made) {
+  const int64_t now = clock_->NowMs();
+  for (const Made& m : made) {
+    if (m.at <= now) continue;  // due already: a job like any other
+    Status s = queue_.Cancel(queue, JobRef::ById(m.id));
+    if (!s.ok() && s.code() != Code::kNotFound) {
+      spdlog::warn("schedule {} of queue {}: cancelling the job of its occurrence {} made by a pass the schedule's "
+                   "change overtook: {}",
+                   name, queue, m.at, s.ToString());
+    }
+  }
+}
+
 Status ScheduleRunner::Enqueue(const StoredSchedule& s, const std::vector<int64_t>& occurrences) {
   if (occurrences.empty()) return Status::Ok();
   std::vector<EnqueueRequest> jobs;
   jobs.reserve(occurrences.size());
-  for (int64_t at : occurrences) jobs.push_back(JobFor(s.spec, at));
+  const std::string revision = Revision(s);
+  for (int64_t at : occurrences) jobs.push_back(JobFor(s.spec, at, revision));
   auto made = queue_.EnqueueBatch(s.queue, jobs);
   return made.ok() ? Status::Ok() : made.status();
 }
@@ -151,7 +209,8 @@ Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const
     const int64_t now = clock_->NowMs();
     StoredSchedule s{queue, spec, {}};
     s.state.created_at_ms = *existing ? (*existing)->state.created_at_ms : now;
-    s.state.updated_at_ms = now;
+    // Strictly later than the last change: a new revision even within one millisecond.
+    s.state.updated_at_ms = *existing ? std::max(now, (*existing)->state.updated_at_ms + 1) : now;
     s.state.paused = *existing && (*existing)->state.paused;
     s.state.last_run_at_ms =
         *existing ? LatestAtMost((*existing)->state.pending, now, (*existing)->state.last_run_at_ms) : 0;
@@ -243,7 +302,7 @@ Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view,
     const int64_t now = clock_->NowMs();
     StoredSchedule next = *s;
     next.state.paused = paused;
-    next.state.updated_at_ms = now;
+    next.state.updated_at_ms = std::max(now, s->state.updated_at_ms + 1);
     next.state.last_run_at_ms = LatestAtMost(next.state.pending, now, next.state.last_run_at_ms);
     next.state.pending.clear();
     // Paused: its coming jobs are cancelled. Resumed: it starts again from now (a pause is not a
@@ -264,11 +323,24 @@ Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view,
 }
 
 Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queue, std::string_view name) {
+  // Runs this pass made into jobs and has not yet recorded in the schedule's state (pending),
+  // under revision made_revision: if the schedule changes before they are recorded, no change
+  // cancels them (a change cancels what the state records), so this pass does.
+  std::vector<Made> made;
+  std::string made_revision;
+  const std::string q(queue), n(name);
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
     auto loaded = store_.LoadSchedule(queue, name);
     if (!loaded.ok()) return loaded.status();
-    if (!*loaded || (*loaded)->state.paused) return std::optional<int64_t>{};
+    if (!*loaded || (*loaded)->state.paused) {
+      Abandon(q, n, made);
+      return std::optional<int64_t>{};
+    }
     StoredSchedule s = std::move(**loaded);
+    if (!made.empty() && Revision(s) != made_revision) {
+      Abandon(q, n, made);
+      made.clear();
+    }
     auto occurrences = Occurrences::Compile(s.spec);
     if (!occurrences.ok()) return occurrences.status();
     const int64_t now = clock_->NowMs();
@@ -294,10 +366,10 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
       if (!missed.empty()) {
         spdlog::info("schedule {} of queue {}: {} of the runs missed while no server ran it run now ({})", s.spec.name,
                      s.queue, missed.size(), MisfireName(s.spec.misfire));
-        Status made = Enqueue(s, missed);
-        if (!made.ok()) {
+        Status missed_made = Enqueue(s, missed);
+        if (!missed_made.ok()) {
           spdlog::error("schedule {} of queue {}: the {} missed runs could not be made into jobs and are lost: {}",
-                        s.spec.name, s.queue, missed.size(), made.ToString());
+                        s.spec.name, s.queue, missed.size(), missed_made.ToString());
         }
       }
       s = std::move(claimed);  // as stored: go on to the coming ones from it
@@ -325,7 +397,10 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
         return std::optional<int64_t>(*beyond - reach);  // when it comes within reach
       }
     }
-    DELAYQ_RETURN_IF_ERROR(Enqueue(s, coming));
+    auto made_now = MakeRuns(s, coming);
+    if (!made_now.ok()) return made_now.status();
+    made.insert(made.end(), made_now->begin(), made_now->end());
+    made_revision = Revision(s);
     StoredSchedule next = s;
     next.state.handled_until_ms = std::max(from, coming.back());
     next.state.last_run_at_ms = LatestAtMost(s.state.pending, now, s.state.last_run_at_ms);
@@ -336,6 +411,7 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
     if (capped) return std::optional<int64_t>(now);  // more to make at once
     return std::optional<int64_t>(std::max(next.state.handled_until_ms - lead / 2, now + 100));
   }
+  Abandon(q, n, made);  // not recorded: whoever changed it meanwhile did not see them
   return Status::Unavailable("the schedule kept changing under this pass (other servers)");
 }
 

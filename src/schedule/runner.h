@@ -77,6 +77,18 @@ class ScheduleRunner {
   // Makes `occurrences` into jobs of the schedule (one batch). Their due times are the
   // occurrences (those past are due at once).
   Status Enqueue(const StoredSchedule& s, const std::vector<int64_t>& occurrences);
+  // A run made into a job by this pass (not found made already): its job id and occurrence.
+  struct Made {
+    std::string id;
+    int64_t at = 0;
+  };
+  // Makes the coming runs into jobs and answers those this call made. A job found under a run's
+  // key that another revision of the schedule made (an orphan of a pass that raced a replace) is
+  // cancelled and made again, so that the run is this revision's.
+  Result<std::vector<Made>> MakeRuns(const StoredSchedule& s, const std::vector<int64_t>& occurrences);
+  // Cancels the runs a pass made that are not yet due: the schedule changed (replaced, paused,
+  // deleted) between the pass making them and recording them, so no change cancelled them.
+  void Abandon(const std::string& queue, const std::string& name, const std::vector<Made>& made);
   void Wake(const Id& id, int64_t at_ms);
   void Loop();
 

@@ -4,6 +4,8 @@
 #include "core/bytes.h"
 #include "schedule/schedule_store.h"
 
+#include "core/random.h"
+
 namespace delayq {
 namespace {
 
@@ -88,5 +90,7 @@ Status DecodeSchedule(std::string_view data, StoredSchedule* s) {
   if (!in.empty()) return bad();
   return Status::Ok();
 }
+
+uint64_t FirstGeneration() { return (uint64_t{1} << 32) + SecureRandom64() % ((uint64_t{1} << 48) - (uint64_t{1} << 32)); }
 
 }  // namespace delayq

@@ -46,6 +46,12 @@ struct StoredSchedule {
 std::string EncodeSchedule(const StoredSchedule& s);
 Status DecodeSchedule(std::string_view data, StoredSchedule* s);
 
+// A new schedule's first generation: random in [2^32, 2^48) (exact in a Lua number), so that a
+// schedule made again after a delete does not take up the generations of the one before: a
+// compare-and-set that read the deleted one must fail on the new one, not write the old spec
+// over it.
+uint64_t FirstGeneration();
+
 class ScheduleStore {
  public:
   virtual ~ScheduleStore() = default;
@@ -54,7 +60,7 @@ class ScheduleStore {
   // The queue's schedules by name; every queue's when `queue` is empty.
   virtual Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) = 0;
   // Writes `s` if its stored generation is `expected` (0: it must not exist yet); it is stored
-  // with generation expected + 1. kConflict when the generation moved (another writer: read
+  // with generation expected + 1 (a new one with FirstGeneration()). kConflict when the generation moved (another writer: read
   // again). A first schedule creates its queue (kResourceExhausted past the store's queue limit);
   // kResourceExhausted past ScheduleLimits::kMaxPerQueue.
   virtual Status StoreSchedule(const StoredSchedule& s, uint64_t expected) = 0;

@@ -83,7 +83,7 @@ Status EngineImpl::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
     if (!existed) batch->Put(Cf::kMeta, MetaQueueKey(s.queue), EncodeQueueMeta((*q)->meta));  // kept on restart
   }
   std::string value;
-  PutBigEndian64(&value, expected + 1);
+  PutBigEndian64(&value, expected == 0 ? FirstGeneration() : expected + 1);
   value.append(EncodeSchedule(s));
   batch->Put(Cf::kMeta, key, value);
   DELAYQ_RETURN_IF_ERROR(op.Write(*batch));

@@ -12,12 +12,15 @@
 namespace delayq::redis {
 namespace {
 
-// KEYS[1] the schedules hash. ARGV: name, expected generation, record, most schedules per queue.
+// KEYS[1] the schedules hash. ARGV: name, expected generation, record, most schedules per queue,
+// a new schedule's first generation (FirstGeneration()).
 const Script kStoreScheduleScript{"schedule_store", R"LUA(
 local g = tonumber(redis.call('HGET', KEYS[1], '#' .. ARGV[1]) or '0')
 if g ~= tonumber(ARGV[2]) then return 'CONFLICT' end
 if g == 0 and redis.call('HLEN', KEYS[1]) / 2 >= tonumber(ARGV[4]) then return 'LIMIT' end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3], '#' .. ARGV[1], g + 1)
+local next = g + 1
+if g == 0 then next = ARGV[5] end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3], '#' .. ARGV[1], next)
 return 'OK'
 )LUA"};
 
@@ -108,7 +111,8 @@ Status RedisQueue::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
   }
   auto v =
       Eval(kStoreScheduleScript, {SchedulesKey(s.queue)},
-           {s.spec.name, std::to_string(expected), EncodeSchedule(s), std::to_string(ScheduleLimits::kMaxPerQueue)});
+           {s.spec.name, std::to_string(expected), EncodeSchedule(s), std::to_string(ScheduleLimits::kMaxPerQueue),
+            std::to_string(FirstGeneration())});
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->str == "CONFLICT") return Changed(s.queue, s.spec.name);
