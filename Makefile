@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 # The build a user makes (Release), with warnings as errors: CI builds and tests exactly that.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON
 
-.PHONY: all deps build run test test-sanitize test-tsan check-history fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth clean
+.PHONY: all deps build run test test-sanitize test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth clean
 
 all: build
 
@@ -69,6 +69,11 @@ test-tsan: deps
 CHECK_DURATION ?= 60s
 check-history: build
 	@./scripts/check-history.sh $(BUILD) $(CHECK_DURATION)
+
+# The checker against seeded defects (src/core/mutant.h): builds build-mutants/ and runs
+# delayq-check once per mutant at its default length; fails unless each gets a FAIL verdict.
+check-mutants: build
+	@./scripts/check-mutants.sh build-mutants
 
 # Fuzz the request/JSON handling, raw connections to the whole server, Redis reply decoding,
 # the Kafka headers and the duration parser for FUZZ_SECONDS each (CI: 10). An input that crashes

@@ -132,30 +132,42 @@ RecurringSchedule ScheduleRunner::View(const StoredSchedule& s, const Occurrence
 }
 
 Result<std::vector<ScheduleRunner::Made>> ScheduleRunner::MakeRuns(const StoredSchedule& s,
-                                                                  const std::vector<int64_t>& occurrences) {
+                                                                   const std::vector<int64_t>& coming,
+                                                                   const std::vector<int64_t>& again) {
   std::vector<Made> made;
-  if (occurrences.empty()) return made;
+  std::vector<int64_t> runs = coming;
+  runs.insert(runs.end(), again.begin(), again.end());
+  if (runs.empty()) return made;
   const std::string revision = Revision(s);
   std::vector<EnqueueRequest> jobs;
-  jobs.reserve(occurrences.size());
-  for (int64_t at : occurrences) jobs.push_back(JobFor(s.spec, at, revision));
+  jobs.reserve(runs.size());
+  for (int64_t at : runs) jobs.push_back(JobFor(s.spec, at, revision));
   auto results = queue_.EnqueueBatch(s.queue, jobs);
   if (!results.ok()) return results.status();
   for (size_t i = 0; i < results->size(); ++i) {
     const EnqueueResult& r = (*results)[i];
     if (!r.duplicate) {
-      made.push_back({r.id, occurrences[i]});
-      continue;
+      made.push_back({r.id, runs[i]});
+    } else if (i < coming.size() && TakeOver(s, revision, r.id)) {
+      auto again_made = queue_.Enqueue(s.queue, jobs[i]);
+      if (again_made.ok() && !again_made->duplicate) made.push_back({again_made->id, runs[i]});
     }
-    auto found = queue_.Get(s.queue, JobRef::ById(r.id));
-    if (!found.ok()) continue;  // gone meanwhile: its run was cancelled or done
-    auto rev = found->headers.find(kScheduleRevisionHeader);
-    if (rev != found->headers.end() && rev->second == revision) continue;  // this revision's: made
-    if (!queue_.Cancel(s.queue, JobRef::ById(r.id)).ok()) continue;  // due and handed out: it runs
-    auto again = queue_.Enqueue(s.queue, jobs[i]);
-    if (again.ok() && !again->duplicate) made.push_back({again->id, occurrences[i]});
   }
   return made;
+}
+
+// A new run's key named a live job: whether it is an orphan of another revision (a pass that
+// raced a change and has not yet taken it back) that this pass, still the schedule's revision,
+// cancels to make the run its own. A job of this revision is the run already; one of another
+// revision while this pass is stale is left to the current revision.
+bool ScheduleRunner::TakeOver(const StoredSchedule& s, const std::string& revision, const std::string& id) {
+  auto found = queue_.Get(s.queue, JobRef::ById(id));
+  if (!found.ok()) return false;  // gone meanwhile: cancelled, or done
+  auto rev = found->headers.find(kScheduleRevisionHeader);
+  if (rev != found->headers.end() && rev->second == revision) return false;
+  auto current = store_.LoadSchedule(s.queue, s.spec.name);
+  if (!current.ok() || !*current || (*current)->state.paused || Revision(**current) != revision) return false;
+  return queue_.Cancel(s.queue, JobRef::ById(id)).ok();  // not when due and handed out: it runs
 }
 
 void ScheduleRunner::Abandon(const std::string& queue, const std::string& name, const std::vector<Made>& made) {
@@ -164,9 +176,10 @@ void ScheduleRunner::Abandon(const std::string& queue, const std::string& name, 
     if (m.at <= now) continue;  // due already: a job like any other
     Status s = queue_.Cancel(queue, JobRef::ById(m.id));
     if (!s.ok() && s.code() != Code::kNotFound) {
-      spdlog::warn("schedule {} of queue {}: cancelling the job of its occurrence {} made by a pass the schedule's "
-                   "change overtook: {}",
-                   name, queue, m.at, s.ToString());
+      spdlog::warn(
+          "schedule {} of queue {}: cancelling the job of its occurrence {} made by a pass the schedule's "
+          "change overtook: {}",
+          name, queue, m.at, s.ToString());
     }
   }
 }
@@ -220,6 +233,7 @@ Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const
     DELAYQ_RETURN_IF_ERROR(stored);
     if (*existing) CancelPending(queue, spec.name, (*existing)->state.pending, now);
     auto pass = Materialize(queue, spec.name);
+    if (pass.ok()) MakeClaimed(queue, spec.name);
     if (!pass.ok()) {
       spdlog::warn("schedule {} of queue {}: making its coming runs into jobs: {} (retried)", spec.name, queue,
                    pass.status().ToString());
@@ -315,6 +329,7 @@ Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view,
       CancelPending(queue, next.spec.name, s->state.pending, now);
     } else {
       auto pass = Materialize(queue, name);
+      if (pass.ok()) MakeClaimed(queue, name);
       Wake({queue, std::string(name)}, pass.ok() && *pass ? **pass : now + kRetryAfterErrorMs);
     }
     return Get(queue, name);
@@ -322,97 +337,132 @@ Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view,
   return Status::Unavailable("the schedule kept changing under this change (other servers): try again");
 }
 
+// Missed: occurrences that passed with no job made for them. Claimed (the state moved past them
+// by compare-and-set) before their jobs are made, so only one server makes them. (A moment that
+// passed with no occurrence in it misses nothing: the coming ones start from now.) On success `s`
+// is the state as stored; kConflict: another writer moved it, read it again.
+Status ScheduleRunner::ClaimMissed(StoredSchedule& s, const Occurrences& occurrences, int64_t now) {
+  if (s.state.handled_until_ms >= now || occurrences.Between(s.state.handled_until_ms, now, 1, false).empty()) {
+    return Status::Ok();
+  }
+  std::vector<int64_t> missed;
+  if (s.spec.misfire == Misfire::kRunOnce) {
+    missed = occurrences.Between(s.state.handled_until_ms, now, 1, true);
+  } else if (s.spec.misfire == Misfire::kRunAll) {
+    missed = occurrences.Between(s.state.handled_until_ms, now, ScheduleLimits::kMaxMisfireRuns, true);
+  }
+  StoredSchedule claimed = s;
+  claimed.state.handled_until_ms = now;
+  claimed.state.last_run_at_ms =
+      std::max(LatestAtMost(s.state.pending, now, s.state.last_run_at_ms), missed.empty() ? 0 : missed.back());
+  claimed.state.pending = Pending(s.state.pending, {}, now);
+  DELAYQ_RETURN_IF_ERROR(store_.StoreSchedule(claimed, s.state.generation));
+  if (!missed.empty()) {
+    spdlog::info("schedule {} of queue {}: {} of the runs missed while no server ran it run now ({})", s.spec.name,
+                 s.queue, missed.size(), MisfireName(s.spec.misfire));
+    Status made = Enqueue(s, missed);
+    if (!made.ok()) {
+      spdlog::error("schedule {} of queue {}: the {} missed runs could not be made into jobs and are lost: {}",
+                    s.spec.name, s.queue, missed.size(), made.ToString());
+    }
+  }
+  s = std::move(claimed);  // as stored: go on to the coming ones from it
+  ++s.state.generation;
+  return Status::Ok();
+}
+
+// Coming: every occurrence up to now + lead, and one beyond, so the next one is always a job
+// before the last one comes due. Nothing is made further ahead than the queue takes a delay
+// (max_delay_ms, less a margin): a run beyond that is made once it comes within reach. Runs
+// claimed before that are still to come within the lead are made again: a pass that claimed them
+// may have died (or failed) before making them; where they exist, that is a duplicate.
+ScheduleRunner::ComingPlan ScheduleRunner::PlanComing(const StoredSchedule& s, const Occurrences& occurrences,
+                                                      int64_t now) {
+  ComingPlan plan;
+  auto config = queue_.GetConfig(s.queue);
+  const int64_t reach = Reach(config.ok() ? config->max_delay_ms : QueueConfig{}.max_delay_ms);
+  plan.lead = std::min(options_.lead_ms, reach);
+  for (int64_t p : s.state.pending) {
+    if (p > now && p <= now + plan.lead) plan.again.push_back(p);
+  }
+  const int64_t from = std::max(s.state.handled_until_ms, now);
+  if (from > now + plan.lead) {
+    plan.wake = from - plan.lead / 2;  // up to date
+    return plan;
+  }
+  plan.coming = occurrences.Between(from, now + plan.lead, static_cast<size_t>(options_.max_per_pass), false);
+  plan.capped = plan.coming.size() >= static_cast<size_t>(options_.max_per_pass);
+  if (plan.capped) return plan;
+  auto beyond = occurrences.NextAfter(std::max(from, now + plan.lead));
+  if (beyond && *beyond - now <= reach) {
+    plan.coming.push_back(*beyond);
+  } else if (beyond && plan.coming.empty()) {
+    plan.wake = *beyond - reach;  // when it comes within reach
+  } else if (!beyond && plan.coming.empty()) {
+    plan.ended = plan.again.empty();
+  }
+  return plan;
+}
+
+// A pass claims its runs (records them in the state by compare-and-set), then makes them, then
+// checks the schedule is still the revision it made them for: a put, pause or delete that came
+// between cancelled the claimed runs before they existed, so the pass takes back what it made.
+// A pass that dies between claiming and making leaves runs the next pass makes (PlanComing).
 Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queue, std::string_view name) {
-  // Runs this pass made into jobs and has not yet recorded in the schedule's state (pending),
-  // under revision made_revision: if the schedule changes before they are recorded, no change
-  // cancels them (a change cancels what the state records), so this pass does.
-  std::vector<Made> made;
-  std::string made_revision;
-  const std::string q(queue), n(name);
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
     auto loaded = store_.LoadSchedule(queue, name);
     if (!loaded.ok()) return loaded.status();
-    if (!*loaded || (*loaded)->state.paused) {
-      Abandon(q, n, made);
-      return std::optional<int64_t>{};
-    }
+    if (!*loaded || (*loaded)->state.paused) return std::optional<int64_t>{};
     StoredSchedule s = std::move(**loaded);
-    if (!made.empty() && Revision(s) != made_revision) {
-      Abandon(q, n, made);
-      made.clear();
-    }
     auto occurrences = Occurrences::Compile(s.spec);
     if (!occurrences.ok()) return occurrences.status();
     const int64_t now = clock_->NowMs();
-
-    // Missed: occurrences that passed with no job made for them. Claimed (the state moved past
-    // them by compare-and-set) before their jobs are made, so only one server makes them. (A
-    // moment that passed with no occurrence in it misses nothing: the coming ones start from now.)
-    if (s.state.handled_until_ms < now && !occurrences->Between(s.state.handled_until_ms, now, 1, false).empty()) {
-      std::vector<int64_t> missed;
-      if (s.spec.misfire == Misfire::kRunOnce) {
-        missed = occurrences->Between(s.state.handled_until_ms, now, 1, true);
-      } else if (s.spec.misfire == Misfire::kRunAll) {
-        missed = occurrences->Between(s.state.handled_until_ms, now, ScheduleLimits::kMaxMisfireRuns, true);
-      }
-      StoredSchedule claimed = s;
-      claimed.state.handled_until_ms = now;
-      claimed.state.last_run_at_ms =
-          std::max(LatestAtMost(s.state.pending, now, s.state.last_run_at_ms), missed.empty() ? 0 : missed.back());
-      claimed.state.pending = Pending(s.state.pending, {}, now);
-      Status stored = store_.StoreSchedule(claimed, s.state.generation);
-      if (stored.code() == Code::kConflict) continue;
-      DELAYQ_RETURN_IF_ERROR(stored);
-      if (!missed.empty()) {
-        spdlog::info("schedule {} of queue {}: {} of the runs missed while no server ran it run now ({})", s.spec.name,
-                     s.queue, missed.size(), MisfireName(s.spec.misfire));
-        Status missed_made = Enqueue(s, missed);
-        if (!missed_made.ok()) {
-          spdlog::error("schedule {} of queue {}: the {} missed runs could not be made into jobs and are lost: {}",
-                        s.spec.name, s.queue, missed.size(), missed_made.ToString());
-        }
-      }
-      s = std::move(claimed);  // as stored: go on to the coming ones from it
-      ++s.state.generation;
-    }
-
-    // Coming: every occurrence up to now + lead, and one beyond, so the next one is always a job
-    // before the last one comes due. A job made twice (by two servers) is one: the second
-    // enqueue finds the live job by its key. Nothing is made further ahead than the queue takes a
-    // delay (max_delay_ms, less a margin): a run beyond that is made once it comes within reach.
-    auto config = queue_.GetConfig(s.queue);
-    const int64_t reach = Reach(config.ok() ? config->max_delay_ms : QueueConfig{}.max_delay_ms);
-    const int64_t lead = std::min(options_.lead_ms, reach);
-    const int64_t from = std::max(s.state.handled_until_ms, now);
-    if (from > now + lead) return std::optional<int64_t>(from - lead / 2);  // up to date
-    std::vector<int64_t> coming =
-        occurrences->Between(from, now + lead, static_cast<size_t>(options_.max_per_pass), false);
-    const bool capped = coming.size() >= static_cast<size_t>(options_.max_per_pass);
-    if (!capped) {
-      auto beyond = occurrences->NextAfter(std::max(from, now + lead));
-      if (!beyond && coming.empty()) return std::optional<int64_t>{};  // ended
-      if (beyond && *beyond - now <= reach) {
-        coming.push_back(*beyond);
-      } else if (beyond && coming.empty()) {
-        return std::optional<int64_t>(*beyond - reach);  // when it comes within reach
-      }
-    }
-    auto made_now = MakeRuns(s, coming);
-    if (!made_now.ok()) return made_now.status();
-    made.insert(made.end(), made_now->begin(), made_now->end());
-    made_revision = Revision(s);
+    Status missed = ClaimMissed(s, *occurrences, now);
+    if (missed.code() == Code::kConflict) continue;
+    DELAYQ_RETURN_IF_ERROR(missed);
+    const ComingPlan plan = PlanComing(s, *occurrences, now);
+    if (plan.ended) return std::optional<int64_t>{};
+    if (plan.coming.empty() && plan.again.empty()) return std::optional<int64_t>(plan.wake.value_or(now + 1'000));
     StoredSchedule next = s;
-    next.state.handled_until_ms = std::max(from, coming.back());
+    if (!plan.coming.empty()) next.state.handled_until_ms = std::max(next.state.handled_until_ms, plan.coming.back());
     next.state.last_run_at_ms = LatestAtMost(s.state.pending, now, s.state.last_run_at_ms);
-    next.state.pending = Pending(s.state.pending, coming, now);
-    Status stored = store_.StoreSchedule(next, s.state.generation);
-    if (stored.code() == Code::kConflict) continue;  // another server moved it: read it again
-    DELAYQ_RETURN_IF_ERROR(stored);
-    if (capped) return std::optional<int64_t>(now);  // more to make at once
-    return std::optional<int64_t>(std::max(next.state.handled_until_ms - lead / 2, now + 100));
+    next.state.pending = Pending(s.state.pending, plan.coming, now);
+    Status claimed = store_.StoreSchedule(next, s.state.generation);
+    if (claimed.code() == Code::kConflict) continue;  // another writer moved it: read it again
+    DELAYQ_RETURN_IF_ERROR(claimed);
+    auto made = MakeRuns(s, plan.coming, plan.again);  // failed: claimed, so the next pass makes them
+    if (!made.ok()) return made.status();
+    AbandonIfChanged(s, *made);
+    if (plan.capped) return std::optional<int64_t>(now);  // more to make at once
+    if (plan.coming.empty()) return std::optional<int64_t>(plan.wake.value_or(now + 1'000));
+    return std::optional<int64_t>(std::max(next.state.handled_until_ms - plan.lead / 2, now + 100));
   }
-  Abandon(q, n, made);  // not recorded: whoever changed it meanwhile did not see them
   return Status::Unavailable("the schedule kept changing under this pass (other servers)");
+}
+
+// A put or resume answers once its coming runs are jobs: a pass running beside it (the runner's
+// thread, another server) may have claimed them and not yet made them, so they are made here too
+// (a duplicate where they exist).
+void ScheduleRunner::MakeClaimed(std::string_view queue, std::string_view name) {
+  auto loaded = store_.LoadSchedule(queue, name);
+  if (!loaded.ok() || !*loaded || (*loaded)->state.paused) return;
+  const StoredSchedule& s = **loaded;
+  const int64_t now = clock_->NowMs();
+  std::vector<int64_t> claimed;
+  for (int64_t p : s.state.pending) {
+    if (p > now) claimed.push_back(p);
+  }
+  auto made = MakeRuns(s, {}, claimed);
+  if (made.ok()) AbandonIfChanged(s, *made);
+}
+
+void ScheduleRunner::AbandonIfChanged(const StoredSchedule& made_for, const std::vector<Made>& made) {
+  if (made.empty()) return;
+  auto now = store_.LoadSchedule(made_for.queue, made_for.spec.name);
+  if (!now.ok()) return;  // cannot tell: the runs stay (a change after this cancels them by key)
+  if (!*now || (*now)->state.paused || Revision(**now) != Revision(made_for)) {
+    Abandon(made_for.queue, made_for.spec.name, made);
+  }
 }
 
 void ScheduleRunner::Loop() {

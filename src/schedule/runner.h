@@ -82,12 +82,26 @@ class ScheduleRunner {
     std::string id;
     int64_t at = 0;
   };
-  // Makes the coming runs into jobs and answers those this call made. A job found under a run's
-  // key that another revision of the schedule made (an orphan of a pass that raced a replace) is
-  // cancelled and made again, so that the run is this revision's.
-  Result<std::vector<Made>> MakeRuns(const StoredSchedule& s, const std::vector<int64_t>& occurrences);
-  // Cancels the runs a pass made that are not yet due: the schedule changed (replaced, paused,
-  // deleted) between the pass making them and recording them, so no change cancelled them.
+  // What one pass makes of a schedule's coming runs.
+  struct ComingPlan {
+    std::vector<int64_t> coming;  // new runs, to claim and make
+    std::vector<int64_t> again;   // runs claimed before and still to come: made again if missing
+    bool capped = false;          // max_per_pass reached: more to make at once
+    bool ended = false;           // no run is left (end_at passed)
+    int64_t lead = 0;             // how far ahead runs are made (lead_ms, or less: max_delay_ms)
+    std::optional<int64_t> wake;  // when nothing is to make now: when to look again
+  };
+  Status ClaimMissed(StoredSchedule& s, const Occurrences& occurrences, int64_t now);
+  ComingPlan PlanComing(const StoredSchedule& s, const Occurrences& occurrences, int64_t now);
+  // Makes the runs into jobs; answers those this call made (not found made already). A new run
+  // (`coming`) whose key names another revision's orphan takes the run over (TakeOver).
+  Result<std::vector<Made>> MakeRuns(const StoredSchedule& s, const std::vector<int64_t>& coming,
+                                     const std::vector<int64_t>& again);
+  bool TakeOver(const StoredSchedule& s, const std::string& revision, const std::string& id);
+  // Cancels the runs a pass made that are not yet due when the schedule is no longer the
+  // revision they were made for (replaced, paused, deleted meanwhile).
+  void AbandonIfChanged(const StoredSchedule& made_for, const std::vector<Made>& made);
+  void MakeClaimed(std::string_view queue, std::string_view name);
   void Abandon(const std::string& queue, const std::string& name, const std::vector<Made>& made);
   void Wake(const Id& id, int64_t at_ms);
   void Loop();

@@ -91,6 +91,8 @@ Status DecodeSchedule(std::string_view data, StoredSchedule* s) {
   return Status::Ok();
 }
 
-uint64_t FirstGeneration() { return (uint64_t{1} << 32) + SecureRandom64() % ((uint64_t{1} << 48) - (uint64_t{1} << 32)); }
+uint64_t FirstGeneration() {
+  return (uint64_t{1} << 32) + SecureRandom64() % ((uint64_t{1} << 48) - (uint64_t{1} << 32));
+}
 
 }  // namespace delayq

@@ -60,8 +60,8 @@ class ScheduleStore {
   // The queue's schedules by name; every queue's when `queue` is empty.
   virtual Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) = 0;
   // Writes `s` if its stored generation is `expected` (0: it must not exist yet); it is stored
-  // with generation expected + 1 (a new one with FirstGeneration()). kConflict when the generation moved (another writer: read
-  // again). A first schedule creates its queue (kResourceExhausted past the store's queue limit);
+  // with generation expected + 1 (a new one with FirstGeneration()). kConflict when the generation moved (another
+  // writer: read again). A first schedule creates its queue (kResourceExhausted past the store's queue limit);
   // kResourceExhausted past ScheduleLimits::kMaxPerQueue.
   virtual Status StoreSchedule(const StoredSchedule& s, uint64_t expected) = 0;
   // Deletes it if its generation is `expected`; kConflict otherwise, kNotFound when it is gone.

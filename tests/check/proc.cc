@@ -111,4 +111,21 @@ int Proc::Wait() {
   return exit_code_;
 }
 
+int Proc::WaitOrKill(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return exit_code_;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a paced look at a child's exit
+  }
+  ::kill(pid_, SIGKILL);
+  return Wait();
+}
+
 }  // namespace delayq::check

@@ -27,6 +27,8 @@ class Proc {
   void Signal(int sig);
   // Waits for the exit; the exit code, or 128 + signal.
   int Wait();
+  // Waits for the exit at most `timeout`; then SIGKILLs it. The exit code, or 128 + signal.
+  int WaitOrKill(std::chrono::milliseconds timeout);
   pid_t pid() const { return pid_; }
   const std::string& log_path() const { return log_path_; }
 

@@ -58,8 +58,8 @@ struct RunResult {
   bool pass = false;
   std::string mode;  // "embedded/sync kill-server"
   int64_t faults_injected = 0;
-  int64_t acknowledged = 0;  // enqueues acknowledged
-  int64_t traffic_ms = 0;    // how long the workers ran
+  int64_t acknowledged = 0;    // enqueues acknowledged
+  int64_t traffic_ms = 0;      // how long the workers ran
   bool enough_traffic = true;  // false: the cap ended the run before it had min_deliveries/min_faults
 };
 

@@ -13,7 +13,7 @@ constexpr int64_t kNever = INT64_MAX;
 
 // An answer that leaves open whether the request took effect.
 bool Doubtful(const std::string& code) {
-  return code.empty() || code == "unavailable" || code == "io_error" || code == "internal";
+  return code.empty() || code == "unavailable" || code == "io_error" || code == "internal" || code == "no_answer";
 }
 
 std::string IdOf(const std::string& receipt) { return receipt.substr(0, std::min<size_t>(26, receipt.size())); }
@@ -56,6 +56,7 @@ class Verifier {
     CheckKeys();
     CheckCounts();
     CheckLateness();
+    CheckSchedules();
     r_.jobs = static_cast<int64_t>(traces_.size());
     r_.deliveries = static_cast<int64_t>(deliveries_.size());
     r_.faults = static_cast<int64_t>(h_.faults.size());
@@ -94,7 +95,7 @@ class Verifier {
   // are counted as the loss's effects instead of failing the run.
   static bool LossEffect(const std::string& kind) {
     return kind == "lost" || kind == "resurrected" || kind == "lease" || kind == "stale" || kind == "due" ||
-           kind == "attempts";
+           kind == "attempts" || kind == "schedule";
   }
 
   void Add(const std::string& kind, std::string what, std::vector<const Op*> ops) {
@@ -288,6 +289,10 @@ class Verifier {
       }
       if (op.code == "internal") Add("answered", "an internal error: " + op.message, {&op});
       if (fault) continue;
+      if (op.code == "no_answer") {
+        Add("answered", "no answer within the client's deadline: " + op.message, {&op});
+        continue;
+      }
       if (op.code == "unavailable" || op.code == "io_error") {
         Add("answered", "the store was unavailable outside any fault: " + op.message, {&op});
       }
@@ -536,9 +541,11 @@ class Verifier {
         ++r_.lost;
         // How long before the next fault its enqueue was acknowledged: a loss bounded by a sync
         // interval shows here.
+        // The fault that lost it is the first to end after the enqueue was answered (one answered
+        // during a fault, before its power cut, counts as 0 ms before it).
         for (const Fault& f : h_.faults) {
-          if (f.t0 >= t.created->t0 && t.created->answered()) {
-            r_.lost_window_ms = std::max(r_.lost_window_ms, (f.t0 - t.created->t1) / 1000.0);
+          if (t.created->answered() && f.t1 >= t.created->t1) {
+            r_.lost_window_ms = std::max(r_.lost_window_ms, std::max<int64_t>(0, f.t0 - t.created->t1) / 1000.0);
             break;
           }
         }
@@ -627,6 +634,68 @@ class Verifier {
   }
 
   // Jobs that a poll was already waiting for when they came due: how late they were handed out.
+  // The admin's schedule (worker.cc ScheduleStep: put, replace, pause, resume, delete and its
+  // queue's max_delay_ms changed while it runs; its runs taken by "sched_reserve"). Each run is
+  // due at the occurrence its key names and is delivered at or after it; a run has one first
+  // delivery; and no run of a schedule deleted or paused comes due (more than a second) after
+  // the delete or pause was answered, before a later put or resume was sent.
+  void CheckSchedules() {
+    struct Change {
+      const Op* op;
+      bool stops;  // a delete or pause that answered ok
+    };
+    std::vector<Change> changes;
+    std::vector<const Op*> takes;
+    for (const Op& op : h_.ops) {
+      if (op.op == "sched_reserve" && op.ok()) {
+        takes.push_back(&op);
+      } else if ((op.op == "schedule_delete" || op.op == "schedule_pause") && op.ok()) {
+        changes.push_back({&op, true});
+      } else if ((op.op == "schedule_put" || op.op == "schedule_resume") && (op.ok() || Doubtful(op.code))) {
+        changes.push_back({&op, false});  // one in doubt may have started it again
+      }
+    }
+    std::map<std::string, const Op*> first_delivery;
+    for (const Op* take : takes) {
+      const int64_t lease_ms = take->args.value("lease", int64_t{0});
+      for (const Json& d : take->result["d"]) {
+        const std::string key = d.value("key", "");
+        const int64_t due = d.value("due", int64_t{0});
+        const auto colon = key.rfind(':');
+        const int64_t occurrence = colon == std::string::npos ? -1 : std::atoll(key.c_str() + colon + 1);
+        if (occurrence != due) {
+          Add("schedule", fmt::format("run {} was due at {}, not at its occurrence", key, due), {take});
+        }
+        if (!o_.clock_steps && d.value("ld", int64_t{0}) - lease_ms < due) {
+          Add("schedule", fmt::format("run {} was delivered before it was due", key), {take});
+        }
+        if (d.value("att", 0) == 1) {
+          auto [it, fresh] = first_delivery.emplace(key, take);
+          // A store that answers a reserve before its lease is durable hands the job out again,
+          // as a first delivery, after a power cut lost the lease (VerifyOptions::unsynced_leases).
+          const bool lease_lost = !fresh && o_.unsynced_leases && InFault(it->second->t1, take->t0);
+          if (!fresh && !lease_lost) {
+            Add("schedule", fmt::format("run {} was delivered twice as a first delivery", key), {it->second, take});
+          }
+        }
+        if (o_.clock_steps) continue;
+        for (const Change& stop : changes) {
+          if (!stop.stops || stop.op->t1 + 1'000'000 >= due * 1000) continue;
+          const bool restarted = std::any_of(changes.begin(), changes.end(), [&](const Change& c) {
+            return !c.stops && c.op->t0 >= stop.op->t0 && c.op->t0 <= due * 1000;
+          });
+          if (!restarted) {
+            Add("schedule",
+                fmt::format("run {} came due {:.0f} ms after the schedule's {} was answered, and was delivered", key,
+                            (due * 1000 - stop.op->t1) / 1e3, stop.op->op),
+                {stop.op, take});
+            break;
+          }
+        }
+      }
+    }
+  }
+
   void CheckLateness() {
     std::vector<double> lateness;
     std::vector<const DeliveryRec*> which;

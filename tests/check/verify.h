@@ -12,10 +12,16 @@
 //   resurrected  nothing is delivered or present after an ack or cancel answered ok
 //   keys         no two live jobs share a key
 //   answered     every request is answered; a long poll within wait_ms + 1 s, anything else
-//                within 5 s; no internal errors, no 503 outside a fault
+//                within 5 s; no internal errors, no 503 outside a fault. The workers stop
+//                waiting after 5 s (a reserve: its wait_ms more) and record "no_answer", so a
+//                server that drops an answer fails the run instead of hanging it
 //   must_fail    a request that must fail does
 //   counts       stats and /metrics equal a recount of the final state
 //   lateness     p99 lateness of jobs that a waiting poll could take at once stays under 1 s
+//   schedule     a recurring schedule changed in every way while it runs (put, replace, pause,
+//                resume, delete, its queue's max_delay_ms): each run is due at its occurrence
+//                and delivered at or after it, once as a first delivery, and none comes due
+//                after a delete or pause answered, before the next put or resume
 //
 // Faults open windows in which slow answers and 503s are expected; a mode that loses data by
 // design (a Redis that fsyncs every second, power loss without sync) reports what it lost

@@ -38,7 +38,7 @@ class Worker {
  public:
   explicit Worker(const WorkerOptions& o) : o_(o), rec_(o.history), rng_(o.seed) {
     const std::string& url = o.urls[Uniform(0, static_cast<int64_t>(o.urls.size()) - 1)];
-    auto c = Client::Connect(url, {.timeout_ms = 10'000});
+    auto c = Client::Connect(url, {.timeout_ms = o.answer_within_ms});
     if (!c.ok()) throw std::runtime_error(c.status().ToString());
     client_ = std::move(*c);
   }
@@ -53,6 +53,8 @@ class Worker {
     }
     if (o_.admin) {
       for (const auto& q : paused_) Resume(q);
+      // The schedule stops making runs, so the store can settle (its queue is not judged then).
+      (void)client_->DeleteSchedule(kScheduleQueue, kScheduleName);
     }
     return 0;
   }
@@ -98,6 +100,8 @@ class Worker {
     Json result = Json::object();
     std::string message;
     std::string code = call(result, message);
+    // The client gave up waiting (answer_within_ms, plus a reserve's wait): not an answer.
+    if (code == "unavailable" && message.find("did not answer within") != std::string::npos) code = "no_answer";
     rec_.Line({{"k", "e"},
                {"c", o_.id},
                {"n", n},
@@ -455,8 +459,106 @@ class Worker {
     });
   }
 
+  // --- administration beside the traffic: schedules, limits, queue deletes ---
+  // A schedule on a queue of its own (kScheduleQueue), changed in every way while it runs; the
+  // admin takes its runs (op "sched_reserve") so that verify.cc can hold them to the schedule's
+  // history: never early, once per run, none after a delete or pause.
+  void ScheduleStep() {
+    const double p = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (p < 0.45) {
+      Do("sched_reserve", kScheduleQueue, {{"lease", 3000}}, [&](Json& r, std::string& m) {
+        auto got = client_->Reserve(kScheduleQueue, {16, 0, 3000});
+        if (!got.ok()) {
+          m = got.status().message();
+          return std::string(Name(got.code()));
+        }
+        r["d"] = Json::array();
+        for (auto& d : *got) {
+          r["d"].push_back(
+              {{"id", d.id}, {"key", d.key}, {"att", d.attempt}, {"due", d.due_at_ms}, {"ld", d.lease_deadline_ms}});
+          (void)client_->Ack(kScheduleQueue, d.receipt);
+        }
+        return std::string("ok");
+      });
+      return;
+    }
+    if (p < 0.65) {
+      ScheduleSpec spec;
+      spec.name = kScheduleName;
+      spec.every_ms = Chance(0.5) ? 1'000 : 2'000;
+      spec.misfire = Chance(0.5) ? Misfire::kSkip : Misfire::kRunOnce;
+      spec.payload = fmt::format(R"({{"admin":{}}})", seq_ + 1);
+      Do("schedule_put", kScheduleQueue, {{"every", spec.every_ms}}, [&](Json& r, std::string& m) {
+        auto put = client_->PutSchedule(kScheduleQueue, spec);
+        if (!put.ok()) {
+          m = put.status().message();
+          return std::string(Name(put.code()));
+        }
+        r["next"] = put->next_runs;
+        return std::string("ok");
+      });
+    } else if (p < 0.75) {
+      Do("schedule_pause", kScheduleQueue, Json::object(), [&](Json&, std::string& m) {
+        Status s = client_->PauseSchedule(kScheduleQueue, kScheduleName, true).status();
+        m = s.message();
+        return std::string(Name(s.code()));
+      });
+    } else if (p < 0.85) {
+      Do("schedule_resume", kScheduleQueue, Json::object(), [&](Json&, std::string& m) {
+        Status s = client_->PauseSchedule(kScheduleQueue, kScheduleName, false).status();
+        m = s.message();
+        return std::string(Name(s.code()));
+      });
+    } else if (p < 0.93) {
+      Do("schedule_delete", kScheduleQueue, Json::object(), [&](Json&, std::string& m) {
+        Status s = client_->DeleteSchedule(kScheduleQueue, kScheduleName);
+        m = s.message();
+        return std::string(Name(s.code()));
+      });
+    } else {
+      // The schedule's queue takes delays of 3 to 60 s: its runs are made only that far ahead.
+      QueueConfig c;
+      c.max_delay_ms = Uniform(3'000, 60'000);
+      Do("config", kScheduleQueue, {{"max_delay", c.max_delay_ms}}, [&](Json&, std::string& m) {
+        Status s = client_->SetConfig(kScheduleQueue, c);
+        m = s.message();
+        return std::string(Name(s.code()));
+      });
+    }
+  }
+
+  // A queue of its own (kScratchQueue) filled, refused a plain delete while it holds jobs, then
+  // deleted with force: afterwards it does not exist, and nothing a refused request asked made it.
+  void DeleteQueueStep() {
+    const int n = static_cast<int>(Uniform(1, 3));
+    for (int i = 0; i < n; ++i) (void)client_->Enqueue(kScratchQueue, {.payload = "1", .when = {.delay_ms = 60'000}});
+    Do("must_fail", kScratchQueue, {{"kind", "delete of a queue that holds jobs"}}, [&](Json&, std::string& m) {
+      Status s = client_->DeleteQueue(kScratchQueue, false).status();
+      m = s.message();
+      return std::string(Name(s.code()));
+    });
+    Do("delete_queue", kScratchQueue, {{"force", true}},
+       [&](Json& r, std::string& m) { return CountAnswer(client_->DeleteQueue(kScratchQueue, true), r, m); });
+    Do("must_fail", kScratchQueue, {{"kind", "stats of a queue just deleted"}}, [&](Json&, std::string& m) {
+      Status s = client_->Stats(kScratchQueue).status();
+      m = s.message();
+      return std::string(Name(s.code()));
+    });
+    Do("must_fail", kScratchQueue, {{"kind", "an enqueue refused for its group, then stats"}},
+       [&](Json&, std::string& m) {
+         EnqueueRequest bad{.payload = "1"};
+         bad.group = std::string(200, 'g');
+         (void)client_->Enqueue(kScratchQueue, bad);
+         Status s = client_->Stats(kScratchQueue).status();  // the refusal made no queue
+         m = s.message();
+         return std::string(Name(s.code()));
+       });
+  }
+
   void AdminStep() {
     std::this_thread::sleep_for(std::chrono::milliseconds(Uniform(20, 100)));  // pacing, not sync
+    if (Chance(0.3)) return ScheduleStep();
+    if (Chance(0.02)) return DeleteQueueStep();
     const std::string queue = AnyQueue();
     // A pause lasts 100-800 ms.
     for (auto it = paused_.begin(); it != paused_.end(); ++it) {
@@ -483,7 +585,21 @@ class Worker {
       c.backoff.base_ms = Uniform(50, 500);
       c.backoff.max_ms = 3000;
       c.backoff.jitter = 0.2;
-      Do("config", queue, {{"max", c.max_attempts}, {"lease", c.lease_ms}, {"base", c.backoff.base_ms}},
+      // Limits, half the time, that the traffic stays under (it is paced below them): set and
+      // lifted beside waiting reserves, they must hold nothing back and keep no waiter waiting.
+      if (Chance(0.5)) {
+        c.rate_per_s = static_cast<double>(Uniform(2'000, 10'000));
+        c.burst = Uniform(500, 2'000);
+        c.max_reserved = Uniform(500, 2'000);
+      }
+      c.max_delay_ms = Uniform(o_.max_delay_ms, 3'600'000);  // every delay the workers ask stays allowed
+      Do("config", queue,
+         {{"max", c.max_attempts},
+          {"lease", c.lease_ms},
+          {"base", c.backoff.base_ms},
+          {"rate", c.rate_per_s},
+          {"max_reserved", c.max_reserved},
+          {"max_delay", c.max_delay_ms}},
          [&](Json&, std::string& m) {
            Status s = client_->SetConfig(queue, c);
            m = s.message();
@@ -531,6 +647,9 @@ class Worker {
     }
   }
 
+  static constexpr const char* kScheduleQueue = "chk.s";
+  static constexpr const char* kScheduleName = "tick";
+  static constexpr const char* kScratchQueue = "chk.tmp";
   static constexpr size_t kMaxHeld = 24;
   static constexpr double kJobsPerSecond = 60;
 

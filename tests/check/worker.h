@@ -18,6 +18,11 @@ struct WorkerOptions {
   int64_t until_us = 0;             // wall-clock end
   bool admin = false;               // pause/resume, config, dead letters; else produce and consume
   int64_t max_delay_ms = 5000;
+  // How long a request may go unanswered (a reserve: its wait_ms more) before the worker stops
+  // waiting and records it as "no_answer": the `answered` invariant's limit, enforced by the
+  // client, so that a server that drops an answer is a verdict, not a hang.
+  int64_t answer_within_ms = kAnswerWithinMs;
+  static constexpr int64_t kAnswerWithinMs = 5'000;
 };
 
 // The queue config every run starts from (short leases and back-off, so that expiry,

@@ -38,7 +38,8 @@ std::vector<BadJob> BadJobs() {
   add("an empty header name", [](EnqueueRequest& r) { r.headers = {{"", "v"}}; });
   add("replace without a key", [](EnqueueRequest& r) { r.replace = true; });
   add("debounce without a key", [](EnqueueRequest& r) { r.debounce = true; });
-  add("a payload over max_payload", [](EnqueueRequest& r) { r.payload = std::string((1 << 20) + 1, 'x'); },
+  add(
+      "a payload over max_payload", [](EnqueueRequest& r) { r.payload = std::string((1 << 20) + 1, 'x'); },
       Code::kTooLarge);
   add("an empty payload", [](EnqueueRequest& r) { r.payload.clear(); });
   add("a delay past max_delay_ms (400 days)", [](EnqueueRequest& r) { r.when.delay_ms = 400LL * 86'400'000; });

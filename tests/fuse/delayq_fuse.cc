@@ -8,6 +8,12 @@
 //                                          by an fsync of their directory are undone
 //   echo enospc > MOUNTPOINT/.delayq-fuse  writes, creates and syncs fail with ENOSPC
 //   echo eio    > MOUNTPOINT/.delayq-fuse  writes and syncs fail with EIO
+//   echo hold   > MOUNTPOINT/.delayq-fuse  fsyncs wait (as on a slow disk) until "ok", or fail
+//                                          with EIO at "eio", "enospc" or "cut": a cut then loses
+//                                          every write a held fsync covered, the writes an
+//                                          application that answers before its fsync completes has
+//                                          already acknowledged. (A process blocked in a held fsync
+//                                          cannot die: fail the fsyncs with "eio", kill it, then cut.)
 //   echo ok     > MOUNTPOINT/.delayq-fuse  back to normal
 //
 // How it works. BACKING/current holds the files as the application sees them: every operation
@@ -34,6 +40,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -53,7 +60,11 @@ struct State {
   std::string current, durable;  // BACKING/current, BACKING/durable
   int root = -1;                 // BACKING/current, for the *at() calls
   std::atomic<int> fail{0};      // 0, ENOSPC or EIO
-  std::mutex mu;                 // guards everything below
+  std::mutex hold_mu;            // guards hold and power (fsyncs wait on held)
+  std::condition_variable held;
+  bool hold = false;
+  uint64_t power = 0;  // bumped by every cut: an fsync held across one fails
+  std::mutex mu;       // guards everything below
   uint64_t next_id = 1;
   std::map<ino_t, uint64_t> ids;                     // inode in current -> file id
   std::map<uint64_t, std::map<off_t, off_t>> dirty;  // id -> [start, end) written since its sync
@@ -231,16 +242,43 @@ int Failing(bool metadata) {
   return -f;
 }
 
+// Waits while fsyncs are held; false when the power was cut meanwhile (the fsync then fails).
+bool WaitWhileHeld() {
+  std::unique_lock lock(g.hold_mu);
+  const uint64_t power = g.power;
+  g.held.wait(lock, [&] { return !g.hold || g.power != power; });
+  return g.power == power;
+}
+
+void SetHold(bool hold, bool cut) {
+  std::lock_guard lock(g.hold_mu);
+  g.hold = hold;
+  if (cut) ++g.power;
+  g.held.notify_all();
+}
+
 // --- the control file ---
 bool IsControl(const char* path) { return path != nullptr && std::strcmp(path, kControl) == 0; }
 int Control(const char* buf, size_t size) {
   std::string cmd(buf, size);
   while (!cmd.empty() && (cmd.back() == '\n' || cmd.back() == ' ')) cmd.pop_back();
-  if (cmd == "cut") Cut();
-  else if (cmd == "enospc") g.fail = ENOSPC;
-  else if (cmd == "eio") g.fail = EIO;
-  else if (cmd == "ok") g.fail = 0;
-  else return -EINVAL;
+  if (cmd == "cut") {
+    SetHold(false, true);  // the held fsyncs fail: the power went before they were done
+    Cut();
+  } else if (cmd == "enospc") {
+    g.fail = ENOSPC;
+    SetHold(false, true);  // a held fsync fails too
+  } else if (cmd == "eio") {
+    g.fail = EIO;
+    SetHold(false, true);
+  } else if (cmd == "hold") {
+    SetHold(true, false);
+  } else if (cmd == "ok") {
+    g.fail = 0;
+    SetHold(false, false);
+  } else {
+    return -EINVAL;
+  }
   std::fprintf(stderr, "delayq-fuse: %s\n", cmd.c_str());
   return static_cast<int>(size);
 }
@@ -308,6 +346,7 @@ int ReleaseDir(const char*, fuse_file_info* fi) {
 
 int FsyncDir(const char* path, int, fuse_file_info*) {
   if (int f = Failing(false)) return f;
+  if (!WaitWhileHeld()) return -EIO;
   return SyncNames(Key(path));
 }
 
@@ -419,6 +458,7 @@ int Release(const char*, fuse_file_info* fi) {
 int Fsync(const char*, int, fuse_file_info* fi) {
   if (!fi->fh) return 0;
   if (int f = Failing(false)) return f;
+  if (!WaitWhileHeld()) return -EIO;
   return SyncData(F(fi)->fd);
 }
 

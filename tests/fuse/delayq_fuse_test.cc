@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -152,6 +153,39 @@ TEST_F(Fuse, ENOSPCAndEIOFailWritesUntilOk) {
   EXPECT_EQ(::write(fd, "y", 1), 1);
   EXPECT_EQ(::fsync(fd), 0);
   ::close(fd);
+}
+
+// "hold" makes fsyncs wait, as a slow disk does; "ok" lets them finish, and a "cut" while they
+// wait fails them and loses what they would have made durable (what an application that answers
+// before its fsync completes has already acknowledged).
+TEST_F(Fuse, AHeldFsyncWaitsUntilOkAndFailsAtACut) {
+  const std::string path = mnt_ + "/held";
+  Write(path, "synced before", true);
+  FsyncPath(mnt_, O_RDONLY | O_DIRECTORY);  // its name durable too
+  Control("hold");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, " then more", 10), 10);
+  std::atomic<int> rc{1};
+  std::thread syncer([&] { rc = ::fsync(fd); });
+  // A measurement window: the fsync must still be waiting after it (it waits for "ok").
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(rc.load(), 1) << "the fsync did not wait while held";
+  Control("ok");
+  syncer.join();
+  EXPECT_EQ(rc.load(), 0);
+
+  Control("hold");
+  ASSERT_EQ(::write(fd, " lost", 5), 5);
+  std::atomic<int> rc2{1};
+  std::thread held([&] { rc2 = ::fsync(fd); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the same window
+  EXPECT_EQ(rc2.load(), 1);
+  ::close(fd);  // a power cut finds no open file (the tests kill the application first)
+  Control("cut");
+  held.join();
+  EXPECT_EQ(rc2.load(), -1) << "a fsync held across a cut fails";
+  EXPECT_EQ(Slurp(path), "synced before then more") << "what the held fsync covered is gone";
 }
 
 TEST_F(Fuse, AnUnknownCommandIsRefused) {

@@ -8,6 +8,7 @@
 #include <future>
 
 #include "core/errors.h"
+#include "core/mutant.h"
 #include "core/validate.h"
 #include "store/embedded/engine_impl.h"
 
@@ -25,6 +26,10 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> st
 EngineImpl::~EngineImpl() { Close(); }
 
 Status EngineImpl::Start() {
+  if (ActiveMutant()) {  // core/mutant.h: a build for make check-mutants, with a defect turned on
+    spdlog::warn("MUTANT {} is on: this build carries seeded defects for make check-mutants; it loses jobs",
+                 ActiveMutant());
+  }
   {
     std::lock_guard lock(mu_);
     DELAYQ_RETURN_IF_ERROR(LoadReceiptSecretLocked());

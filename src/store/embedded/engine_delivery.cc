@@ -12,6 +12,7 @@
 
 #include "core/backoff.h"
 #include "core/errors.h"
+#include "core/mutant.h"
 #include "core/validate.h"
 #include "store/embedded/engine_impl.h"
 
@@ -359,6 +360,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     return;
   }
   std::vector<Target> targets(receipts.size());
+  std::vector<bool> kept(receipts.size());  // core/mutant.h's ack-keeps-job
   auto batch = storage_->NewBatch();
   for (size_t i = 0; i < receipts.size(); ++i) {
     if (first[i] != i) continue;
@@ -370,6 +372,10 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     bool have_record;
     out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
     if (!out[i].ok()) continue;
+    if (MutantStrikes("ack-keeps-job", 10)) {
+      kept[i] = true;
+      continue;
+    }
     const Target& t = targets[i];
     std::string key;
     bool key_indexed;
@@ -398,7 +404,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
       }
     } else {
       for (size_t i = 0; i < receipts.size(); ++i) {
-        if (first[i] != i || !out[i].ok()) continue;
+        if (first[i] != i || !out[i].ok() || kept[i]) continue;
         const Target& t = targets[i];
         if (t.leased) {
           RemoveLeaseLocked(t.id);

@@ -2,6 +2,7 @@
 // the loop sleeps until then or until an operation creates an earlier deadline.
 #include <spdlog/spdlog.h>
 
+#include "core/mutant.h"
 #include "store/embedded/engine_impl.h"
 
 namespace delayq {
@@ -58,6 +59,7 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
 }
 
 void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched) {
+  if (Mutant("deliver-early")) now_us += 300'000;  // core/mutant.h
   while (!heads_.empty() && heads_.begin()->first.due_ms * 1000 <= now_us) {
     auto [key, q] = *heads_.begin();
     const DueWindow::Popped popped = q->window.PopFront();  // the job at `key`
@@ -78,7 +80,8 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
 // else receives it; when that delivery was the last attempt the job goes dead instead.
 void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched) {
   std::vector<Ulid> expired;
-  for (auto it = lease_deadlines_.begin(); it != lease_deadlines_.end() && it->first <= now.mono_us; ++it) {
+  const int64_t early_us = Mutant("lease-twice") ? 1'000'000 : 0;  // core/mutant.h
+  for (auto it = lease_deadlines_.begin(); it != lease_deadlines_.end() && it->first <= now.mono_us + early_us; ++it) {
     expired.push_back(it->second);
   }
   if (expired.empty()) return;
@@ -172,6 +175,10 @@ void EngineImpl::ServeWaitersLocked(QueueState* q, const Instant& now, Deferred&
     if (result.ok() && result->empty()) return;
     q->waiters.pop_front();
     waiter_deadlines_.erase({w.deadline_mono_us, handle});
+    if (MutantStrikes("drop-waiter-answer", 20)) {  // core/mutant.h: leased, never answered
+      waiters_.erase(it);
+      continue;
+    }
     deferred.Add([done = std::move(w.done), result = std::move(result)]() mutable { done(std::move(result)); });
     waiters_.erase(it);
   }

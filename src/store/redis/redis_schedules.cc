@@ -109,10 +109,9 @@ Status RedisQueue::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
     auto listed = Call(kScheduledRegistry, {"SADD", kScheduledRegistry, s.queue});
     if (!listed.ok()) return listed.status();
   }
-  auto v =
-      Eval(kStoreScheduleScript, {SchedulesKey(s.queue)},
-           {s.spec.name, std::to_string(expected), EncodeSchedule(s), std::to_string(ScheduleLimits::kMaxPerQueue),
-            std::to_string(FirstGeneration())});
+  auto v = Eval(kStoreScheduleScript, {SchedulesKey(s.queue)},
+                {s.spec.name, std::to_string(expected), EncodeSchedule(s), std::to_string(ScheduleLimits::kMaxPerQueue),
+                 std::to_string(FirstGeneration())});
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->str == "CONFLICT") return Changed(s.queue, s.spec.name);
