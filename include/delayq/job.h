@@ -247,10 +247,10 @@ struct ScheduleHistogram {
 // One page of a queue's jobs in one state (Queue::ListJobs).
 //
 // Order: scheduled by (due_at, id); dead by (dead_at, id); ready and reserved by (due_at, id) on
-// the embedded store, and on the Redis store in the order they became ready (the same, except
-// that a replayed job goes last). Without priorities and groups that is the order a reserve hands
-// jobs out; with them a reserve follows core/ready_order.h. The Redis store does not yet list
-// ready and reserved jobs that have a priority or a group (docs/http-api.md).
+// the embedded store, and on the Redis store first those without a priority or a group in the
+// order they became ready (the same, except that a replayed job goes last), then those with
+// either by (due_at, id). Without priorities and groups that is the order a reserve hands jobs
+// out; with them a reserve follows core/ready_order.h.
 struct ListRequest {
   JobState state = JobState::kScheduled;
   int32_t limit = 100;  // 1..Limits::kMaxListPage

@@ -51,6 +51,9 @@ struct ScheduleSpec {
   bool binary = false;
   Headers headers;
   std::optional<int32_t> max_attempts;
+  // Each run's priority (0..9) and group (at most 128 bytes), as for EnqueueRequest.
+  int32_t priority = 0;
+  std::string group;
   Misfire misfire = Misfire::kRunOnce;
   std::optional<int64_t> start_at_ms;  // no occurrence before this
   std::optional<int64_t> end_at_ms;    // none after this

@@ -37,7 +37,8 @@ void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
   struct Args {
     std::string queue, name, cron, every, timezone = "UTC", payload, misfire = "run_once", start_at, end_at;
     std::vector<std::string> headers;
-    int32_t max_attempts = 0;
+    int32_t max_attempts = 0, priority = 0;
+    std::string group;
   };
   auto a = std::make_shared<Args>();
   auto* sched = app.add_subcommand("schedule", "Recurring schedules: set, ls, get, rm, pause, resume");
@@ -46,13 +47,15 @@ void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
   auto* set = sched->add_subcommand(
       "set", "Create or replace a schedule: delayq schedule set reports nightly --cron '0 3 * * *' --tz Europe/Berlin");
   set->add_option("queue", a->queue, "Queue name")->required();
-  set->add_option("name", a->name, "RecurringSchedule name")->required();
+  set->add_option("name", a->name, "Schedule name")->required();
   set->add_option("--cron", a->cron, "5 fields (or 6, seconds first): '*/5 * * * *', '0 9 * * MON-FRI'");
   set->add_option("--every", a->every, "Or a fixed period: 90s, 15m, 1h");
   set->add_option("--tz,--timezone", a->timezone, "IANA time zone of --cron (default UTC)");
   set->add_option("--payload", a->payload, "Each job's payload: JSON is sent as is, other text as a JSON string");
   set->add_option("-H,--header", a->headers, "Header name=value of each job (repeatable)");
   set->add_option("--max-attempts", a->max_attempts, "Deliveries before a job goes dead");
+  set->add_option("--priority", a->priority, "Each run's priority, 0..9 (higher first within its group)");
+  set->add_option("--group", a->group, "Each run's group (a tenant: reserves take the groups in turn)");
   set->add_option("--misfire", a->misfire, "Runs missed while no server ran: skip | run_once | run_all")
       ->capture_default_str();
   set->add_option("--start-at", a->start_at, "No run before this time (RFC 3339 or epoch ms)");
@@ -79,6 +82,8 @@ void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
       spec.headers[h.substr(0, eq)] = h.substr(eq + 1);
     }
     if (a->max_attempts) spec.max_attempts = a->max_attempts;
+    spec.priority = a->priority;
+    spec.group = a->group;
     auto misfire = ParseMisfire(a->misfire);
     if (!misfire) return Status::InvalidArgument("--misfire \"" + a->misfire + "\" is not skip, run_once or run_all");
     spec.misfire = *misfire;
@@ -111,7 +116,7 @@ void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
   auto named = [&](const char* name, const char* help) {
     auto* c = sched->add_subcommand(name, help);
     c->add_option("queue", a->queue, "Queue name")->required();
-    c->add_option("name", a->name, "RecurringSchedule name")->required();
+    c->add_option("name", a->name, "Schedule name")->required();
     return c;
   };
   named("get", "One schedule")->callback(Run(rc, [a, &g]() -> Status {

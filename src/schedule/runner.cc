@@ -36,6 +36,8 @@ EnqueueRequest JobFor(const ScheduleSpec& spec, int64_t occurrence_ms,
   r.headers[kScheduleHeader] = spec.name;
   r.headers[kScheduleRevisionHeader] = revision;
   r.max_attempts = spec.max_attempts;
+  r.priority = spec.priority;
+  r.group = spec.group;
   r.key = OccurrenceKey(spec.name, occurrence_ms);
   r.when.deliver_at_ms = occurrence_ms;  // a past one is due at once
   return r;

@@ -2,14 +2,15 @@
 #include <fmt/format.h>
 
 #include "core/bytes.h"
-#include "schedule/schedule_store.h"
-
 #include "core/random.h"
+#include "schedule/schedule_store.h"
 
 namespace delayq {
 namespace {
 
-constexpr uint8_t kScheduleRecordVersion = 1;
+// Version 2 adds the runs' priority and group after the pending runs; a schedule without either
+// is still written as version 1, which a delayq from before reads.
+constexpr uint8_t kScheduleRecordVersion = 2;
 // Bounds a decoder trusts no further (a record is written by delayq; these stop a damaged one).
 constexpr uint64_t kMaxStoredPending = 100'000;
 
@@ -19,7 +20,8 @@ std::string EncodeSchedule(const StoredSchedule& s) {
   std::string out;
   ByteWriter w(&out);
   const ScheduleSpec& spec = s.spec;
-  w.U8(kScheduleRecordVersion);
+  const bool v2 = spec.priority != 0 || !spec.group.empty();
+  w.U8(v2 ? 2 : 1);
   w.Bytes(spec.name);
   w.Bytes(spec.cron);
   w.Varint(static_cast<uint64_t>(spec.every_ms));
@@ -42,6 +44,10 @@ std::string EncodeSchedule(const StoredSchedule& s) {
   w.SignedVarint(s.state.last_run_at_ms);
   w.Varint(s.state.pending.size());
   for (int64_t p : s.state.pending) w.SignedVarint(p);
+  if (v2) {
+    w.Varint(static_cast<uint64_t>(spec.priority));
+    w.Bytes(spec.group);
+  }
   return out;
 }
 
@@ -49,7 +55,7 @@ Status DecodeSchedule(std::string_view data, StoredSchedule* s) {
   ByteReader in(data);
   uint8_t version = 0, flags = 0, misfire = 0;
   if (!in.U8(&version)) return Status::Corruption("schedule record is empty");
-  if (version != kScheduleRecordVersion) {
+  if (version < 1 || version > kScheduleRecordVersion) {
     return Status::Corruption(
         fmt::format("schedule record has format version {}, newer than this delayq understands ({}); upgrade delayq",
                     version, kScheduleRecordVersion));
@@ -86,6 +92,16 @@ Status DecodeSchedule(std::string_view data, StoredSchedule* s) {
   state.pending.resize(pending);
   for (auto& p : state.pending) {
     if (!in.SignedVarint(&p)) return bad();
+  }
+  spec.priority = 0;
+  spec.group.clear();
+  if (version >= 2) {
+    uint64_t priority = 0;
+    if (!in.Varint(&priority) || priority > static_cast<uint64_t>(Limits::kMaxPriority) || !in.Bytes(&spec.group) ||
+        spec.group.size() > Limits::kMaxGroup) {
+      return bad();
+    }
+    spec.priority = static_cast<int32_t>(priority);
   }
   if (!in.empty()) return bad();
   return Status::Ok();

@@ -41,6 +41,7 @@ struct StoredSchedule {
 //   bit 4 paused), varint max_attempts, varint start_at, varint end_at, u8 misfire,
 //   varint header_count, (bytes name, bytes value)*, varint created_at, varint updated_at,
 //   varint handled_until, varint last_run_at, varint pending_count, varint pending*
+//   version 2 (written only when either is set): then varint priority, bytes group
 // The generation is kept beside the record by each store (its compare-and-set reads only that).
 // Versioning follows core/record.h's rules (a newer version is refused by name).
 std::string EncodeSchedule(const StoredSchedule& s);

@@ -31,6 +31,21 @@ Result<bool> ParseJobContentField(std::string_view key, sj::value v, std::string
     r->binary = true;
     return true;
   }
+  if (key == "priority") {
+    int64_t priority;
+    DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &priority, "an integer from 0 to 9"));
+    // The range is ValidateEnqueue's, as for every store; out of int32 it is out of range too.
+    r->priority = priority < 0 || priority > Limits::kMaxPriority ? -1 : static_cast<int32_t>(priority);
+    if (r->priority < 0) {
+      return Status::InvalidArgument(fmt::format("{} is {}; it must be between 0 (the default) and {} (first)", field,
+                                                 priority, Limits::kMaxPriority));
+    }
+    return true;
+  }
+  if (key == "group") {
+    DELAYQ_RETURN_IF_ERROR(GetString(v, field, &r->group));
+    return true;
+  }
   if (key == "max_attempts") {
     int64_t n;
     DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &n, "an integer from 1 to 1000"));
@@ -119,17 +134,6 @@ Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
       // Range and the need for a key: ValidateEnqueue, as for every store.
       DELAYQ_RETURN_IF_ERROR(
           GetInt(v, field, &r.key_ttl_ms, "an integer of milliseconds from 0 to 2592000000 (30 days)"));
-    } else if (key == "priority") {
-      int64_t priority;
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &priority, "an integer from 0 to 9"));
-      // The range is ValidateEnqueue's, as for every store; out of int32 it is out of range too.
-      r.priority = priority < 0 || priority > Limits::kMaxPriority ? -1 : static_cast<int32_t>(priority);
-      if (r.priority < 0) {
-        return Status::InvalidArgument(fmt::format("{} is {}; it must be between 0 (the default) and {} (first)", field,
-                                                   priority, Limits::kMaxPriority));
-      }
-    } else if (key == "group") {
-      DELAYQ_RETURN_IF_ERROR(GetString(v, field, &r.group));
     } else {
       return UnknownField(prefix, key, kJobFields);
     }

@@ -11,8 +11,9 @@
 namespace delayq::wire {
 namespace {
 
-constexpr std::string_view kSpecFields[] = {"cron",    "every",   "timezone", "payload", "payload_base64",
-                                            "headers", "misfire", "start_at", "end_at",  "max_attempts"};
+constexpr std::string_view kSpecFields[] = {"cron",           "every",        "timezone", "payload",
+                                            "payload_base64", "headers",      "misfire",  "start_at",
+                                            "end_at",         "max_attempts", "priority", "group"};
 
 // Epoch ms or an RFC 3339 string.
 Status GetTimestamp(sj::value v, std::string_view field, int64_t* out) {
@@ -36,6 +37,8 @@ void WriteSpecFields(JsonWriter& w, const ScheduleSpec& s) {
   WritePayload(w, s.payload, s.binary);
   WriteHeaders(w, s.headers);
   if (s.max_attempts) w.Key("max_attempts").Int(*s.max_attempts);
+  if (s.priority != 0) w.Key("priority").Int(s.priority);
+  if (!s.group.empty()) w.Key("group").String(s.group);
   w.Key("misfire").String(MisfireName(s.misfire));
   if (s.start_at_ms) w.Key("start_at").Int(*s.start_at_ms);
   if (s.end_at_ms) w.Key("end_at").Int(*s.end_at_ms);
@@ -78,6 +81,8 @@ Status ReadOne(sj::object o, RecurringSchedule* s) {
       s->spec.binary = true;
     } else if (k == "headers") s->spec.headers = ReadHeaders(v);
     else if (k == "max_attempts") s->spec.max_attempts = static_cast<int32_t>(Int(v));
+    else if (k == "priority") s->spec.priority = static_cast<int32_t>(Int(v));
+    else if (k == "group") s->spec.group = Str(v);
     else if (k == "misfire") s->spec.misfire = ParseMisfire(Str(v)).value_or(Misfire::kRunOnce);
     else if (k == "start_at") s->spec.start_at_ms = Int(v);
     else if (k == "end_at") s->spec.end_at_ms = Int(v);
@@ -106,7 +111,7 @@ Result<ScheduleSpec> ParseScheduleSpec(std::string_view body, std::string_view n
   if ((*d)->doc.get_object().get(obj)) return Status::InvalidArgument("the body must be a JSON object");
   ScheduleSpec spec;
   spec.name = std::string(name);
-  EnqueueRequest content;  // payload, headers, max_attempts: read as a job's
+  EnqueueRequest content;  // payload, headers, max_attempts, priority, group: read as a job's
   bool have_payload = false;
   for (auto f : obj) {
     std::string_view key;
@@ -162,6 +167,8 @@ Result<ScheduleSpec> ParseScheduleSpec(std::string_view body, std::string_view n
   }
   spec.headers = std::move(content.headers);
   spec.max_attempts = content.max_attempts;
+  spec.priority = content.priority;
+  spec.group = std::move(content.group);
   return spec;
 }
 

@@ -319,3 +319,34 @@ TEST_P(QueueConformance, RemovingEveryLimitWakesAWaitingReserve) {
 }
 
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// One rule for every limit (issue 34): time a job waits because its group is at
+// group_max_reserved is limit_wait, as for the queue's own limits, not lateness.
+TEST_P(QueueConformance, TimeHeldBackByAGroupCapIsNotLateness) {
+  const std::string queue = QueueName();
+  QueueConfig c;
+  c.group_max_reserved = 1;
+  ASSERT_TRUE(q().SetConfig(queue, c).ok());
+  for (int i = 0; i < kJobsForEveryShard; ++i) {
+    EnqueueRequest j = Job("tenant");
+    j.group = "tenant-a";
+    MustEnqueue(q(), queue, j);
+  }
+  (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == kJobsForEveryShard; });
+  auto held = TakeUntilHeldBack(q(), queue);  // one per shard; the cap holds the rest back
+  ASSERT_FALSE(held.empty());
+  const int64_t wait_ms = h_->exact_time() ? 5'000 : 1'500;
+  h_->Advance(wait_ms);
+  for (const Delivery& d : held) ASSERT_TRUE(q().Ack(queue, d.receipt).ok());
+  auto next = MustReserve(q(), queue, 1);
+  ASSERT_EQ(next.size(), 1u);
+  const QueueStats s = MustStats(q(), queue);
+  EXPECT_GE(s.limit_wait.count, 1u) << "the job held back by its group's cap waited for a limit";
+  EXPECT_GE(s.limit_wait.max_ms, wait_ms * 0.8);
+  // Late by (almost) nothing: a real clock allows for the calls themselves.
+  EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : wait_ms * 0.5);
+}
+
+}  // namespace delayq::testing

@@ -301,3 +301,39 @@ TEST_P(QueueConformance, ThreadsAtOnceNeverPassAGroupsCap) {
 }
 
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// The documented exception (docs/http-api.md, issue 34): ready jobs of the default group at
+// priority 0 go by due time on the embedded store, and in the order they became ready on Redis
+// (its stream), so a replayed dead job goes after one that became ready before it, though due
+// earlier. Each store is held to its own rule.
+TEST_P(QueueConformance, AReplayedJobOfTheDefaultGroupGoesByEachStoresReadyOrder) {
+  const std::string queue = QueueName();
+  const std::string x = MustEnqueue(q(), queue, Job("x")).id;
+  auto got = MustReserve(q(), queue, 1);
+  ASSERT_EQ(got.size(), 1u);
+  NackRequest dead;
+  dead.receipt = got[0].receipt;
+  dead.dead = true;
+  ASSERT_TRUE(q().Nack(queue, dead).ok());
+  h_->Advance(h_->unit_ms());
+  const std::string y = MustEnqueue(q(), queue, Job("y")).id;  // due after x
+  (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 1; });
+  auto replayed = q().ReplayDead(queue, std::vector<std::string>{x});
+  ASSERT_TRUE(replayed.ok());
+  ASSERT_EQ(*replayed, 1);
+  (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 2; });
+  auto both = MustReserve(q(), queue, 2);
+  ASSERT_EQ(both.size(), 2u);
+  if (!h_->ordered()) return;  // shards: order holds within one only
+  if (h_->ready_in_arrival_order()) {
+    EXPECT_EQ(both[0].id, y) << "the stream: the replayed job became ready last";
+    EXPECT_EQ(both[1].id, x);
+  } else {
+    EXPECT_EQ(both[0].id, x) << "due order: the replayed job was due first";
+    EXPECT_EQ(both[1].id, y);
+  }
+}
+
+}  // namespace delayq::testing

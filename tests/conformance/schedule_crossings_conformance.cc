@@ -234,3 +234,44 @@ TEST_P(QueueConformance, ConcurrentScheduleChangesLeaveNoRunBehindADelete) { Rac
 TEST_P(QueueConformance, ConcurrentScheduleChangesLeaveNoRunBehindAPause) { Race(*h_, QueueName(), false); }
 
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// A schedule's runs carry its priority and group (issue 34), validated as a job's.
+TEST_P(QueueConformance, AScheduleGivesItsRunsItsPriorityAndGroup) {
+  const std::string queue = QueueName();
+  ScheduleSpec spec = Every("tenant-report", 3'600'000);
+  spec.priority = 7;
+  spec.group = "tenant-7";
+  auto put = q().PutSchedule(queue, spec);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->spec.priority, 7);
+  EXPECT_EQ(put->spec.group, "tenant-7");
+  auto got = q().GetSchedule(queue, "tenant-report");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec, put->spec);
+  auto job = q().Get(queue, JobRef::ByKey(KeyOf("tenant-report", put->next_runs[0])));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->priority, 7);
+  EXPECT_EQ(job->group, "tenant-7");
+  // Replaced without them: the coming run is made again without them.
+  ASSERT_TRUE(q().PutSchedule(queue, Every("tenant-report", 3'600'000)).ok());
+  job = q().Get(queue, JobRef::ByKey(KeyOf("tenant-report", put->next_runs[0])));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->priority, 0);
+  EXPECT_EQ(job->group, "");
+
+  for (auto [priority, group] : {std::pair<int32_t, std::string>{10, ""}, {-1, ""}, {0, std::string(129, 'g')}}) {
+    const std::string other = QueueName();
+    ScheduleSpec bad = Every("bad", 60'000);
+    bad.priority = priority;
+    bad.group = group;
+    auto refused = q().PutSchedule(other, bad);
+    EXPECT_EQ(refused.code(), Code::kInvalidArgument) << priority << " " << group.size();
+    EXPECT_NE(refused.status().message().find(group.empty() ? "priority" : "group"), std::string::npos)
+        << refused.status().message();
+    EXPECT_EQ(q().Stats(other).code(), Code::kNotFound);
+  }
+}
+
+}  // namespace delayq::testing

@@ -66,13 +66,40 @@ TEST(ScheduleRecord, VersionOneBytesArePinnedAndNewerOnesRefused) {
   }
   EXPECT_EQ(DecodeSchedule(pinned + "x", &back).code(), Code::kCorruption) << "trailing bytes";
   std::string newer = pinned;
-  newer[0] = '\x02';
+  newer[0] = '\x03';
   auto refused = DecodeSchedule(newer, &back);
   EXPECT_EQ(refused.code(), Code::kCorruption);
   EXPECT_NE(refused.message().find("newer than this delayq understands"), std::string::npos);
   std::string bad_misfire = pinned;
   bad_misfire[20] = '\x09';  // the misfire byte
   EXPECT_EQ(DecodeSchedule(bad_misfire, &back).code(), Code::kCorruption);
+}
+
+// Version 2 (written only with a priority or a group): version 1's bytes, then the priority and
+// the group; version 1 is still written without them, so a delayq from before reads it.
+TEST(ScheduleRecord, VersionTwoCarriesThePriorityAndGroupAfterVersionOne) {
+  StoredSchedule s;
+  s.spec.name = "t";
+  s.spec.every_ms = 60'000;
+  s.spec.priority = 7;
+  s.spec.group = "g1";
+  const std::string bytes = EncodeSchedule(s);
+  const std::string pinned(
+      "\x02\x01t\x00\xe0\xd4\x03\x03UTC\x04null\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07\x02g1", 31);
+  EXPECT_EQ(bytes, pinned);
+  StoredSchedule back;
+  ASSERT_TRUE(DecodeSchedule(pinned, &back).ok());
+  EXPECT_EQ(back.spec, s.spec);
+  for (size_t cut = 0; cut < pinned.size(); ++cut) {
+    EXPECT_EQ(DecodeSchedule(pinned.substr(0, cut), &back).code(), Code::kCorruption) << cut;
+  }
+  std::string bad_priority = pinned;
+  bad_priority[27] = '\x0a';  // 10
+  EXPECT_EQ(DecodeSchedule(bad_priority, &back).code(), Code::kCorruption);
+  // A version-1 record read after a version-2 one has neither.
+  ASSERT_TRUE(DecodeSchedule(EncodeSchedule(StoredSchedule{}), &back).ok());
+  EXPECT_EQ(back.spec.priority, 0);
+  EXPECT_EQ(back.spec.group, "");
 }
 
 }  // namespace

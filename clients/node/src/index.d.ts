@@ -49,6 +49,10 @@ export interface ScheduleOptions {
   payload?: unknown;
   headers?: Record<string, string>;
   maxAttempts?: number;
+  /** Each run's priority, 0..9 (higher first within its group). */
+  priority?: number;
+  /** Each run's group (a tenant): reserves take the groups in turn. */
+  group?: string;
   misfire?: 'skip' | 'run_once' | 'run_all';
   startAt?: Timestamp;
   endAt?: Timestamp;

@@ -279,7 +279,7 @@ export class Client {
    * or { every: '90s' }, with payload, headers, maxAttempts, misfire, startAt, endAt. Each run
    * becomes a job of the queue. Resolves to the schedule with its next runs (the wire's JSON).
    */
-  async putSchedule(queue, name, { cron, every, timezone, payload, headers, maxAttempts, misfire, startAt, endAt } = {}) {
+  async putSchedule(queue, name, { cron, every, timezone, payload, headers, maxAttempts, priority, group, misfire, startAt, endAt } = {}) {
     const body = {};
     if (cron !== undefined) body.cron = cron;
     if (every !== undefined) body.every = toMs(every, 'every');
@@ -287,6 +287,8 @@ export class Client {
     if (payload !== undefined) body.payload = payload;
     if (headers !== undefined) body.headers = headers;
     if (maxAttempts !== undefined) body.max_attempts = maxAttempts;
+    if (priority !== undefined) body.priority = priority;
+    if (group !== undefined) body.group = group;
     if (misfire !== undefined) body.misfire = misfire;
     if (startAt !== undefined) body.start_at = startAt;
     if (endAt !== undefined) body.end_at = endAt;

@@ -57,6 +57,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   };
   std::vector<Pick> picks;
   std::vector<ReadyJobs::iterator> broken;
+  std::map<std::string, int64_t, std::less<>> group_since;  // per group served: since when its cap held it
   auto batch = storage_->NewBatch();
   int64_t bytes = 0;
   // Makes one candidate a delivery: false when its record would take the answer over max_bytes
@@ -137,7 +138,10 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     if (cap > 0) {
       rules.full = [&](std::string_view group) {
         auto t = taking.find(group);
-        return GroupFullLocked(q, group, cap, t == taking.end() ? 0 : t->second);
+        const bool full = GroupFullLocked(q, group, cap, t == taking.end() ? 0 : t->second);
+        // A group at its cap with ready jobs is held back by a limit from now on.
+        if (full) q->group_limited_since_us.try_emplace(std::string(group), now.wall_us);
+        return full;
       };
     }
     while (count() < max) {
@@ -150,6 +154,13 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
         q->ready.Restore(it);  // not taken after all (its group's turn is over, though)
         if (!delivered.ok()) return delivered.status();
         break;
+      }
+      // The group is served: since when its cap held it back (before this reserve) goes with the
+      // jobs taken from it; a cap it reaches again is noted anew.
+      if (!group_since.contains(pick->group)) {
+        auto held = q->group_limited_since_us.find(pick->group);
+        group_since[std::string(pick->group)] = held == q->group_limited_since_us.end() ? kNoTime : held->second;
+        if (held != q->group_limited_since_us.end()) q->group_limited_since_us.erase(held);
       }
       ++taking[pick->group];
     }
@@ -181,10 +192,15 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
                                  out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due, std::move(info.lane)});
     ++q->counters.delivered;
     if (info.redelivery) continue;
-    // Late until the limit started holding it, then held back by the limit (not late).
+    // Late until a limit (the queue's, or its group's cap) started holding it, then held back by
+    // the limit (not late).
     const int64_t due_us = key.due_ms * 1000;
-    if (limited_since != kNoTime && limited_since < now.wall_us) {
-      const int64_t held_from = std::max(due_us, limited_since);
+    int64_t since = limited_since;
+    if (auto g = group_since.find(out[i].group); g != group_since.end() && g->second != kNoTime) {
+      since = since == kNoTime ? g->second : std::min(since, g->second);
+    }
+    if (since != kNoTime && since < now.wall_us) {
+      const int64_t held_from = std::max(due_us, since);
       q->lateness.Record(std::max<int64_t>(0, held_from - due_us));
       q->limit_wait.Record(now.wall_us - held_from);
     } else {

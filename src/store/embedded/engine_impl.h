@@ -126,6 +126,9 @@ struct QueueState {
   // job's lateness stops when the limit starts holding it (engine_delivery.cc).
   TokenBucket bucket;
   int64_t limited_since_us = kNoTime;
+  // The same for each named group (and "" for the default) that group_max_reserved held back
+  // while it had ready jobs: its jobs' wait from then on is limit_wait too, not lateness.
+  std::map<std::string, int64_t, std::less<>> group_limited_since_us;
   LatencyHistogram limit_wait;
   int64_t flow_wake_mono_us = kNoTime;  // its entry in flow_wakes_: the next token for its waiters
   std::deque<uint64_t> waiters;         // handles, first come first served

@@ -3,9 +3,11 @@
 //
 // Positions. Scheduled and dead jobs stand at (score, id) in their sorted sets; ready and
 // reserved ones at their stream entry (ms, seq), and across the shards of a sharded queue at
-// (ms, seq, shard), since two shards' streams can hold the same entry id. A shard that stopped
-// early (its page was full, or it read its budget of entries) knows nothing past its last
-// position, so the merged page ends at the earliest such position.
+// (ms, seq, shard), since two shards' streams can hold the same entry id; after every stream
+// position come those of the ready and reserved jobs with a priority or a group (which wait in
+// lanes, not the stream) at (due, 'L' id). A shard that stopped early (its page was full, or it
+// read its budget of entries) knows nothing past its last position, so the merged page ends at
+// the earliest such position.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,8 +26,9 @@ namespace {
 constexpr int64_t kStreamBudget = 5'000;
 
 struct Pos {
+  int lanes = 0;  // 1: a job with a priority or a group, listed after the stream's
   int64_t ms = 0;
-  std::string tail;  // a job id, or a stream sequence zero-padded to 20 digits
+  std::string tail;  // a job id, a stream sequence zero-padded to 20 digits, or 'L' and a job id
   int shard = 0;
   auto operator<=>(const Pos&) const = default;
 };
@@ -46,6 +49,15 @@ std::string Padded(std::string_view seq) {
   return std::string(seq.size() < 20 ? 20 - seq.size() : 0, '0') + std::string(seq);
 }
 
+bool InLanes(std::string_view tail) { return !tail.empty() && tail[0] == 'L'; }
+
+// A position the browse script answered for a row or its last read, on `shard`.
+Pos ScriptPos(int64_t ms, const std::string& tail, bool stream, int shard) {
+  if (!stream) return {0, ms, tail, 0};
+  if (InLanes(tail)) return {1, ms, tail, 0};  // ids are unique across shards
+  return {0, ms, Padded(tail), shard};
+}
+
 bool ParseU64(std::string_view text, uint64_t* out) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
   return ec == std::errc() && end == text.data() + text.size() && !text.empty();
@@ -55,8 +67,11 @@ bool ParseU64(std::string_view text, uint64_t* out) {
 Result<Pos> ParseCursor(const ListRequest& request, int shards) {
   auto at = DecodePageCursor(request.cursor, request.state);
   if (!at.ok()) return at.status();
-  Pos pos{at->ms, at->tail, 0};
-  if (ByStream(request.state)) {
+  Pos pos{0, at->ms, at->tail, 0};
+  if (ByStream(request.state) && InLanes(at->tail)) {
+    if (!Ulid::Parse(at->tail.substr(1))) return BadPageCursor(request.cursor);
+    pos.lanes = 1;
+  } else if (ByStream(request.state)) {
     const size_t sep = at->tail.find('_');
     uint64_t seq = 0, shard = 0;
     if (sep == std::string::npos || !ParseU64(std::string_view(at->tail).substr(0, sep), &seq) ||
@@ -72,7 +87,7 @@ Result<Pos> ParseCursor(const ListRequest& request, int shards) {
 }
 
 std::string CursorOf(JobState state, const Pos& pos) {
-  if (!ByStream(state)) return EncodePageCursor(state, {pos.ms, pos.tail});
+  if (!ByStream(state) || pos.lanes) return EncodePageCursor(state, {pos.ms, pos.tail});
   const size_t digits = pos.tail.find_first_not_of('0');
   const std::string seq = digits == std::string::npos ? "0" : pos.tail.substr(digits);
   return EncodePageCursor(state, {pos.ms, fmt::format("{}_{}", seq, pos.shard)});
@@ -109,7 +124,7 @@ Result<JobPage> RedisQueue::ListJobs(std::string_view queue_view, const ListRequ
                                      std::to_string(shard_bytes)};
     if (after) {
       args[1] = std::to_string(after->ms);
-      if (stream) {
+      if (stream && !after->lanes) {
         const size_t digits = after->tail.find_first_not_of('0');
         args[2] = digits == std::string::npos ? "0" : after->tail.substr(digits);
         args[3] = shard > after->shard ? "1" : "0";  // (ms, seq) of a later shard comes after the cursor
@@ -124,11 +139,11 @@ Result<JobPage> RedisQueue::ListJobs(std::string_view queue_view, const ListRequ
     const auto& a = v->array;
     for (auto& r : v->array[3].array) {
       if (r.array.size() != 3) return Status::Internal("the browse script answered a short row");
-      Pos pos{r.array[0].AsInt(), stream ? Padded(r.array[1].str) : r.array[1].str, stream ? shard : 0};
+      Pos pos = ScriptPos(r.array[0].AsInt(), r.array[1].str, stream, shard);
       rows.push_back({std::move(pos), std::move(r.array[2])});
     }
     if (a[0].AsInt() == 0) {
-      Pos last{a[1].AsInt(), stream ? Padded(a[2].str) : a[2].str, stream ? shard : 0};
+      Pos last = ScriptPos(a[1].AsInt(), a[2].str, stream, shard);
       if (!bound || last < *bound) bound = std::move(last);
     }
   }

@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kPreludeTemplate = R"LUA(
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_KEYTTL, K_KEPT, K_TURNS, K_LANE = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local K_KEYTTL, K_KEPT, K_TURNS, K_LANE, K_LANED = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
 local GROUP = 'dq'
 
 local function now_us()
@@ -69,7 +69,22 @@ local function meta_str(m)
     m.delivery, m.sid, m.ki, m.key)
 end
 
-local function meta_put(id, m) redis.call('HSET', K_META, id, meta_str(m)) end
+-- Ready and reserved jobs with a priority or a group wait in lanes or hold leases outside the
+-- stream; K_LANED lists them by due time, for the job listing (kBrowseScript). Kept with every
+-- meta written (a job without either is never in it, and costs nothing here).
+local function laned_index(id, m)
+  if not laned(m) then return end
+  if m.state == 'q' or m.state == 'r' then
+    redis.call('ZADD', K_LANED, m.due, id)
+  else
+    redis.call('ZREM', K_LANED, id)
+  end
+end
+
+local function meta_put(id, m)
+  redis.call('HSET', K_META, id, meta_str(m))
+  laned_index(id, m)
+end
 
 local function ensure_group()
   if redis.call('EXISTS', K_READY) == 0 then
@@ -221,6 +236,7 @@ end
 
 -- Deletes every trace of a job (ack, cancel with `now`; purge).
 local function remove_job(id, m, now)
+  if laned(m) then redis.call('ZREM', K_LANED, id) end
   lane_unlease(m)
   leave_stream(m, id)
   release_key(id, m, now)
@@ -478,6 +494,7 @@ for i = 1, n do
     bodies[#bodies + 1] = id
     bodies[#bodies + 1] = j.body
     m.due = j.due
+    if laned(m) then redis.call('ZREM', K_LANED, id) end  -- a replaced job's old place in the listing
     m.prio, m.grp = j.prio, j.grp  -- (a replaced job's, after it left its old lane)
     if j.due <= now then
       if laned(m) then lane_add(id, m) else stream_add(id, m) end
@@ -491,6 +508,7 @@ for i = 1, n do
     end
     metas[#metas + 1] = id
     metas[#metas + 1] = meta_str(m)
+    laned_index(id, m)
     out[i] = { id, j.due, j.existing and 1 or 0, j.existing and 1 or 0 }
   end
 end
@@ -521,6 +539,7 @@ if #ids > 0 then
       place(id, m, now)
       metas[#metas + 1] = id
       metas[#metas + 1] = meta_str(m)
+      laned_index(id, m)
     end
   end
   if #metas > 0 then redis.call('HSET', K_META, unpack(metas)) end
@@ -576,7 +595,7 @@ local jobs = redis.call('HLEN', K_META)
 if jobs > 0 and ARGV[1] ~= '1' then return {0, jobs} end
 for _, g in ipairs(redis.call('ZRANGE', K_TURNS, 0, -1)) do redis.call('UNLINK', lane_key(g)) end
 redis.call('UNLINK', K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD, K_KEYS, K_ERRORS, K_COUNTERS,
-  K_LATENESS, K_CONFIG, K_KEYTTL, K_KEPT, K_TURNS)
+  K_LATENESS, K_CONFIG, K_KEYTTL, K_KEPT, K_TURNS, K_LANED)
 return {1, jobs}
 )LUA");
 

@@ -24,6 +24,8 @@
 //                                  group: the groups with ready jobs, oldest turn first
 //  16 dq:{q}:lane:     (a prefix)  dq:{q}:lane:<group>, sorted set id -> (9 - priority) * 2^42
 //                                  + due: a group's ready jobs with a priority or a group
+//  17 dq:{q}:laned     sorted set  id -> due            ready and reserved jobs with a priority
+//                                  or a group (the job listing's index of what the stream lacks)
 //
 // Priorities and groups (core/ready_order.h is the rule; the Lua below is its twin). Jobs with
 // neither go through the stream as before. A ready job with one is in its group's lane set

@@ -85,6 +85,7 @@ end
 -- Whether a limit kept ready jobs from this reserve: it allowed fewer than asked and more are
 -- ready (new entries past those taken, or claimable ones).
 local held = false
+local group_since = {}  -- per group served: since when (µs) its group_max_reserved held it, or -1
 -- Lanes (core/ready_order.h): one job at a time from the group with the oldest turn that is not
 -- at group_max_reserved; in it the best of its levels' heads and, for the default group, of the
 -- stream's next entry (priority 0), by effective priority (aged), then due, then id.
@@ -99,7 +100,11 @@ if ordered() and #got < want and (taken == 0 or bytes < max_bytes) then
     else
       leased = tonumber(redis.call('HGET', K_COUNTERS, 'gr:' .. g) or '0')
     end
-    return leased + (taking[g] or 0) >= group_cap
+    local at_cap = leased + (taking[g] or 0) >= group_cap
+    -- A group at its cap with ready jobs is held back by a limit from now on (its jobs' wait is
+    -- limit_wait, not lateness: the embedded store's rule, ReserveLocked).
+    if at_cap then redis.call('HSETNX', K_COUNTERS, '_gls:' .. g, fmt(nowu)) end
+    return at_cap
   end
   local function effective(p, due)
     if aging <= 0 or now <= due then return p end
@@ -157,6 +162,11 @@ if ordered() and #got < want and (taken == 0 or bytes < max_bytes) then
       got[#got + 1] = { e[1], e[2][2], 1 }
       turn_check('')
     end
+    -- The group is served: since when its cap held it back goes with the jobs taken from it.
+    if group_since[pick.g] == nil then
+      group_since[pick.g] = tonumber(redis.call('HGET', K_COUNTERS, '_gls:' .. pick.g) or '-1')
+      redis.call('HDEL', K_COUNTERS, '_gls:' .. pick.g)
+    end
     taking[pick.g] = (taking[pick.g] or 0) + 1
     -- The group's turn is over: to the back while it has ready jobs.
     table.remove(groups, pick.gi)
@@ -212,8 +222,11 @@ for i, g in ipairs(got) do
       -- Late until a limit started holding it, then held back by the limit (not late): the
       -- embedded store's rule (ReserveLocked).
       local due_us = m.due * 1000
-      if limited_since >= 0 and limited_since < nowu then
-        local held_from = math.max(due_us, limited_since)
+      local since = limited_since
+      local gs = group_since[m.grp or ''] or -1
+      if gs >= 0 and (since < 0 or gs < since) then since = gs end
+      if since >= 0 and since < nowu then
+        local held_from = math.max(due_us, since)
         lateness_add(acc, math.max(0, held_from - due_us))
         lateness_add(wait_acc, nowu - held_from)
       else
@@ -227,6 +240,7 @@ for i, g in ipairs(got) do
       m.sid = '-'
       m.base = m.attempt
       lane_lease(m)
+      laned_index(id, m)
     end
     metas[#metas + 1] = id
     metas[#metas + 1] = meta_str(m)
@@ -332,6 +346,7 @@ for i = 1, n do
       sids[#sids + 1] = m.sid
     end
     lane_unlease(m)
+    if laned(m) then redis.call('ZREM', K_LANED, id) end
     now = now or math.floor(now_us() / 1000)
     release_key(id, m, now)
     gone[#gone + 1] = id

@@ -52,6 +52,7 @@ class RedisHarness : public QueueHarness {
   void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
   bool exact_time() const override { return false; }
   bool ordered() const override { return shards_ == 1; }
+  bool ready_in_arrival_order() const override { return true; }
 
  private:
   std::string url_;

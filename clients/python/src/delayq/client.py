@@ -414,7 +414,8 @@ class Client:
                      timezone: Optional[str] = None, payload: Any = None, **fields: Any) -> Dict[str, Any]:
         """Creates or replaces a schedule: ``cron="0 9 * * MON-FRI", timezone="Europe/Berlin"`` or
         ``every="90s"``; each run becomes a job with ``payload``. Other fields (headers,
-        max_attempts, misfire, start_at, end_at) as the wire has them. Returns it with its next runs."""
+        max_attempts, priority, group, misfire, start_at, end_at) as the wire has them. Returns it
+        with its next runs."""
         body: Dict[str, Any] = dict(fields)
         if cron is not None:
             body["cron"] = cron
