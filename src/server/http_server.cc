@@ -432,8 +432,11 @@ class HttpServer::Impl::Session final : public SessionBase {
     });
   }
 
-  // The head (AnswerHead) and the moved body go out in one gather write: the body is never
-  // copied.
+  // The head (AnswerHead) and the moved body go out in one gather write on plain TCP: the body is
+  // never copied. Over TLS the head and the body are written one after the other: Beast 1.74's
+  // ssl_stream (a flat_stream over Asio's) completes a gather write once its first buffer is
+  // written, so every answer over ~16 KB lost its body (the dashboard, /openapi.json, big
+  // reserves) while the connection was then closed.
   struct Answer {
     std::string head, body;
   };
@@ -446,15 +449,25 @@ class HttpServer::Impl::Session final : public SessionBase {
     auto out = std::make_shared<Answer>();
     out->head = AnswerHead(r.status, r.content_type, r.headers, keep_alive, r.body.size());
     if (!head_) out->body = std::move(r.body);  // a HEAD answer has the GET's length and no body
-    Tcp().expires_after(std::chrono::seconds(30));
-    const std::array<net::const_buffer, 2> buffers{net::buffer(out->head), net::buffer(out->body)};
-    net::async_write(stream_, buffers, [self = Self(), out, keep_alive](beast::error_code ec, size_t) {
+    // 30 s, and a second more per MiB: a big answer to a slow reader is not cut off.
+    Tcp().expires_after(std::chrono::seconds(30) + std::chrono::seconds(out->body.size() >> 20));
+    auto written = [self = Self(), out, keep_alive](beast::error_code ec, size_t) {
       self->busy_ = false;
       // Stopping: CloseIfIdle may have passed this connection over while the write was still
       // finishing (the client can hold the answer before this runs), so close it here.
       if (ec || !keep_alive || self->server_.stopping()) return self->Close();
       self->Read();
-    });
+    };
+    if constexpr (kTls) {
+      net::async_write(stream_, net::buffer(out->head),
+                       [self = Self(), out, written = std::move(written)](beast::error_code ec, size_t n) mutable {
+                         if (ec || out->body.empty()) return written(ec, n);
+                         net::async_write(self->stream_, net::buffer(out->body), std::move(written));
+                       });
+    } else {
+      const std::array<net::const_buffer, 2> buffers{net::buffer(out->head), net::buffer(out->body)};
+      net::async_write(stream_, buffers, std::move(written));
+    }
   }
 
   void Fail(int status, std::string_view code, std::string message) {
