@@ -308,8 +308,10 @@ class HttpClient final : public Client {
   Result<std::vector<Delivery>> ReserveCall(std::string_view queue, const ReserveRequest& request,
                                             client::RequestCancel* cancel) {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    // The client's timeout, after the wait: a server that holds the answer longer than that has
+    // dropped it (before, a fixed 30 s, whatever timeout_ms the client was given).
     auto r = Call("POST", Path(queue, "/reserve"), wire::WriteReserveRequest(request),
-                  std::max<int64_t>(0, request.wait_ms) + 30'000, cancel);
+                  std::max<int64_t>(0, request.wait_ms) + pool_->timeout_ms(), cancel);
     if (!r.ok()) return r.status();
     return wire::ParseReserveResponse(r->body);
   }

@@ -5,8 +5,12 @@
 
 #include <fmt/format.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -24,6 +28,74 @@ struct HttpConnectionPool::Tls {
   net::ssl::context context{net::ssl::context::tls_client};
 };
 
+// A request's deadline. Blocking reads and writes on an Asio socket ignore SO_RCVTIMEO: Asio takes
+// the EAGAIN it causes for "not ready yet" and polls without end, so a server that never answered
+// held the caller forever. Here one thread (started on first use) shuts a socket down when the
+// call on it outlives its deadline, which ends the blocked read or write at once.
+class HttpConnectionPool::DeadlineWatch {
+ public:
+  ~DeadlineWatch() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  // Watches `fd` until Disarm(token); past `ms` from now, shuts it down.
+  uint64_t Arm(int fd, int64_t ms) {
+    std::lock_guard lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    const uint64_t token = ++next_;
+    armed_.emplace(token, Armed{fd, std::chrono::steady_clock::now() + std::chrono::milliseconds(ms), false});
+    cv_.notify_all();
+    return token;
+  }
+  // Stops watching; true when the deadline passed and the socket was shut down.
+  bool Disarm(uint64_t token) {
+    std::lock_guard lock(mu_);
+    auto it = armed_.find(token);
+    if (it == armed_.end()) return false;
+    const bool fired = it->second.fired;
+    armed_.erase(it);
+    return fired;
+  }
+
+ private:
+  struct Armed {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+    bool fired;
+  };
+  void Loop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      auto next = std::chrono::steady_clock::time_point::max();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto& [token, a] : armed_) {
+        if (a.fired) continue;
+        if (a.deadline <= now) {
+          a.fired = true;
+          ::shutdown(a.fd, SHUT_RDWR);  // the fd stays open (and armed) until its caller disarms it
+        } else {
+          next = std::min(next, a.deadline);
+        }
+      }
+      if (next == std::chrono::steady_clock::time_point::max()) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_until(lock, next);
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Armed> armed_;
+  uint64_t next_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 class HttpConnectionPool::Connection {
  public:
   net::io_context ioc;
@@ -37,13 +109,6 @@ class HttpConnectionPool::Connection {
     return tls ? op(*tls) : op(socket);
   }
 
-  void SetTimeout(int64_t ms) {
-    timeval tv{};
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (ms % 1000) * 1000;
-    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  }
   // Whether an idle connection is still open: no end, no reset and no stray bytes are waiting
   // (a peek that would block). Nothing has been sent on it yet, so dropping it is always safe.
   bool StillOpen() {
@@ -108,7 +173,8 @@ HttpConnectionPool::HttpConnectionPool(std::string url, std::string host, std::s
       port_(std::move(port)),
       token_(std::move(token)),
       timeout_ms_(timeout_ms),
-      tls_(std::move(tls)) {}
+      tls_(std::move(tls)),
+      watch_(std::make_unique<DeadlineWatch>()) {}
 
 HttpConnectionPool::~HttpConnectionPool() = default;
 
@@ -127,7 +193,6 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
                     ec == net::error::connection_refused ? " (is `delayq serve` running there?)" : ""));
   }
   c->socket.set_option(tcp::no_delay(true), ec);
-  c->SetTimeout(timeout_ms);
   if (tls_) {
     // The server's certificate must chain to a trusted CA and name the host of the URL (a DNS
     // name by SNI and subjectAltName, or an IP address).
@@ -139,7 +204,12 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
     }
     c->tls->set_verify_mode(net::ssl::verify_peer);
     c->tls->set_verify_callback(net::ssl::host_name_verification(host_));
+    const uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms);
     c->tls->handshake(net::ssl::stream_base::client, ec);
+    if (watch_->Disarm(watched)) {
+      return Status::Unavailable(fmt::format("the TLS handshake with delayq at {} did not finish within {} ms", url_,
+                                             timeout_ms));
+    }
     if (ec) {
       return Status::Unavailable(
           fmt::format("the TLS handshake with delayq at {} failed: {} (is it serving https with a certificate for {}, "
@@ -193,7 +263,6 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
       if (!fresh.ok()) return fresh.status();
       c = std::move(*fresh);
     }
-    c->SetTimeout(timeout_ms);
     if (cancel && !cancel->Attach(c->socket.native_handle())) {
       return Status::Unavailable(fmt::format("the request to delayq at {} was cancelled", url_));
     }
@@ -202,6 +271,7 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     // keep their place, so the write or read simply goes on. Giving up instead would lose an
     // answer the server already gave, e.g. for an enqueue that is stored.
     beast::error_code ec;
+    const uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms);
     bhttp::request_serializer<bhttp::string_body> serializer{req};
     do {
       ec = {};
@@ -217,14 +287,14 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
       } while (ec == net::error::interrupted && !parser.is_done());
     }
     if (cancel) cancel->Detach();  // before the socket can be closed
+    if (watch_->Disarm(watched)) {
+      return Status::Unavailable(fmt::format("delayq at {} did not answer within {} ms", url_, timeout_ms));
+    }
     if (ec) {
       if (reused && safe_to_repeat && read == 0 && attempt == 0 &&
           (ec == bhttp::error::end_of_stream || ec == net::error::connection_reset || ec == net::error::broken_pipe ||
            ec == net::error::eof)) {
         continue;
-      }
-      if (ec == net::error::would_block || ec == net::error::try_again || ec == net::error::timed_out) {
-        return Status::Unavailable(fmt::format("delayq at {} did not answer within {} ms", url_, timeout_ms));
       }
       return Status::Unavailable(fmt::format("lost the connection to delayq at {}: {}", url_, ec.message()));
     }

@@ -51,6 +51,7 @@ class HttpConnectionPool {
                              int64_t timeout_ms = 0, RequestCancel* cancel = nullptr);
 
   const std::string& url() const { return url_; }
+  int64_t timeout_ms() const { return timeout_ms_; }
 
  private:
   class Connection;
@@ -62,6 +63,8 @@ class HttpConnectionPool {
   std::string url_, host_, port_, token_;
   int64_t timeout_ms_;
   std::unique_ptr<Tls> tls_;  // https only
+  class DeadlineWatch;
+  std::unique_ptr<DeadlineWatch> watch_;  // every request's deadline
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
 };

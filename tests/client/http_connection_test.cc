@@ -2,6 +2,7 @@
 // sends again when a connection fails, and which it must not (a repeated enqueue stores its job
 // twice). delayq-check found the double enqueue when the server was killed mid-request.
 #include "client/http_connection.h"
+#include "delayq/client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,7 +26,7 @@ struct Seen {
 
 // Accepts connections one after another; for the n-th request overall, `script(n)` says what to
 // do after reading it: answer and keep the connection, answer and close, or close unanswered.
-enum class Then { kAnswer, kAnswerAndClose, kCloseUnanswered };
+enum class Then { kAnswer, kAnswerAndClose, kCloseUnanswered, kHoldUnanswered };
 
 class ScriptedServer {
  public:
@@ -85,6 +86,12 @@ class ScriptedServer {
         buf.erase(0, end + 4 + length);
         const Then then = script_(count_++);
         if (then == Then::kCloseUnanswered) break;
+        if (then == Then::kHoldUnanswered) {  // never answers: holds the connection until the client goes
+          char chunk[4096];
+          while (::read(c, chunk, sizeof chunk) > 0) {
+          }
+          break;
+        }
         const std::string answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
         if (::write(c, answer.data(), answer.size()) < 0) break;
         if (then == Then::kAnswerAndClose) break;
@@ -101,6 +108,20 @@ class ScriptedServer {
   std::atomic<int> count_{0}, closed_{0};
   std::thread thread_;
 };
+
+// A waiting reserve whose answer never comes is given up after the client's timeout plus its
+// wait (found by the history checker: the client waited a fixed 30 s more, whatever timeout it
+// was given, so a server that dropped an answer hung the checker instead of failing it).
+TEST(HttpConnectionPool, AReserveNeverAnsweredEndsAfterTheTimeoutPlusItsWait) {
+  ScriptedServer server([](int) { return Then::kHoldUnanswered; });
+  auto client = Client::Connect(server.url(), {.timeout_ms = 300});
+  ASSERT_TRUE(client.ok());
+  ReserveRequest r;
+  r.wait_ms = 200;
+  auto got = (*client)->Reserve("q", r);
+  ASSERT_EQ(got.code(), Code::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("did not answer within 500 ms"), std::string::npos) << got.status().message();
+}
 
 TEST(HttpConnectionPool, AWriteWhoseConnectionFailsAfterItWasSentIsNotSentAgain) {
   // The second request is read and the connection closes unanswered, as when the server dies
