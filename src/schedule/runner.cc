@@ -196,16 +196,46 @@ Status ScheduleRunner::Enqueue(const StoredSchedule& s, const std::vector<int64_
   return made.ok() ? Status::Ok() : made.status();
 }
 
-void ScheduleRunner::CancelPending(const std::string& queue, const std::string& name,
-                                   const std::vector<int64_t>& pending, int64_t now_ms) {
-  for (int64_t at : pending) {
-    if (at <= now_ms) continue;  // due already: a job like any other
-    Status s = queue_.Cancel(queue, JobRef::ByKey(OccurrenceKey(name, at)));
-    if (!s.ok() && s.code() != Code::kNotFound) {
+// Cancels the jobs of runs a change took off a schedule that are not yet due: each found by its
+// key, unless revision `keep` made it (the schedule's current revision, which may share a run's
+// key with the one it replaced).
+void ScheduleRunner::CancelRuns(const std::string& queue, const std::string& name, const std::vector<int64_t>& runs,
+                                const std::string& keep) {
+  const int64_t now = clock_->NowMs();
+  for (int64_t at : runs) {
+    if (at <= now) continue;  // due already: a job like any other
+    auto job = queue_.Get(queue, JobRef::ByKey(OccurrenceKey(name, at)));
+    if (!job.ok()) continue;  // not found: cancelled already, or never made
+    auto rev = job->headers.find(kScheduleRevisionHeader);
+    if (!keep.empty() && rev != job->headers.end() && rev->second == keep) continue;
+    Status st = queue_.Cancel(queue, JobRef::ById(job->id));
+    if (!st.ok() && st.code() != Code::kNotFound) {
       spdlog::warn("schedule {} of queue {}: cancelling the job of its occurrence {}: {}", name, queue, at,
-                   s.ToString());
+                   st.ToString());
     }
   }
+}
+
+// Finishes what a change left to do: cancels the runs it named in `cancelling`, then takes them off
+// by compare-and-set (`s` is then the state as stored). kConflict: it changed meanwhile.
+Status ScheduleRunner::FinishCancelling(StoredSchedule& s) {
+  if (s.state.cancelling.empty()) return Status::Ok();
+  CancelRuns(s.queue, s.spec.name, s.state.cancelling, s.state.paused ? std::string() : Revision(s));
+  StoredSchedule next = s;
+  next.state.cancelling.clear();
+  DELAYQ_RETURN_IF_ERROR(store_.StoreSchedule(next, s.state.generation));
+  s = std::move(next);
+  ++s.state.generation;
+  return Status::Ok();
+}
+
+// The state a change (replace, pause, delete) leaves: the coming runs off `pending`, named in
+// `cancelling` until their jobs are cancelled, and a new revision.
+void ScheduleRunner::TakeOffComing(StoredSchedule& next, int64_t now) {
+  std::vector<int64_t> off = Pending(next.state.cancelling, next.state.pending, now);
+  next.state.last_run_at_ms = LatestAtMost(next.state.pending, now, next.state.last_run_at_ms);
+  next.state.pending.clear();
+  next.state.cancelling = std::move(off);
 }
 
 Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const ScheduleSpec& spec) {
@@ -227,13 +257,16 @@ Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const
     // Strictly later than the last change: a new revision even within one millisecond.
     s.state.updated_at_ms = *existing ? std::max(now, (*existing)->state.updated_at_ms + 1) : now;
     s.state.paused = *existing && (*existing)->state.paused;
-    s.state.last_run_at_ms =
-        *existing ? LatestAtMost((*existing)->state.pending, now, (*existing)->state.last_run_at_ms) : 0;
+    if (*existing) {
+      s.state.pending = (*existing)->state.pending;
+      s.state.cancelling = (*existing)->state.cancelling;
+      s.state.last_run_at_ms = (*existing)->state.last_run_at_ms;
+      TakeOffComing(s, now);  // its jobs not yet due are cancelled (the pass below does it first)
+    }
     s.state.handled_until_ms = now;  // a new or replaced schedule starts now: nothing is missed
     Status stored = store_.StoreSchedule(s, *existing ? (*existing)->state.generation : 0);
     if (stored.code() == Code::kConflict) continue;
     DELAYQ_RETURN_IF_ERROR(stored);
-    if (*existing) CancelPending(queue, spec.name, (*existing)->state.pending, now);
     auto pass = Materialize(queue, spec.name);
     if (pass.ok()) MakeClaimed(queue, spec.name);
     if (!pass.ok()) {
@@ -297,10 +330,26 @@ Status ScheduleRunner::Delete(std::string_view queue_view, std::string_view name
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
     auto s = LoadExisting(queue, name);
     if (!s.ok()) return s.status();
+    // Its coming runs are cancelled before it goes: first named (paused, so no pass makes more),
+    // so that a server that dies before it cancelled them leaves them to the next writer.
+    if (!s->state.pending.empty() || !s->state.cancelling.empty()) {
+      StoredSchedule next = *s;
+      const int64_t now = clock_->NowMs();
+      next.state.paused = true;
+      next.state.updated_at_ms = std::max(now, s->state.updated_at_ms + 1);
+      TakeOffComing(next, now);
+      Status stored = store_.StoreSchedule(next, s->state.generation);
+      if (stored.code() == Code::kConflict) continue;
+      DELAYQ_RETURN_IF_ERROR(stored);
+      next.state.generation = s->state.generation + 1;
+      Status finished = FinishCancelling(next);
+      if (finished.code() == Code::kConflict) continue;
+      DELAYQ_RETURN_IF_ERROR(finished);
+      *s = std::move(next);
+    }
     Status erased = store_.EraseSchedule(queue, name, s->state.generation);
     if (erased.code() == Code::kConflict) continue;
     DELAYQ_RETURN_IF_ERROR(erased);
-    CancelPending(queue, s->spec.name, s->state.pending, clock_->NowMs());
     std::lock_guard lock(mu_);
     wake_at_.erase({queue, std::string(name)});
     return Status::Ok();
@@ -319,16 +368,16 @@ Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view,
     StoredSchedule next = *s;
     next.state.paused = paused;
     next.state.updated_at_ms = std::max(now, s->state.updated_at_ms + 1);
-    next.state.last_run_at_ms = LatestAtMost(next.state.pending, now, next.state.last_run_at_ms);
-    next.state.pending.clear();
     // Paused: its coming jobs are cancelled. Resumed: it starts again from now (a pause is not a
     // misfire: what it held back does not run).
+    TakeOffComing(next, now);
     next.state.handled_until_ms = now;
     Status stored = store_.StoreSchedule(next, s->state.generation);
     if (stored.code() == Code::kConflict) continue;
     DELAYQ_RETURN_IF_ERROR(stored);
+    next.state.generation = s->state.generation + 1;
     if (paused) {
-      CancelPending(queue, next.spec.name, s->state.pending, now);
+      (void)FinishCancelling(next);  // a conflict: the next writer finishes it
     } else {
       auto pass = Materialize(queue, name);
       if (pass.ok()) MakeClaimed(queue, name);
@@ -414,8 +463,12 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
     auto loaded = store_.LoadSchedule(queue, name);
     if (!loaded.ok()) return loaded.status();
-    if (!*loaded || (*loaded)->state.paused) return std::optional<int64_t>{};
+    if (!*loaded) return std::optional<int64_t>{};
     StoredSchedule s = std::move(**loaded);
+    Status finished = FinishCancelling(s);  // what a change (or a server that died in one) left
+    if (finished.code() == Code::kConflict) continue;
+    DELAYQ_RETURN_IF_ERROR(finished);
+    if (s.state.paused) return std::optional<int64_t>{};
     auto occurrences = Occurrences::Compile(s.spec);
     if (!occurrences.ok()) return occurrences.status();
     const int64_t now = clock_->NowMs();

@@ -15,7 +15,17 @@
 //     jobs are due at once, so two servers could both make one that is already acked: these are
 //     claimed by compare-and-set before they are enqueued (one server makes them; if that server
 //     dies between the two steps, they are lost, as the misfire rule loses missed runs anyway).
-//   - Replacing, pausing or deleting a schedule cancels its jobs that are not yet due.
+//   - A pass claims its coming runs (records them in `pending` by compare-and-set) before it
+//     makes them, then checks the schedule is still the revision it made them for: a change that
+//     came between cancelled the claimed runs before they existed, so the pass takes back what it
+//     made. A pass that died between claiming and making leaves runs the next pass makes again
+//     (claimed runs still to come are made again; where they exist, that is a duplicate).
+//   - Replacing, pausing or deleting a schedule cancels its jobs that are not yet due. The change
+//     first moves them from `pending` to `cancelling` in the same compare-and-set as itself, then
+//     cancels them and clears `cancelling`: a server that dies in between leaves them named, and
+//     the next writer (any server's pass, a delete) cancels them. A run's job carries the
+//     revision that made it (header delayq-schedule-rev), so a replace that shares run keys with
+//     the revision it replaced cancels the old jobs, never the new.
 //
 // Thread-safe. The thread only calls the store's public operations.
 #pragma once
@@ -71,9 +81,10 @@ class ScheduleRunner {
   RecurringSchedule View(const StoredSchedule& s, const Occurrences& occurrences, int64_t now_ms) const;
   // The schedule, or kNotFound naming it.
   Result<StoredSchedule> LoadExisting(const std::string& queue, std::string_view name);
-  // Cancels the jobs of occurrences that are not yet due (a replace, pause or delete).
-  void CancelPending(const std::string& queue, const std::string& name, const std::vector<int64_t>& pending,
-                     int64_t now_ms);
+  void CancelRuns(const std::string& queue, const std::string& name, const std::vector<int64_t>& runs,
+                  const std::string& keep);
+  Status FinishCancelling(StoredSchedule& s);
+  static void TakeOffComing(StoredSchedule& next, int64_t now);
   // Makes `occurrences` into jobs of the schedule (one batch). Their due times are the
   // occurrences (those past are due at once).
   Status Enqueue(const StoredSchedule& s, const std::vector<int64_t>& occurrences);

@@ -20,7 +20,7 @@ std::string EncodeSchedule(const StoredSchedule& s) {
   std::string out;
   ByteWriter w(&out);
   const ScheduleSpec& spec = s.spec;
-  const bool v2 = spec.priority != 0 || !spec.group.empty();
+  const bool v2 = spec.priority != 0 || !spec.group.empty() || !s.state.cancelling.empty();
   w.U8(v2 ? 2 : 1);
   w.Bytes(spec.name);
   w.Bytes(spec.cron);
@@ -47,6 +47,8 @@ std::string EncodeSchedule(const StoredSchedule& s) {
   if (v2) {
     w.Varint(static_cast<uint64_t>(spec.priority));
     w.Bytes(spec.group);
+    w.Varint(s.state.cancelling.size());
+    for (int64_t c : s.state.cancelling) w.SignedVarint(c);
   }
   return out;
 }
@@ -95,13 +97,18 @@ Status DecodeSchedule(std::string_view data, StoredSchedule* s) {
   }
   spec.priority = 0;
   spec.group.clear();
+  state.cancelling.clear();
   if (version >= 2) {
-    uint64_t priority = 0;
+    uint64_t priority = 0, cancelling = 0;
     if (!in.Varint(&priority) || priority > static_cast<uint64_t>(Limits::kMaxPriority) || !in.Bytes(&spec.group) ||
-        spec.group.size() > Limits::kMaxGroup) {
+        spec.group.size() > Limits::kMaxGroup || !in.Varint(&cancelling) || cancelling > kMaxStoredPending) {
       return bad();
     }
     spec.priority = static_cast<int32_t>(priority);
+    state.cancelling.resize(cancelling);
+    for (auto& c : state.cancelling) {
+      if (!in.SignedVarint(&c)) return bad();
+    }
   }
   if (!in.empty()) return bad();
   return Status::Ok();

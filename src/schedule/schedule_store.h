@@ -27,6 +27,10 @@ struct ScheduleState {
   // cancelled when the schedule is replaced, paused or deleted), ascending.
   std::vector<int64_t> pending;
   int64_t last_run_at_ms = 0;  // the latest occurrence made into a job that came due; 0: none
+  // Runs a replace, pause or delete took off `pending` whose jobs it still has to cancel: kept
+  // here first (in the same compare-and-set), so a server that dies before it cancelled them
+  // leaves them named, and whoever writes the schedule next cancels them (runner.cc).
+  std::vector<int64_t> cancelling;
 };
 
 struct StoredSchedule {
@@ -41,7 +45,8 @@ struct StoredSchedule {
 //   bit 4 paused), varint max_attempts, varint start_at, varint end_at, u8 misfire,
 //   varint header_count, (bytes name, bytes value)*, varint created_at, varint updated_at,
 //   varint handled_until, varint last_run_at, varint pending_count, varint pending*
-//   version 2 (written only when either is set): then varint priority, bytes group
+//   version 2 (written only when a priority, a group or runs to cancel are set): then varint
+//   priority, bytes group, varint cancelling_count, varint cancelling*
 // The generation is kept beside the record by each store (its compare-and-set reads only that).
 // Versioning follows core/record.h's rules (a newer version is refused by name).
 std::string EncodeSchedule(const StoredSchedule& s);

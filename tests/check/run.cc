@@ -515,14 +515,14 @@ class Run {
       Fault("redis-failover", t0);
     } else if (f == "power-cut") {
       // The machine loses power: the process dies and every write it did not fsync is gone. It
-      // goes where it hurts: while fsyncs are pending (held for kHoldFsyncsMs, as a slow disk
-      // holds them), so whatever a store acknowledged before its fsync completed is lost by the
-      // cut, every time (a cut at a random moment caught an answer-before-fsync defect about
-      // once in 13 cuts).
-      // A process blocked in a held fsync cannot die: the fsyncs fail first (and every write
-      // after them, so nothing more becomes durable), then it is killed and the power cut.
-      FuseControl("hold");
-      SleepMs(kHoldFsyncsMs);
+      // goes where it hurts: the disk turns slow first (each fsync takes kSlowFsyncMs more), so
+      // when the power goes a sync is in flight and the writes it covers are lost, every time:
+      // whatever a store acknowledged before its fsync completed shows as lost (a cut at a
+      // random moment caught an answer-before-fsync defect about once in 13 cuts). The fsyncs
+      // in flight fail first (and every write after them, so nothing more becomes durable; a
+      // process blocked in one could not die), then the server is killed and the power cut.
+      FuseControl(fmt::format("slow {}", kSlowFsyncMs));
+      SleepMs(kSlowDiskMs);
       FuseControl("eio");
       Proc& victim = o_.store == "embedded" ? *servers_[0] : *redis_[0];
       victim.Signal(SIGKILL);
@@ -631,9 +631,10 @@ class Run {
   }
 
   static constexpr int64_t kSettleBudgetUs = 90'000'000;
-  // How long a power cut holds the fsyncs before it (below the 500 ms of loss an `interval`
-  // store may show, which must stay within its bound).
-  static constexpr int64_t kHoldFsyncsMs = 250;
+  // A power cut comes kSlowDiskMs after the disk turned slow (kSlowFsyncMs more per fsync): below
+  // the 500 ms of loss an `interval` store may show, which must stay within its bound.
+  static constexpr int64_t kSlowFsyncMs = 40;
+  static constexpr int64_t kSlowDiskMs = 300;
 
   const RunOptions o_;
   std::mt19937_64 rng_;

@@ -14,6 +14,9 @@
 //                                          application that answers before its fsync completes has
 //                                          already acknowledged. (A process blocked in a held fsync
 //                                          cannot die: fail the fsyncs with "eio", kill it, then cut.)
+//   echo slow N > MOUNTPOINT/.delayq-fuse  every fsync takes N ms more (a slow disk), or fails
+//                                          with EIO if "eio", "enospc" or "cut" comes meanwhile:
+//                                          whatever a sync in flight covers is lost by a cut then
 //   echo ok     > MOUNTPOINT/.delayq-fuse  back to normal
 //
 // How it works. BACKING/current holds the files as the application sees them: every operation
@@ -40,6 +43,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -63,7 +67,8 @@ struct State {
   std::mutex hold_mu;            // guards hold and power (fsyncs wait on held)
   std::condition_variable held;
   bool hold = false;
-  uint64_t power = 0;  // bumped by every cut: an fsync held across one fails
+  int64_t slow_ms = 0;  // each fsync waits this long first
+  uint64_t power = 0;   // bumped by every cut: an fsync held across one fails
   std::mutex mu;       // guards everything below
   uint64_t next_id = 1;
   std::map<ino_t, uint64_t> ids;                     // inode in current -> file id
@@ -246,6 +251,9 @@ int Failing(bool metadata) {
 bool WaitWhileHeld() {
   std::unique_lock lock(g.hold_mu);
   const uint64_t power = g.power;
+  if (g.slow_ms > 0) {
+    g.held.wait_for(lock, std::chrono::milliseconds(g.slow_ms), [&] { return g.power != power; });
+  }
   g.held.wait(lock, [&] { return !g.hold || g.power != power; });
   return g.power == power;
 }
@@ -254,7 +262,13 @@ void SetHold(bool hold, bool cut) {
   std::lock_guard lock(g.hold_mu);
   g.hold = hold;
   if (cut) ++g.power;
+  if (!hold && !cut) g.slow_ms = 0;  // "ok": back to normal
   g.held.notify_all();
+}
+
+void SetSlow(int64_t ms) {
+  std::lock_guard lock(g.hold_mu);
+  g.slow_ms = ms;
 }
 
 // --- the control file ---
@@ -273,6 +287,9 @@ int Control(const char* buf, size_t size) {
     SetHold(false, true);
   } else if (cmd == "hold") {
     SetHold(true, false);
+  } else if (cmd.rfind("slow ", 0) == 0 && cmd.size() > 5 && cmd.size() < 12 &&
+             cmd.find_first_not_of("0123456789", 5) == std::string::npos) {
+    SetSlow(std::stoll(cmd.substr(5)));
   } else if (cmd == "ok") {
     g.fail = 0;
     SetHold(false, false);

@@ -188,6 +188,31 @@ TEST_F(Fuse, AHeldFsyncWaitsUntilOkAndFailsAtACut) {
   EXPECT_EQ(Slurp(path), "synced before then more") << "what the held fsync covered is gone";
 }
 
+// "slow N" makes each fsync take N ms more; a cut while one is in flight fails it, and what it
+// covered is lost.
+TEST_F(Fuse, ASlowFsyncInFlightAtACutFailsAndItsWritesAreLost) {
+  const std::string path = mnt_ + "/slow";
+  Write(path, "synced", true);
+  FsyncPath(mnt_, O_RDONLY | O_DIRECTORY);
+  Control("slow 60000");  // far longer than the test: only the cut ends it
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, " lost", 5), 5);
+  std::atomic<int> rc{1};
+  std::thread syncer([&] { rc = ::fsync(fd); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a measurement window: still in flight
+  EXPECT_EQ(rc.load(), 1);
+  ::close(fd);
+  Control("cut");
+  syncer.join();
+  EXPECT_EQ(rc.load(), -1);
+  EXPECT_EQ(Slurp(path), "synced");
+  Control("ok");  // and back to normal: an fsync returns at once
+  Write(path, "again", true);
+  EXPECT_EQ(Slurp(path), "again");
+  EXPECT_EQ(::close(::open((mnt_ + "/.delayq-fuse").c_str(), O_WRONLY)), 0);
+}
+
 TEST_F(Fuse, AnUnknownCommandIsRefused) {
   std::ofstream control(P(".delayq-fuse"));
   control << "melt\n";

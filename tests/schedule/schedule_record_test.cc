@@ -85,7 +85,7 @@ TEST(ScheduleRecord, VersionTwoCarriesThePriorityAndGroupAfterVersionOne) {
   s.spec.group = "g1";
   const std::string bytes = EncodeSchedule(s);
   const std::string pinned(
-      "\x02\x01t\x00\xe0\xd4\x03\x03UTC\x04null\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07\x02g1", 31);
+      "\x02\x01t\x00\xe0\xd4\x03\x03UTC\x04null\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07\x02g1\x00", 32);
   EXPECT_EQ(bytes, pinned);
   StoredSchedule back;
   ASSERT_TRUE(DecodeSchedule(pinned, &back).ok());
@@ -96,10 +96,20 @@ TEST(ScheduleRecord, VersionTwoCarriesThePriorityAndGroupAfterVersionOne) {
   std::string bad_priority = pinned;
   bad_priority[27] = '\x0a';  // 10
   EXPECT_EQ(DecodeSchedule(bad_priority, &back).code(), Code::kCorruption);
+  // Runs to cancel alone make a version-2 record too, and round-trip.
+  StoredSchedule cancelling;
+  cancelling.spec.name = "c";
+  cancelling.spec.every_ms = 1'000;
+  cancelling.state.cancelling = {5'000, -7, 9'000};
+  const std::string c = EncodeSchedule(cancelling);
+  EXPECT_EQ(c[0], '\x02');
+  ASSERT_TRUE(DecodeSchedule(c, &back).ok());
+  EXPECT_EQ(back.state.cancelling, cancelling.state.cancelling);
   // A version-1 record read after a version-2 one has neither.
   ASSERT_TRUE(DecodeSchedule(EncodeSchedule(StoredSchedule{}), &back).ok());
   EXPECT_EQ(back.spec.priority, 0);
   EXPECT_EQ(back.spec.group, "");
+  EXPECT_TRUE(back.state.cancelling.empty());
 }
 
 }  // namespace

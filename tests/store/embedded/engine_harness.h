@@ -43,6 +43,7 @@ class EngineHarness : public QueueHarness {
   Engine& engine() { return *engine_; }
   FaultyStorage& faults() { return *faulty_; }
   ManualClock& clock() { return *clock_; }
+  std::shared_ptr<ManualClock> clock_ptr() { return clock_; }
   EngineOptions& options() { return options_; }
 
   Queue& queue() override { return *engine_; }

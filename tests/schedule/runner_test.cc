@@ -1,0 +1,136 @@
+// The schedule runner (schedule/runner.h) on its own: over the Queue of an embedded engine with a
+// manual clock, and an in-memory ScheduleStore this test can write into as a server that died in
+// the middle of a change would have left it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "schedule/runner.h"
+#include "store/embedded/engine_harness.h"
+
+namespace delayq {
+namespace {
+
+// ScheduleStore in memory: the records and their generations, compare-and-set as every store does.
+class MemoryScheduleStore final : public ScheduleStore {
+ public:
+  Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override {
+    std::lock_guard lock(mu_);
+    auto it = rows_.find({std::string(queue), std::string(name)});
+    if (it == rows_.end()) return std::optional<StoredSchedule>{};
+    return std::optional(it->second);
+  }
+  Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) override {
+    std::lock_guard lock(mu_);
+    std::vector<StoredSchedule> out;
+    for (const auto& [id, s] : rows_) {
+      if (queue.empty() || id.first == queue) out.push_back(s);
+    }
+    return out;
+  }
+  Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override {
+    std::lock_guard lock(mu_);
+    auto& row = rows_[{s.queue, s.spec.name}];
+    if (row.state.generation != expected) return Status::Conflict("changed");
+    StoredSchedule stored = s;
+    stored.state.generation = expected == 0 ? FirstGeneration() : expected + 1;
+    row = std::move(stored);
+    return Status::Ok();
+  }
+  Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override {
+    std::lock_guard lock(mu_);
+    auto it = rows_.find({std::string(queue), std::string(name)});
+    if (it == rows_.end()) return Status::NotFound("gone");
+    if (it->second.state.generation != expected) return Status::Conflict("changed");
+    rows_.erase(it);
+    return Status::Ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, StoredSchedule> rows_;
+};
+
+ScheduleSpec Hourly() {
+  ScheduleSpec s;
+  s.name = "hourly";
+  s.every_ms = 3'600'000;
+  s.payload = "1";
+  return s;
+}
+
+int ComingRuns(Queue& q, const std::string& queue) {
+  auto s = q.Stats(queue);
+  return s.ok() ? static_cast<int>(s->scheduled) : -1;
+}
+
+// A pause (or delete, or replace) takes the coming runs off the schedule and then cancels their
+// jobs. A server that died between the two left the jobs with nothing naming them: a deleted
+// schedule's runs were then delivered (found by delayq-check's power cuts). Now the change names
+// them first, and whoever writes the schedule next (a pass of any server, a delete) cancels them.
+TEST(ScheduleRunner, RunsAChangeLeftUncancelledAreCancelledByTheNextWriter) {
+  testing::EngineHarness h;
+  MemoryScheduleStore store;
+  const std::string queue = "reports";
+  {
+    ScheduleRunner runner(h.queue(), store, h.clock_ptr());
+    auto put = runner.Put(queue, Hourly());
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+  }
+  ASSERT_EQ(ComingRuns(h.queue(), queue), 1) << "the next run is a job";
+  // What a server that died in the middle of a pause leaves: the state paused, its coming run
+  // named as to be cancelled, its job still there.
+  auto s = store.LoadSchedule(queue, "hourly");
+  ASSERT_TRUE(s.ok() && *s);
+  StoredSchedule died = **s;
+  died.state.paused = true;
+  died.state.cancelling = died.state.pending;
+  died.state.pending.clear();
+  ASSERT_FALSE(died.state.cancelling.empty());
+  ASSERT_TRUE(store.StoreSchedule(died, died.state.generation).ok());
+  ASSERT_EQ(ComingRuns(h.queue(), queue), 1) << "the job of the run the pause took off is still there";
+
+  ScheduleRunner after(h.queue(), store, h.clock_ptr());  // another server, or this one restarted
+  auto pass = after.Materialize(queue, "hourly");
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_FALSE(*pass) << "paused: nothing to run";
+  EXPECT_EQ(ComingRuns(h.queue(), queue), 0) << "the next writer cancels what the change named";
+  auto now = store.LoadSchedule(queue, "hourly");
+  ASSERT_TRUE(now.ok() && *now);
+  EXPECT_TRUE((*now)->state.cancelling.empty());
+
+  // The same left by a dying delete is finished by the delete asked again.
+  ASSERT_TRUE(after.SetPaused(queue, "hourly", false).ok());
+  ASSERT_EQ(ComingRuns(h.queue(), queue), 1);
+  now = store.LoadSchedule(queue, "hourly");
+  StoredSchedule dying = **now;
+  dying.state.paused = true;
+  dying.state.cancelling = dying.state.pending;
+  dying.state.pending.clear();
+  ASSERT_TRUE(store.StoreSchedule(dying, dying.state.generation).ok());
+  ASSERT_TRUE(after.Delete(queue, "hourly").ok());
+  EXPECT_EQ(ComingRuns(h.queue(), queue), 0);
+  EXPECT_FALSE(*store.LoadSchedule(queue, "hourly"));
+}
+
+// A replace that shares run keys with the revision it replaced keeps the new revision's jobs:
+// cancelling the old runs by key must not cancel the new ones.
+TEST(ScheduleRunner, AReplaceKeepsTheNewRevisionsRunsThatShareAKeyWithTheOld) {
+  testing::EngineHarness h;
+  MemoryScheduleStore store;
+  ScheduleRunner runner(h.queue(), store, h.clock_ptr());
+  const std::string queue = "reports";
+  ASSERT_TRUE(runner.Put(queue, Hourly()).ok());
+  ScheduleSpec again = Hourly();
+  again.payload = "2";  // the same runs, another payload
+  auto put = runner.Put(queue, again);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  auto job = h.queue().Get(queue, JobRef::ByKey(OccurrenceKey("hourly", put->next_runs[0])));
+  ASSERT_TRUE(job.ok()) << "the replaced schedule's next run is a job: " << job.status().ToString();
+  EXPECT_EQ(job->payload, "2");
+  EXPECT_EQ(ComingRuns(h.queue(), queue), 1);
+}
+
+}  // namespace
+}  // namespace delayq
