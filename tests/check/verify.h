@@ -20,7 +20,8 @@
 //   lateness     p99 lateness of jobs that a waiting poll could take at once stays under 1 s
 //   schedule     a recurring schedule changed in every way while it runs (put, replace, pause,
 //                resume, delete, its queue's max_delay_ms): each run is due at its occurrence
-//                and delivered at or after it, once as a first delivery, and none comes due
+//                (or later, when it was made late) and delivered at or after it, once as a
+//                first delivery, and none comes due
 //                after a delete or pause answered, before the next put or resume
 //
 // Faults open windows in which slow answers and 503s are expected; a mode that loses data by
