@@ -19,7 +19,9 @@ void AddServeCommand(CLI::App& app, int& rc) {
   auto* s = app.add_subcommand("serve", "Run the delayq server (HTTP API, metrics, dashboard).");
   s->add_option("--listen", serve.listen, "HOST:PORT to listen on")->capture_default_str();
   s->add_option("--data", serve.data, "Directory of the embedded store")->capture_default_str();
-  s->add_option("--store", serve.store, "embedded | redis://HOST:PORT | redis-cluster://H:P,...")
+  s->add_option("--store", serve.store,
+                "embedded | redis://[USER:PASSWORD@]HOST:PORT[/DB] | rediss://... (TLS) | "
+                "redis-sentinel://H:P,.../MASTER | redis-cluster://H:P,... (docs/operations.md)")
       ->capture_default_str();
   s->add_option("--durability", a->durability, "sync | interval | none")->capture_default_str();
   s->add_option("--sync-interval-ms", serve.sync_interval_ms, "fsync period with --durability interval")
@@ -74,6 +76,10 @@ void AddServeCommand(CLI::App& app, int& rc) {
                 "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 60'000));
+  s->add_option("--redis-password-file", serve.redis_password_file,
+                "With a Redis store whose URL gives no password: read it from this file (else from the "
+                "environment variable DELAYQ_REDIS_PASSWORD), so it is not in `ps`")
+      ->check(CLI::ExistingFile);
   AddConfigFileOption(s);
   // Every flag of serve can come from the environment too: --max-body-memory is
   // DELAYQ_MAX_BODY_MEMORY (for systemd's Environment= and containers). The flag wins.

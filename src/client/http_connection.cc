@@ -207,8 +207,8 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
     const uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms);
     c->tls->handshake(net::ssl::stream_base::client, ec);
     if (watch_->Disarm(watched)) {
-      return Status::Unavailable(fmt::format("the TLS handshake with delayq at {} did not finish within {} ms", url_,
-                                             timeout_ms));
+      return Status::Unavailable(
+          fmt::format("the TLS handshake with delayq at {} did not finish within {} ms", url_, timeout_ms));
     }
     if (ec) {
       return Status::Unavailable(

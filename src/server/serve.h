@@ -33,6 +33,9 @@ struct ServeOptions {
   int redis_shards = 1;              // shards of a queue created on Redis (1..256)
   int redis_wait_replicas = 0;       // Redis: writes wait for this many replicas (WAIT)
   int redis_wait_timeout_ms = 1000;  // ... at most this long, else 503
+  // Redis' password when the URL gives none: read from this file (one line), else taken from the
+  // environment variable DELAYQ_REDIS_PASSWORD, so that it is not in `ps`.
+  std::string redis_password_file;
 };
 
 // Runs the server; returns the process exit code (0 after a clean stop).

@@ -4,13 +4,36 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
 #include "delayq/engine.h"
+#include "store/redis/redis_client.h"
 #include "store/redis/redis_queue.h"
 
 namespace delayq::server {
+namespace {
+
+// Redis' password when the URL has none: --redis-password-file (its first line), else the
+// environment's DELAYQ_REDIS_PASSWORD; empty when neither is given.
+Result<std::string> RedisPassword(const ServeOptions& o) {
+  if (!o.redis_password_file.empty()) {
+    std::ifstream in(o.redis_password_file);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      return Status::InvalidArgument(
+          fmt::format("cannot read the Redis password from --redis-password-file \"{}\"", o.redis_password_file));
+    }
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    return line;
+  }
+  const char* env = std::getenv("DELAYQ_REDIS_PASSWORD");
+  return std::string(env ? env : "");
+}
+
+}  // namespace
 
 Result<OpenedStore> OpenStore(const ServeOptions& o) {
   OpenedStore out;
@@ -45,9 +68,12 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     out.durability = DurabilityName(o.durability);
     return out;
   }
-  if (o.store.rfind("redis://", 0) == 0 || o.store.rfind("redis-cluster://", 0) == 0) {
+  if (o.store.rfind("redis", 0) == 0 && o.store.find("://") != std::string::npos) {
     redis::RedisQueueOptions redis_options;
     redis_options.url = o.store;
+    auto password = RedisPassword(o);
+    if (!password.ok()) return password.status();
+    redis_options.password = std::move(*password);
     redis_options.shards = o.redis_shards;
     redis_options.wait_replicas = o.redis_wait_replicas;
     redis_options.wait_timeout_ms = o.redis_wait_timeout_ms;
@@ -57,15 +83,20 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     redis::RedisQueue* raw = redis->get();
     out.queue = std::move(*redis);
     out.close = [raw] { raw->Close(); };
-    out.kind = o.store.rfind("redis-cluster://", 0) == 0 ? "redis-cluster" : "redis";
+    out.kind = o.store.find("-cluster://") != std::string::npos    ? "redis-cluster"
+               : o.store.find("-sentinel://") != std::string::npos ? "redis-sentinel"
+                                                                   : "redis";
     out.durability = "redis";
     out.description = fmt::format(
-        "Redis at {}{}{}", o.store, o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "",
+        "Redis at {}{}{}", redis::RedisUrl::Redacted(o.store),
+        o.redis_shards > 1 ? fmt::format(", {} shards per new queue", o.redis_shards) : "",
         o.redis_wait_replicas > 0 ? fmt::format(", writes wait for {} replica(s)", o.redis_wait_replicas) : "");
     return out;
   }
-  return Status::InvalidArgument(
-      fmt::format("--store \"{}\" is not embedded, redis://HOST:PORT or redis-cluster://HOST:PORT,...", o.store));
+  return Status::InvalidArgument(fmt::format(
+      "--store \"{}\" is not embedded, redis://HOST:PORT (rediss:// for TLS), redis-sentinel://HOST:PORT,.../MASTER "
+      "or redis-cluster://HOST:PORT,...",
+      redis::RedisUrl::Redacted(o.store)));
 }
 
 }  // namespace delayq::server

@@ -69,7 +69,7 @@ struct State {
   bool hold = false;
   int64_t slow_ms = 0;  // each fsync waits this long first
   uint64_t power = 0;   // bumped by every cut: an fsync held across one fails
-  std::mutex mu;       // guards everything below
+  std::mutex mu;        // guards everything below
   uint64_t next_id = 1;
   std::map<ino_t, uint64_t> ids;                     // inode in current -> file id
   std::map<uint64_t, std::map<off_t, off_t>> dirty;  // id -> [start, end) written since its sync

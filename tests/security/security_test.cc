@@ -3,8 +3,8 @@
 // changed. docs/security.md lists what each covers.
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <sys/resource.h>
+#include <sstream>
 
 #include <algorithm>
 #include <chrono>

@@ -9,14 +9,89 @@
 
 namespace delayq::redis {
 
-Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
+namespace {
+
+bool Loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+}
+
+// How delayq reaches Redis: encrypted and checked when it leaves this machine.
+void CheckTransport(const RedisUrl& url, std::vector<DoctorFinding>& findings) {
+  if (url.tls.enabled && url.tls.insecure) {
+    findings.push_back({url.endpoints[0].ToString(),
+                        "?insecure=true: Redis' certificate is not checked, so anyone on the path can pose as it",
+                        "drop ?insecure=true and give Redis' CA with ?ca=FILE"});
+    return;
+  }
+  for (const Endpoint& e : url.endpoints) {
+    if (Loopback(e.host)) continue;
+    if (!url.tls.enabled) {
+      findings.push_back({e.ToString(),
+                          "the connection to Redis is not encrypted: jobs, receipts and the password cross the "
+                          "network in clear text",
+                          "serve TLS on Redis (tls-port) and use rediss:// (with ?ca=FILE for a private CA)"});
+    }
+    return;  // one finding per URL
+  }
+}
+
+// A Redis that takes commands without a password, reached from another host.
+void CheckAuth(RedisClient& client, const RedisUrl& url, const Endpoint& node, std::vector<DoctorFinding>& findings) {
+  if (!url.auth.password.empty() || Loopback(node.host)) return;
+  auto who = client.CallNode(node, {"ACL", "GETUSER", "default"});
+  if (!who.ok() || who->is_error()) return;
+  for (size_t i = 0; i + 1 < who->array.size(); i += 2) {
+    if (who->array[i].str != "flags") continue;
+    for (const auto& f : who->array[i + 1].array) {
+      if (f.str == "nopass") {
+        findings.push_back({node.ToString(),
+                            "Redis takes commands without a password: anyone who can reach it can read and delete "
+                            "every job",
+                            "set a password (requirepass, or an ACL user: ACL SETUSER delayq on >PASSWORD ~* &* "
+                            "+@all) and give it to delayq with --redis-password-file"});
+        return;
+      }
+    }
+  }
+}
+
+// The Sentinels of a redis-sentinel:// URL: each reachable, and enough of them to agree.
+void CheckSentinels(const RedisUrl& url, std::vector<DoctorFinding>& findings) {
+  if (url.sentinel_master.empty()) return;
+  RedisUrl one = url;
+  one.sentinel_master.clear();
+  one.auth = {};
+  one.auth.password = url.sentinel_password;
+  for (const Endpoint& e : url.endpoints) {
+    one.endpoints = {e};
+    auto sentinel = RedisClient::Connect(one);
+    if (!sentinel.ok()) {
+      findings.push_back({e.ToString(), "this Sentinel cannot be reached: " + sentinel.status().message(),
+                          "start it, or take it out of the URL"});
+      continue;
+    }
+    auto quorum = (*sentinel)->Call("", {"SENTINEL", "CKQUORUM", url.sentinel_master});
+    if (quorum.ok() && quorum->is_error()) {
+      findings.push_back({e.ToString(), "the Sentinels cannot fail the master over: " + quorum->str,
+                          "run at least three Sentinels on separate machines, with a quorum of two"});
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text, const std::string& password) {
   auto url = RedisUrl::Parse(url_text);
   if (!url.ok()) return url.status();
+  if (url->auth.password.empty()) url->auth.password = password;
   auto client = RedisClient::Connect(*url);
   if (!client.ok()) return client.status();
   std::vector<DoctorFinding> findings;
+  CheckTransport(*url, findings);
+  CheckSentinels(*url, findings);
   std::vector<Endpoint> nodes = (*client)->Masters();
-  if (nodes.empty()) nodes = url->endpoints;
+  if (nodes.empty() && url->sentinel_master.empty()) nodes = url->endpoints;
   auto config = [&](const Endpoint& node, const std::string& name) -> std::string {
     auto v = (*client)->CallNode(node, {"CONFIG", "GET", name});
     if (!v.ok()) return "?" + v.status().message();
@@ -25,6 +100,7 @@ Result<std::vector<DoctorFinding>> Doctor(std::string_view url_text) {
   };
   for (const Endpoint& node : nodes) {
     const std::string where = node.ToString();
+    CheckAuth(**client, *url, node, findings);
     std::string version;
     auto info = (*client)->CallNode(node, {"INFO", "server"});
     if (info.ok()) {

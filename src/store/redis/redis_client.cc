@@ -14,36 +14,6 @@
 namespace delayq::redis {
 namespace {
 
-Value Convert(const redisReply* r) {
-  Value v;
-  if (!r) return v;
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      v.type = Value::kString;
-      v.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      v.type = Value::kStatus;
-      v.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      v.type = Value::kError;
-      v.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      v.type = Value::kInteger;
-      v.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      v.type = Value::kArray;
-      v.array.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) v.array.push_back(Convert(r->element[i]));
-      break;
-    default: break;
-  }
-  return v;
-}
-
 // An error reply that says "this node cannot serve now" rather than "this command is wrong":
 // the caller gets a Status (kUnavailable: HTTP 503, try again), not an error Value. Empty for
 // every other reply.
@@ -85,13 +55,6 @@ std::optional<Status> TransientError(const Value& v, const Endpoint& node) {
   return std::nullopt;
 }
 
-timeval Tv(int ms) {
-  timeval tv{};
-  tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
-  return tv;
-}
-
 }  // namespace
 
 Result<std::vector<Value>> DecodeReplies(std::string_view resp) {
@@ -106,7 +69,7 @@ Result<std::vector<Value>> DecodeReplies(std::string_view resp) {
       return Status::InvalidArgument(fmt::format("not RESP: {}", reader->errstr));
     }
     if (reply == nullptr) return out;
-    out.push_back(Convert(static_cast<redisReply*>(reply)));
+    out.push_back(ReplyToValue(reply));
     freeReplyObject(reply);
   }
 }
@@ -143,149 +106,312 @@ uint16_t KeySlot(std::string_view key) {
   return Crc16(key) & 16383;
 }
 
+namespace {
+
+constexpr std::string_view kUrlForms =
+    "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss://... (TLS), redis-cluster://HOST:PORT[,HOST:PORT...], "
+    "or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER";
+
+// %XX decoding (user, password, option values).
+Result<std::string> PercentDecode(std::string_view s, std::string_view what) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); };
+    if (i + 2 >= s.size() || !hex(s[i + 1]) || !hex(s[i + 2])) {
+      return Status::InvalidArgument(fmt::format("the Redis URL's {} has a bad %-escape (write %XX)", what));
+    }
+    out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+    i += 2;
+  }
+  return out;
+}
+
+Result<Endpoint> ParseEndpoint(std::string_view part, std::string_view redacted) {
+  Endpoint e;
+  std::string_view host = part, port;
+  if (!part.empty() && part.front() == '[') {  // [IPv6]:PORT
+    auto close = part.find(']');
+    if (close == std::string_view::npos) {
+      return Status::InvalidArgument(fmt::format("store \"{}\": \"[\" without \"]\"", redacted));
+    }
+    host = part.substr(1, close - 1);
+    if (close + 1 < part.size()) {
+      if (part[close + 1] != ':') return Status::InvalidArgument(fmt::format("store \"{}\": bad address", redacted));
+      port = part.substr(close + 2);
+    }
+  } else if (auto colon = part.rfind(':'); colon != std::string_view::npos) {
+    host = part.substr(0, colon);
+    port = part.substr(colon + 1);
+  }
+  e.host = std::string(host);
+  if (!port.empty() || part.find(':') != std::string_view::npos) {
+    if (port.empty() || port.find_first_not_of("0123456789") != std::string_view::npos || port.size() > 5 ||
+        std::stoi(std::string(port)) > 65535 || std::stoi(std::string(port)) == 0) {
+      return Status::InvalidArgument(
+          fmt::format("store \"{}\": bad port \"{}\" (1 to 65535)", redacted, std::string(port).substr(0, 20)));
+    }
+    e.port = std::stoi(std::string(port));
+  }
+  if (e.host.empty()) return Status::InvalidArgument(fmt::format("store \"{}\" has an empty host", redacted));
+  return e;
+}
+
+Status ParseOptions(std::string_view query, RedisUrl* out, std::string_view redacted) {
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (kv.empty()) continue;
+    auto eq = kv.find('=');
+    const std::string key(kv.substr(0, eq));
+    auto value = PercentDecode(eq == std::string_view::npos ? "" : kv.substr(eq + 1), "option " + key);
+    if (!value.ok()) return value.status();
+    auto boolean = [&](bool* to) -> Status {
+      if (*value != "true" && *value != "false") {
+        return Status::InvalidArgument(fmt::format("store \"{}\": ?{}= takes true or false", redacted, key));
+      }
+      *to = *value == "true";
+      return Status::Ok();
+    };
+    if (key == "ca") {
+      out->tls.ca_file = *value;
+    } else if (key == "cert") {
+      out->tls.cert_file = *value;
+    } else if (key == "key") {
+      out->tls.key_file = *value;
+    } else if (key == "server_name") {
+      out->tls.server_name = *value;
+    } else if (key == "insecure") {
+      DELAYQ_RETURN_IF_ERROR(boolean(&out->tls.insecure));
+    } else if (key == "tls") {
+      DELAYQ_RETURN_IF_ERROR(boolean(&out->tls.enabled));
+    } else if (key == "sentinel_password") {
+      out->sentinel_password = *value;
+    } else {
+      return Status::InvalidArgument(
+          fmt::format("store \"{}\": unknown option \"{}\" (known: ca, cert, key, server_name, insecure, tls, "
+                      "sentinel_password)",
+                      redacted, key.substr(0, 40)));
+    }
+  }
+  const bool any_tls =
+      !out->tls.ca_file.empty() || !out->tls.cert_file.empty() || out->tls.insecure || !out->tls.server_name.empty();
+  if (any_tls && !out->tls.enabled) {
+    return Status::InvalidArgument(
+        fmt::format("store \"{}\" gives TLS options without TLS: use rediss:// (or ?tls=true)", redacted));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string RedisUrl::Redacted(std::string_view url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string(url);
+  const auto start = scheme + 3;
+  const auto end = url.find_first_of("/?", start);
+  const std::string_view authority = url.substr(start, end == std::string_view::npos ? url.npos : end - start);
+  const auto at = authority.rfind('@');
+  std::string out(url.substr(0, start));
+  if (at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    const auto colon = userinfo.find(':');
+    out += std::string(userinfo.substr(0, colon)) + (colon != std::string_view::npos ? ":***" : "") + "@";
+    out += std::string(authority.substr(at + 1));
+  } else {
+    out += std::string(authority);
+  }
+  if (end != std::string_view::npos) {
+    std::string rest(url.substr(end));
+    const auto sp = rest.find("sentinel_password=");
+    if (sp != std::string::npos) {
+      const auto stop = rest.find('&', sp);
+      rest = rest.substr(0, sp) + "sentinel_password=***" + (stop == std::string::npos ? "" : rest.substr(stop));
+    }
+    out += rest;
+  }
+  return out;
+}
+
 Result<RedisUrl> RedisUrl::Parse(std::string_view url) {
+  const std::string redacted = Redacted(url);
   RedisUrl out;
   std::string_view rest;
-  if (url.rfind("redis://", 0) == 0) {
-    rest = url.substr(8);
-  } else if (url.rfind("redis-cluster://", 0) == 0) {
-    rest = url.substr(16);
-    out.cluster = true;
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("store \"{}\" is not redis://HOST[:PORT] or redis-cluster://HOST:PORT[,HOST:PORT...]", url));
+  bool sentinel = false;
+  struct Scheme {
+    std::string_view prefix;
+    bool tls, cluster, sentinel;
+  };
+  static constexpr Scheme kSchemes[] = {
+      {"redis://", false, false, false},         {"rediss://", true, false, false},
+      {"redis-cluster://", false, true, false},  {"rediss-cluster://", true, true, false},
+      {"redis-sentinel://", false, false, true}, {"rediss-sentinel://", true, false, true}};
+  bool known = false;
+  for (const Scheme& s : kSchemes) {
+    if (url.rfind(s.prefix, 0) == 0) {
+      rest = url.substr(s.prefix.size());
+      out.tls.enabled = s.tls;
+      out.cluster = s.cluster;
+      sentinel = s.sentinel;
+      known = true;
+      break;
+    }
   }
-  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (!known) return Status::InvalidArgument(fmt::format("store \"{}\" is not {}", redacted, kUrlForms));
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    DELAYQ_RETURN_IF_ERROR(ParseOptions(rest.substr(q + 1), &out, redacted));
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    auto user = PercentDecode(userinfo.substr(0, colon), "user");
+    if (!user.ok()) return user.status();
+    out.auth.user = *user;
+    if (colon != std::string_view::npos) {
+      auto password = PercentDecode(userinfo.substr(colon + 1), "password");
+      if (!password.ok()) return password.status();
+      out.auth.password = *password;
+    }
+    if (!out.auth.user.empty() && out.auth.password.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "store \"{}\" names user \"{}\" without a password: write USER:PASSWORD@, or give the password with "
+          "--redis-password-file / DELAYQ_REDIS_PASSWORD",
+          redacted, out.auth.user));
+    }
+  }
   while (!rest.empty()) {
     auto comma = rest.find(',');
-    std::string_view part = rest.substr(0, comma);
+    auto e = ParseEndpoint(rest.substr(0, comma), redacted);
+    if (!e.ok()) return e.status();
+    out.endpoints.push_back(std::move(*e));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    Endpoint e;
-    auto colon = part.rfind(':');
-    e.host = std::string(part.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      std::string port(part.substr(colon + 1));
-      if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5) {
-        return Status::InvalidArgument(fmt::format("store \"{}\": bad port \"{}\"", url, port));
-      }
-      e.port = std::stoi(port);
-    }
-    if (e.host.empty()) return Status::InvalidArgument(fmt::format("store \"{}\" has an empty host", url));
-    out.endpoints.push_back(std::move(e));
   }
-  if (out.endpoints.empty()) return Status::InvalidArgument(fmt::format("store \"{}\" names no host", url));
+  if (out.endpoints.empty()) return Status::InvalidArgument(fmt::format("store \"{}\" names no host", redacted));
+  // The path: /DB for one Redis; /MASTER[/DB] for Sentinel; nothing for a cluster (db 0 only).
+  std::string_view db;
+  if (sentinel) {
+    const auto slash = path.find('/');
+    out.sentinel_master = std::string(path.substr(0, slash));
+    if (out.sentinel_master.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "store \"{}\" names no master: write redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER_NAME", redacted));
+    }
+    if (slash != std::string_view::npos) db = path.substr(slash + 1);
+  } else if (out.cluster) {
+    if (!path.empty()) {
+      return Status::InvalidArgument(fmt::format("store \"{}\": a Redis Cluster has database 0 only (drop \"/{}\")",
+                                                 redacted, std::string(path).substr(0, 20)));
+    }
+  } else {
+    db = path;
+  }
+  if (!db.empty()) {
+    if (db.find_first_not_of("0123456789") != std::string_view::npos || db.size() > 5) {
+      return Status::InvalidArgument(
+          fmt::format("store \"{}\": the database \"{}\" is not a number", redacted, std::string(db).substr(0, 20)));
+    }
+    out.auth.db = std::stoi(std::string(db));
+  }
+  if (!out.cluster && !sentinel && out.endpoints.size() > 1) {
+    return Status::InvalidArgument(fmt::format(
+        "store \"{}\" names {} hosts: one Redis takes one (several are redis-cluster:// or redis-sentinel://)",
+        redacted, out.endpoints.size()));
+  }
   return out;
 }
 
 // A pool of connections to one node.
 class RedisClient::Node {
  public:
-  Node(Endpoint e, int timeout_ms) : endpoint_(std::move(e)), timeout_ms_(timeout_ms) {}
-  ~Node() {
-    for (auto* c : idle_) redisFree(c);
-  }
+  Node(Endpoint e, const RedisAuth& auth, const RedisTls* tls, int timeout_ms)
+      : endpoint_(std::move(e)), auth_(auth), tls_(tls), timeout_ms_(timeout_ms) {}
 
   // Runs the commands (pipelined) on one connection; ASKING first when `asking`.
-  Result<std::vector<Value>> Run(const std::vector<std::vector<std::string>>& commands, bool asking) {
-    redisContext* c = Take();
-    if (!c) {
-      std::string why;
-      {
-        std::lock_guard lock(mu_);  // another thread's failed connect may be writing it (TSan)
-        why = last_error_;
-      }
-      return Status::Unavailable(fmt::format("cannot reach Redis at {}: {}", endpoint_.ToString(), why));
-    }
+  Result<std::vector<Value>> Run(const std::vector<std::vector<std::string>>& commands, bool asking,
+                                 int extra_timeout_ms = 0) {
+    auto c = Take();
+    if (!c.ok()) return c.status();
     std::vector<std::vector<std::string>> all;
     if (asking) all.push_back({"ASKING"});
     all.insert(all.end(), commands.begin(), commands.end());
-    for (const auto& argv : all) {
-      std::vector<const char*> ptrs;
-      std::vector<size_t> lens;
-      for (const auto& a : argv) {
-        ptrs.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) {
-        return Fail(c);
-      }
-    }
+    // A broken connection is dropped (the next call reconnects).
+    DELAYQ_RETURN_IF_ERROR((*c)->Send(all));
     std::vector<Value> out;
     for (size_t i = 0; i < all.size(); ++i) {
-      void* reply = nullptr;
-      if (redisGetReply(c, &reply) != REDIS_OK) return Fail(c);
-      if (!(asking && i == 0)) out.push_back(Convert(static_cast<redisReply*>(reply)));
-      freeReplyObject(reply);
+      auto reply = (*c)->Read(timeout_ms_ + extra_timeout_ms);
+      if (!reply.ok()) return reply.status();
+      if (!(asking && i == 0)) out.push_back(std::move(**reply));
     }
-    Give(c);
+    Give(std::move(*c));
     return out;
   }
 
   const Endpoint& endpoint() const { return endpoint_; }
+  // A connection of its own (not pooled).
+  Result<std::unique_ptr<RedisConnection>> Open() { return RedisConnection::Open(endpoint_, auth_, tls_, timeout_ms_); }
 
  private:
-  redisContext* Take() {
+  Result<std::unique_ptr<RedisConnection>> Take() {
     for (;;) {
-      redisContext* c = nullptr;
+      std::unique_ptr<RedisConnection> c;
       {
         std::lock_guard lock(mu_);
         if (idle_.empty()) break;
-        c = idle_.back();
+        c = std::move(idle_.back());
         idle_.pop_back();
       }
-      if (StillOpen(c)) return c;
-      redisFree(c);  // Redis closed it while idle (it restarted): nothing was sent on it
+      // Redis closed it while idle (it restarted): nothing was sent on it, so dropping it is safe.
+      if (c->StillOpen()) return c;
     }
-    redisContext* c = redisConnectWithTimeout(endpoint_.host.c_str(), endpoint_.port, Tv(timeout_ms_));
-    if (!c || c->err) {
-      std::lock_guard lock(mu_);
-      last_error_ = c ? c->errstr : "cannot allocate a connection";
-      if (c) redisFree(c);
-      return nullptr;
-    }
-    redisSetTimeout(c, Tv(timeout_ms_));
-    redisEnableKeepAlive(c);
-    return c;
+    return Open();
   }
-  // Whether an idle connection is still open: a peek that would block means no EOF and no
-  // reset is waiting. Checked before anything is sent, so dropping it cannot lose or repeat a
-  // command (after a Redis restart, the first request would otherwise fail on a dead socket).
-  static bool StillOpen(redisContext* c) {
-    char byte;
-    const ssize_t n = ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-  }
-  void Give(redisContext* c) {
+  void Give(std::unique_ptr<RedisConnection> c) {
     std::lock_guard lock(mu_);
-    if (idle_.size() < 32) {
-      idle_.push_back(c);
-    } else {
-      redisFree(c);
-    }
-  }
-  Result<std::vector<Value>> Fail(redisContext* c) {
-    std::string why = c->errstr[0] ? c->errstr : "connection lost";
-    redisFree(c);  // a broken connection is dropped; the next call reconnects
-    return Status::Unavailable(fmt::format("lost the connection to Redis at {}: {}", endpoint_.ToString(), why));
+    if (idle_.size() < 32) idle_.push_back(std::move(c));
   }
 
   const Endpoint endpoint_;
+  const RedisAuth auth_;
+  const RedisTls* const tls_;  // the client's; null without TLS
   const int timeout_ms_;
   std::mutex mu_;
-  std::vector<redisContext*> idle_;
-  std::string last_error_;
+  std::vector<std::unique_ptr<RedisConnection>> idle_;
 };
 
-RedisClient::RedisClient(bool cluster, std::vector<Endpoint> seeds, int timeout_ms)
-    : cluster_(cluster), seeds_(std::move(seeds)), timeout_ms_(timeout_ms) {}
+RedisClient::RedisClient(const RedisUrl& url, std::shared_ptr<RedisTls> tls, int timeout_ms)
+    : cluster_(url.cluster),
+      seeds_(url.endpoints),
+      auth_(url.auth),
+      tls_(std::move(tls)),
+      sentinel_master_(url.sentinel_master),
+      sentinel_password_(url.sentinel_password),
+      timeout_ms_(timeout_ms) {}
 
 RedisClient::~RedisClient() = default;
 
 Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, int timeout_ms) {
-  auto client = std::unique_ptr<RedisClient>(new RedisClient(url.cluster, url.endpoints, timeout_ms));
+  std::shared_ptr<RedisTls> tls;
+  if (url.tls.enabled) {
+    auto made = MakeRedisTls(url.tls);
+    if (!made.ok()) return made.status();
+    tls = std::move(*made);
+  }
+  auto client = std::unique_ptr<RedisClient>(new RedisClient(url, std::move(tls), timeout_ms));
   if (url.cluster) {
     DELAYQ_RETURN_IF_ERROR(client->RefreshSlots());
   } else {
+    if (!url.sentinel_master.empty()) DELAYQ_RETURN_IF_ERROR(client->FindMaster());
     auto pong = client->Call("", {"PING"});
     if (!pong.ok()) return pong.status();
     if (pong->is_error()) return Status::Unavailable("Redis answered PING with: " + pong->str);
@@ -293,10 +419,61 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Connect(const RedisUrl& url, i
   return client;
 }
 
+// Asks the Sentinels, in turn, where the master of `sentinel_master_` is now. Sentinels get no
+// AUTH unless the URL gave them a password of their own (sentinel_password), and the same TLS.
+Status RedisClient::FindMaster() {
+  std::string errors;
+  RedisAuth sentinel_auth;
+  sentinel_auth.password = sentinel_password_;
+  for (const auto& s : seeds_) {
+    auto c = RedisConnection::Open(s, sentinel_auth, tls_.get(), timeout_ms_);
+    if (!c.ok()) {
+      errors += c.status().message() + "; ";
+      continue;
+    }
+    Status sent = (*c)->Send({{"SENTINEL", "get-master-addr-by-name", sentinel_master_}});
+    auto r = sent.ok() ? (*c)->Read(timeout_ms_) : Result<std::optional<Value>>(sent);
+    if (!r.ok()) {
+      errors += r.status().message() + "; ";
+      continue;
+    }
+    const Value& v = **r;
+    if (v.is_error()) {
+      errors += fmt::format("Sentinel at {}: {}; ", s.ToString(), v.str.substr(0, 200));
+      continue;
+    }
+    if (v.array.size() != 2) {
+      errors += fmt::format("Sentinel at {} knows no master named \"{}\"; ", s.ToString(), sentinel_master_);
+      continue;
+    }
+    Endpoint master{v.array[0].str, static_cast<int>(v.array[1].AsInt())};
+    std::lock_guard lock(mu_);
+    if (master_.ToString() != master.ToString() && !master_.host.empty()) {
+      master_moved_ = true;  // a failover: the scheduler looks at every queue again
+    }
+    master_ = master;
+    return Status::Ok();
+  }
+  return Status::Unavailable(fmt::format("no Sentinel could name the master \"{}\": {}", sentinel_master_, errors));
+}
+
+bool RedisClient::TakeMasterMoved() {
+  std::lock_guard lock(mu_);
+  const bool moved = master_moved_;
+  master_moved_ = false;
+  return moved;
+}
+
+Endpoint RedisClient::Single() {
+  if (sentinel_master_.empty()) return seeds_[0];
+  std::lock_guard lock(mu_);
+  return master_;
+}
+
 RedisClient::Node* RedisClient::NodeAt(const Endpoint& e) {
   std::lock_guard lock(mu_);
   auto& n = nodes_[e.ToString()];
-  if (!n) n = std::make_unique<Node>(e, timeout_ms_);
+  if (!n) n = std::make_unique<Node>(e, auth_, tls_.get(), timeout_ms_);
   return n.get();
 }
 
@@ -328,7 +505,7 @@ Status RedisClient::RefreshSlots() {
 }
 
 RedisClient::Node* RedisClient::NodeFor(std::string_view route_key) {
-  if (!cluster_) return NodeAt(seeds_[0]);
+  if (!cluster_) return NodeAt(Single());
   std::string where;
   {
     std::lock_guard lock(mu_);
@@ -341,7 +518,7 @@ RedisClient::Node* RedisClient::NodeFor(std::string_view route_key) {
 }
 
 std::vector<Endpoint> RedisClient::Masters() {
-  if (!cluster_) return {seeds_[0]};
+  if (!cluster_) return {Single()};
   std::lock_guard lock(mu_);
   std::map<std::string, bool> seen;
   std::vector<Endpoint> out;
@@ -369,15 +546,15 @@ Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<st
   for (int redirects = 0; redirects < 5; ++redirects) {
     auto v = CallOn(node, argv, asking);
     if (!v.ok()) {
-      if (cluster_ && redirects == 0 && RefreshSlots().ok()) {  // the node may have failed over
+      if (redirects == 0 && Relocate()) {  // the node may have failed over
         node = NodeFor(route_key);
         continue;
       }
       return v;
     }
     if (auto transient = TransientError(*v, node->endpoint())) {
-      if (cluster_ && redirects == 0 && v->str.rfind("READONLY", 0) == 0 && RefreshSlots().ok()) {
-        node = NodeFor(route_key);  // a replica now: ask the cluster who the master is
+      if (redirects == 0 && v->str.rfind("READONLY", 0) == 0 && Relocate()) {
+        node = NodeFor(route_key);  // a replica now: ask who the master is
         continue;
       }
       return *transient;
@@ -398,21 +575,29 @@ Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<st
 }
 
 Result<std::vector<Value>> RedisClient::Pipeline(std::string_view route_key,
-                                                 const std::vector<std::vector<std::string>>& commands) {
+                                                 const std::vector<std::vector<std::string>>& commands,
+                                                 int extra_timeout_ms) {
   Node* node = NodeFor(route_key);
   bool asking = false;
   for (int redirects = 0; redirects < 5; ++redirects) {
-    auto r = node->Run(commands, asking);
+    auto r = node->Run(commands, asking, extra_timeout_ms);
     if (!r.ok()) {
-      if (cluster_ && redirects == 0 && RefreshSlots().ok()) {  // the node may have failed over
+      if (redirects == 0 && Relocate()) {  // the node may have failed over
         node = NodeFor(route_key);
         continue;
       }
       return r;
     }
     for (const auto& v : *r) {
-      if (auto transient = TransientError(v, node->endpoint())) return *transient;
+      if (auto transient = TransientError(v, node->endpoint())) {
+        if (redirects == 0 && v.str.rfind("READONLY", 0) == 0 && Relocate()) {
+          node = NodeFor(route_key);
+          break;
+        }
+        return *transient;
+      }
     }
+    if (node != NodeFor(route_key)) continue;  // relocated: the whole pipeline again
     // Every command routes to one slot, so a redirect refused them all: the whole pipeline
     // goes again, on one connection of the node that owns the slot (a WAIT after a write
     // must share that write's connection).
@@ -457,7 +642,8 @@ Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::str
     if (wait_replicas > 0) {
       // WAIT on the script's own connection: it returns once that many replicas have every
       // write made on it so far (or the timeout passed), and says how many did.
-      auto both = Pipeline(route, {argv, {"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)}});
+      auto both = Pipeline(route, {argv, {"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)}},
+                           wait_timeout_ms);  // the WAIT may take that long before it answers
       if (!both.ok()) return both.status();
       v = std::move((*both)[0]);
       const int64_t replicas = (*both)[1].AsInt();
@@ -492,58 +678,38 @@ Result<std::vector<std::pair<Endpoint, Value>>> RedisClient::CallAll(const std::
   return out;
 }
 
+// Where the data is may have moved: a cluster's slots (CLUSTER SLOTS again), or a Sentinel-managed
+// master (the Sentinels asked again). True when the caller should try again.
+bool RedisClient::Relocate() {
+  if (cluster_) return RefreshSlots().ok();
+  if (!sentinel_master_.empty()) {
+    const std::string before = Single().ToString();
+    return FindMaster().ok() && Single().ToString() != before;
+  }
+  return false;
+}
+
 std::unique_ptr<RedisClient::RawConnection> RedisClient::Dedicated(std::string* error) {
+  if (!sentinel_master_.empty()) (void)FindMaster();  // a subscriber reconnecting after a failover
   const Endpoint e = Masters().empty() ? seeds_[0] : Masters()[0];
-  redisContext* c = redisConnectWithTimeout(e.host.c_str(), e.port, Tv(timeout_ms_));
-  if (!c || c->err) {
-    *error = fmt::format("cannot reach Redis at {}: {}", e.ToString(), c ? c->errstr : "out of memory");
-    if (c) redisFree(c);
+  auto c = NodeAt(e)->Open();
+  if (!c.ok()) {
+    *error = c.status().message();
     return nullptr;
   }
   auto raw = std::make_unique<RawConnection>();
-  raw->context = c;
+  raw->connection = std::move(*c);
   return raw;
 }
 
-RedisClient::RawConnection::~RawConnection() {
-  if (context) redisFree(static_cast<redisContext*>(context));
-}
+RedisClient::RawConnection::~RawConnection() = default;
 
-Status RedisClient::RawConnection::Send(const std::vector<std::string>& argv) {
-  auto* c = static_cast<redisContext*>(context);
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  for (const auto& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) {
-    return Status::Unavailable(std::string("Redis: ") + c->errstr);
-  }
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(c, &done) != REDIS_OK) return Status::Unavailable(std::string("Redis: ") + c->errstr);
-  }
-  return Status::Ok();
-}
+Status RedisClient::RawConnection::Send(const std::vector<std::string>& argv) { return connection->Send({argv}); }
 
 Result<Value> RedisClient::RawConnection::Read(int timeout_ms) {
-  auto* c = static_cast<redisContext*>(context);
-  void* reply = nullptr;
-  while (true) {
-    if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
-      return Status::Unavailable(std::string("Redis: ") + c->errstr);
-    }
-    if (reply) break;
-    pollfd p{c->fd, POLLIN, 0};
-    int ready = ::poll(&p, 1, timeout_ms);
-    if (ready == 0) return Value{};
-    if (ready < 0 && errno != EINTR) return Status::Unavailable(std::string("Redis: ") + std::strerror(errno));
-    if (redisBufferRead(c) != REDIS_OK) return Status::Unavailable(std::string("Redis: ") + c->errstr);
-  }
-  Value v = Convert(static_cast<redisReply*>(reply));
-  freeReplyObject(reply);
-  return v;
+  auto v = connection->Read(timeout_ms, /*idle_ok=*/true);
+  if (!v.ok()) return v.status();
+  return *v ? std::move(**v) : Value{};
 }
 
 }  // namespace delayq::redis

@@ -1,7 +1,7 @@
-// Talking to Redis: one node or a Redis Cluster, over hiredis (synchronous connections, pooled
-// per node, reconnected on demand). hiredis 0.14 has no cluster support, so this routes by hash
-// slot (CRC16 of the key's hash tag, CLUSTER SLOTS), follows MOVED and ASK, and loads Lua
-// scripts on whichever master answers NOSCRIPT. Thread-safe.
+// Talking to Redis: one node, a Sentinel-managed master or a Redis Cluster, over connections of
+// our own (redis_connection.h: TCP or TLS, AUTH; pooled per node, reconnected on demand). hiredis 0.14 has no cluster
+// support, so this routes by hash slot (CRC16 of the key's hash tag, CLUSTER SLOTS), follows MOVED and ASK, and loads
+// Lua scripts on whichever master answers NOSCRIPT. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "delayq/status.h"
+#include "store/redis/redis_connection.h"
 
 namespace delayq::redis {
 
@@ -41,11 +42,24 @@ struct Endpoint {
   std::string ToString() const { return host + ":" + std::to_string(port); }
 };
 
-// redis://HOST[:PORT] or redis-cluster://HOST:PORT[,HOST:PORT...].
+// Where Redis is and how to log in:
+//   redis://[USER[:PASSWORD]@]HOST[:PORT][/DB][?OPTIONS]          one Redis
+//   redis-cluster://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...][?OPTIONS]
+//   redis-sentinel://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/MASTER[/DB][?OPTIONS]
+// and rediss://, rediss-cluster://, rediss-sentinel:// for TLS (or ?tls=true). OPTIONS: ca=FILE,
+// cert=FILE, key=FILE (a client certificate), server_name=NAME (SNI and the certificate's name),
+// insecure=true (no certificate check), sentinel_password=P (when the Sentinels have a password of
+// their own; by default they get none). USER, PASSWORD and values are percent-decoded.
 struct RedisUrl {
   bool cluster = false;
+  std::string sentinel_master;    // redis-sentinel://: the master's name; the endpoints are Sentinels
+  std::string sentinel_password;  // the Sentinels' own (empty: none)
   std::vector<Endpoint> endpoints;
+  RedisAuth auth;
+  RedisTlsOptions tls;
   static Result<RedisUrl> Parse(std::string_view url);
+  // The URL without its secrets, for logs and errors ("redis://app:***@host:6379").
+  static std::string Redacted(std::string_view url);
 };
 
 // A Lua script: its source and the SHA1 Redis knows it by (after the first load).
@@ -72,8 +86,9 @@ class RedisClient {
   Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);
   // Several commands to the same slot in one round trip (pipelined), on one connection; a
   // redirect sends them all again to the node it names.
-  Result<std::vector<Value>> Pipeline(std::string_view route_key,
-                                      const std::vector<std::vector<std::string>>& commands);
+  // extra_timeout_ms: how much longer than the client's timeout the replies may take (a WAIT).
+  Result<std::vector<Value>> Pipeline(std::string_view route_key, const std::vector<std::vector<std::string>>& commands,
+                                      int extra_timeout_ms = 0);
   // EVALSHA (loading the script first where needed). keys[0] decides the slot. With
   // wait_replicas > 0 the script is followed by WAIT on its connection; kUnavailable when fewer
   // replicas confirmed its writes within wait_timeout_ms (they are on the primary only).
@@ -90,19 +105,30 @@ class RedisClient {
   // A fresh dedicated connection (for SUBSCRIBE); nullptr with the reason in `error`.
   struct RawConnection;
   std::unique_ptr<RawConnection> Dedicated(std::string* error);
+  // True once after the Sentinels named a new master (a failover): what the caller knew of the
+  // old one (due times, leases) should be read again.
+  bool TakeMasterMoved();
 
  private:
   class Node;
-  RedisClient(bool cluster, std::vector<Endpoint> seeds, int timeout_ms);
+  RedisClient(const RedisUrl& url, std::shared_ptr<RedisTls> tls, int timeout_ms);
   Status RefreshSlots();
+  Status FindMaster();
+  bool Relocate();
+  Endpoint Single();  // the one Redis (or, with Sentinel, its master now)
   Node* NodeFor(std::string_view route_key);
   Node* NodeAt(const Endpoint& e);
   Result<Value> CallOn(Node* node, const std::vector<std::string>& argv, bool asking);
 
   const bool cluster_;
-  const std::vector<Endpoint> seeds_;
+  const std::vector<Endpoint> seeds_;  // the nodes, or the Sentinels
+  const RedisAuth auth_;
+  const std::shared_ptr<RedisTls> tls_;
+  const std::string sentinel_master_, sentinel_password_;
   const int timeout_ms_;
   std::mutex mu_;
+  Endpoint master_;  // with Sentinel: the master as last named
+  bool master_moved_ = false;
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // "host:port" -> pool
   std::vector<std::string> slots_;                      // slot -> "host:port" (cluster)
   std::map<std::string, std::string> shas_;             // script name -> sha1
@@ -110,7 +136,7 @@ class RedisClient {
 
 // A connection that is not pooled: SUBSCRIBE and its messages.
 struct RedisClient::RawConnection {
-  void* context = nullptr;  // redisContext*
+  std::unique_ptr<RedisConnection> connection;
   ~RawConnection();
   Status Send(const std::vector<std::string>& argv);
   // The next reply; nil Value when none arrived within `timeout_ms` (the connection stays

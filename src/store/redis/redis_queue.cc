@@ -19,6 +19,7 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisQueueOptions& op
   DELAYQ_RETURN_IF_ERROR(ValidateConfig(options.default_queue_config));
   auto url = RedisUrl::Parse(options.url);
   if (!url.ok()) return url.status();
+  if (url->auth.password.empty()) url->auth.password = options.password;
   auto client = RedisClient::Connect(*url);
   if (!client.ok()) return client.status();
   RedisQueueOptions o = options;
@@ -54,7 +55,7 @@ Status RedisQueue::CheckDataFormat() {
     return Status::Unavailable(
         fmt::format("the Redis at {} holds delayq data of format {} ({}), newer than this delayq reads ({}); run the "
                     "delayq release that wrote it, or a later one",
-                    options_.url, v->AsInt(), kFormatKey, kMetaFormat));
+                    RedisUrl::Redacted(options_.url), v->AsInt(), kFormatKey, kMetaFormat));
   }
   if (v->AsInt() < kMetaFormat) {  // this release may write the newer format: older ones now refuse to open
     auto raised = Call(kFormatKey, {"SET", kFormatKey, std::to_string(kMetaFormat)});

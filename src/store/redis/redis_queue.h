@@ -47,7 +47,8 @@
 namespace delayq::redis {
 
 struct RedisQueueOptions {
-  std::string url;                    // redis://HOST:PORT or redis-cluster://HOST:PORT,...
+  std::string url;                    // RedisUrl's forms (redis_client.h)
+  std::string password;               // used when the URL gives none (a file, the environment)
   int shards = 1;                     // shards of a queue created by this process (1..256)
   int64_t safety_interval_ms = 1000;  // the longest a lost wake message can delay a job
   QueueConfig default_queue_config;

@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -39,9 +42,10 @@ inline int FreeClusterPort() {
 
 class RedisServer {
  public:
-  // extra: more redis-server options, e.g. {"--appendonly", "yes"}.
-  explicit RedisServer(std::vector<std::string> extra = {}, std::string dir = "")
-      : extra_(std::move(extra)), dir_(dir.empty() ? tmp_.path() : dir) {
+  // extra: more redis-server options, e.g. {"--appendonly", "yes"}. With `tls`, it serves TLS only
+  // (--port 0 --tls-port PORT; the TLS files go in `extra`).
+  explicit RedisServer(std::vector<std::string> extra = {}, std::string dir = "", bool tls = false)
+      : extra_(std::move(extra)), dir_(dir.empty() ? tmp_.path() : dir), tls_(tls) {
     const bool cluster = std::find(extra_.begin(), extra_.end(), "--cluster-enabled") != extra_.end();
     port_ = cluster ? FreeClusterPort() : FreeTcpPort();
     Start();
@@ -79,9 +83,14 @@ class RedisServer {
 
  private:
   void Spawn(const std::vector<std::string>& more) {
-    std::vector<std::string> args = {
-        "redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--dir",        dir_,     "--loglevel",          "notice"};
+    std::vector<std::string> args = {"redis-server"};
+    if (tls_) {
+      args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_)});
+    } else {
+      args.insert(args.end(), {"--port", std::to_string(port_)});
+    }
+    args.insert(args.end(),
+                {"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir_, "--loglevel", "notice"});
     args.insert(args.end(), extra_.begin(), extra_.end());
     args.insert(args.end(), more.begin(), more.end());
     child_.reset();
@@ -91,33 +100,37 @@ class RedisServer {
   TempDir tmp_;
   std::vector<std::string> extra_;
   std::string dir_;
+  bool tls_ = false;
   int port_ = 0;
   std::unique_ptr<Child> child_;
 };
 
-// Three masters, no replicas, every slot assigned (redis-cli --cluster create).
+// Three masters, no replicas, every slot assigned (redis-cli --cluster create). With a password,
+// every node requires it (requirepass and masterauth).
 class RedisCluster {
  public:
-  RedisCluster() {
+  explicit RedisCluster(std::string password = "") : password_(std::move(password)) {
     for (int i = 0; i < 3; ++i) {
       auto dir = tmp_.Sub("n" + std::to_string(i));
       std::filesystem::create_directories(dir);
-      nodes_.push_back(
-          std::make_unique<RedisServer>(std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                                                 dir + "/nodes.conf", "--cluster-node-timeout", "5000"},
-                                        dir));
+      std::vector<std::string> extra = {"--cluster-enabled",      "yes", "--cluster-config-file", dir + "/nodes.conf",
+                                        "--cluster-node-timeout", "5000"};
+      if (!password_.empty()) extra.insert(extra.end(), {"--requirepass", password_, "--masterauth", password_});
+      nodes_.push_back(std::make_unique<RedisServer>(extra, dir));
     }
     std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
     for (auto& n : nodes_) create.push_back("127.0.0.1:" + std::to_string(n->port()));
     create.insert(create.end(), {"--cluster-replicas", "0", "--cluster-yes"});
-    RunResult r = RunProcess(create);
+    const std::map<std::string, std::string> env =
+        password_.empty() ? std::map<std::string, std::string>{}
+                          : std::map<std::string, std::string>{{"REDISCLI_AUTH", password_}};
+    RunResult r = RunProcess(create, env);
     if (r.exit_code != 0) throw std::runtime_error("redis-cli --cluster create failed: " + r.out + r.err);
     // The nodes agree on the slots within a few gossip rounds; each look is a round trip.
-    auto url = redis::RedisUrl::Parse(url_text());
     for (int i = 0; i < 100'000; ++i) {
       bool ok = true;
       for (auto& n : nodes_) {
-        RunResult info = RunProcess({"redis-cli", "-p", std::to_string(n->port()), "cluster", "info"});
+        RunResult info = RunProcess({"redis-cli", "-p", std::to_string(n->port()), "cluster", "info"}, env);
         ok = ok && info.out.find("cluster_state:ok") != std::string::npos;
       }
       if (ok) return;
@@ -125,15 +138,85 @@ class RedisCluster {
     throw std::runtime_error("the Redis cluster never reached cluster_state:ok");
   }
   std::string url_text() const {
-    std::string u = "redis-cluster://";
+    std::string u = password_.empty() ? "redis-cluster://" : "redis-cluster://:" + password_ + "@";
     for (size_t i = 0; i < nodes_.size(); ++i)
       u += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes_[i]->port());
     return u;
   }
 
  private:
+  std::string password_;
   TempDir tmp_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate it signed (openssl), for TLS
+// tests. Lives as long as the object.
+class TestCerts {
+ public:
+  TestCerts() {
+    Run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=delayq-test-ca",
+         "-keyout", ca_key(), "-out", ca()});
+    std::ofstream(dir_.Sub("san.ext")) << "subjectAltName=IP:127.0.0.1\n";
+    Sign("server", "/CN=127.0.0.1", true);
+    Sign("client", "/CN=delayq-client", false);
+  }
+  std::string ca() const { return dir_.Sub("ca.pem"); }
+  std::string ca_key() const { return dir_.Sub("ca.key"); }
+  std::string cert(const std::string& who) const { return dir_.Sub(who + ".pem"); }
+  std::string key(const std::string& who) const { return dir_.Sub(who + ".key"); }
+  // redis-server's TLS options: this server certificate, client certificates checked when asked.
+  std::vector<std::string> RedisArgs(bool want_client_certs) const {
+    return {"--tls-cert-file",    cert("server"), "--tls-key-file",     key("server"),
+            "--tls-ca-cert-file", ca(),           "--tls-auth-clients", want_client_certs ? "yes" : "no"};
+  }
+
+ private:
+  void Run(const std::vector<std::string>& args) {
+    RunResult r = RunProcess(args);
+    if (r.exit_code != 0) throw std::runtime_error("openssl failed: " + r.err);
+  }
+  void Sign(const std::string& who, const std::string& subject, bool san) {
+    Run({"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", key(who), "-out",
+         dir_.Sub(who + ".csr")});
+    std::vector<std::string> x509 = {"openssl", "x509", "-req",   "-in",    dir_.Sub(who + ".csr"),
+                                     "-CA",     ca(),   "-CAkey", ca_key(), "-CAcreateserial",
+                                     "-days",   "2",    "-out",   cert(who)};
+    if (san) x509.insert(x509.end(), {"-extfile", dir_.Sub("san.ext")});
+    Run(x509);
+  }
+  TempDir dir_;
+};
+
+// A Redis Sentinel on a free port, watching `master_name` at 127.0.0.1:master_port (quorum 2,
+// down after 1 s).
+class RedisSentinel {
+ public:
+  RedisSentinel(const std::string& master_name, int master_port, std::vector<std::string> more = {})
+      : port_(FreeTcpPort()) {
+    const std::string conf = tmp_.Sub("sentinel.conf");
+    std::ofstream out(conf);
+    out << "port " << port_ << "\nbind 127.0.0.1\ndir " << tmp_.path() << "\n"
+        << "sentinel monitor " << master_name << " 127.0.0.1 " << master_port << " 2\n"
+        << "sentinel down-after-milliseconds " << master_name << " 1000\n"
+        << "sentinel failover-timeout " << master_name << " 4000\n"
+        << "sentinel parallel-syncs " << master_name << " 1\n";
+    for (const auto& line : more) out << line << "\n";
+    out.close();
+    // redis-server in Sentinel mode: the same binary as redis-sentinel, without another package.
+    child_ =
+        std::make_unique<Child>(std::vector<std::string>{"redis-server", conf, "--sentinel"}, tmp_.Sub("sentinel.log"));
+    if (child_->WaitForLine("+monitor master").empty()) {
+      throw std::runtime_error("redis-sentinel did not start on port " + std::to_string(port_) + ": " +
+                               ReadFile(tmp_.Sub("sentinel.log")));
+    }
+  }
+  int port() const { return port_; }
+
+ private:
+  TempDir tmp_;
+  int port_;
+  std::unique_ptr<Child> child_;
 };
 
 }  // namespace delayq::testing
