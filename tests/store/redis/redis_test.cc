@@ -30,6 +30,17 @@ RedisCluster& SharedCluster() {
   return cluster;
 }
 
+// Redis as a managed one is reached: TLS with a private CA, and a password (issue 27).
+std::string SharedTlsRedisUrl() {
+  static TestCerts certs;
+  static std::unique_ptr<RedisServer> server = [] {
+    std::vector<std::string> args = certs.RedisArgs(false);
+    args.insert(args.end(), {"--requirepass", "conformance-pw"});
+    return std::make_unique<RedisServer>(args, "", /*tls=*/true);
+  }();
+  return "rediss://:conformance-pw@127.0.0.1:" + std::to_string(server->port()) + "?ca=" + certs.ca();
+}
+
 class RedisHarness : public QueueHarness {
  public:
   RedisHarness(std::string url, int shards) : url_(std::move(url)), shards_(shards) { Restart(); }
@@ -64,6 +75,7 @@ INSTANTIATE_TEST_SUITE_P(
     Redis, QueueConformance,
     ::testing::Values(HarnessFactory{"single", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 1); }},
                       HarnessFactory{"sharded", [] { return std::make_unique<RedisHarness>(SharedRedis().url(), 4); }},
+                      HarnessFactory{"tls_auth", [] { return std::make_unique<RedisHarness>(SharedTlsRedisUrl(), 1); }},
                       HarnessFactory{"cluster",
                                      [] { return std::make_unique<RedisHarness>(SharedCluster().url_text(), 1); }},
                       HarnessFactory{"cluster_sharded",
