@@ -76,6 +76,9 @@ void AddServeCommand(CLI::App& app, int& rc) {
                 "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 60'000));
+  s->add_option("--metrics-listen", serve.metrics_listen,
+                "HOST:PORT that serves GET /metrics, /healthz and /readyz without the API token (for Prometheus); "
+                "without it /metrics needs the token");
   s->add_option("--redis-password-file", serve.redis_password_file,
                 "With a Redis store whose URL gives no password: read it from this file (else from the "
                 "environment variable DELAYQ_REDIS_PASSWORD), so it is not in `ps`")

@@ -83,4 +83,29 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   return {};
 }
 
+std::function<void()> Api::HandleMonitoring(HttpRequest request, Reply reply) {
+  const auto started = std::chrono::steady_clock::now();
+  const Target target = Target::Parse(request.target);
+  RouteMatch match = MatchRoute(request.method, target.segments);
+  static constexpr std::string_view kServed[] = {"/metrics", "/healthz", "/readyz"};
+  const bool served =
+      match.route != kNoRoute && request.method == "GET" &&
+      std::find(std::begin(kServed), std::end(kServed), Routes()[match.route].pattern) != std::end(kServed);
+  if (!served) {
+    metrics_.Observe(kNoRoute, 404, 0);
+    reply(ErrorResponse(404, "not_found",
+                        fmt::format("{} is not served here: this address (--metrics-listen) serves GET /metrics, "
+                                    "/healthz and /readyz only, without the API token; the API is on --listen",
+                                    request.target.substr(0, 200))));
+    return {};
+  }
+  Context context{queue_, options_, metrics_, history_};
+  const Call call{request, target, std::move(match.params)};
+  HttpResponse response = Routes()[match.route].handler(context, call);
+  metrics_.Observe(match.route, response.status,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  reply(std::move(response));
+  return {};
+}
+
 }  // namespace delayq::http

@@ -71,6 +71,10 @@ class Api {
   // waiting reserve: call it when the client has gone away. It is safe to call at any time.
   std::function<void()> Handle(HttpRequest request, Reply reply);
 
+  // The monitoring address (serve --metrics-listen): GET /metrics, /healthz and /readyz without
+  // the token or the browser guard (a scraper names the host it scrapes); 404 for everything else.
+  std::function<void()> HandleMonitoring(HttpRequest request, Reply reply);
+
   Metrics& metrics() { return metrics_; }
   History& history() { return history_; }
 

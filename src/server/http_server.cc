@@ -258,16 +258,42 @@ class HttpServer::Impl::Session final : public SessionBase {
     ++server_.connections();
     net::dispatch(stream_.get_executor(), [self = Self()] {
       if constexpr (kTls) {
-        // The handshake gets the header's deadline: a client that stalls in it is closed.
+        // The handshake gets the header's deadline: a client that stalls in it is closed. Its
+        // first bytes are read first: plain HTTP sent to this port gets a plain answer saying
+        // so, not a closed connection.
         self->Tcp().expires_after(std::chrono::seconds(self->server_.options().header_timeout_s));
-        self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+        self->Tcp().async_read_some(self->buffer_.prepare(4096), [self](beast::error_code ec, size_t n) {
+          self->buffer_.commit(n);
           if (ec) return self->Close();
-          self->Read();
+          if (LooksLikePlainHttp(self->buffer_.data())) return self->RefusePlainHttp();
+          self->stream_.async_handshake(net::ssl::stream_base::server, self->buffer_.data(),
+                                        [self](beast::error_code ec, size_t used) {
+                                          self->buffer_.consume(used);
+                                          if (ec) return self->Close();
+                                          self->Read();
+                                        });
         });
       } else {
         self->Read();
       }
     });
+  }
+
+  // A request line ("GET /", "POST /v1/...") where a TLS handshake should start.
+  static bool LooksLikePlainHttp(net::const_buffer data) {
+    const std::string_view head(static_cast<const char*>(data.data()), std::min<size_t>(data.size(), 8));
+    for (std::string_view method : {"GET ", "POST ", "PUT ", "DELETE ", "PATCH ", "HEAD ", "OPTIONS "}) {
+      if (head.substr(0, method.size()) == method) return true;
+    }
+    return false;
+  }
+  void RefusePlainHttp() {
+    constexpr std::string_view kBody =
+        "this port serves HTTPS only (delayq serve --tls-cert): use https:// and trust its certificate\n";
+    auto text = std::make_shared<std::string>(fmt::format(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
+        kBody.size(), kBody));
+    net::async_write(Tcp(), net::buffer(*text), [self = Self(), text](beast::error_code, size_t) { self->Close(); });
   }
 
   void CloseIfIdle() override {

@@ -151,23 +151,56 @@ int Serve(const ServeOptions& options) {
     spdlog::error("{}", s.message());
     return s.code() == Code::kInvalidArgument ? 2 : 1;
   }
+  // The monitoring address: /metrics, /healthz, /readyz without the token, plain HTTP.
+  std::unique_ptr<HttpServer> monitoring;
+  std::thread monitoring_thread;
+  if (!o.metrics_listen.empty()) {
+    HttpServerOptions m;
+    if (!SplitHostPort(o.metrics_listen, &m.host, &m.port)) {
+      spdlog::error("--metrics-listen \"{}\" is not HOST:PORT (e.g. 127.0.0.1:9090)", o.metrics_listen);
+      return 2;
+    }
+    m.threads = 1;
+    m.max_body_bytes = 64 * 1024;
+    m.max_connections = 256;
+    monitoring = std::make_unique<HttpServer>(
+        [&api](http::HttpRequest request, http::Reply reply) {
+          return api.HandleMonitoring(std::move(request), std::move(reply));
+        },
+        m);
+    Status started = monitoring->Start();
+    if (!started.ok()) {
+      spdlog::error("--metrics-listen: {}", started.message());
+      return 2;
+    }
+    monitoring_thread = std::thread([&monitoring] { monitoring->Run(false); });
+    spdlog::info("metrics, health and readiness on http://{}:{} (no token)", m.host, monitoring->port());
+  }
   const std::string url =
       fmt::format("{}://{}:{}", o.tls_cert.empty() ? "http" : "https",
                   http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host, server.port());
   if (!o.port_file.empty()) {
     std::ofstream(o.port_file) << server.port() << "\n";
   }
+  // The try: lines work as printed: with the certificate to trust and the token to send.
+  std::string curl = "curl -s";
+  if (!o.tls_cert.empty()) curl += " --cacert " + o.tls_cert;
+  if (!o.auth_token.empty()) curl += " -H \"Authorization: Bearer $DELAYQ_AUTH_TOKEN\"";
   std::printf(
       "delayq serving %s (store: %s%s)\n"
-      "try:  curl -s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
-      "      curl -s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
-      url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required", url.c_str(),
-      url.c_str());
+      "try:  %s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
+      "      %s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
+      url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required", curl.c_str(),
+      url.c_str(), curl.c_str(), url.c_str());
   std::fflush(stdout);
   server.Run(true, [&] {
     ready = false;
     store->close();  // answers waiting reserves, flushes
   });
+  if (monitoring) {
+    monitoring->Stop();
+    monitoring_thread.join();
+  }
   store->close();
   spdlog::info("stopped");
   return 0;

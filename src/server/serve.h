@@ -36,6 +36,8 @@ struct ServeOptions {
   // Redis' password when the URL gives none: read from this file (one line), else taken from the
   // environment variable DELAYQ_REDIS_PASSWORD, so that it is not in `ps`.
   std::string redis_password_file;
+  // HOST:PORT for GET /metrics, /healthz and /readyz without the token (Prometheus); empty: none.
+  std::string metrics_listen;
 };
 
 // Runs the server; returns the process exit code (0 after a clean stop).

@@ -26,6 +26,7 @@ class ServerProcess {
     args.insert(args.end(), extra_.begin(), extra_.end());
     child_ = std::make_unique<Child>(args, dir_.Sub("server.log"));
     std::string line = child_->WaitForLine("delayq serving");
+    banner_ = line + "\n" + child_->WaitForLine("try:") + "\n";
     std::smatch m;
     static const std::regex re("https?://127\\.0\\.0\\.1:([0-9]+)");
     if (!std::regex_search(line, m, re)) {
@@ -51,6 +52,8 @@ class ServerProcess {
 
   const std::string& url() const { return url_; }
   pid_t pid() const { return child_->pid(); }
+  // What `serve` printed when it started (the serving line and the first try: line).
+  const std::string& banner() const { return banner_; }
   // CPU seconds (user + system) the server has used, from /proc/PID/stat.
   double CpuSeconds() const {
     const std::string stat = ReadFile("/proc/" + std::to_string(pid()) + "/stat");
@@ -78,6 +81,7 @@ class ServerProcess {
   int port_ = 0;
   std::string url_;
   std::unique_ptr<Child> child_;
+  std::string banner_;
 };
 
 }  // namespace delayq::testing

@@ -306,10 +306,16 @@ TEST(Security, TlsServesHttpsAndTheClientChecksTheCertificate) {
   auto refused = (*untrusting)->Enqueue("tls", EnqueueRequest{.payload = "1"});
   EXPECT_EQ(refused.code(), Code::kUnavailable);
   EXPECT_NE(refused.status().message().find("TLS handshake"), std::string::npos) << refused.status().message();
-  // Nor does plain HTTP on the TLS port.
+  // Nor does plain HTTP on the TLS port, which is told so in plain words.
   auto plain = Client::Connect("http://127.0.0.1:" + std::to_string(server.port()));
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE((*plain)->Enqueue("tls", EnqueueRequest{.payload = "1"}).ok());
+  const std::string told = RawExchange(server.port(), "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_EQ(told.substr(0, 12), "HTTP/1.1 400") << told;
+  EXPECT_NE(told.find("use https://"), std::string::npos) << told;
+  // Its start-up hint works as printed: with the certificate to trust.
+  EXPECT_NE(server.banner().find("--cacert " + cert), std::string::npos) << server.banner();
+  EXPECT_NE(server.banner().find("https://"), std::string::npos) << server.banner();
   auto stats = (*second)->Stats("tls");
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->ready, 2) << "a refused client's enqueue got through";
@@ -388,8 +394,40 @@ TEST(Security, TlsCarriesEveryAnswerWholeWhateverItsSize) {
   EXPECT_EQ(stats->counters.redelivered, 0);
 }
 
+// --metrics-listen: /metrics, /healthz and /readyz for Prometheus without the API token, and
+// nothing else there; the API port keeps /metrics behind the token (issue 27).
+TEST(Security, AMetricsAddressServesMonitoringWithoutTheTokenAndNothingElse) {
+  const int port = FreeTcpPort();
+  ServerProcess server({"--auth-token", "t0ken", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  auto get = [](int p, const std::string& path) {
+    return RawExchange(p, "GET " + path + " HTTP/1.1\r\nHost: prometheus.internal:9090\r\nConnection: close\r\n\r\n");
+  };
+  const std::string metrics = get(port, "/metrics");
+  EXPECT_EQ(metrics.substr(0, 12), "HTTP/1.1 200") << metrics.substr(0, 300);
+  EXPECT_NE(metrics.find("delayq_"), std::string::npos);
+  EXPECT_EQ(get(port, "/healthz").substr(0, 12), "HTTP/1.1 200");
+  EXPECT_EQ(get(port, "/readyz").substr(0, 12), "HTTP/1.1 200");
+  const std::string api = get(port, "/v1/queues");
+  EXPECT_EQ(api.substr(0, 12), "HTTP/1.1 404") << "the API is not on the metrics address";
+  EXPECT_NE(api.find("--metrics-listen"), std::string::npos);
+  EXPECT_EQ(get(port, "/").substr(0, 12), "HTTP/1.1 404") << "nor the dashboard";
+  EXPECT_EQ(RawExchange(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .substr(0, 12),
+            "HTTP/1.1 404");
+  EXPECT_EQ(
+      RawExchange(server.port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").substr(0, 12),
+      "HTTP/1.1 401")
+      << "the API port keeps /metrics behind the token";
+  // A bad address stops serve, naming the flag.
+  RunResult bad = RunProcess(
+      {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", TempDir().Sub("d"), "--metrics-listen", "nonsense"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE((bad.out + bad.err).find("--metrics-listen"), std::string::npos);
+}
+
 TEST(Security, BearerTokenEndToEnd) {
   ServerProcess server({"--auth-token", "t0ken"});
+  EXPECT_NE(server.banner().find("Authorization: Bearer $DELAYQ_AUTH_TOKEN"), std::string::npos) << server.banner();
   EXPECT_TRUE(server.NewClient()->Ping().ok()) << "/healthz needs no token";
   EXPECT_EQ(server.NewClient()->ListQueues().code(), Code::kUnauthenticated);
   EXPECT_EQ(server.NewClient({.auth_token = "wrong"})->ListQueues().code(), Code::kUnauthenticated);

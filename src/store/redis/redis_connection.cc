@@ -92,8 +92,8 @@ class RedisTls {
     SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
     if (!options_.ca_file.empty()) {
       if (SSL_CTX_load_verify_locations(ctx_, options_.ca_file.c_str(), nullptr) != 1) {
-        return Status::InvalidArgument(fmt::format("cannot use the Redis CA file \"{}\" (?ca=): {}", options_.ca_file,
-                                                   SslErrors()));
+        return Status::InvalidArgument(
+            fmt::format("cannot use the Redis CA file \"{}\" (?ca=): {}", options_.ca_file, SslErrors()));
       }
     } else if (SSL_CTX_set_default_verify_paths(ctx_) != 1) {
       return Status::Internal("OpenSSL could not load the system's CAs: " + SslErrors());
@@ -190,7 +190,8 @@ struct RedisConnection::Impl {
   Status Handshake(const RedisTls& tls, const std::string& host, int timeout_ms) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     ssl = SSL_new(tls.ctx());
-    if (!ssl || SSL_set_fd(ssl, fd) != 1) return Status::Internal("OpenSSL could not make a connection: " + SslErrors());
+    if (!ssl || SSL_set_fd(ssl, fd) != 1)
+      return Status::Internal("OpenSSL could not make a connection: " + SslErrors());
     const std::string name = tls.options().server_name.empty() ? host : tls.options().server_name;
     if (!IsIpAddress(name)) SSL_set_tlsext_host_name(ssl, name.c_str());
     if (!tls.options().insecure) {
@@ -205,13 +206,15 @@ struct RedisConnection::Impl {
       const int r = SSL_connect(ssl);
       if (r == 1) return Status::Ok();
       const int e = SSL_get_error(ssl, r);
-      if ((e == SSL_ERROR_WANT_READ && Wait(POLLIN, deadline)) || (e == SSL_ERROR_WANT_WRITE && Wait(POLLOUT, deadline))) {
+      if ((e == SSL_ERROR_WANT_READ && Wait(POLLIN, deadline)) ||
+          (e == SSL_ERROR_WANT_WRITE && Wait(POLLOUT, deadline))) {
         continue;
       }
       if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        return Status::Unavailable(fmt::format("the TLS handshake with Redis at {} did not finish within {} ms "
-                                               "(is it serving TLS on that port? rediss:// is for a tls-port)",
-                                               where, timeout_ms));
+        return Status::Unavailable(
+            fmt::format("the TLS handshake with Redis at {} did not finish within {} ms "
+                        "(is it serving TLS on that port? rediss:// is for a tls-port)",
+                        where, timeout_ms));
       }
       const long verify = SSL_get_verify_result(ssl);
       if (verify != X509_V_OK) {
@@ -231,13 +234,15 @@ struct RedisConnection::Impl {
     size_t done = 0;
     while (done < data.size()) {
       if (ssl) {
-        const int n = SSL_write(ssl, data.data() + done, static_cast<int>(std::min<size_t>(data.size() - done, 1 << 30)));
+        const int n =
+            SSL_write(ssl, data.data() + done, static_cast<int>(std::min<size_t>(data.size() - done, 1 << 30)));
         if (n > 0) {
           done += static_cast<size_t>(n);
           continue;
         }
         const int e = SSL_get_error(ssl, n);
-        if ((e == SSL_ERROR_WANT_WRITE && Wait(POLLOUT, deadline)) || (e == SSL_ERROR_WANT_READ && Wait(POLLIN, deadline))) {
+        if ((e == SSL_ERROR_WANT_WRITE && Wait(POLLOUT, deadline)) ||
+            (e == SSL_ERROR_WANT_READ && Wait(POLLIN, deadline))) {
           continue;
         }
         return Lost(e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ ? "no room to send within the timeout"
@@ -352,10 +357,10 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const Endpoint& n
     if (!v.is_error()) continue;
     if (hello[i][0] == "AUTH") return AuthRefused(where, auth, v.str);
     if (v.str.rfind("NOAUTH", 0) == 0) {
-      return Status::Unauthenticated(fmt::format(
-          "Redis at {} needs a password (NOAUTH): give it in the URL (redis://:PASSWORD@HOST:PORT, or "
-          "USER:PASSWORD@ for an ACL user) or with --redis-password-file / DELAYQ_REDIS_PASSWORD",
-          where));
+      return Status::Unauthenticated(
+          fmt::format("Redis at {} needs a password (NOAUTH): give it in the URL (redis://:PASSWORD@HOST:PORT, or "
+                      "USER:PASSWORD@ for an ACL user) or with --redis-password-file / DELAYQ_REDIS_PASSWORD",
+                      where));
     }
     if (hello[i][0] == "SELECT") {
       return Status::InvalidArgument(

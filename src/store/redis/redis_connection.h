@@ -49,8 +49,8 @@ class RedisConnection {
   // Connects (within timeout_ms), does the TLS handshake when `tls`, then AUTH and SELECT. The
   // errors name the node and what went wrong (refused, NOAUTH, WRONGPASS, the certificate), never
   // the password.
-  static Result<std::unique_ptr<RedisConnection>> Open(const Endpoint& node, const RedisAuth& auth,
-                                                       const RedisTls* tls, int timeout_ms);
+  static Result<std::unique_ptr<RedisConnection>> Open(const Endpoint& node, const RedisAuth& auth, const RedisTls* tls,
+                                                       int timeout_ms);
   ~RedisConnection();
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "store/redis/doctor.h"
-#include "store/redis/redis_queue.h"
 #include "store/redis/redis_fixture.h"
+#include "store/redis/redis_queue.h"
 
 namespace delayq::testing {
 namespace {
@@ -72,9 +72,9 @@ TEST(RedisDeploy, AnAclUserAndADatabase) {
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   ExpectTheOrderStory(**q);
   // The jobs are in database 3: the default database has none of delayq's keys.
-  RunResult keys = RunProcess({"redis-cli", "-p", std::to_string(redis.port()), "--user", "app", "-n", "0", "keys",
-                               "dq:*"},
-                              {{"REDISCLI_AUTH", "s3cr3t"}});
+  RunResult keys =
+      RunProcess({"redis-cli", "-p", std::to_string(redis.port()), "--user", "app", "-n", "0", "keys", "dq:*"},
+                 {{"REDISCLI_AUTH", "s3cr3t"}});
   EXPECT_EQ(keys.out.find("dq:"), std::string::npos) << keys.out;
   auto wrong_user = Open(Url("redis", "nobody:s3cr3t", redis.port()));
   EXPECT_EQ(wrong_user.code(), Code::kUnauthenticated);
@@ -167,8 +167,8 @@ TEST(RedisDeploy, ASentinelFailoverLosesNoAcknowledgedJob) {
   int refused = 0;
   std::thread producer([&] {
     for (int i = 0; !stop; ++i) {
-      auto e = (*q)->Enqueue("failover", EnqueueRequest{.payload = "1", .when = {.delay_ms = 3'600'000},
-                                                        .key = "k" + std::to_string(i)});
+      auto e = (*q)->Enqueue(
+          "failover", EnqueueRequest{.payload = "1", .when = {.delay_ms = 3'600'000}, .key = "k" + std::to_string(i)});
       std::lock_guard lock(mu);
       if (e.ok()) {
         acknowledged.insert(e->id);
@@ -186,8 +186,9 @@ TEST(RedisDeploy, ASentinelFailoverLosesNoAcknowledgedJob) {
   RunResult failover = cli({"SENTINEL", "FAILOVER", "main"});
   ASSERT_EQ(failover.exit_code, 0) << failover.err;
   // The new master is the old replica: once the Sentinels say so, writes go on there.
-  for (int i = 0; i < 300 && cli({"SENTINEL", "get-master-addr-by-name", "main"}).out.find(
-                                 std::to_string(replica.port())) == std::string::npos;
+  for (int i = 0;
+       i < 300 && cli({"SENTINEL", "get-master-addr-by-name", "main"}).out.find(std::to_string(replica.port())) ==
+                      std::string::npos;
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
