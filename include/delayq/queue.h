@@ -108,6 +108,14 @@ class Queue {
     done(AckBatch(queue, receipts));
   }
 
+  // Gives back deliveries that never reached their consumer (an answer that could not be
+  // written, a consumer that hung up before it, a worker stopping before it began the work): each
+  // job is ready again at once, in its place, and the delivery counts neither as an attempt nor
+  // as a delivery. Each receipt independently; one Status per receipt, in order: kLeaseExpired
+  // when its delivery is no longer current or its lease already ran out (that attempt counted),
+  // kNotFound when the job is gone, kInvalidArgument for an unparseable receipt.
+  virtual std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) = 0;
+
   // Ends a delivery without success: the job is scheduled again after retry_in_ms (or the
   // queue's back-off), or goes dead when this was its last attempt or request.dead is set.
   // Receipt errors as for Ack.

@@ -145,6 +145,17 @@ class HttpClient final : public Client {
     return std::move(*statuses);
   }
 
+  std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override {
+    std::vector<std::string> list(receipts.begin(), receipts.end());
+    Status valid = ValidateQueueName(queue);
+    if (!valid.ok() || list.empty()) return std::vector<Status>(list.size(), valid);
+    auto r = Call("POST", Path(queue, "/release"), wire::WriteAckRequest(list, true));
+    if (!r.ok()) return std::vector<Status>(list.size(), r.status());
+    auto statuses = wire::ParseBatchResponse(r->body, list);
+    if (!statuses.ok()) return std::vector<Status>(list.size(), statuses.status());
+    return std::move(*statuses);
+  }
+
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
     auto r = Call("POST", Path(queue, "/nack"), wire::WriteNackRequest(request));

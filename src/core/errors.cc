@@ -89,6 +89,11 @@ Status DeliveredAgain(std::string_view id, int32_t attempt) {
                   id, attempt));
 }
 
+Status ReleasedTooLate(std::string_view id) {
+  return Status::LeaseExpired(fmt::format(
+      "the lease of job {}'s delivery ran out before it was given back: that delivery counted as an attempt", id));
+}
+
 Status DeliveryOver(std::string_view id) {
   return Status::LeaseExpired(
       fmt::format("the receipt names an earlier delivery of job {}; the job has since been nacked, rescheduled, "

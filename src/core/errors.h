@@ -46,5 +46,7 @@ Status DeliveryWentDead(std::string_view id, int32_t attempt, int32_t max_attemp
 Status DeliveredAgain(std::string_view id, int32_t attempt);
 // kLeaseExpired: the job was nacked, rescheduled or replaced since (or delivered again).
 Status DeliveryOver(std::string_view id);
+// A release (Queue::ReleaseBatch) of a delivery whose lease already ran out.
+Status ReleasedTooLate(std::string_view id);
 
 }  // namespace delayq::errors

@@ -38,6 +38,9 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Called by the transport when the answer could not be written whole (the client went away, the
+  // connection broke): a reserve's answer gives its jobs back (Queue::ReleaseBatch).
+  std::function<void()> unwritten;
 };
 
 using Reply = std::function<void(HttpResponse)>;

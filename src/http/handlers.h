@@ -48,5 +48,6 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply);
 std::function<void()> Ack(Context& c, const Call& call, Reply reply);    // answered once durable
 std::function<void()> Nack(Context& c, const Call& call, Reply reply);   // answered once durable
 std::function<void()> Touch(Context& c, const Call& call, Reply reply);  // answered once durable
+HttpResponse Release(Context& c, const Call& call);
 
 }  // namespace delayq::http::handlers

@@ -35,30 +35,34 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
   if (waits) ++c.metrics.waiting;
   Queue& queue = c.queue;
   Metrics& metrics = c.metrics;
-  const uint64_t handle = queue.ReserveAsync(
-      call.queue(), *parsed,
-      [&queue, &metrics, reply = std::move(reply), waits, name = call.queue(),
-       peer_closed = call.request.peer_closed](Result<std::vector<Delivery>> jobs) {
-        if (waits) --metrics.waiting;
-        if (!jobs.ok()) {
-          reply(ErrorResponse(jobs.status()));
-          return;
-        }
-        if (!jobs->empty() && peer_closed && peer_closed()) {
-          // The consumer left while the jobs were taken for it: they are ready again now rather
-          // than at the end of a lease nobody holds (the delivery counts as an attempt). No one
-          // waits for these answers, so no thread waits for their fsync either.
-          for (const auto& d : *jobs) {
-            queue.NackAsync(name,
-                            NackRequest{.receipt = d.receipt,
-                                        .retry_in_ms = 0,
-                                        .error = "the consumer hung up before the delivery reached it"},
-                            [](const Result<NackResult>&) {});
-          }
-          jobs->clear();
-        }
-        reply(JsonResponse(200, wire::WriteReserveResponse(*jobs)));
-      });
+  const uint64_t handle =
+      queue.ReserveAsync(call.queue(), *parsed,
+                         [&queue, &metrics, reply = std::move(reply), waits, name = call.queue(),
+                          peer_closed = call.request.peer_closed](Result<std::vector<Delivery>> jobs) {
+                           if (waits) --metrics.waiting;
+                           if (!jobs.ok()) {
+                             reply(ErrorResponse(jobs.status()));
+                             return;
+                           }
+                           std::vector<std::string> receipts;
+                           for (const auto& d : *jobs) receipts.push_back(d.receipt);
+                           if (!receipts.empty() && peer_closed && peer_closed()) {
+                             // The consumer left while the jobs were taken for it: they are ready again now, and
+                             // the delivery that never reached anyone uses no attempt.
+                             (void)queue.ReleaseBatch(name, receipts);
+                             jobs->clear();
+                             receipts.clear();
+                           }
+                           HttpResponse response = JsonResponse(200, wire::WriteReserveResponse(*jobs));
+                           if (!receipts.empty()) {
+                             // An answer that cannot be written (the connection broke) gives its jobs back the same
+                             // way.
+                             response.unwritten = [&queue, name, receipts = std::move(receipts)] {
+                               (void)queue.ReleaseBatch(name, receipts);
+                             };
+                           }
+                           reply(std::move(response));
+                         });
   if (handle == 0) return {};
   return [&queue, handle] { queue.CancelReserve(handle); };
 }
@@ -171,6 +175,18 @@ std::function<void()> Touch(Context& c, const Call& call, Reply reply) {
       },
       wire::WriteTouchResponse, std::move(reply));
   return {};
+}
+
+HttpResponse Release(Context& c, const Call& call) {
+  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kAck);
+  if (!body.ok()) return ErrorResponse(body.status());
+  std::vector<Status> results = c.queue.ReleaseBatch(call.queue(), body->receipts);
+  if (!body->batch) {
+    if (!results[0].ok()) return ErrorResponse(results[0]);
+    return JsonResponse(200, R"({"released":1})");
+  }
+  return JsonResponse(200,
+                      wire::WriteBatchResponse("released", body->receipts, results, FirstOccurrences(body->receipts)));
 }
 
 }  // namespace delayq::http::handlers

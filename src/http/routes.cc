@@ -48,6 +48,8 @@ constexpr RouteSpec kRoutes[] = {
     {"POST", "/v1/queues/{q}/ack", "acknowledge deliveries (one receipt or a batch)", nullptr, Ack},
     {"POST", "/v1/queues/{q}/nack", "end deliveries without success: retry or dead", nullptr, Nack},
     {"POST", "/v1/queues/{q}/touch", "extend the leases of deliveries", nullptr, Touch},
+    {"POST", "/v1/queues/{q}/release",
+     "give back deliveries that never reached their consumer: ready again, no attempt used", Release},
     {"GET", "/v1/queues/{q}/dead", "dead jobs, oldest death first, a page at a time (?limit=100&cursor=C)", DeadList,
      nullptr, false, "limit,cursor"},
     {"DELETE", "/v1/queues/{q}/dead", "delete every dead job", DeadPurge},

@@ -465,6 +465,7 @@ class HttpServer::Impl::Session final : public SessionBase {
   // reserves) while the connection was then closed.
   struct Answer {
     std::string head, body;
+    std::function<void()> unwritten;  // HttpResponse::unwritten
   };
 
   void Write(http::HttpResponse r) {
@@ -475,9 +476,11 @@ class HttpServer::Impl::Session final : public SessionBase {
     auto out = std::make_shared<Answer>();
     out->head = AnswerHead(r.status, r.content_type, r.headers, keep_alive, r.body.size());
     if (!head_) out->body = std::move(r.body);  // a HEAD answer has the GET's length and no body
+    out->unwritten = std::move(r.unwritten);
     // 30 s, and a second more per MiB: a big answer to a slow reader is not cut off.
     Tcp().expires_after(std::chrono::seconds(30) + std::chrono::seconds(out->body.size() >> 20));
     auto written = [self = Self(), out, keep_alive](beast::error_code ec, size_t) {
+      if (ec && out->unwritten) out->unwritten();  // the client never got it whole
       self->busy_ = false;
       // Stopping: CloseIfIdle may have passed this connection over while the write was still
       // finishing (the client can hold the answer before this runs), so close it here.

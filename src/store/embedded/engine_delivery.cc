@@ -437,6 +437,75 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
   }
 }
 
+std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) {
+  std::vector<Result<Receipt>> parsed;
+  std::vector<size_t> first;
+  std::vector<Status> out;
+  if (!OpenReceipts(queue, receipts, &parsed, &first, &out)) return out;
+  Op op(*this, Op::kWrites);
+  QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
+  if (!op.status().ok() || !q) {
+    std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
+    return out;
+  }
+  // Each leased delivery goes back to ready where it stood (its due key), one attempt less, with
+  // no lease and no token: written first, then applied.
+  std::vector<Target> targets(receipts.size());
+  auto batch = storage_->NewBatch();
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) continue;
+    if (!parsed[i].ok()) {
+      out[i] = parsed[i].status();
+      continue;
+    }
+    JobRecord record;
+    bool have_record;
+    out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
+    if (!out[i].ok()) continue;
+    Target& t = targets[i];
+    if (!t.leased) {
+      out[i] = errors::ReleasedTooLate(t.id.ToString());  // its lease ran out: that attempt counted
+      continue;
+    }
+    DueRecord back{t.key.due_ms, t.attempt - 1, {}, 0};
+    back.priority = t.lane.priority;
+    back.group = t.lane.group;
+    std::string inline_record;  // back.record views it: it lives until the entry is encoded
+    if (t.in_due) {
+      bool still_inline = false;
+      out[i] = ReadRecordLocked(queue, t.id, &t.key, &record, &still_inline, &inline_record);
+      if (!out[i].ok()) continue;
+      if (still_inline) back.record = inline_record;
+    }
+    batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(back));
+  }
+  if (batch->Count() > 0) {
+    Status s = op.Write(*batch);
+    for (size_t i = 0; i < receipts.size(); ++i) {
+      if (first[i] != i || !out[i].ok()) continue;
+      if (!s.ok()) {
+        out[i] = s;
+        continue;
+      }
+      Target& t = targets[i];
+      RemoveLeaseLocked(t.id);
+      q->ready.emplace(t.key, ReadyInfo{t.attempt - 1, {}, /*redelivery=*/true, t.lane});
+      ++ready_entries_;
+      --q->counters.delivered;
+    }
+    if (s.ok()) ServeWaitersLocked(q, op.now(), op.deferred());
+  }
+  Status durable = op.Finish();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (first[i] != i) {
+      out[i] = out[first[i]];
+    } else if (out[i].ok() && !durable.ok()) {
+      out[i] = durable;
+    }
+  }
+  return out;
+}
+
 Result<NackResult> EngineImpl::Nack(std::string_view queue, const NackRequest& request) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   auto receipt = signer_->Open(queue, request.receipt);  // answered after the queue's existence

@@ -185,6 +185,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
   Status Ack(std::string_view queue, std::string_view receipt) override;
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
   void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) override;
+  std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
   void NackAsync(std::string_view queue, const NackRequest& request, NackCallback done) override;

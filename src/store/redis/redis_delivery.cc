@@ -159,6 +159,7 @@ void RedisQueue::CancelReserve(uint64_t handle) {
 // again (reserved now, with another token); or nacked, rescheduled or replaced since.
 Status RedisQueue::DeliveryError(const std::string& code, const Ulid& id) {
   const std::string sid = id.ToString();
+  if (code == "L") return errors::ReleasedTooLate(sid);
   if (code.rfind("E:", 0) != 0) return errors::DeliveryJobGone(sid);
   const char state = code.size() > 2 ? code[2] : '?';
   int attempt = 0, max = 0;
@@ -173,7 +174,12 @@ Status RedisQueue::Ack(std::string_view queue, std::string_view receipt) {
   return AckBatch(queue, std::span(&r, 1)).front();
 }
 
-std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<const std::string> receipts) {
+// Ack and release: each receipt opened (repeats answer what the first did), grouped by shard, and
+// one script per shard with (id, token) pairs and `tail` after them; the script answers "O" per
+// receipt it acted on, else a code DeliveryError reads ("L": a lease that already ran out).
+std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::span<const std::string> receipts,
+                                           const Script& script,
+                                           const std::function<std::string(const QueueView&)>& tail) {
   std::vector<Status> out(receipts.size());
   auto info = Info(queue_view, false);
   if (!info.ok()) {
@@ -184,7 +190,6 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
   std::vector<std::vector<size_t>> by_shard(static_cast<size_t>(q.shards));
   std::vector<Result<Receipt>> opened = ParseReceipts(receipts);
   std::vector<Receipt> parsed(receipts.size());
-  // A receipt given twice is acked once, and every copy answers what the first did.
   const std::vector<size_t> first = FirstOccurrences(opened);
   const auto signer = Signer();
   for (size_t i = 0; i < receipts.size(); ++i) {
@@ -205,8 +210,8 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
       args.push_back(parsed[i].id.ToString());
       args.push_back(parsed[i].token.Hex());
     }
-    args.push_back(HasLeaseCaps(q.config) ? "1" : "0");  // a lease less: wake reserves held by a cap
-    auto v = Run(kAckScript, q, shard, args, true);
+    args.push_back(tail(q));
+    auto v = Run(script, q, shard, args, true);
     for (size_t j = 0; j < members.size(); ++j) {
       const size_t i = members[j];
       if (!v.ok()) {
@@ -220,6 +225,15 @@ std::vector<Status> RedisQueue::AckBatch(std::string_view queue_view, std::span<
   }
   for (size_t i = 0; i < receipts.size(); ++i) out[i] = out[first[i]];
   return out;
+}
+
+std::vector<Status> RedisQueue::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
+  // A lease less: wake reserves held by a cap.
+  return PerReceipt(queue, receipts, kAckScript, [](const QueueView& q) { return HasLeaseCaps(q.config) ? "1" : "0"; });
+}
+
+std::vector<Status> RedisQueue::ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) {
+  return PerReceipt(queue, receipts, kReleaseScript, [](const QueueView&) { return "-"; });
 }
 
 Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackRequest& request) {

@@ -94,6 +94,7 @@ class RedisQueue final : public Queue, private ScheduleStore {
   void CancelReserve(uint64_t handle) override;
   Status Ack(std::string_view queue, std::string_view receipt) override;
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
   Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
@@ -159,6 +160,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   };
 
   explicit RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> client);
+  std::vector<Status> PerReceipt(std::string_view queue, std::span<const std::string> receipts, const Script& script,
+                                 const std::function<std::string(const QueueView&)>& tail);
 
   // --- lifecycle and scripts (redis_queue.cc) ---
   void Start();

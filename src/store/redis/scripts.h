@@ -59,6 +59,7 @@ namespace delayq::redis {
 inline constexpr int64_t kClaimIdleMs = 43'200'001;
 
 extern const Script kEnqueueScript;
+extern const Script kReleaseScript;
 extern const Script kPromoteScript;
 extern const Script kReserveScript;
 extern const Script kReapScript;
