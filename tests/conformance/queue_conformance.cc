@@ -694,7 +694,7 @@ TEST_P(QueueConformance, NackBacksOffExponentially) {
   ASSERT_EQ(got.size(), 1u);
   auto nack = q().Nack(queue, {got[0].receipt, 0, "", false});
   ASSERT_TRUE(nack.ok());
-  EXPECT_EQ(MustReserve(q(), queue).size(), 1u);
+  EXPECT_EQ(ReserveEventually(*h_, queue).size(), 1u);
   EXPECT_EQ(MustStats(q(), queue).counters.nacked, 4u);
 }
 

@@ -232,7 +232,9 @@ TEST(Server, ConsumersAreServedWhileAnotherClientsRequestsFail) {
         const int64_t ms =
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
         longest_ms = std::max<int64_t>(longest_ms, ms);
-        if (ms > 3000 + 1000) ++slow_polls;
+        // Held well past its wait, a poll was forgotten (a missed wake-up), not slow: 10 s of
+        // room for a loaded machine, far less than the client's own timeout.
+        if (ms > 3000 + 10'000) ++slow_polls;
         if (!got.ok()) {
           ++failed_polls;
           continue;
@@ -260,7 +262,7 @@ TEST(Server, ConsumersAreServedWhileAnotherClientsRequestsFail) {
   });
   {
     std::unique_lock lock(done_mu);
-    done_cv.wait_for(lock, std::chrono::seconds(30), [&] { return received >= kJobs; });
+    done_cv.wait_for(lock, std::chrono::seconds(120), [&] { return received >= kJobs; });  // a cap
   }
   stop = true;
   for (auto& t : threads) t.join();

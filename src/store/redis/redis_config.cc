@@ -128,9 +128,9 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
   info.view = view;
   info.config_read_at = SteadyMs();
   const auto shards = static_cast<size_t>(view.shards);
-  info.next_due.resize(shards, -1);
-  info.next_lease.resize(shards, -1);
-  info.next_dead.resize(shards, -1);
+  info.next_due.resize(shards);
+  info.next_lease.resize(shards);
+  info.next_dead.resize(shards);
   return std::optional(std::move(view));
 }
 

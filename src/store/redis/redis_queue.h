@@ -22,6 +22,7 @@
 // redis_queues.cc, redis_scheduler.cc; redis_meta.h (the versioned job meta), doctor.h.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -69,6 +70,9 @@ struct RedisQueueOptions {
   ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
   // Tests only: runs after a queue's config was read from Redis and before it is cached.
   std::function<void(const std::string& queue)> after_config_read_for_test;
+  // Tests only: runs on the scheduler thread after a promote script answered, before its answer
+  // is taken in (what happens meanwhile must not be overwritten by that older answer).
+  std::function<void(const std::string& queue)> after_promote_for_test;
   // Queues at most (the registry's size, shared by every server): creating one more is
   // kResourceExhausted. Reads and reserves never create a queue. Default 10 000.
   size_t max_queues = 10'000;
@@ -134,13 +138,34 @@ class RedisQueue final : public Queue, private ScheduleStore {
     int ShardOfId(const Ulid& id) const { return id.bytes[15] % shards; }
     int ShardOfKey(std::string_view key) const;
   };
+  // When something next happens on one shard (Redis ms; -1 none): a job comes due, a lease runs
+  // out, the oldest dead job died. A script's answer is what Redis held when the script ran; a
+  // note (a wake message, this process's own reserve) can come between that and the answer
+  // being taken in, and must not be overwritten by it (that stranded a lease or a retry until
+  // the safety interval). So the notes since the turn's scripts were launched are kept apart
+  // and merged into each answer: a script launched after a note ran after what it announced.
+  struct NextAt {
+    int64_t at = -1;
+    int64_t noted = -1;  // the earliest note since Launched()
+    static int64_t Earliest(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : std::min(a, b); }
+    // Returns whether it moved `at` earlier (the scheduler must look again).
+    bool Note(int64_t t) {
+      noted = Earliest(noted, t);
+      if (at >= 0 && at <= t) return false;
+      at = t;
+      return true;
+    }
+    void Launched() { noted = -1; }
+    void Answered(int64_t t) { at = Earliest(t, noted); }
+    bool By(int64_t now) const { return at >= 0 && at <= now; }
+  };
   // The cache entry of a queue: its view and what the scheduler knows of it.
   struct QueueInfo {
     QueueView view;
-    int64_t config_read_at = -1;      // steady ms; re-read after a second (other processes)
-    std::vector<int64_t> next_due;    // per shard, Redis ms; -1 none
-    std::vector<int64_t> next_lease;  // per shard
-    std::vector<int64_t> next_dead;   // per shard: when its oldest dead job died; -1 none
+    int64_t config_read_at = -1;     // steady ms; re-read after a second (other processes)
+    std::vector<NextAt> next_due;    // per shard
+    std::vector<NextAt> next_lease;  // per shard
+    std::vector<NextAt> next_dead;   // per shard: when its oldest dead job died
     std::deque<uint64_t> waiters;
     bool check = true;  // run promote/reap at the next tick
     // Redis ms: flow control held this queue's ready jobs back until its next token; its waiting

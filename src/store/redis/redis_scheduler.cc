@@ -32,22 +32,14 @@ void RedisQueue::NoteLease(const std::string& queue, int shard, int64_t deadline
   std::lock_guard lock(mu_);
   auto q = queues_.find(queue);
   if (q == queues_.end() || static_cast<size_t>(shard) >= q->second.next_lease.size()) return;
-  int64_t& next = q->second.next_lease[static_cast<size_t>(shard)];
-  if (next < 0 || deadline < next) {
-    next = deadline;
-    Poke();
-  }
+  if (q->second.next_lease[static_cast<size_t>(shard)].Note(deadline)) Poke();
 }
 
 void RedisQueue::NoteDeath(const std::string& queue, int shard, int64_t dead_at) {
   std::lock_guard lock(mu_);
   auto q = queues_.find(queue);
   if (q == queues_.end() || static_cast<size_t>(shard) >= q->second.next_dead.size()) return;
-  int64_t& next = q->second.next_dead[static_cast<size_t>(shard)];
-  if (next < 0 || dead_at < next) {
-    next = dead_at;
-    Poke();
-  }
+  if (q->second.next_dead[static_cast<size_t>(shard)].Note(dead_at)) Poke();
 }
 
 void RedisQueue::NoteReady(const std::string& queue) {
@@ -145,9 +137,16 @@ void RedisQueue::SchedulerLoop() {
       for (int s = 0; s < shards; ++s) {
         const auto i = static_cast<size_t>(s);
         const ShardTask task{name, s, shards, retention};
-        if (q.check || (q.next_due[i] >= 0 && q.next_due[i] <= redis_now)) promote.push_back(task);
-        if (q.check || (q.next_lease[i] >= 0 && q.next_lease[i] <= redis_now)) reap.push_back(task);
-        if (q.next_dead[i] >= 0 && q.next_dead[i] + retention <= redis_now) expire.push_back(task);
+        const bool promoting = q.check || q.next_due[i].By(redis_now);
+        const bool reaping = q.check || q.next_lease[i].By(redis_now);
+        const bool expiring = q.next_dead[i].By(redis_now - retention);
+        if (promoting) promote.push_back(task);
+        if (reaping) reap.push_back(task);
+        if (expiring) expire.push_back(task);
+        // What each script's answer sets: the notes from now on are merged into it.
+        if (promoting) q.next_due[i].Launched();
+        if (promoting || reaping) q.next_lease[i].Launched();
+        if (promoting || reaping || expiring) q.next_dead[i].Launched();
       }
       q.check = false;
       if (q.flow_wake >= 0 && q.flow_wake <= redis_now) {
@@ -212,6 +211,7 @@ void RedisQueue::SchedulerLoop() {
     if (!promote.empty() || !notices.empty()) delivering.emplace(delivery_first_);
     for (const auto& [name, shard, shards, retention] : promote) {
       auto v = Run(kPromoteScript, name, shard, shards, {std::to_string(kChunk)});
+      if (options_.after_promote_for_test) options_.after_promote_for_test(name);
       if (!v.ok() || v->is_error() || v->array.size() < 4) {
         if (!v.ok()) spdlog::warn("promoting queue {}: {}", name, v.status().message());
         continue;
@@ -220,9 +220,9 @@ void RedisQueue::SchedulerLoop() {
       auto& q = queues_[name];
       if (q.next_due.size() <= static_cast<size_t>(shard)) continue;
       clock_offset_ms_ = v->array[3].AsInt() - SteadyMs();
-      q.next_due[static_cast<size_t>(shard)] = v->array[1].AsInt();
-      q.next_lease[static_cast<size_t>(shard)] = v->array[2].AsInt();
-      if (v->array.size() > 4) q.next_dead[static_cast<size_t>(shard)] = v->array[4].AsInt();
+      q.next_due[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
+      q.next_lease[static_cast<size_t>(shard)].Answered(v->array[2].AsInt());
+      if (v->array.size() > 4) q.next_dead[static_cast<size_t>(shard)].Answered(v->array[4].AsInt());
       if (v->array[0].AsInt() > 0) notices.insert(name);
       if (v->array[0].AsInt() >= static_cast<int64_t>(kChunk)) q.check = true;  // more to move
     }
@@ -241,8 +241,8 @@ void RedisQueue::SchedulerLoop() {
       std::lock_guard g(mu_);
       auto& q = queues_[name];
       if (q.next_lease.size() <= static_cast<size_t>(shard)) continue;
-      q.next_lease[static_cast<size_t>(shard)] = v->array[1].AsInt();
-      if (v->array.size() > 3) q.next_dead[static_cast<size_t>(shard)] = v->array[3].AsInt();
+      q.next_lease[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
+      if (v->array.size() > 3) q.next_dead[static_cast<size_t>(shard)].Answered(v->array[3].AsInt());
       if (v->array[0].AsInt() > 0) notices.insert(name);
     }
     // Dead jobs past their retention, planned like the embedded store's sweep: at the moment the
@@ -256,7 +256,7 @@ void RedisQueue::SchedulerLoop() {
       std::lock_guard g(mu_);
       auto& q = queues_[name];
       if (q.next_dead.size() <= static_cast<size_t>(shard)) continue;
-      q.next_dead[static_cast<size_t>(shard)] = v->array[1].AsInt();
+      q.next_dead[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
     }
     for (const auto& name : notices) ServeWaiters(name);
     delivering.reset();
@@ -276,9 +276,11 @@ void RedisQueue::SchedulerLoop() {
       if (q.check) wake = now_steady;
       if (q.flow_wake >= 0 && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
       for (size_t s = 0; s < q.next_due.size(); ++s) {
-        if (q.next_due[s] >= 0) wake = std::min(wake, to_steady(q.next_due[s]));
-        if (q.next_lease[s] >= 0) wake = std::min(wake, to_steady(q.next_lease[s]));
-        if (q.next_dead[s] >= 0) wake = std::min(wake, to_steady(q.next_dead[s] + q.view.config.dead_retention_ms));
+        if (q.next_due[s].at >= 0) wake = std::min(wake, to_steady(q.next_due[s].at));
+        if (q.next_lease[s].at >= 0) wake = std::min(wake, to_steady(q.next_lease[s].at));
+        if (q.next_dead[s].at >= 0) {
+          wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
+        }
       }
     }
     for (auto& [h, w] : waiters_) wake = std::min(wake, w.deadline);
@@ -337,9 +339,7 @@ void RedisQueue::SubscriberLoop() {
         }
         q.absent_until = 0;  // it exists now, if it did not
         if (payload.rfind("due ", 0) == 0 && static_cast<size_t>(shard) < q.next_due.size()) {
-          const int64_t due = std::atoll(payload.c_str() + 4);
-          auto& next = q.next_due[static_cast<size_t>(shard)];
-          if (next < 0 || due < next) next = due;
+          (void)q.next_due[static_cast<size_t>(shard)].Note(std::atoll(payload.c_str() + 4));
         } else if (payload == "ready") {
           ready_notices_.insert(tag);
         } else {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -407,6 +408,51 @@ TEST(RedisStore, ConfigWrittenDuringAConfigReadIsNotUndoneByIt) {
   ASSERT_TRUE(got.ok());
   written.wait(false);
   EXPECT_EQ((*q)->GetConfig(queue).value(), new_config) << "a read overtaken by the write cached what it read";
+}
+
+// The scheduler's answers say what Redis held when its script ran. A lease taken (or a retry
+// announced) between that and the answer being taken in must still wake it: the answer used to
+// overwrite it, and the lease ran out unseen until the next safety probe (a loaded machine
+// showed it: a retry came 25 s late in NackBacksOffExponentially, whose Redis probes once a
+// minute).
+TEST(RedisStore, ALeaseTakenWhileAPromoteAnswersIsStillReapedOnTime) {
+  const std::string queue = "answer-race";
+  std::atomic<redis::RedisQueue*> store{nullptr};
+  std::atomic<bool> armed{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool fired = false;
+  size_t taken = 0;
+  redis::RedisQueueOptions o;
+  o.url = SharedRedis().url();
+  o.safety_interval_ms = 60'000;  // nothing but the scheduler's own deadlines wakes it
+  // Runs in the scheduler between the promote script and the use of its answer: the 1 s lease
+  // taken here is noted while the answer (no lease then) is on its way.
+  o.after_promote_for_test = [&](const std::string& name) {
+    if (name != queue || !armed.load()) return;
+    auto got = store.load()->Reserve(queue, {.max = 1, .wait_ms = 0, .lease_ms = 1000});
+    if (!got.ok() || got->empty()) return;
+    std::lock_guard lock(mu);
+    fired = true;
+    taken = got->size();
+    armed = false;
+    cv.notify_all();
+  };
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok());
+  store = q->get();
+  armed = true;
+  ASSERT_TRUE((*q)->Enqueue(queue, Job("trigger", 300)).ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return fired; })) << "no promote ran";
+    ASSERT_EQ(taken, 1u);
+  }
+  // Reaped when the 1 s lease runs out; the next safety probe would be a minute away.
+  auto again = (*q)->Reserve(queue, {.max = 1, .wait_ms = 20'000, .lease_ms = 60'000});
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 1u) << "the 1 s lease was not reaped within 20 s";
+  EXPECT_EQ((*again)[0].attempt, 2);
 }
 
 TEST(RedisStore, RedisRestartWithAofKeepsAcknowledgedEnqueues) {
