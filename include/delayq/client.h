@@ -34,6 +34,10 @@ struct ClientOptions {
   // https:// only: trust the CAs in this PEM file instead of the system's. The server's
   // certificate must name the URL's host (DNS name or IP address) either way.
   std::string tls_ca_file;
+  // https:// only: a client certificate (PEM chain) and its key (empty: in the same file), for a
+  // server started with --tls-client-ca; and the name to expect in the server's certificate and
+  // send by SNI, when it is not the URL's host (an IP address, a tunnel, a load balancer).
+  std::string tls_cert_file, tls_key_file, tls_server_name;
   // Called with every answer the server gave (any status; not for requests that got none), on
   // the thread that made the request, before the call returns. For logging, or for tests that
   // check the answers against docs/openapi.yaml. It must not use the Client; the views last

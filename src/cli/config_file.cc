@@ -106,6 +106,18 @@ Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedC
           fmt::format("{}: unknown key \"{}\"{}; the keys are serve's options (delayq serve --help)",
                       Where(file, k.source()), std::string(k.str()).substr(0, 64), DidYouMean(key, known)));
     }
+    // A switch takes true or false, and only a switch does: "yes", 1 or "false" would otherwise
+    // be read by rules of CLI11's own (a quoted "false" still turns a switch on).
+    const bool is_switch = option->get_expected_max() == 0;  // add_flag: expected(0)
+    if (is_switch && !node.is_boolean()) {
+      return Status::InvalidArgument(fmt::format("{}: {} is a switch: write {} = true or {} = false (not a {})",
+                                                 Where(file, node.source()), key, key, key,
+                                                 node.is_string() ? "string" : KindOf(node)));
+    }
+    if (!is_switch && node.is_boolean()) {
+      return Status::InvalidArgument(fmt::format("{}: {} takes a value (delayq serve --help), not true or false",
+                                                 Where(file, node.source()), key));
+    }
     std::string text;
     if (const toml::array* array = node.as_array()) {
       if (option->get_items_expected_max() <= 1) {

@@ -45,6 +45,16 @@ int Main(int argc, char** argv) {
   app.add_option("--token", g.token, "Bearer token (or DELAYQ_AUTH_TOKEN)")->envname("DELAYQ_AUTH_TOKEN");
   app.add_option("--ca-file", g.ca_file, "With an https:// server: trust the CAs in this PEM file (or DELAYQ_CA_FILE)")
       ->envname("DELAYQ_CA_FILE");
+  app.add_option("--client-cert", g.client_cert,
+                 "With a server that asks for one (serve --tls-client-ca): this PEM client certificate "
+                 "(or DELAYQ_CLIENT_CERT)")
+      ->envname("DELAYQ_CLIENT_CERT");
+  app.add_option("--client-key", g.client_key, "The PEM key of --client-cert, if not in it (or DELAYQ_CLIENT_KEY)")
+      ->envname("DELAYQ_CLIENT_KEY");
+  app.add_option("--server-name", g.server_name,
+                 "With https://: the name the server's certificate must carry, if not the URL's host "
+                 "(or DELAYQ_SERVER_NAME)")
+      ->envname("DELAYQ_SERVER_NAME");
   app.add_flag("--json", g.json, "Print the server's JSON instead of text");
   AddLogOptions(app, log);
   // Before any command's callback runs (serve logs from its own).

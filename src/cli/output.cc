@@ -16,7 +16,11 @@
 namespace delayq::cli {
 
 Result<std::unique_ptr<Client>> MakeClient(const Global& g) {
-  return Client::Connect(g.server, {g.token, 30'000, g.ca_file});
+  ClientOptions options{.auth_token = g.token, .timeout_ms = 30'000, .tls_ca_file = g.ca_file};
+  options.tls_cert_file = g.client_cert;
+  options.tls_key_file = g.client_key;
+  options.tls_server_name = g.server_name;
+  return Client::Connect(g.server, std::move(options));
 }
 
 namespace {

@@ -36,6 +36,8 @@ void AddServeCommand(CLI::App& app, int& rc) {
       ->delimiter(',');
   s->add_option("--tls-cert", serve.tls_cert, "Serve HTTPS with this PEM certificate chain (with --tls-key)");
   s->add_option("--tls-key", serve.tls_key, "The PEM private key of --tls-cert");
+  s->add_option("--tls-client-ca", serve.tls_client_ca,
+                "Mutual TLS: accept only clients whose certificate a CA in this PEM file signed (with --tls-cert)");
   s->add_flag("--access-log", serve.access_log,
               "Log each request that reaches a route: method, target, status, milliseconds (or DELAYQ_ACCESS_LOG)")
       ->envname("DELAYQ_ACCESS_LOG");

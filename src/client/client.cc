@@ -338,7 +338,8 @@ class HttpClient final : public Client {
 }  // namespace
 
 Result<std::unique_ptr<Client>> Client::Connect(std::string_view url, ClientOptions options) {
-  auto pool = client::HttpConnectionPool::Create(url, options.auth_token, options.timeout_ms, options.tls_ca_file);
+  client::TlsOptions tls{options.tls_ca_file, options.tls_cert_file, options.tls_key_file, options.tls_server_name};
+  auto pool = client::HttpConnectionPool::Create(url, options.auth_token, options.timeout_ms, tls);
   if (!pool.ok()) return pool.status();
   return std::unique_ptr<Client>(std::make_unique<HttpClient>(std::move(*pool), std::move(options.on_answer)));
 }

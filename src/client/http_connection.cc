@@ -26,6 +26,7 @@ using tcp = net::ip::tcp;
 
 struct HttpConnectionPool::Tls {
   net::ssl::context context{net::ssl::context::tls_client};
+  std::string server_name;  // sent by SNI (unless an IP address) and checked in the certificate
 };
 
 // A request's deadline. Blocking reads and writes on an Asio socket ignore SO_RCVTIMEO: Asio takes
@@ -122,9 +123,44 @@ class HttpConnectionPool::Connection {
   }
 };
 
+Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(const TlsOptions& o,
+                                                                           const std::string& host) {
+  auto tls = std::make_unique<Tls>();
+  tls->context.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                           net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+  beast::error_code ec;
+  if (o.ca_file.empty()) {
+    tls->context.set_default_verify_paths(ec);
+  } else {
+    tls->context.load_verify_file(o.ca_file, ec);
+  }
+  if (ec) {
+    return Status::InvalidArgument(fmt::format("cannot use the CA file \"{}\": {} (a PEM file is needed)",
+                                               o.ca_file.empty() ? "(the system's)" : o.ca_file, ec.message()));
+  }
+  if (o.cert_file.empty() && !o.key_file.empty()) {
+    return Status::InvalidArgument("a client key was given without its client certificate: give both, or neither");
+  }
+  if (!o.cert_file.empty()) {
+    tls->context.use_certificate_chain_file(o.cert_file, ec);
+    if (ec) {
+      return Status::InvalidArgument(fmt::format(
+          "cannot use the client certificate \"{}\": {} (a PEM certificate chain is needed)", o.cert_file, ec.message()));
+    }
+    const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
+    tls->context.use_private_key_file(key, net::ssl::context::pem, ec);
+    if (ec) {
+      return Status::InvalidArgument(
+          fmt::format("cannot use the client key \"{}\": {} (the PEM private key of the client certificate is needed)",
+                      key, ec.message()));
+    }
+  }
+  tls->server_name = o.server_name.empty() ? host : o.server_name;
+  return tls;
+}
+
 Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::string_view url, std::string auth_token,
-                                                                       int64_t timeout_ms,
-                                                                       const std::string& tls_ca_file) {
+                                                                       int64_t timeout_ms, const TlsOptions& tls_options) {
   std::string_view rest = url;
   const bool https = rest.substr(0, 8) == "https://";
   if (rest.substr(0, 7) != "http://" && !https) {
@@ -148,19 +184,13 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
   if (host.empty()) return Status::InvalidArgument(fmt::format("server URL \"{}\" has no host", url));
   std::unique_ptr<Tls> tls;
   if (https) {
-    tls = std::make_unique<Tls>();
-    tls->context.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
-                             net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
-    beast::error_code ec;
-    if (tls_ca_file.empty()) {
-      tls->context.set_default_verify_paths(ec);
-    } else {
-      tls->context.load_verify_file(tls_ca_file, ec);
-    }
-    if (ec) {
-      return Status::InvalidArgument(fmt::format("cannot use the CA file \"{}\": {} (a PEM file is needed)",
-                                                 tls_ca_file.empty() ? "(the system's)" : tls_ca_file, ec.message()));
-    }
+    auto made = MakeTls(tls_options, host);
+    if (!made.ok()) return made.status();
+    tls = std::move(*made);
+  } else if (tls_options.any()) {
+    return Status::InvalidArgument(fmt::format(
+        "TLS options (a CA file, client certificate or server name) were given for \"{}\": they need an https:// URL",
+        url));
   }
   return std::unique_ptr<HttpConnectionPool>(
       new HttpConnectionPool(std::string(url), host, port, std::move(auth_token), timeout_ms, std::move(tls)));
@@ -197,13 +227,14 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
     // The server's certificate must chain to a trusted CA and name the host of the URL (a DNS
     // name by SNI and subjectAltName, or an IP address).
     c->tls = std::make_unique<net::ssl::stream<tcp::socket&>>(c->socket, tls_->context);
+    const std::string& name = tls_->server_name;
     beast::error_code bad_address;
-    net::ip::make_address(host_, bad_address);
-    if (bad_address && !SSL_set_tlsext_host_name(c->tls->native_handle(), host_.c_str())) {
+    net::ip::make_address(name, bad_address);
+    if (bad_address && !SSL_set_tlsext_host_name(c->tls->native_handle(), name.c_str())) {
       return Status::Internal("OpenSSL refused the server name for SNI");
     }
     c->tls->set_verify_mode(net::ssl::verify_peer);
-    c->tls->set_verify_callback(net::ssl::host_name_verification(host_));
+    c->tls->set_verify_callback(net::ssl::host_name_verification(name));
     const uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms);
     c->tls->handshake(net::ssl::stream_base::client, ec);
     if (watch_->Disarm(watched)) {
@@ -214,7 +245,7 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
       return Status::Unavailable(
           fmt::format("the TLS handshake with delayq at {} failed: {} (is it serving https with a certificate for {}, "
                       "signed by a CA this client trusts? give one with --ca-file / DELAYQ_CA_FILE)",
-                      url_, ec.message(), host_));
+                      url_, ec.message(), tls_->server_name));
     }
   }
   return c;

@@ -35,12 +35,21 @@ class RequestCancel {
   bool cancelled_ = false;
 };
 
+// https:// only (kInvalidArgument with http://). All PEM files.
+struct TlsOptions {
+  std::string ca_file;      // trust these CAs; empty: the system's
+  std::string cert_file;    // a client certificate (chain), for a server that asks for one
+  std::string key_file;     // its private key; empty: in cert_file
+  std::string server_name;  // the name to send (SNI) and to find in the certificate; empty: the URL's host
+  bool any() const { return !ca_file.empty() || !cert_file.empty() || !key_file.empty() || !server_name.empty(); }
+};
+
 class HttpConnectionPool {
  public:
   // `url`: http://HOST[:PORT] or https://HOST[:PORT] (default port 7070). kInvalidArgument for
-  // anything else, or a `tls_ca_file` (PEM; empty: the system's CAs) that cannot be read.
+  // anything else, TLS options with http://, or a TLS file that cannot be read or used.
   static Result<std::unique_ptr<HttpConnectionPool>> Create(std::string_view url, std::string auth_token,
-                                                            int64_t timeout_ms, const std::string& tls_ca_file = "");
+                                                            int64_t timeout_ms, const TlsOptions& tls = {});
   ~HttpConnectionPool();
 
   // Sends one request and reads the answer. kUnavailable when the server cannot be reached
@@ -59,6 +68,7 @@ class HttpConnectionPool {
   HttpConnectionPool(std::string url, std::string host, std::string port, std::string token, int64_t timeout_ms,
                      std::unique_ptr<Tls> tls);
   Result<std::unique_ptr<Connection>> Connect(int64_t timeout_ms);
+  static Result<std::unique_ptr<Tls>> MakeTls(const TlsOptions& options, const std::string& host);
 
   std::string url_, host_, port_, token_;
   int64_t timeout_ms_;

@@ -85,6 +85,10 @@ class HttpServer::Impl {
   ~Impl() = default;
 
   Status Start() {
+    if (!options_.tls_client_ca_file.empty() && options_.tls_cert_file.empty()) {
+      return Status::InvalidArgument("--tls-client-ca asks clients for a certificate over TLS: give --tls-cert and "
+                                     "--tls-key too, or leave it out");
+    }
     if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
       DELAYQ_RETURN_IF_ERROR(LoadTls());
     }
@@ -129,6 +133,15 @@ class HttpServer::Impl {
       return Status::InvalidArgument(
           fmt::format("cannot use --tls-key \"{}\": {} (a PEM private key matching --tls-cert is needed)",
                       options_.tls_key_file, ec.message()));
+    }
+    if (!options_.tls_client_ca_file.empty()) {
+      ssl_->load_verify_file(options_.tls_client_ca_file, ec);
+      if (ec) {
+        return Status::InvalidArgument(fmt::format(
+            "cannot use --tls-client-ca \"{}\": {} (a PEM file of the CAs that sign client certificates is needed)",
+            options_.tls_client_ca_file, ec.message()));
+      }
+      ssl_->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
     }
     return Status::Ok();
   }

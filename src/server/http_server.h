@@ -37,6 +37,9 @@ struct HttpServerOptions {
   // Both set: every connection is TLS (1.2 or later) with this PEM certificate chain and key;
   // Start() answers kInvalidArgument naming a file it cannot use.
   std::string tls_cert_file, tls_key_file;
+  // With TLS: every client must present a certificate signed by a CA in this PEM file (mutual
+  // TLS); one without is refused in the handshake. Empty: clients are not asked for one.
+  std::string tls_client_ca_file;
   // Decides from the header alone (the body is empty) whether a request may go on; a response
   // refuses it before its body is read, so an unauthenticated client cannot make the server
   // hold a large body. Asked for bodies over 64 KiB (smaller ones are read and refused by the

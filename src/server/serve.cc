@@ -145,6 +145,7 @@ int Serve(const ServeOptions& options) {
   http.header_timeout_s = o.header_timeout_s;
   http.tls_cert_file = o.tls_cert;
   http.tls_key_file = o.tls_key;
+  http.tls_client_ca_file = o.tls_client_ca;
   HttpServer server(api, http);
   Status s = server.Start();
   if (!s.ok()) {

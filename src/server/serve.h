@@ -27,6 +27,7 @@ struct ServeOptions {
   size_t max_connections_per_address = 1'000;
   int header_timeout_s = 10;
   std::string tls_cert, tls_key;  // PEM files: serve https only
+  std::string tls_client_ca;      // PEM CAs: clients must present a certificate they signed
   int64_t max_waiting = 50'000;
   size_t max_queues = 10'000;        // creating more is 429
   std::string port_file;             // when set, the bound port is written here (tests)

@@ -63,8 +63,10 @@ TEST_P(QueueConformance, AScheduleRunsOnTimeOnAQueueWithAShortMaxDelay) {
     // clock it is given the moment it needs after each step, as real time would give it).
     bool next_made = false;
     for (int i = 0; i < 2000 && !next_made; ++i) {
-      for (const delayq::Job& j : AllJobs(q(), queue, JobState::kScheduled)) {
-        EXPECT_LE(j.due_at_ms, now + c.max_delay_ms) << "a run made further ahead than the queue takes a delay";
+      const auto scheduled = AllJobs(q(), queue, JobState::kScheduled);
+      const int64_t seen = h_->NowMs();  // the runner made them at this moment or before
+      for (const delayq::Job& j : scheduled) {
+        EXPECT_LE(j.due_at_ms, seen + c.max_delay_ms) << "a run made further ahead than the queue takes a delay";
         next_made = next_made || j.due_at_ms > now;
       }
       if (!next_made) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the runner's thread
@@ -83,8 +85,15 @@ TEST_P(QueueConformance, AScheduleRunsOnTimeOnAQueueWithAShortMaxDelay) {
     EXPECT_EQ(key, KeyOf("tick", due));
     dues.insert(due);
   }
-  // Consecutive seconds: none was skipped as "missed".
-  for (auto it = std::next(dues.begin()); it != dues.end(); ++it) EXPECT_EQ(*it - *std::prev(it), 1'000);
+  // Consecutive seconds: none was skipped as "missed". On a real clock, a loaded machine may hold
+  // the runner back past a run's moment, and misfire skip then rightly skips it: whole seconds.
+  for (auto it = std::next(dues.begin()); it != dues.end(); ++it) {
+    if (h_->exact_time()) {
+      EXPECT_EQ(*it - *std::prev(it), 1'000);
+    } else {
+      EXPECT_EQ((*it - *std::prev(it)) % 1'000, 0) << *it - *std::prev(it);
+    }
+  }
 }
 
 TEST_P(QueueConformance, AScheduleIsRefusedWhereItsQueueCannotHoldItsRuns) {

@@ -1,6 +1,8 @@
 // `delayq serve` started from the built binary on a free loopback port, in a temp directory.
 #pragma once
 
+#include <algorithm>
+
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -33,7 +35,8 @@ class ServerProcess {
       throw std::runtime_error("delayq serve did not start: " + ReadFile(dir_.Sub("server.log")));
     }
     port_ = std::stoi(m[1]);
-    url_ = "http://127.0.0.1:" + std::to_string(port_);
+    const bool tls = std::find(extra_.begin(), extra_.end(), "--tls-cert") != extra_.end();
+    url_ = (tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_);
   }
 
   // Starts again on the same port and data directory (after Kill or Stop).

@@ -24,6 +24,7 @@
 #include "integration/server_fixture.h"
 #include "support/answer_recorder.h"
 #include "support/raw_http.h"
+#include "support/test_certs.h"
 
 namespace delayq::testing {
 namespace {
@@ -34,28 +35,52 @@ ServerProcess& SharedServer() {
   return server;
 }
 
+// The same over HTTPS with mutual TLS: every route, every answer through OpenSSL both ways.
+TestCerts& SharedCerts() {
+  static TestCerts certs;
+  return certs;
+}
+ServerProcess& SharedTlsServer() {
+  static ServerProcess server({"--durability", "interval", "--tls-cert", SharedCerts().cert("server"), "--tls-key",
+                               SharedCerts().key("server"), "--tls-client-ca", SharedCerts().ca()});
+  return server;
+}
+
 class ClientHarness : public QueueHarness {
  public:
-  ClientHarness() : client_(SharedServer().NewClient(RecordingOptions())) {}
+  explicit ClientHarness(bool tls = false)
+      : server_(tls ? SharedTlsServer() : SharedServer()), tls_(tls), client_(server_.NewClient(Options())) {}
   // The shared server, killed and started again on its data directory and port.
   void Restart() override {
     client_.reset();
-    SharedServer().Kill();
-    SharedServer().Restart();
-    client_ = SharedServer().NewClient(RecordingOptions());
+    server_.Kill();
+    server_.Restart();
+    client_ = server_.NewClient(Options());
   }
   Queue& queue() override { return *client_; }
   int64_t NowMs() override { return SystemClock().NowMs(); }
   void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
   bool exact_time() const override { return false; }
-  double StoreCpuSeconds() override { return SharedServer().CpuSeconds(); }
+  double StoreCpuSeconds() override { return server_.CpuSeconds(); }
 
  private:
+  ClientOptions Options() const {
+    ClientOptions o = RecordingOptions();
+    if (tls_) {
+      o.tls_ca_file = SharedCerts().ca();
+      o.tls_cert_file = SharedCerts().cert("client");
+      o.tls_key_file = SharedCerts().key("client");
+    }
+    return o;
+  }
+  ServerProcess& server_;
+  bool tls_;
   std::unique_ptr<Client> client_;
 };
 
 INSTANTIATE_TEST_SUITE_P(HttpClient, QueueConformance,
-                         ::testing::Values(HarnessFactory{"server", [] { return std::make_unique<ClientHarness>(); }}),
+                         ::testing::Values(HarnessFactory{"server", [] { return std::make_unique<ClientHarness>(); }},
+                                           HarnessFactory{"https", [] { return std::make_unique<ClientHarness>(true); }}),
                          HarnessName);
 
 TEST(Server, BadInputBatteryLeavesTheServerUpAndTheStoreUnchanged) {

@@ -17,6 +17,7 @@
 
 #include "integration/server_fixture.h"
 #include "support/raw_http.h"
+#include "support/test_certs.h"
 
 namespace delayq::testing {
 namespace {
@@ -332,6 +333,121 @@ TEST(Security, TlsServesHttpsAndTheClientChecksTheCertificate) {
                               dir.Sub("missing.pem"), "--tls-key", key});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE((bad.out + bad.err).find("--tls-cert"), std::string::npos) << bad.out << bad.err;
+}
+
+// Mutual TLS (serve --tls-client-ca): only a client with a certificate the CA signed gets in;
+// the others are refused in the handshake and reach nothing. The clients' TLS options: a client
+// certificate and key, and a server name other than the URL's host. TLS options with http://,
+// a key without its certificate and unreadable files are refused before anything is sent.
+TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
+  TestCerts certs;
+  TempDir dir;
+  ServerProcess server({"--tls-cert", certs.cert("server"), "--tls-key", certs.key("server"), "--tls-client-ca",
+                        certs.ca()});
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  ClientOptions with_cert{.tls_ca_file = certs.ca()};
+  with_cert.tls_cert_file = certs.cert("client");
+  with_cert.tls_key_file = certs.key("client");
+  auto client = Client::Connect(url, with_cert);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto e = (*client)->Enqueue("mtls", EnqueueRequest{.payload = "1"});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+
+  // No certificate, or one no trusted CA signed: nothing gets through.
+  auto without = Client::Connect(url, {.tls_ca_file = certs.ca()});
+  ASSERT_TRUE(without.ok());
+  auto refused = (*without)->Enqueue("mtls", EnqueueRequest{.payload = "2"});
+  EXPECT_EQ(refused.code(), Code::kUnavailable) << refused.status().ToString();
+  const std::string rogue_cert = dir.Sub("rogue.pem"), rogue_key = dir.Sub("rogue.key");
+  ASSERT_EQ(RunProcess({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                        "/CN=delayq-client", "-keyout", rogue_key, "-out", rogue_cert})
+                .exit_code,
+            0);
+  ClientOptions rogue{.tls_ca_file = certs.ca()};
+  rogue.tls_cert_file = rogue_cert;
+  rogue.tls_key_file = rogue_key;
+  auto impostor = Client::Connect(url, rogue);
+  ASSERT_TRUE(impostor.ok());
+  EXPECT_EQ((*impostor)->Enqueue("mtls", EnqueueRequest{.payload = "3"}).code(), Code::kUnavailable);
+  auto stats = (*client)->Stats("mtls");
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->ready, 1) << "a client without a trusted certificate enqueued";
+
+  // curl and the CLI, with and without the client certificate.
+  RunResult curl_in = RunProcess({"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", certs.ca(),
+                                  "--cert", certs.cert("client"), "--key", certs.key("client"), url + "/healthz"});
+  EXPECT_EQ(curl_in.out, "200") << curl_in.err;
+  RunResult curl_out =
+      RunProcess({"curl", "-sS", "-o", "/dev/null", "--cacert", certs.ca(), url + "/v1/queues/mtls/stats"});
+  EXPECT_NE(curl_out.exit_code, 0) << "curl without a certificate got in";
+  RunResult cli = RunProcess({DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "--client-cert",
+                              certs.cert("client"), "--client-key", certs.key("client"), "stats", "mtls"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  RunResult cli_env = RunProcess({DELAYQ_BIN, "--server", url, "stats", "mtls"},
+                                 {{"DELAYQ_CA_FILE", certs.ca()},
+                                  {"DELAYQ_CLIENT_CERT", certs.cert("client")},
+                                  {"DELAYQ_CLIENT_KEY", certs.key("client")}});
+  EXPECT_EQ(cli_env.exit_code, 0) << cli_env.err;
+  RunResult cli_out = RunProcess({DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "stats", "mtls"});
+  EXPECT_EQ(cli_out.exit_code, 5) << cli_out.out << cli_out.err;
+
+  // A client's options that cannot work are refused at Connect, naming what is wrong.
+  ClientOptions key_only{.tls_ca_file = certs.ca()};
+  key_only.tls_key_file = certs.key("client");
+  auto no_cert = Client::Connect(url, key_only);
+  EXPECT_EQ(no_cert.code(), Code::kInvalidArgument);
+  EXPECT_NE(no_cert.status().message().find("without its client certificate"), std::string::npos);
+  ClientOptions missing{.tls_ca_file = certs.ca()};
+  missing.tls_cert_file = dir.Sub("nope.pem");
+  auto no_file = Client::Connect(url, missing);
+  EXPECT_EQ(no_file.code(), Code::kInvalidArgument);
+  EXPECT_NE(no_file.status().message().find("nope.pem"), std::string::npos) << no_file.status().message();
+  ClientOptions wrong_key = with_cert;
+  wrong_key.tls_key_file = rogue_key;
+  EXPECT_EQ(Client::Connect(url, wrong_key).code(), Code::kInvalidArgument) << "a key of another certificate";
+  auto plain = Client::Connect("http://127.0.0.1:" + std::to_string(server.port()), with_cert);
+  EXPECT_EQ(plain.code(), Code::kInvalidArgument);
+  EXPECT_NE(plain.status().message().find("need an https:// URL"), std::string::npos) << plain.status().message();
+
+  // The server refuses --tls-client-ca it cannot use, or without TLS, at start.
+  RunResult no_tls = RunProcess(
+      {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d1"), "--tls-client-ca", certs.ca()});
+  EXPECT_EQ(no_tls.exit_code, 2);
+  EXPECT_NE(no_tls.err.find("give --tls-cert and --tls-key too"), std::string::npos) << no_tls.err;
+  RunResult bad_ca =
+      RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d2"), "--tls-cert",
+                  certs.cert("server"), "--tls-key", certs.key("server"), "--tls-client-ca", dir.Sub("none.pem")});
+  EXPECT_EQ(bad_ca.exit_code, 2);
+  EXPECT_NE(bad_ca.err.find("--tls-client-ca"), std::string::npos) << bad_ca.err;
+}
+
+// A server whose certificate names a DNS name, reached by its address: the client checks the name
+// it is told (tls_server_name, --server-name, DELAYQ_SERVER_NAME), and refuses without it.
+TEST(Security, AClientChecksTheServerNameItIsTold) {
+  TestCerts certs;
+  ServerProcess server({"--tls-cert", certs.cert("named"), "--tls-key", certs.key("named")});
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
+  auto by_address = Client::Connect(url, {.tls_ca_file = certs.ca()});
+  ASSERT_TRUE(by_address.ok());
+  auto refused = (*by_address)->Ping();
+  EXPECT_EQ(refused.code(), Code::kUnavailable);
+  EXPECT_NE(refused.message().find("certificate for 127.0.0.1"), std::string::npos) << refused.message();
+  ClientOptions named{.tls_ca_file = certs.ca()};
+  named.tls_server_name = "delayq.test";
+  auto by_name = Client::Connect(url, named);
+  ASSERT_TRUE(by_name.ok());
+  EXPECT_TRUE((*by_name)->Ping().ok());
+  named.tls_server_name = "other.test";
+  auto wrong = Client::Connect(url, named);
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ((*wrong)->Ping().code(), Code::kUnavailable);
+  RunResult cli = RunProcess(
+      {DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "--server-name", "delayq.test", "stats"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  RunResult cli_env =
+      RunProcess({DELAYQ_BIN, "--server", url, "stats"},
+                 {{"DELAYQ_CA_FILE", certs.ca()}, {"DELAYQ_SERVER_NAME", "delayq.test"}});
+  EXPECT_EQ(cli_env.exit_code, 0) << cli_env.err;
 }
 
 // Over TLS every answer arrives whole, whatever its size (found: every answer over ~16 KB lost

@@ -25,7 +25,8 @@ class WebDriver {
  public:
   using json = nlohmann::json;
 
-  explicit WebDriver(int width = 1280, int height = 800) {
+  // accept_insecure_certs: take a certificate no CA of the system signed (a test's own CA).
+  explicit WebDriver(int width = 1280, int height = 800, bool accept_insecure_certs = false) {
     const int port = FreeTcpPort();
     driver_ = std::make_unique<Child>(std::vector<std::string>{"chromedriver", "--port=" + std::to_string(port)},
                                       dir_.Sub("chromedriver.log"));
@@ -39,6 +40,7 @@ class WebDriver {
                   {{"alwaysMatch",
                     {{"browserName", "chrome"},
                      {"unhandledPromptBehavior", "ignore"},
+                     {"acceptInsecureCerts", accept_insecure_certs},
                      {"goog:chromeOptions",
                       {{"binary", "/usr/bin/chromium"},
                        {"args",

@@ -39,6 +39,10 @@ export interface JobOptions {
   debounce?: boolean;
   /** Keep the key taken this long after the job is acked or cancelled (a retried enqueue then is a duplicate). */
   keyTtl?: Duration;
+  /** 0..9, higher first within its group (default 0). */
+  priority?: number;
+  /** A tenant: reserves take the groups in turn (at most 128 bytes). */
+  group?: string;
 }
 /** A recurring schedule: exactly one of cron and every. */
 export interface ScheduleOptions {
@@ -75,6 +79,8 @@ export interface WireJob {
   replace?: boolean;
   debounce?: boolean;
   key_ttl_ms?: number;
+  priority?: number;
+  group?: string;
 }
 export function jobBody(payload: unknown, opts?: JobOptions): WireJob;
 
@@ -97,6 +103,8 @@ export interface Job {
   headers: Record<string, string>;
   maxAttempts: number;
   leaseDeadline: number;
+  priority: number;
+  group: string | null;
 }
 export interface JobInfo {
   id: string;
@@ -112,6 +120,8 @@ export interface JobInfo {
   lastError: string | null;
   leaseDeadline: number | null;
   deadAt: number | null;
+  priority: number;
+  group: string | null;
 }
 export interface BatchResult {
   done: number;
@@ -123,11 +133,23 @@ export interface ClientOptions {
   token?: string;
   /** For connecting and each answer; a waiting reserve gets its wait on top. */
   timeoutMs?: number;
+  /** https:// only: trust the CAs in this PEM file (or `ca`, PEM text) instead of the system's. */
+  caFile?: string;
+  ca?: string | Buffer;
+  /** https:// only: a client certificate and its key (PEM), for a server started with --tls-client-ca. */
+  certFile?: string;
+  keyFile?: string;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /** https:// only: the name the server's certificate must carry, when it is not the URL's host. */
+  serverName?: string;
 }
 
 export class Client {
   readonly url: string;
   constructor(url?: string, options?: ClientOptions);
+  /** Closes the kept-alive connections (a process exits without it too). */
+  close(): void;
   enqueue(queue: string, payload: unknown, opts?: JobOptions): Promise<EnqueueResult>;
   enqueueBatch(queue: string, jobs: WireJob[]): Promise<EnqueueResult[]>;
   get(queue: string, ref: JobRef): Promise<JobInfo>;
@@ -143,6 +165,8 @@ export class Client {
   stats(queue: string): Promise<Record<string, any>>;
   queues(): Promise<Record<string, any>[]>;
   config(queue: string): Promise<Record<string, any>>;
+  /** The fields to change, camelCase ({ maxAttempts, backoff: { baseMs } }) or as the wire spells them;
+   *  answers the whole config as the wire spells it (docs/http-api.md), as config() and stats() do. */
   setConfig(queue: string, fields: Record<string, unknown>): Promise<Record<string, any>>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
@@ -173,8 +197,12 @@ export interface WorkerOptions {
 }
 
 export class Worker {
+  /** Jobs whose handler returned and whose ack was taken. */
   acked: number;
+  /** Jobs whose handler threw and whose nack was taken (it retries or goes dead). */
   nacked: number;
+  /** Calls to the server that failed (a reserve, touch, ack or nack answered with an error or not at all);
+   *  a handler's own error is counted in `nacked`, not here. */
   errors: number;
   readonly stopping: boolean;
   constructor(client: Client, queue: string, handler: (job: Job) => unknown | Promise<unknown>, options?: WorkerOptions);

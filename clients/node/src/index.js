@@ -1,5 +1,9 @@
 // delayq for Node: the HTTP API as a Client, and a Worker that runs a handler per job.
-// Node's built-in fetch only; no dependencies. Types: index.d.ts.
+// Node's own http and https modules only; no dependencies. Types: index.d.ts.
+import http from 'node:http';
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 
 /** Any error from delayq; `code` is the server's code ("not_found", ...), `status` the HTTP one. */
 export class DelayqError extends Error {
@@ -74,6 +78,13 @@ function payloadOf(obj) {
   return 'payload_base64' in obj ? Buffer.from(obj.payload_base64, 'base64') : obj.payload;
 }
 
+// { maxAttempts: 1, backoff: { baseMs: 2 } } -> { max_attempts: 1, backoff: { base_ms: 2 } }.
+function snakeKeys(value) {
+  if (Array.isArray(value)) return value.map(snakeKeys);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), snakeKeys(v)]));
+}
+
 function job(obj) {
   return {
     id: obj.id, receipt: obj.receipt, payload: payloadOf(obj), attempt: obj.attempt ?? 0, dueAt: obj.due_at ?? 0,
@@ -131,14 +142,81 @@ export function jobBody(payload, opts = {}) {
   return body;
 }
 
-/** A connection to a delayq server. Safe to use from many async tasks at once. */
+function readPem(file, option) {
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    throw new TypeError(`cannot read ${option} "${file}": ${e.message} (a PEM file is needed)`);
+  }
+}
+
+/**
+ * A connection to a delayq server. Safe to use from many async tasks at once.
+ *
+ * Options: `token` (the server's bearer token); `timeoutMs` (connecting and each answer; a
+ * waiting reserve gets its wait on top). With https:// only: `caFile` (or `ca`, PEM text) trusts
+ * these CAs instead of the system's; `certFile`/`keyFile` (or `cert`/`key`) are the client
+ * certificate for a server started with --tls-client-ca; `serverName` is the name the server's
+ * certificate must carry when it is not the URL's host. TLS options with http:// are a TypeError.
+ */
 export class Client {
-  constructor(url = 'http://127.0.0.1:7070', { token = undefined, timeoutMs = 30_000 } = {}) {
+  #agent;
+  #transport;
+
+  constructor(url = 'http://127.0.0.1:7070', {
+    token = undefined, timeoutMs = 30_000, caFile = undefined, ca = undefined, certFile = undefined,
+    keyFile = undefined, cert = undefined, key = undefined, serverName = undefined,
+  } = {}) {
     const u = new URL(url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`url "${url}" is not http://HOST:PORT or https://HOST:PORT`);
     this.url = url.replace(/\/+$/, '');
     this.token = token;
     this.timeoutMs = timeoutMs;
+    const tls = { caFile, ca, certFile, keyFile, cert, key, serverName };
+    const given = Object.keys(tls).filter((k) => tls[k] !== undefined && tls[k] !== null);
+    if (u.protocol === 'http:') {
+      if (given.length) throw new TypeError(`${given.join(', ')}: TLS options are for an https:// URL, not "${url}"`);
+      this.#transport = http;
+      this.#agent = new http.Agent({ keepAlive: true });
+      return;
+    }
+    const options = { keepAlive: true };
+    if (caFile != null || ca != null) options.ca = ca ?? readPem(caFile, 'caFile');
+    if (certFile != null || cert != null) options.cert = cert ?? readPem(certFile, 'certFile');
+    if (keyFile != null || key != null) options.key = key ?? readPem(keyFile, 'keyFile');
+    if (options.key && !options.cert) throw new TypeError('keyFile (or key) was given without certFile (or cert): give both, or neither');
+    if (options.cert && !options.key) options.key = options.cert;  // a PEM file that holds both
+    if (serverName != null) options.servername = serverName;
+    if (options.ca && !String(options.ca).includes('-----BEGIN CERTIFICATE-----')) {
+      throw new TypeError(`${caFile != null ? `caFile "${caFile}"` : 'ca'} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    }
+    try {
+      // The agent reads them at the first connection: checked now, so a bad file fails here.
+      createSecureContext({ ca: options.ca, cert: options.cert, key: options.key });
+    } catch (e) {
+      throw new TypeError(`cannot use the TLS options (${given.join(', ')}): ${e.message}`);
+    }
+    this.#agent = new https.Agent(options);
+    this.#transport = https;
+  }
+
+  /** Closes the kept-alive connections (a process exits without it too). */
+  close() { this.#agent.destroy(); }
+
+  // One exchange: the answer's status and text, or a throw (no answer within the timeout, a
+  // refused connection, a failed TLS handshake).
+  #send(method, path, headers, payload, timeoutMs) {
+    return new Promise((resolve, reject) => {
+      const req = this.#transport.request(this.url + path, { method, headers, agent: this.#agent }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => { clearTimeout(timer); resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }); });
+        res.on('error', (e) => { clearTimeout(timer); reject(e); });
+      });
+      const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      req.on('error', (e) => { clearTimeout(timer); reject(e); });
+      req.end(payload);
+    });
   }
 
   async #call(method, path, body = undefined, { waitMs = 0, query = undefined } = {}) {
@@ -148,25 +226,23 @@ export class Client {
       path += `?${q}`;
     }
     const headers = { accept: 'application/json' };
+    const payload = body === undefined ? undefined : JSON.stringify(body);
     if (method === 'POST' || method === 'PUT' || method === 'PATCH') headers['content-type'] = 'application/json';
+    headers['content-length'] = payload === undefined ? 0 : Buffer.byteLength(payload);
     if (this.token) headers.authorization = `Bearer ${this.token}`;
-    let response;
-    let text;
+    let answer;
     try {
-      response = await fetch(this.url + path, {
-        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.timeoutMs + waitMs),
-      });
-      text = await response.text();
+      answer = await this.#send(method, path, headers, payload, this.timeoutMs + waitMs);
     } catch (e) {
-      throw new Unavailable(`cannot reach ${this.url}: ${e.cause?.message ?? e.message}`, 'unavailable');
+      throw new Unavailable(`cannot reach ${this.url}: ${e.message}`, 'unavailable');
     }
+    const { status, text } = answer;
     let value = null;
     try { value = text ? JSON.parse(text) : null; } catch { value = null; }
-    if (response.ok) return value;
+    if (status >= 200 && status < 300) return value;
     const err = value && typeof value === 'object' ? value.error : null;
-    if (err && typeof err === 'object') throw errorFor(response.status, err.code, err.message ?? '');
-    throw errorFor(response.status, null, `HTTP ${response.status}: ${text.slice(0, 200)}`);
+    if (err && typeof err === 'object') throw errorFor(status, err.code, err.message ?? '');
+    throw errorFor(status, null, `HTTP ${status}: ${text.slice(0, 200)}`);
   }
 
   static #q(queue) {
@@ -267,8 +343,12 @@ export class Client {
 
   async config(queue) { return this.#call('GET', `${Client.#q(queue)}/config`); }
 
-  /** Changes the fields given (max_attempts, lease_ms, backoff: {...}, ...). */
-  async setConfig(queue, fields) { return this.#call('PUT', `${Client.#q(queue)}/config`, fields); }
+  /**
+   * Changes the fields given, in either spelling: { maxAttempts: 3, leaseMs: 60000, backoff:
+   * { baseMs: 500 } } or the wire's { max_attempts: 3, ... }. Answers the whole config as the
+   * wire spells it (docs/http-api.md), as config() and stats() do.
+   */
+  async setConfig(queue, fields) { return this.#call('PUT', `${Client.#q(queue)}/config`, snakeKeys(fields)); }
 
   async pause(queue) { await this.#call('POST', `${Client.#q(queue)}/pause`); }
 

@@ -82,3 +82,42 @@ def token_server(tmp_path: pathlib.Path) -> Iterator[Server]:
     s = Server(tmp_path / "token-data", ["--auth-token", "s3cret-token-for-tests"])
     yield s
     s.stop()
+
+
+class Certs:
+    """A CA (openssl) and what it signed: "server" for 127.0.0.1, "named" for the DNS name
+    delayq.test only, "client" for a client."""
+
+    def __init__(self, where: pathlib.Path) -> None:
+        self.dir = where
+        where.mkdir(parents=True, exist_ok=True)
+        self._run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=delayq-test-ca",
+                  "-keyout", self.key("ca"), "-out", self.cert("ca"))
+        self._sign("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1")
+        self._sign("named", "/CN=delayq.test", "subjectAltName=DNS:delayq.test")
+        self._sign("client", "/CN=delayq-client", None)
+
+    def cert(self, who: str) -> str:
+        return str(self.dir / f"{who}.pem")
+
+    def key(self, who: str) -> str:
+        return str(self.dir / f"{who}.key")
+
+    def _run(self, *args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    def _sign(self, who: str, subject: str, san: Optional[str]) -> None:
+        csr = str(self.dir / f"{who}.csr")
+        self._run("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", self.key(who), "-out", csr)
+        args = ["x509", "-req", "-in", csr, "-CA", self.cert("ca"), "-CAkey", self.key("ca"), "-CAcreateserial",
+                "-days", "2", "-out", self.cert(who)]
+        if san:
+            ext = self.dir / f"{who}.ext"
+            ext.write_text(san + "\n")
+            args += ["-extfile", str(ext)]
+        self._run(*args)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return Certs(tmp_path_factory.mktemp("certs"))

@@ -20,7 +20,11 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisQueueOptions& op
   auto url = RedisUrl::Parse(options.url);
   if (!url.ok()) return url.status();
   if (url->auth.password.empty()) url->auth.password = options.password;
-  auto client = RedisClient::Connect(*url);
+  if (options.command_timeout_ms < 1) {
+    return Status::InvalidArgument(
+        fmt::format("command_timeout_ms is {}; it must be at least 1", options.command_timeout_ms));
+  }
+  auto client = RedisClient::Connect(*url, options.command_timeout_ms);
   if (!client.ok()) return client.status();
   RedisQueueOptions o = options;
   if (o.consumer.empty()) {

@@ -52,6 +52,9 @@ struct RedisQueueOptions {
   std::string password;               // used when the URL gives none (a file, the environment)
   int shards = 1;                     // shards of a queue created by this process (1..256)
   int64_t safety_interval_ms = 1000;  // the longest a lost wake message can delay a job
+  // A command (a script) without an answer within this counts as a lost connection: the call
+  // answers kUnavailable and the connection is made again. Default 2000.
+  int command_timeout_ms = 2000;
   QueueConfig default_queue_config;
   std::string consumer;  // consumer name in the stream groups; default host:pid
   // A write a client is told succeeded (enqueue, reserve, ack, nack, touch, cancel, reschedule,

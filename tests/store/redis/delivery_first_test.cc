@@ -85,6 +85,7 @@ TEST(DeliveryFirst, TheRedisStoreHoldsItsEnqueuesWhileAReserveIsInFlight) {
   redis::RedisQueueOptions o;
   o.url = redis.url();
   o.delivery_first_max_wait_us = 60'000'000;
+  o.command_timeout_ms = 60'000;  // Redis holds the reserve while paused, on a loaded machine too
   auto store = redis::RedisQueue::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EnqueueRequest later;

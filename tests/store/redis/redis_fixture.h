@@ -17,6 +17,7 @@
 
 #include "store/redis/redis_client.h"
 #include "support/process.h"
+#include "support/test_certs.h"
 
 namespace delayq::testing {
 
@@ -148,44 +149,6 @@ class RedisCluster {
   std::string password_;
   TempDir tmp_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
-};
-
-// A CA, a server certificate for 127.0.0.1 and a client certificate it signed (openssl), for TLS
-// tests. Lives as long as the object.
-class TestCerts {
- public:
-  TestCerts() {
-    Run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=delayq-test-ca",
-         "-keyout", ca_key(), "-out", ca()});
-    std::ofstream(dir_.Sub("san.ext")) << "subjectAltName=IP:127.0.0.1\n";
-    Sign("server", "/CN=127.0.0.1", true);
-    Sign("client", "/CN=delayq-client", false);
-  }
-  std::string ca() const { return dir_.Sub("ca.pem"); }
-  std::string ca_key() const { return dir_.Sub("ca.key"); }
-  std::string cert(const std::string& who) const { return dir_.Sub(who + ".pem"); }
-  std::string key(const std::string& who) const { return dir_.Sub(who + ".key"); }
-  // redis-server's TLS options: this server certificate, client certificates checked when asked.
-  std::vector<std::string> RedisArgs(bool want_client_certs) const {
-    return {"--tls-cert-file",    cert("server"), "--tls-key-file",     key("server"),
-            "--tls-ca-cert-file", ca(),           "--tls-auth-clients", want_client_certs ? "yes" : "no"};
-  }
-
- private:
-  void Run(const std::vector<std::string>& args) {
-    RunResult r = RunProcess(args);
-    if (r.exit_code != 0) throw std::runtime_error("openssl failed: " + r.err);
-  }
-  void Sign(const std::string& who, const std::string& subject, bool san) {
-    Run({"openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", key(who), "-out",
-         dir_.Sub(who + ".csr")});
-    std::vector<std::string> x509 = {"openssl", "x509", "-req",   "-in",    dir_.Sub(who + ".csr"),
-                                     "-CA",     ca(),   "-CAkey", ca_key(), "-CAcreateserial",
-                                     "-days",   "2",    "-out",   cert(who)};
-    if (san) x509.insert(x509.end(), {"-extfile", dir_.Sub("san.ext")});
-    Run(x509);
-  }
-  TempDir dir_;
 };
 
 // A Redis Sentinel on a free port, watching `master_name` at 127.0.0.1:master_port (quorum 2,

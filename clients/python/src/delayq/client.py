@@ -167,26 +167,62 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
     return body
 
 
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS that sends and checks ``server_name`` instead of the host it connects to."""
+
+    def __init__(self, host: str, port: int, *, server_name: str, **kwargs) -> None:
+        super().__init__(host, port, **kwargs)
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
+
+
+def _tls_context(ca_file: Optional[str], cert_file: Optional[str], key_file: Optional[str]) -> ssl.SSLContext:
+    if key_file and not cert_file:
+        raise ValueError("key_file was given without cert_file: give the client certificate too, or neither")
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"cannot use ca_file {ca_file!r}: {e} (a PEM file of CAs is needed)") from e
+    if cert_file:
+        try:
+            context.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"cannot use cert_file {cert_file!r} / key_file {key_file!r}: {e} "
+                             "(a PEM client certificate and its private key are needed)") from e
+    return context
+
+
 class Client:
     """A connection to a delayq server.
 
     ``url``: "http://127.0.0.1:7070" (or https://). ``token``: the server's bearer token, if it
     has one. ``timeout``: seconds for connecting and for each answer (a waiting reserve gets its
-    wait on top). ``ca_file``: with https, trust the CAs in this PEM file.
+    wait on top). With https only: ``ca_file`` trusts the CAs in this PEM file instead of the
+    system's; ``cert_file`` (and ``key_file``, if the key is not in it) is the client certificate
+    for a server started with ``--tls-client-ca``; ``server_name`` is the name the server's
+    certificate must carry when it is not the URL's host. TLS options with http:// are a
+    ValueError, as is a file that cannot be used.
     """
 
     def __init__(self, url: str = "http://127.0.0.1:7070", token: Optional[str] = None, *,
-                 timeout: float = 30.0, ca_file: Optional[str] = None) -> None:
+                 timeout: float = 30.0, ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                 key_file: Optional[str] = None, server_name: Optional[str] = None) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"url {url!r} is not http://HOST:PORT or https://HOST:PORT")
         self.url = url.rstrip("/")
         self._https = parsed.scheme == "https"
+        if not self._https and (ca_file or cert_file or key_file or server_name):
+            raise ValueError(f"ca_file, cert_file, key_file and server_name are for https:// only, not {url!r}")
         self._host = parsed.hostname
         self._port = parsed.port or (443 if self._https else 80)
         self._token = token
         self._timeout = timeout
-        self._ssl = ssl.create_default_context(cafile=ca_file) if self._https else None
+        self._ssl = _tls_context(ca_file, cert_file, key_file) if self._https else None
+        self._server_name = server_name or self._host
         self._local = threading.local()
 
     # --- transport ---
@@ -198,7 +234,8 @@ class Client:
         if conn is not None:
             conn.close()
         if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
+            conn = _HTTPSConnection(self._host, self._port, server_name=self._server_name, timeout=self._timeout,
+                                    context=self._ssl)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         self._local.conn = conn
