@@ -63,12 +63,12 @@ std::string FakeTimeLibrary() {
   return "";
 }
 
-// Counts the deliveries the workers have recorded so far (the reserve answers in their history
-// files), reading only what was appended since the last look: what a run needs to have seen
-// before it can end.
-class TrafficMeter {
+// Reads what the workers append to their history files: new whole lines only, each file from
+// where the last look ended.
+class HistoryTail {
  public:
-  int64_t Deliveries(const std::vector<std::string>& paths) {
+  template <typename Fn>
+  void ForNewLines(const std::vector<std::string>& paths, Fn&& fn) {
     for (const std::string& path : paths) {
       File& f = files_[path];
       std::ifstream in(path, std::ios::binary);
@@ -79,12 +79,11 @@ class TrafficMeter {
       f.partial += chunk;
       size_t start = 0, nl;
       while ((nl = f.partial.find('\n', start)) != std::string::npos) {
-        Count(std::string_view(f.partial).substr(start, nl - start));
+        fn(path, std::string_view(f.partial).substr(start, nl - start));
         start = nl + 1;
       }
       f.partial.erase(0, start);
     }
-    return deliveries_;
   }
 
  private:
@@ -92,6 +91,56 @@ class TrafficMeter {
     std::streamoff offset = 0;
     std::string partial;  // a line not yet whole
   };
+  std::map<std::string, File> files_;
+};
+
+// Watches for a write (an enqueue, ack or cancel) answered ok at or after a moment: the moment a
+// power cut hurts most. A store that answers a write only once its fsync is done has made it
+// durable by then; one that answers before has the fsync still to do or in flight (on a slow
+// disk, for as long as the disk takes), and a cut now loses the write it acknowledged.
+class AcknowledgedWriteWatch {
+ public:
+  // Starts from what the files hold now: only writes answered from here on count.
+  void Skip(const std::vector<std::string>& paths) {
+    tail_.ForNewLines(paths, [&](const std::string& path, std::string_view line) { Note(path, line, INT64_MAX); });
+  }
+  // Whether a write was answered ok at or after `since_us` in what was appended since.
+  bool Seen(const std::vector<std::string>& paths, int64_t since_us) {
+    bool seen = false;
+    tail_.ForNewLines(paths, [&](const std::string& path, std::string_view line) {
+      seen = Note(path, line, since_us) || seen;
+    });
+    return seen;
+  }
+
+ private:
+  bool Note(const std::string& path, std::string_view line, int64_t since_us) {
+    Json j = Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("k") || !j.contains("c") || !j.contains("n")) return false;
+    const std::string key = fmt::format("{}:{}:{}", path, j["c"].dump(), j["n"].dump());
+    if (j["k"] == "b") {
+      const std::string op = j.value("op", "");
+      if (op == "enqueue" || op == "ack" || op == "cancel") writes_.insert(key);
+      return false;
+    }
+    if (j["k"] != "e" || writes_.erase(key) == 0) return false;
+    return j.value("code", "") == "ok" && j.value("t", int64_t{0}) >= since_us;
+  }
+  HistoryTail tail_;
+  std::set<std::string> writes_;  // begun, not yet answered
+};
+
+// Counts the deliveries the workers have recorded so far (the reserve answers in their history
+// files), reading only what was appended since the last look: what a run needs to have seen
+// before it can end.
+class TrafficMeter {
+ public:
+  int64_t Deliveries(const std::vector<std::string>& paths) {
+    tail_.ForNewLines(paths, [&](const std::string&, std::string_view line) { Count(line); });
+    return deliveries_;
+  }
+
+ private:
   void Count(std::string_view line) {
     if (line.find("\"k\":\"e\"") == std::string_view::npos) return;  // only answers carry deliveries
     Json j = Json::parse(line, nullptr, false);
@@ -99,7 +148,7 @@ class TrafficMeter {
     const Json& r = j["r"];
     if (r.contains("d") && r["d"].is_array()) deliveries_ += static_cast<int64_t>(r["d"].size());
   }
-  std::map<std::string, File> files_;
+  HistoryTail tail_;
   int64_t deliveries_ = 0;
 };
 
@@ -521,8 +570,14 @@ class Run {
       // random moment caught an answer-before-fsync defect about once in 13 cuts). The fsyncs
       // in flight fail first (and every write after them, so nothing more becomes durable; a
       // process blocked in one could not die), then the server is killed and the power cut.
+      // The cut comes right after a write answered once the disk turned slow (an fsync begun
+      // before that may still be fast), or after kSlowDiskMs if none was.
+      write_watch_.Skip(histories_);
       FuseControl(fmt::format("slow {}", kSlowFsyncMs));
-      SleepMs(kSlowDiskMs);
+      const int64_t slow_from = WallUs();
+      while (WallUs() < slow_from + kSlowDiskMs * 1000 && !write_watch_.Seen(histories_, slow_from + kSlowFsyncMs * 1000)) {
+        SleepMs(1);
+      }
       FuseControl("eio");
       Proc& victim = o_.store == "embedded" ? *servers_[0] : *redis_[0];
       victim.Signal(SIGKILL);
@@ -655,6 +710,7 @@ class Run {
   int64_t until_us_ = 0;
   int64_t injected_ = 0;
   TrafficMeter meter_;
+  AcknowledgedWriteWatch write_watch_;  // times the power cuts
   int64_t deliveries_seen_ = 0;
 };
 
