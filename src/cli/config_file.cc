@@ -118,6 +118,28 @@ Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedC
       return Status::InvalidArgument(fmt::format("{}: {} takes a value (delayq serve --help), not true or false",
                                                  Where(file, node.source()), key));
     }
+    // A number where a number is due, and a string where text is (CLI11 would read "100" as 100,
+    // and 1234 as the token "1234"); a string never holds a NUL (the environment would cut it).
+    const std::string type = option->get_type_name();
+    const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+    const bool number = whole || type.rfind("FLOAT", 0) == 0 || type.rfind("NUMBER", 0) == 0;
+    if (!is_switch && !node.is_array()) {
+      if (number && !node.is_number()) {
+        return Status::InvalidArgument(fmt::format("{}: {} takes a number ({} = 100), not a {}", Where(file, node.source()),
+                                                   key, key, node.is_string() ? "string" : KindOf(node)));
+      }
+      if (whole && node.is_floating_point()) {
+        return Status::InvalidArgument(
+            fmt::format("{}: {} takes a whole number, not {}", Where(file, node.source()), key, node.as_floating_point()->get()));
+      }
+      if (!number && node.is_number()) {
+        return Status::InvalidArgument(fmt::format("{}: {} takes text: write it in quotes ({} = \"...\")",
+                                                   Where(file, node.source()), key, key));
+      }
+    }
+    if (auto s = node.as_string(); s && s->get().find('\0') != std::string::npos) {
+      return Status::InvalidArgument(fmt::format("{}: {} holds a NUL character", Where(file, node.source()), key));
+    }
     std::string text;
     if (const toml::array* array = node.as_array()) {
       if (option->get_items_expected_max() <= 1) {

@@ -2,6 +2,7 @@
 #include "server/serve.h"
 
 #include <cctype>
+#include <cstdlib>
 
 #include "cli/cli_common.h"
 #include "cli/config_file.h"
@@ -46,25 +47,36 @@ void AddServeCommand(CLI::App& app, int& rc) {
   s->add_option("--threads", serve.threads, "Server threads (0: max(4, CPU cores); on Redis max(8, CPU cores))")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")->capture_default_str();
+  // The limits are unsigned: a negative value would wrap to "no limit" (found: --max-body -1
+  // read a 17 MB body), so each is checked as a number first.
+  s->add_option("--max-body", serve.max_body_bytes, "Largest request body, bytes (larger: 413)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   s->add_option("--max-body-memory", serve.max_body_memory,
                 "Bytes of request bodies held at once across all connections (more: 503, body not read)")
-      ->capture_default_str();
-  s->add_option("--max-connections", serve.max_connections, "Open connections at most")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  s->add_option("--max-connections", serve.max_connections, "Open connections at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
   s->add_option("--max-connections-per-address", serve.max_connections_per_address,
                 "Open connections from one client address at most (more: 429); 0 for no cap. Raise it "
                 "behind a proxy")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
   s->add_option("--header-timeout", serve.header_timeout_s,
                 "Seconds a request's header may take once its first byte arrived (its body: this plus 1 s "
                 "per 64 KiB); slower clients are closed")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
-  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")->capture_default_str();
+  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
   s->add_option("--max-queues", serve.max_queues,
                 "Queues at most; an enqueue, config, pause or resume creating one more is 429 (reads and "
                 "reserves never create a queue)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
   s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
   s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
       ->capture_default_str();
@@ -98,7 +110,19 @@ void AddServeCommand(CLI::App& app, int& rc) {
     option->envname(env);
     option->description(option->get_description() + " [env " + env + "]");
   }
-  s->callback([a, &rc] {
+  s->callback([a, s, &rc] {
+    // An option that turns on a protection, given empty (often an empty DELAYQ_* line, which
+    // CLI11 takes for "not given"), would turn it off without a word: refused instead.
+    for (const char* name : {"auth-token", "auth-token-file", "tls-cert", "tls-key", "tls-client-ca"}) {
+      const CLI::Option* option = s->get_option(std::string("--") + name);
+      const char* env = std::getenv(option->get_envname().c_str());
+      const bool empty_flag = option->count() > 0 && option->as<std::string>().empty();
+      if (empty_flag || (option->count() == 0 && env != nullptr && *env == '\0')) {
+        throw CLI::ValidationError(std::string("--") + name,
+                                   std::string("is given empty (") + (empty_flag ? "on the command line" : option->get_envname()) +
+                                       " or the config file): give it a value, or leave it out");
+      }
+    }
     if (!ParseDurability(a->durability, &a->serve.durability)) {
       throw CLI::ValidationError("--durability", "must be sync, interval or none, not " + a->durability);
     }

@@ -4,6 +4,7 @@
 #include "client/http_connection.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/socket.h>
 #include <cerrno>
 #include <chrono>
@@ -123,9 +124,26 @@ class HttpConnectionPool::Connection {
   }
 };
 
+// What to do when the server refused this client's certificate (TLS 1.3 says so after the
+// handshake, at the first read): else a refusal reads like a network failure.
+namespace {
+std::string CertificateHint(const std::string& error) {
+  for (const char* alert : {"alert certificate required", "alert unknown ca", "alert bad certificate",
+                            "alert certificate expired", "alert certificate unknown", "alert unsupported certificate"}) {
+    if (error.find(alert) != std::string::npos) {
+      return " (the server refused this client's certificate, or wants one: give a client certificate its "
+             "--tls-client-ca signed, valid now, with --client-cert/--client-key or ClientOptions::tls_cert_file)";
+    }
+  }
+  return "";
+}
+}  // namespace
+
 Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(const TlsOptions& o,
                                                                            const std::string& host) {
   auto tls = std::make_unique<Tls>();
+  // An encrypted key would make OpenSSL ask for its pass phrase on the terminal: refuse it instead.
+  tls->context.set_password_callback([](std::size_t, net::ssl::context::password_purpose) { return std::string(); });
   tls->context.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
                            net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
   beast::error_code ec;
@@ -151,7 +169,8 @@ Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(con
     tls->context.use_private_key_file(key, net::ssl::context::pem, ec);
     if (ec) {
       return Status::InvalidArgument(
-          fmt::format("cannot use the client key \"{}\": {} (the PEM private key of the client certificate is needed)",
+          fmt::format("cannot use the client key \"{}\": {} (the unencrypted PEM private key of the client certificate "
+                      "is needed)",
                       key, ec.message()));
     }
   }
@@ -168,6 +187,11 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
         fmt::format("server URL \"{}\" must start with http:// or https:// (for example http://127.0.0.1:7070)", url));
   }
   rest.remove_prefix(https ? 8 : 7);
+  if (rest.substr(0, rest.find('/')).find('@') != std::string_view::npos) {  // not echoed: it may hold a password
+    return Status::InvalidArgument(
+        "the server URL has a user name or password before '@': delayq takes a bearer token instead (--token, "
+        "DELAYQ_AUTH_TOKEN, ClientOptions::auth_token); give http[s]://HOST:PORT");
+  }
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
     return Status::InvalidArgument(fmt::format("server URL \"{}\" must be http://HOST[:PORT] without a path", url));
@@ -188,9 +212,13 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
     if (!made.ok()) return made.status();
     tls = std::move(*made);
   } else if (tls_options.any()) {
-    return Status::InvalidArgument(fmt::format(
-        "TLS options (a CA file, client certificate or server name) were given for \"{}\": they need an https:// URL",
-        url));
+    std::vector<std::string> given;
+    if (!tls_options.ca_file.empty()) given.push_back("a CA file (--ca-file, DELAYQ_CA_FILE)");
+    if (!tls_options.cert_file.empty()) given.push_back("a client certificate (--client-cert, DELAYQ_CLIENT_CERT)");
+    if (!tls_options.key_file.empty()) given.push_back("a client key (--client-key, DELAYQ_CLIENT_KEY)");
+    if (!tls_options.server_name.empty()) given.push_back("a server name (--server-name, DELAYQ_SERVER_NAME)");
+    return Status::InvalidArgument(fmt::format("{} was given for \"{}\": TLS options need an https:// URL",
+                                               fmt::join(given, " and "), url));
   }
   return std::unique_ptr<HttpConnectionPool>(
       new HttpConnectionPool(std::string(url), host, port, std::move(auth_token), timeout_ms, std::move(tls)));
@@ -242,6 +270,11 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
           fmt::format("the TLS handshake with delayq at {} did not finish within {} ms", url_, timeout_ms));
     }
     if (ec) {
+      const std::string hint = CertificateHint(ec.message());
+      if (!hint.empty()) {
+        return Status::Unavailable(
+            fmt::format("the TLS handshake with delayq at {} failed: {}{}", url_, ec.message(), hint));
+      }
       return Status::Unavailable(
           fmt::format("the TLS handshake with delayq at {} failed: {} (is it serving https with a certificate for {}, "
                       "signed by a CA this client trusts? give one with --ca-file / DELAYQ_CA_FILE)",
@@ -327,7 +360,8 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
            ec == net::error::eof)) {
         continue;
       }
-      return Status::Unavailable(fmt::format("lost the connection to delayq at {}: {}", url_, ec.message()));
+      return Status::Unavailable(
+          fmt::format("lost the connection to delayq at {}: {}{}", url_, ec.message(), CertificateHint(ec.message())));
     }
     auto& res = parser.get();
     HttpResult out{static_cast<int>(res.result_int()), std::move(res.body())};

@@ -64,6 +64,22 @@ bool IsLoopback(const std::string& host) {
   return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
+// A token a client can send in an Authorization header: visible ASCII, no space (RFC 6750's
+// b64token is narrower still). Found: a token with a NUL, a newline or padding was accepted, and
+// no client could ever match it (or one cut at the NUL matched).
+Status ValidateToken(const std::string& token) {
+  for (size_t i = 0; i < token.size(); ++i) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return Status::InvalidArgument(fmt::format(
+          "the bearer token has a character no client can send at position {} ({}): use letters, digits and "
+          "-._~+/= only (--auth-token, --auth-token-file, DELAYQ_AUTH_TOKEN)",
+          i + 1, c == ' ' ? "a space" : c < 0x20 || c == 0x7f ? "a control character" : "a non-ASCII byte"));
+    }
+  }
+  return Status::Ok();
+}
+
 // The token from a file: its first line, without surrounding white space; the file must hold
 // one, and should be readable by the server's user only.
 Result<std::string> ReadTokenFile(const std::string& path) {
@@ -104,6 +120,10 @@ int Serve(const ServeOptions& options) {
       return 2;
     }
     o.auth_token = *token;
+  }
+  if (Status valid = ValidateToken(o.auth_token); !valid.ok()) {
+    spdlog::error("{}", valid.message());
+    return 2;
   }
   // Anyone who can reach the port can use the whole API when there is no token.
   if (o.auth_token.empty() && !IsLoopback(http.host) && !o.insecure_no_auth) {
@@ -186,12 +206,14 @@ int Serve(const ServeOptions& options) {
   // The try: lines work as printed: with the certificate to trust and the token to send.
   std::string curl = "curl -s";
   if (!o.tls_cert.empty()) curl += " --cacert " + o.tls_cert;
+  if (!o.tls_client_ca.empty()) curl += " --cert CLIENT.pem --key CLIENT.key";
   if (!o.auth_token.empty()) curl += " -H \"Authorization: Bearer $DELAYQ_AUTH_TOKEN\"";
   std::printf(
-      "delayq serving %s (store: %s%s)\n"
+      "delayq serving %s (store: %s%s%s)\n"
       "try:  %s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
       "      %s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
-      url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required", curl.c_str(),
+      url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required",
+      o.tls_client_ca.empty() ? "" : ", client certificate required", curl.c_str(),
       url.c_str(), curl.c_str(), url.c_str());
   std::fflush(stdout);
   server.Run(true, [&] {

@@ -174,7 +174,15 @@ TEST(CliConfigFile, TomlSetsServeOptionsUnderFlagsAndEnvironment) {
 
   const std::pair<std::string, std::string> bad[] = {
       {"max-queue = 5\n", R"(delayq.toml:1:1: unknown key "max-queue" (did you mean "max-queues"?))"},
-      {"\n\nmax-queues = \"many\"\n", "(set by " + file + ":3:1: max-queues)"},
+      {"\n\nmax-queues = \"many\"\n", "delayq.toml:3:14: max-queues takes a number (max-queues = 100), not a string"},
+      {"max-queues = \"100\"\n", "max-queues takes a number"},
+      {"max-queues = 1.5\n", "max-queues takes a whole number, not 1.5"},
+      {"max-queues = -1\n", "(set by " + file + ":1:1: max-queues)"},
+      {"auth-token = 1234567890123\n", "auth-token takes text: write it in quotes"},
+      {"auth-token = \"SECRET\\u0000X\"\n", "auth-token holds a NUL character"},
+      {"auth-token = \"two words\"\n", "the bearer token has a character no client can send at position 4 (a space)"},
+      {"tls-client-ca = \"\"\n", "--tls-client-ca: is given empty (DELAYQ_TLS_CLIENT_CA or the config file)"},
+      {"auth-token = \"\"\n", "--auth-token: is given empty"},
       {"max-queues = 5\nlisten = \n", "delayq.toml:2:"},
       {"[serve]\nlisten = \"127.0.0.1:0\"\n", "[serve] is a table"},
       {"listen = 1979-05-27\n", "listen is a date"},

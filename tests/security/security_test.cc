@@ -373,6 +373,22 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(stats->ready, 1) << "a client without a trusted certificate enqueued";
 
+  // A resumed TLS session is let in (found: with --tls-client-ca every resumption was refused
+  // with an internal error alert; Node resumes on every new connection). curl resumes the first
+  // connection's session on the second when the first is closed.
+  RunResult resumed = RunProcess({"curl", "-sS", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} ",
+                                  "-H", "Connection: close", "--cacert", certs.ca(), "--cert", certs.cert("client"),
+                                  "--key", certs.key("client"), url + "/healthz", url + "/readyz"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(resumed.out, "200 200 ") << resumed.err;
+  RunResult s_client = RunProcess(
+      {"bash", "-c",
+       "cd " + dir.path() + " && for i in 1 2; do echo | openssl s_client -connect 127.0.0.1:" +
+           std::to_string(server.port()) + " -CAfile " + certs.ca() + " -cert " + certs.cert("client") + " -key " +
+           certs.key("client") + " -tls1_2 -sess_out s.pem $([ $i = 2 ] && echo -sess_in s.pem) 2>&1 | "
+           "grep -E '^(New|Reused),'; done"});
+  EXPECT_NE(s_client.out.find("Reused,"), std::string::npos) << "TLS 1.2 resumption: " << s_client.out;
+
   // curl and the CLI, with and without the client certificate.
   RunResult curl_in = RunProcess({"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", certs.ca(),
                                   "--cert", certs.cert("client"), "--key", certs.key("client"), url + "/healthz"});
@@ -414,6 +430,44 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
       {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d1"), "--tls-client-ca", certs.ca()});
   EXPECT_EQ(no_tls.exit_code, 2);
   EXPECT_NE(no_tls.err.find("give --tls-cert and --tls-key too"), std::string::npos) << no_tls.err;
+  // An empty value turns nothing off: it is refused (found: --tls-client-ca "" served HTTPS
+  // to anyone, --auth-token "" no token).
+  for (const std::vector<std::string>& empty :
+       {std::vector<std::string>{"--tls-client-ca", ""}, std::vector<std::string>{"--auth-token", ""}}) {
+    std::vector<std::string> args = {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d3"),
+                                      "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")};
+    args.insert(args.end(), empty.begin(), empty.end());
+    RunResult refused_empty = RunProcess(args);
+    EXPECT_EQ(refused_empty.exit_code, 2) << empty[0];
+    EXPECT_NE(refused_empty.err.find("is given empty"), std::string::npos) << refused_empty.err;
+  }
+  RunResult empty_env = RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d4"),
+                                    "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")},
+                                   {{"DELAYQ_TLS_CLIENT_CA", ""}});
+  EXPECT_EQ(empty_env.exit_code, 2) << empty_env.err;
+  EXPECT_NE(empty_env.err.find("DELAYQ_TLS_CLIENT_CA"), std::string::npos) << empty_env.err;
+  // An encrypted key is refused with a word on it, not a pass phrase prompt.
+  const std::string encrypted = dir.Sub("encrypted.key");
+  ASSERT_EQ(RunProcess({"openssl", "pkey", "-in", certs.key("client"), "-aes256", "-passout", "pass:pw", "-out",
+                        encrypted})
+                .exit_code,
+            0);
+  ClientOptions locked{.tls_ca_file = certs.ca()};
+  locked.tls_cert_file = certs.cert("client");
+  locked.tls_key_file = encrypted;
+  auto locked_client = Client::Connect(url, locked);
+  EXPECT_EQ(locked_client.code(), Code::kInvalidArgument);
+  EXPECT_NE(locked_client.status().message().find("unencrypted"), std::string::npos)
+      << locked_client.status().message();
+  // A certificate the server refuses says so.
+  auto hinted = (*without)->Stats("mtls");
+  EXPECT_NE(hinted.status().message().find("refused this client's certificate"), std::string::npos)
+      << hinted.status().message();
+  // A URL with a password is refused without echoing it.
+  auto with_password = Client::Connect("https://user:hunter2@127.0.0.1:1", {});
+  EXPECT_EQ(with_password.code(), Code::kInvalidArgument);
+  EXPECT_EQ(with_password.status().message().find("hunter2"), std::string::npos) << with_password.status().message();
+
   RunResult bad_ca =
       RunProcess({DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d2"), "--tls-cert",
                   certs.cert("server"), "--tls-key", certs.key("server"), "--tls-client-ca", dir.Sub("none.pem")});

@@ -159,18 +159,26 @@ function readPem(file, option) {
  * certificate for a server started with --tls-client-ca; `serverName` is the name the server's
  * certificate must carry when it is not the URL's host. TLS options with http:// are a TypeError.
  */
+const CLIENT_OPTIONS = ['token', 'timeoutMs', 'caFile', 'ca', 'certFile', 'keyFile', 'cert', 'key', 'serverName'];
+
 export class Client {
   #agent;
   #transport;
+  #token;  // private: not shown by console.log(client)
 
-  constructor(url = 'http://127.0.0.1:7070', {
-    token = undefined, timeoutMs = 30_000, caFile = undefined, ca = undefined, certFile = undefined,
-    keyFile = undefined, cert = undefined, key = undefined, serverName = undefined,
-  } = {}) {
+  constructor(url = 'http://127.0.0.1:7070', options = {}) {
+    // A misspelt option (cafile, certfile) would otherwise send no client certificate, silently.
+    const unknown = Object.keys(options).filter((k) => !CLIENT_OPTIONS.includes(k));
+    if (unknown.length) throw new TypeError(`unknown option ${unknown.map((k) => `"${k}"`).join(', ')}; the options are ${CLIENT_OPTIONS.join(', ')}`);
+    const {
+      token = undefined, timeoutMs = 30_000, caFile = undefined, ca = undefined, certFile = undefined,
+      keyFile = undefined, cert = undefined, key = undefined, serverName = undefined,
+    } = options;
     const u = new URL(url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`url "${url}" is not http://HOST:PORT or https://HOST:PORT`);
+    if (u.username || u.password) throw new TypeError('the url has a user name or password before "@": delayq takes a bearer token instead (the token option)');
     this.url = url.replace(/\/+$/, '');
-    this.token = token;
+    this.#token = token;
     this.timeoutMs = timeoutMs;
     const tls = { caFile, ca, certFile, keyFile, cert, key, serverName };
     const given = Object.keys(tls).filter((k) => tls[k] !== undefined && tls[k] !== null);
@@ -180,23 +188,36 @@ export class Client {
       this.#agent = new http.Agent({ keepAlive: true });
       return;
     }
-    const options = { keepAlive: true };
-    if (caFile != null || ca != null) options.ca = ca ?? readPem(caFile, 'caFile');
-    if (certFile != null || cert != null) options.cert = cert ?? readPem(certFile, 'certFile');
-    if (keyFile != null || key != null) options.key = key ?? readPem(keyFile, 'keyFile');
-    if (options.key && !options.cert) throw new TypeError('keyFile (or key) was given without certFile (or cert): give both, or neither');
-    if (options.cert && !options.key) options.key = options.cert;  // a PEM file that holds both
-    if (serverName != null) options.servername = serverName;
-    if (options.ca && !String(options.ca).includes('-----BEGIN CERTIFICATE-----')) {
+    const agentOptions = { keepAlive: true };
+    if (caFile != null || ca != null) agentOptions.ca = ca ?? readPem(caFile, 'caFile');
+    if (certFile != null || cert != null) agentOptions.cert = cert ?? readPem(certFile, 'certFile');
+    if (keyFile != null || key != null) agentOptions.key = key ?? readPem(keyFile, 'keyFile');
+    if (agentOptions.key && !agentOptions.cert) throw new TypeError('keyFile (or key) was given without certFile (or cert): give both, or neither');
+    if (agentOptions.cert && !agentOptions.key) {  // a PEM file that may hold both
+      if (!String(agentOptions.cert).includes('PRIVATE KEY-----')) {
+        throw new TypeError(`${certFile != null ? `certFile "${certFile}"` : 'cert'} holds no private key: give keyFile (or key) too`);
+      }
+      agentOptions.key = agentOptions.cert;
+    }
+    if (serverName != null) agentOptions.servername = serverName;
+    if (agentOptions.ca && !String(agentOptions.ca).includes('-----BEGIN CERTIFICATE-----')) {
       throw new TypeError(`${caFile != null ? `caFile "${caFile}"` : 'ca'} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
     }
-    try {
-      // The agent reads them at the first connection: checked now, so a bad file fails here.
-      createSecureContext({ ca: options.ca, cert: options.cert, key: options.key });
-    } catch (e) {
-      throw new TypeError(`cannot use the TLS options (${given.join(', ')}): ${e.message}`);
+    // The agent reads them at the first connection: checked now, one by one, so that a bad file
+    // fails here and is named.
+    const check = (what, context) => {
+      try {
+        createSecureContext(context);
+      } catch (e) {
+        throw new TypeError(`cannot use ${what}: ${e.message}${/decrypt|pass phrase/i.test(e.message) ? ' (an encrypted key? give an unencrypted PEM key)' : ''}`);
+      }
+    };
+    if (agentOptions.ca) check(caFile != null ? `caFile "${caFile}"` : 'ca', { ca: agentOptions.ca });
+    if (agentOptions.cert) {
+      const named = `${certFile != null ? `certFile "${certFile}"` : 'cert'}${keyFile != null ? ` with keyFile "${keyFile}"` : key != null ? ' with key' : ''}`;
+      check(named, { cert: agentOptions.cert, key: agentOptions.key, passphrase: '' });
     }
-    this.#agent = new https.Agent(options);
+    this.#agent = new https.Agent(agentOptions);
     this.#transport = https;
   }
 
@@ -229,12 +250,14 @@ export class Client {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (method === 'POST' || method === 'PUT' || method === 'PATCH') headers['content-type'] = 'application/json';
     headers['content-length'] = payload === undefined ? 0 : Buffer.byteLength(payload);
-    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     let answer;
     try {
       answer = await this.#send(method, path, headers, payload, this.timeoutMs + waitMs);
     } catch (e) {
-      throw new Unavailable(`cannot reach ${this.url}: ${e.message}`, 'unavailable');
+      const refused = /alert (certificate required|unknown ca|bad certificate|certificate expired|certificate unknown)/i.test(e.message);
+      throw new Unavailable(`cannot reach ${this.url}: ${e.message}${refused
+        ? " (the server refused this client's certificate, or wants one: give certFile/keyFile signed by a CA its --tls-client-ca names, valid now)" : ''}`, 'unavailable');
     }
     const { status, text } = answer;
     let value = null;

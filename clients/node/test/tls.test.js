@@ -4,6 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { inspect } from 'node:util';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,7 +44,10 @@ test('mutual TLS lets in only a client with a certificate the CA signed; big ans
     assert.equal(got[0].id, first.id);
     assert.deepEqual(got.slice(1).map((j) => j.payload.length), Array(8).fill(50_000));
     const without = new Client(url, { caFile: cert('ca') });
-    await assert.rejects(without.enqueue('mtls', { n: 2 }), Unavailable);
+    await assert.rejects(without.enqueue('mtls', { n: 2 }), (e) => e instanceof Unavailable && /refused this client's certificate/.test(e.message));
+    // Node resumes TLS sessions on new connections: 50 at once after the first all get in.
+    const many = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => c.get('mtls', first.id)));
+    assert.deepEqual(many.filter((r) => r.status === 'rejected').map((r) => r.reason.message), []);
     const untrusting = new Client(url, { certFile: cert('client'), keyFile: key('client') });
     await assert.rejects(untrusting.enqueue('mtls', { n: 3 }), Unavailable);
     assert.equal((await c.stats('mtls')).reserved, 9);
@@ -71,5 +75,10 @@ test('TLS options that cannot work are refused at once', () => {
   assert.throws(() => new Client('https://127.0.0.1:1', { keyFile: key('client') }), /without certFile/);
   assert.throws(() => new Client('https://127.0.0.1:1', { caFile: join(dir, 'missing.pem') }), /cannot read caFile/);
   assert.throws(() => new Client('https://127.0.0.1:1', { caFile: key('ca') }), /holds no PEM certificate/);
-  assert.throws(() => new Client('https://127.0.0.1:1', { certFile: cert('client'), keyFile: key('server') }), /cannot use the TLS options/);
+  assert.throws(() => new Client('https://127.0.0.1:1', { certFile: cert('client'), keyFile: key('server') }), /cannot use certFile ".*client.pem" with keyFile ".*server.key"/);
+  assert.throws(() => new Client('https://127.0.0.1:1', { certFile: cert('client') }), /holds no private key: give keyFile/);
+  assert.throws(() => new Client('https://127.0.0.1:1', { cafile: cert('ca') }), /unknown option "cafile"/);
+  assert.throws(() => new Client('https://user:pw@127.0.0.1:1'), /user name or password/);
+  const c = new Client('https://127.0.0.1:1', { token: 'SECRET-TOKEN', caFile: cert('ca') });
+  assert.ok(!inspect(c).includes('SECRET-TOKEN'), 'the token is not shown by console.log');
 });

@@ -3,6 +3,8 @@
 that cannot work refused before anything is sent."""
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from conftest import Server
@@ -26,7 +28,7 @@ def test_mutual_tls_lets_in_only_a_client_with_a_certificate_the_ca_signed(tmp_p
         assert [len(j.payload) if isinstance(j.payload, str) else 0 for j in got[1:]] == [50_000] * 8
         assert got[0].id == job.id
         without = Client(https(s), ca_file=certs.cert("ca"))
-        with pytest.raises(Unavailable):
+        with pytest.raises(Unavailable, match="refused this client's certificate"):
             without.enqueue("mtls", {"n": 2})
         assert c.stats("mtls")["reserved"] == 9
     finally:
@@ -54,3 +56,10 @@ def test_tls_options_that_cannot_work_are_refused_at_once(tmp_path, certs):
         Client("https://127.0.0.1:1", ca_file=str(tmp_path / "missing.pem"))
     with pytest.raises(ValueError, match="cert_file"):
         Client("https://127.0.0.1:1", cert_file=certs.cert("client"), key_file=certs.key("server"))
+    with pytest.raises(ValueError, match="ca_file is empty"):
+        Client("https://127.0.0.1:1", ca_file="")
+    encrypted = tmp_path / "encrypted.key"
+    subprocess.run(["openssl", "pkey", "-in", certs.key("client"), "-aes256", "-passout", "pass:pw", "-out",
+                    str(encrypted)], check=True, capture_output=True)
+    with pytest.raises(ValueError, match="cert_file"):
+        Client("https://127.0.0.1:1", cert_file=certs.cert("client"), key_file=str(encrypted))

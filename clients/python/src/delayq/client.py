@@ -179,7 +179,21 @@ class _HTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
+def _certificate_hint(error: BaseException) -> str:
+    """What to do when the server refused this client's certificate (TLS 1.3 says so at the first
+    read): else it reads like a network failure."""
+    text = str(error).upper()
+    if any(a in text for a in ("CERTIFICATE_REQUIRED", "UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_EXPIRED",
+                               "CERTIFICATE_UNKNOWN")):
+        return (" (the server refused this client's certificate, or wants one: give cert_file/key_file signed by a"
+                " CA its --tls-client-ca names, valid now)")
+    return ""
+
+
 def _tls_context(ca_file: Optional[str], cert_file: Optional[str], key_file: Optional[str]) -> ssl.SSLContext:
+    for name, value in (("ca_file", ca_file), ("cert_file", cert_file), ("key_file", key_file)):
+        if value == "":
+            raise ValueError(f"{name} is empty: give a PEM file, or leave it out (None)")
     if key_file and not cert_file:
         raise ValueError("key_file was given without cert_file: give the client certificate too, or neither")
     try:
@@ -188,7 +202,8 @@ def _tls_context(ca_file: Optional[str], cert_file: Optional[str], key_file: Opt
         raise ValueError(f"cannot use ca_file {ca_file!r}: {e} (a PEM file of CAs is needed)") from e
     if cert_file:
         try:
-            context.load_cert_chain(cert_file, key_file)
+            # password="" : an encrypted key is an error here, not a pass phrase prompt on the terminal.
+            context.load_cert_chain(cert_file, key_file, password="")
         except (OSError, ssl.SSLError) as e:
             raise ValueError(f"cannot use cert_file {cert_file!r} / key_file {key_file!r}: {e} "
                              "(a PEM client certificate and its private key are needed)") from e
@@ -282,10 +297,10 @@ class Client:
                 # sent again once on a new connection. A new connection failing is an answer.
                 if reused and attempt == 0:
                     continue
-                raise Unavailable(f"{self.url} closed the connection: {e}", "unavailable") from e
+                raise Unavailable(f"{self.url} closed the connection: {e}{_certificate_hint(e)}", "unavailable") from e
             except (OSError, http.client.HTTPException) as e:
                 self._connection(fresh=True)
-                raise Unavailable(f"cannot reach {self.url}: {e}", "unavailable") from e
+                raise Unavailable(f"cannot reach {self.url}: {e}{_certificate_hint(e)}", "unavailable") from e
             if response.getheader("Connection", "").lower() == "close":
                 self._connection(fresh=True)
             return self._answer(response.status, text)
