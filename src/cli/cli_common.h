@@ -19,7 +19,7 @@ namespace delayq::cli {
 struct Global {
   std::string server = "http://127.0.0.1:7070";
   std::string token;
-  std::string ca_file;  // https: trust this PEM CA file (DELAYQ_CA_FILE)
+  std::string ca_file;                               // https: trust this PEM CA file (DELAYQ_CA_FILE)
   std::string client_cert, client_key, server_name;  // https: mutual TLS, the certificate's name
   bool json = false;
 };

@@ -125,16 +125,17 @@ Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedC
     const bool number = whole || type.rfind("FLOAT", 0) == 0 || type.rfind("NUMBER", 0) == 0;
     if (!is_switch && !node.is_array()) {
       if (number && !node.is_number()) {
-        return Status::InvalidArgument(fmt::format("{}: {} takes a number ({} = 100), not a {}", Where(file, node.source()),
-                                                   key, key, node.is_string() ? "string" : KindOf(node)));
+        return Status::InvalidArgument(fmt::format("{}: {} takes a number ({} = 100), not a {}",
+                                                   Where(file, node.source()), key, key,
+                                                   node.is_string() ? "string" : KindOf(node)));
       }
       if (whole && node.is_floating_point()) {
-        return Status::InvalidArgument(
-            fmt::format("{}: {} takes a whole number, not {}", Where(file, node.source()), key, node.as_floating_point()->get()));
+        return Status::InvalidArgument(fmt::format("{}: {} takes a whole number, not {}", Where(file, node.source()),
+                                                   key, node.as_floating_point()->get()));
       }
       if (!number && node.is_number()) {
-        return Status::InvalidArgument(fmt::format("{}: {} takes text: write it in quotes ({} = \"...\")",
-                                                   Where(file, node.source()), key, key));
+        return Status::InvalidArgument(
+            fmt::format("{}: {} takes text: write it in quotes ({} = \"...\")", Where(file, node.source()), key, key));
       }
     }
     if (auto s = node.as_string(); s && s->get().find('\0') != std::string::npos) {

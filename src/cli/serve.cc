@@ -119,7 +119,8 @@ void AddServeCommand(CLI::App& app, int& rc) {
       const bool empty_flag = option->count() > 0 && option->as<std::string>().empty();
       if (empty_flag || (option->count() == 0 && env != nullptr && *env == '\0')) {
         throw CLI::ValidationError(std::string("--") + name,
-                                   std::string("is given empty (") + (empty_flag ? "on the command line" : option->get_envname()) +
+                                   std::string("is given empty (") +
+                                       (empty_flag ? "on the command line" : option->get_envname()) +
                                        " or the config file): give it a value, or leave it out");
       }
     }

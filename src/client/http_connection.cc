@@ -128,8 +128,9 @@ class HttpConnectionPool::Connection {
 // handshake, at the first read): else a refusal reads like a network failure.
 namespace {
 std::string CertificateHint(const std::string& error) {
-  for (const char* alert : {"alert certificate required", "alert unknown ca", "alert bad certificate",
-                            "alert certificate expired", "alert certificate unknown", "alert unsupported certificate"}) {
+  for (const char* alert :
+       {"alert certificate required", "alert unknown ca", "alert bad certificate", "alert certificate expired",
+        "alert certificate unknown", "alert unsupported certificate"}) {
     if (error.find(alert) != std::string::npos) {
       return " (the server refused this client's certificate, or wants one: give a client certificate its "
              "--tls-client-ca signed, valid now, with --client-cert/--client-key or ClientOptions::tls_cert_file)";
@@ -140,7 +141,7 @@ std::string CertificateHint(const std::string& error) {
 }  // namespace
 
 Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(const TlsOptions& o,
-                                                                           const std::string& host) {
+                                                                             const std::string& host) {
   auto tls = std::make_unique<Tls>();
   // An encrypted key would make OpenSSL ask for its pass phrase on the terminal: refuse it instead.
   tls->context.set_password_callback([](std::size_t, net::ssl::context::password_purpose) { return std::string(); });
@@ -162,8 +163,9 @@ Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(con
   if (!o.cert_file.empty()) {
     tls->context.use_certificate_chain_file(o.cert_file, ec);
     if (ec) {
-      return Status::InvalidArgument(fmt::format(
-          "cannot use the client certificate \"{}\": {} (a PEM certificate chain is needed)", o.cert_file, ec.message()));
+      return Status::InvalidArgument(
+          fmt::format("cannot use the client certificate \"{}\": {} (a PEM certificate chain is needed)", o.cert_file,
+                      ec.message()));
     }
     const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
     tls->context.use_private_key_file(key, net::ssl::context::pem, ec);
@@ -179,7 +181,8 @@ Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(con
 }
 
 Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::string_view url, std::string auth_token,
-                                                                       int64_t timeout_ms, const TlsOptions& tls_options) {
+                                                                       int64_t timeout_ms,
+                                                                       const TlsOptions& tls_options) {
   std::string_view rest = url;
   const bool https = rest.substr(0, 8) == "https://";
   if (rest.substr(0, 7) != "http://" && !https) {
@@ -217,8 +220,8 @@ Result<std::unique_ptr<HttpConnectionPool>> HttpConnectionPool::Create(std::stri
     if (!tls_options.cert_file.empty()) given.push_back("a client certificate (--client-cert, DELAYQ_CLIENT_CERT)");
     if (!tls_options.key_file.empty()) given.push_back("a client key (--client-key, DELAYQ_CLIENT_KEY)");
     if (!tls_options.server_name.empty()) given.push_back("a server name (--server-name, DELAYQ_SERVER_NAME)");
-    return Status::InvalidArgument(fmt::format("{} was given for \"{}\": TLS options need an https:// URL",
-                                               fmt::join(given, " and "), url));
+    return Status::InvalidArgument(
+        fmt::format("{} was given for \"{}\": TLS options need an https:// URL", fmt::join(given, " and "), url));
   }
   return std::unique_ptr<HttpConnectionPool>(
       new HttpConnectionPool(std::string(url), host, port, std::move(auth_token), timeout_ms, std::move(tls)));

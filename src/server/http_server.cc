@@ -8,12 +8,12 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cctype>
+#include <chrono>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -87,8 +87,9 @@ class HttpServer::Impl {
 
   Status Start() {
     if (!options_.tls_client_ca_file.empty() && options_.tls_cert_file.empty()) {
-      return Status::InvalidArgument("--tls-client-ca asks clients for a certificate over TLS: give --tls-cert and "
-                                     "--tls-key too, or leave it out");
+      return Status::InvalidArgument(
+          "--tls-client-ca asks clients for a certificate over TLS: give --tls-cert and "
+          "--tls-key too, or leave it out");
     }
     if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
       DELAYQ_RETURN_IF_ERROR(LoadTls());
@@ -611,15 +612,15 @@ void HttpServer::Impl::Accept() {
 }
 
 void HttpServer::Impl::NoteTlsRefusal(const net::ip::address& peer, bool busy) {
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
   int64_t last = last_tls_refusal_log_ms_.load();
   if (now_ms - last < 1000 || !last_tls_refusal_log_ms_.compare_exchange_strong(last, now_ms)) return;
-  spdlog::warn("closed a TLS connection from {} unanswered: {} (over TLS a refusal cannot be written before a "
-               "handshake)",
-               peer.to_string(),
-               busy ? "delayq is at --max-connections" : "that address is at --max-connections-per-address");
+  spdlog::warn(
+      "closed a TLS connection from {} unanswered: {} (over TLS a refusal cannot be written before a "
+      "handshake)",
+      peer.to_string(), busy ? "delayq is at --max-connections" : "that address is at --max-connections-per-address");
 }
 
 std::string HttpServer::Impl::Refusal(int status, Code code, std::string_view message) {

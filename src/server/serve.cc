@@ -74,7 +74,10 @@ Status ValidateToken(const std::string& token) {
       return Status::InvalidArgument(fmt::format(
           "the bearer token has a character no client can send at position {} ({}): use letters, digits and "
           "-._~+/= only (--auth-token, --auth-token-file, DELAYQ_AUTH_TOKEN)",
-          i + 1, c == ' ' ? "a space" : c < 0x20 || c == 0x7f ? "a control character" : "a non-ASCII byte"));
+          i + 1,
+          c == ' '                ? "a space"
+          : c < 0x20 || c == 0x7f ? "a control character"
+                                  : "a non-ASCII byte"));
     }
   }
   return Status::Ok();
@@ -213,8 +216,8 @@ int Serve(const ServeOptions& options) {
       "try:  %s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
       "      %s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
       url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required",
-      o.tls_client_ca.empty() ? "" : ", client certificate required", curl.c_str(),
-      url.c_str(), curl.c_str(), url.c_str());
+      o.tls_client_ca.empty() ? "" : ", client certificate required", curl.c_str(), url.c_str(), curl.c_str(),
+      url.c_str());
   std::fflush(stdout);
   server.Run(true, [&] {
     ready = false;

@@ -107,9 +107,8 @@ class AcknowledgedWriteWatch {
   // Whether a write was answered ok at or after `since_us` in what was appended since.
   bool Seen(const std::vector<std::string>& paths, int64_t since_us) {
     bool seen = false;
-    tail_.ForNewLines(paths, [&](const std::string& path, std::string_view line) {
-      seen = Note(path, line, since_us) || seen;
-    });
+    tail_.ForNewLines(
+        paths, [&](const std::string& path, std::string_view line) { seen = Note(path, line, since_us) || seen; });
     return seen;
   }
 
@@ -575,7 +574,8 @@ class Run {
       write_watch_.Skip(histories_);
       FuseControl(fmt::format("slow {}", kSlowFsyncMs));
       const int64_t slow_from = WallUs();
-      while (WallUs() < slow_from + kSlowDiskMs * 1000 && !write_watch_.Seen(histories_, slow_from + kSlowFsyncMs * 1000)) {
+      while (WallUs() < slow_from + kSlowDiskMs * 1000 &&
+             !write_watch_.Seen(histories_, slow_from + kSlowFsyncMs * 1000)) {
         SleepMs(1);
       }
       FuseControl("eio");

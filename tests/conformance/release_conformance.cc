@@ -70,8 +70,8 @@ TEST_P(QueueConformance, AReleaseOfAReceiptNoLongerCurrentIsRefusedAndChangesNot
   EXPECT_EQ(twice[0].code(), Code::kLeaseExpired) << twice[0].ToString();
   auto next = MustReserve(q(), queue, 1, 60'000);
   ASSERT_EQ(next.size(), 1u);
-  auto mixed = q().ReleaseBatch(queue, std::vector<std::string>{next[0].receipt, "not-a-receipt", next[0].receipt,
-                                                                got[0].receipt});
+  auto mixed = q().ReleaseBatch(
+      queue, std::vector<std::string>{next[0].receipt, "not-a-receipt", next[0].receipt, got[0].receipt});
   ASSERT_EQ(mixed.size(), 4u);
   EXPECT_TRUE(mixed[0].ok()) << mixed[0].ToString();
   EXPECT_EQ(mixed[1].code(), Code::kInvalidArgument);

@@ -189,8 +189,9 @@ TEST(CliConfigFile, TomlSetsServeOptionsUnderFlagsAndEnvironment) {
       {"config = \"other.toml\"\n", R"(unknown key "config")"},
       {std::string("listen = \"\0\"\n", 13), "delayq.toml:1:"},
       // A switch takes a TOML boolean only; a value-taking option never does.
-      {"access-log = \"yes\"\n", "delayq.toml:1:14: access-log is a switch: write access-log = true or access-log = "
-                                  "false (not a string)"},
+      {"access-log = \"yes\"\n",
+       "delayq.toml:1:14: access-log is a switch: write access-log = true or access-log = "
+       "false (not a string)"},
       {"access-log = 5\n", "access-log is a switch"},
       {"access-log = \"false\"\n", "access-log is a switch"},
       {"max-queues = true\n", "max-queues takes a value (delayq serve --help), not true or false"},

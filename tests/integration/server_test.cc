@@ -80,7 +80,8 @@ class ClientHarness : public QueueHarness {
 
 INSTANTIATE_TEST_SUITE_P(HttpClient, QueueConformance,
                          ::testing::Values(HarnessFactory{"server", [] { return std::make_unique<ClientHarness>(); }},
-                                           HarnessFactory{"https", [] { return std::make_unique<ClientHarness>(true); }}),
+                                           HarnessFactory{"https",
+                                                          [] { return std::make_unique<ClientHarness>(true); }}),
                          HarnessName);
 
 TEST(Server, BadInputBatteryLeavesTheServerUpAndTheStoreUnchanged) {

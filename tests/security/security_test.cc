@@ -342,8 +342,8 @@ TEST(Security, TlsServesHttpsAndTheClientChecksTheCertificate) {
 TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
   TestCerts certs;
   TempDir dir;
-  ServerProcess server({"--tls-cert", certs.cert("server"), "--tls-key", certs.key("server"), "--tls-client-ca",
-                        certs.ca()});
+  ServerProcess server(
+      {"--tls-cert", certs.cert("server"), "--tls-key", certs.key("server"), "--tls-client-ca", certs.ca()});
   const std::string url = "https://127.0.0.1:" + std::to_string(server.port());
   ClientOptions with_cert{.tls_ca_file = certs.ca()};
   with_cert.tls_cert_file = certs.cert("client");
@@ -376,17 +376,18 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
   // A resumed TLS session is let in (found: with --tls-client-ca every resumption was refused
   // with an internal error alert; Node resumes on every new connection). curl resumes the first
   // connection's session on the second when the first is closed.
-  RunResult resumed = RunProcess({"curl", "-sS", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} ",
-                                  "-H", "Connection: close", "--cacert", certs.ca(), "--cert", certs.cert("client"),
-                                  "--key", certs.key("client"), url + "/healthz", url + "/readyz"});
+  RunResult resumed = RunProcess({"curl", "-sS", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} ", "-H",
+                                  "Connection: close", "--cacert", certs.ca(), "--cert", certs.cert("client"), "--key",
+                                  certs.key("client"), url + "/healthz", url + "/readyz"});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_EQ(resumed.out, "200 200 ") << resumed.err;
-  RunResult s_client = RunProcess(
-      {"bash", "-c",
-       "cd " + dir.path() + " && for i in 1 2; do echo | openssl s_client -connect 127.0.0.1:" +
-           std::to_string(server.port()) + " -CAfile " + certs.ca() + " -cert " + certs.cert("client") + " -key " +
-           certs.key("client") + " -tls1_2 -sess_out s.pem $([ $i = 2 ] && echo -sess_in s.pem) 2>&1 | "
-           "grep -E '^(New|Reused),'; done"});
+  RunResult s_client =
+      RunProcess({"bash", "-c",
+                  "cd " + dir.path() + " && for i in 1 2; do echo | openssl s_client -connect 127.0.0.1:" +
+                      std::to_string(server.port()) + " -CAfile " + certs.ca() + " -cert " + certs.cert("client") +
+                      " -key " + certs.key("client") +
+                      " -tls1_2 -sess_out s.pem $([ $i = 2 ] && echo -sess_in s.pem) 2>&1 | "
+                      "grep -E '^(New|Reused),'; done"});
   EXPECT_NE(s_client.out.find("Reused,"), std::string::npos) << "TLS 1.2 resumption: " << s_client.out;
 
   // curl and the CLI, with and without the client certificate.
@@ -399,10 +400,10 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
   RunResult cli = RunProcess({DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "--client-cert",
                               certs.cert("client"), "--client-key", certs.key("client"), "stats", "mtls"});
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
-  RunResult cli_env = RunProcess({DELAYQ_BIN, "--server", url, "stats", "mtls"},
-                                 {{"DELAYQ_CA_FILE", certs.ca()},
-                                  {"DELAYQ_CLIENT_CERT", certs.cert("client")},
-                                  {"DELAYQ_CLIENT_KEY", certs.key("client")}});
+  RunResult cli_env =
+      RunProcess({DELAYQ_BIN, "--server", url, "stats", "mtls"}, {{"DELAYQ_CA_FILE", certs.ca()},
+                                                                  {"DELAYQ_CLIENT_CERT", certs.cert("client")},
+                                                                  {"DELAYQ_CLIENT_KEY", certs.key("client")}});
   EXPECT_EQ(cli_env.exit_code, 0) << cli_env.err;
   RunResult cli_out = RunProcess({DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "stats", "mtls"});
   EXPECT_EQ(cli_out.exit_code, 5) << cli_out.out << cli_out.err;
@@ -434,8 +435,9 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
   // to anyone, --auth-token "" no token).
   for (const std::vector<std::string>& empty :
        {std::vector<std::string>{"--tls-client-ca", ""}, std::vector<std::string>{"--auth-token", ""}}) {
-    std::vector<std::string> args = {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:0", "--data", dir.Sub("d3"),
-                                      "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")};
+    std::vector<std::string> args = {
+        DELAYQ_BIN,    "serve",      "--listen",           "127.0.0.1:0", "--data",
+        dir.Sub("d3"), "--tls-cert", certs.cert("server"), "--tls-key",   certs.key("server")};
     args.insert(args.end(), empty.begin(), empty.end());
     RunResult refused_empty = RunProcess(args);
     EXPECT_EQ(refused_empty.exit_code, 2) << empty[0];
@@ -448,10 +450,10 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
   EXPECT_NE(empty_env.err.find("DELAYQ_TLS_CLIENT_CA"), std::string::npos) << empty_env.err;
   // An encrypted key is refused with a word on it, not a pass phrase prompt.
   const std::string encrypted = dir.Sub("encrypted.key");
-  ASSERT_EQ(RunProcess({"openssl", "pkey", "-in", certs.key("client"), "-aes256", "-passout", "pass:pw", "-out",
-                        encrypted})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      RunProcess({"openssl", "pkey", "-in", certs.key("client"), "-aes256", "-passout", "pass:pw", "-out", encrypted})
+          .exit_code,
+      0);
   ClientOptions locked{.tls_ca_file = certs.ca()};
   locked.tls_cert_file = certs.cert("client");
   locked.tls_key_file = encrypted;
@@ -495,12 +497,11 @@ TEST(Security, AClientChecksTheServerNameItIsTold) {
   auto wrong = Client::Connect(url, named);
   ASSERT_TRUE(wrong.ok());
   EXPECT_EQ((*wrong)->Ping().code(), Code::kUnavailable);
-  RunResult cli = RunProcess(
-      {DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "--server-name", "delayq.test", "stats"});
+  RunResult cli =
+      RunProcess({DELAYQ_BIN, "--server", url, "--ca-file", certs.ca(), "--server-name", "delayq.test", "stats"});
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
-  RunResult cli_env =
-      RunProcess({DELAYQ_BIN, "--server", url, "stats"},
-                 {{"DELAYQ_CA_FILE", certs.ca()}, {"DELAYQ_SERVER_NAME", "delayq.test"}});
+  RunResult cli_env = RunProcess({DELAYQ_BIN, "--server", url, "stats"},
+                                 {{"DELAYQ_CA_FILE", certs.ca()}, {"DELAYQ_SERVER_NAME", "delayq.test"}});
   EXPECT_EQ(cli_env.exit_code, 0) << cli_env.err;
 }
 
