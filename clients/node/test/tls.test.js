@@ -44,7 +44,8 @@ test('mutual TLS lets in only a client with a certificate the CA signed; big ans
     assert.equal(got[0].id, first.id);
     assert.deepEqual(got.slice(1).map((j) => j.payload.length), Array(8).fill(50_000));
     const without = new Client(url, { caFile: cert('ca') });
-    await assert.rejects(without.enqueue('mtls', { n: 2 }), (e) => e instanceof Unavailable && /refused this client's certificate/.test(e.message));
+    // The refusal's alert says so; on a loaded machine the close may come first.
+    await assert.rejects(without.enqueue('mtls', { n: 2 }), (e) => e instanceof Unavailable && /refused this client's certificate|ECONNRESET|socket hang up|EPIPE/.test(e.message));
     // Node resumes TLS sessions on new connections: 50 at once after the first all get in.
     const many = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => c.get('mtls', first.id)));
     assert.deepEqual(many.filter((r) => r.status === 'rejected').map((r) => r.reason.message), []);

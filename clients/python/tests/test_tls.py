@@ -28,7 +28,8 @@ def test_mutual_tls_lets_in_only_a_client_with_a_certificate_the_ca_signed(tmp_p
         assert [len(j.payload) if isinstance(j.payload, str) else 0 for j in got[1:]] == [50_000] * 8
         assert got[0].id == job.id
         without = Client(https(s), ca_file=certs.cert("ca"))
-        with pytest.raises(Unavailable, match="refused this client's certificate"):
+        # The refusal's alert says so; on a loaded machine the close may come first (EOF).
+        with pytest.raises(Unavailable, match="refused this client's certificate|EOF occurred|reset by peer"):
             without.enqueue("mtls", {"n": 2})
         assert c.stats("mtls")["reserved"] == 9
     finally:
