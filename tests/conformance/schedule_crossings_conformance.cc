@@ -220,9 +220,10 @@ void Race(QueueHarness& h, const std::string& queue, bool end_with_delete) {
     ASSERT_TRUE(paused.ok()) << paused.status().ToString();
   }
   // The runner's thread may still be finishing a pass it began before the last change: it must
-  // take back what it made, so the count is read once nothing more changes (a bounded wait).
+  // take back what it made, so the count is read once nothing more changes (a bounded wait: 10 s,
+  // for a pass slowed by a sanitizer on a loaded machine; it ends as soon as none is left).
   std::vector<delayq::Job> left;
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 200; ++i) {
     left.clear();
     for (const delayq::Job& j : AllJobs(h.queue(), queue, JobState::kScheduled)) {
       if (j.due_at_ms > before + 1'000) left.push_back(j);
