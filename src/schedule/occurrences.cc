@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "core/validate.h"
 
@@ -18,6 +19,17 @@ Status ValidateScheduleName(std::string_view name) {
   if (s.ok()) return s;
   return Status::InvalidArgument(fmt::format("schedule name \"{}\" must have 1 to {} characters of [A-Za-z0-9._:-]",
                                              name.substr(0, 200), Limits::kMaxQueueName));
+}
+
+// The system's time zone database, read once (~6 ms) by whichever thread first needs a zone.
+// date builds it as a function-local static inside libdate-tz, which is not built with
+// ThreadSanitizer: TSan cannot see that static's guard, and took the first reader on another thread
+// for a race (a server under TSan stopped on two concurrent schedule puts). Reached through
+// std::call_once here, the load visibly happens before every later lookup.
+const date::time_zone* LocateZone(const std::string& name) {
+  static std::once_flag once;
+  std::call_once(once, [] { (void)date::get_tzdb(); });
+  return date::locate_zone(name);
 }
 
 }  // namespace
@@ -45,7 +57,7 @@ Result<Occurrences> Occurrences::Compile(const ScheduleSpec& spec) {
   }
   o.every_ms_ = spec.every_ms;
   try {
-    o.zone_ = date::locate_zone(spec.timezone);
+    o.zone_ = LocateZone(spec.timezone);
   } catch (const std::exception&) {
     return Status::InvalidArgument(fmt::format(
         "timezone \"{}\" is not in the system's time zone database; use an IANA name such as \"Europe/Berlin\" or "

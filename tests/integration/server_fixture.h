@@ -2,7 +2,7 @@
 #pragma once
 
 #include <algorithm>
-
+#include <iostream>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -21,6 +21,14 @@ class ServerProcess {
     data_ = data_dir.empty() ? dir_.Sub("data") : data_dir;
     Start();
   }
+  // A server that died by itself (a crash, a sanitizer's report) is told with its log: the tests
+  // then only saw "connection refused".
+  ~ServerProcess() {
+    if (child_ && child_->pid() > 0 && child_->Exited()) {
+      std::cerr << "delayq serve exited by itself with code " << child_->Wait() << "; its log:\n" << log() << "\n";
+    }
+  }
+  ServerProcess(const ServerProcess&) = delete;
 
   void Start() {
     std::vector<std::string> args = {DELAYQ_BIN, "serve", "--listen", "127.0.0.1:" + std::to_string(port_),

@@ -159,6 +159,15 @@ class Child {
     return exit_code_;
   }
   pid_t pid() const { return pid_; }
+  // Whether the child has exited on its own (reaped here; its code is then what Wait returns).
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+  }
 
  private:
   pid_t pid_ = -1;
