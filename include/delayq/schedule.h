@@ -1,4 +1,4 @@
-// Recurring schedules (SPEC 10.3): a schedule of a queue turns each occurrence of a cron
+// Recurring schedules (docs/http-api.md, Recurring schedules): a schedule of a queue turns each occurrence of a cron
 // expression or a fixed period into one ordinary job of that queue, due at the occurrence, with
 // key "schedule:{name}:{occurrence ms}" and header "delayq-schedule: {name}". Occurrences are made
 // into jobs ahead of time (the next one always exists as a scheduled job), so they are delivered

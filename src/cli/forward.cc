@@ -108,7 +108,7 @@ int RunForward(ForwardArgs& a) {
 void AddForwardCommand(CLI::App& app, int& rc) {
   auto args = std::make_shared<ForwardArgs>();
   kafka::ForwarderOptions& o = args->options;
-  auto* f = app.add_subcommand("forward", "Run the Kafka delay-level forwarder (SPEC 5.3)");
+  auto* f = app.add_subcommand("forward", "Run the Kafka delay-level forwarder (docs/operations.md)");
   f->add_option("--brokers", o.brokers, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")->required();
   f->add_option("--levels", o.levels, "Delay levels, increasing")->capture_default_str();
   f->add_option("--topics-per-level", o.topics_per_level, "Topics per level (<prefix>.<level>.0..N-1)")

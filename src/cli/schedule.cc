@@ -1,4 +1,5 @@
-// `delayq schedule set|ls|get|rm|pause|resume QUEUE [NAME]`: recurring schedules (SPEC 10.3).
+// `delayq schedule set|ls|get|rm|pause|resume QUEUE [NAME]`: recurring schedules (docs/http-api.md, Recurring
+// schedules).
 #include "wire/schedule.h"
 #include "cli/cli_common.h"
 #include "core/duration.h"

@@ -1,4 +1,4 @@
-// delayq::Client: the Queue interface over the HTTP API (SPEC section 6).
+// delayq::Client: the Queue interface over the HTTP API (docs/http-api.md).
 #include "delayq/client.h"
 
 #include <fmt/format.h>

@@ -5,7 +5,7 @@
 
 namespace delayq {
 
-// The Lua twin is backoff_ms in src/store/redis/scripts.cc; RedisScripts.TheLuaBackOffIsTheCppOne
+// The Lua twin is backoff_ms in src/store/redis/lua/prelude.lua; RedisScripts.TheLuaBackOffIsTheCppOne
 // holds them to the same answers. factor^exp overflows to infinity after a few hundred attempts:
 // that is the cap (and with base_ms 0 the delay is 0, not 0 * infinity, which is NaN).
 int64_t BackoffDelayMs(const BackoffPolicy& p, int32_t attempt, double unit_random) {

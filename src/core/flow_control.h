@@ -1,4 +1,4 @@
-// Flow control of a queue's deliveries (SPEC 10.4): a token bucket (`rate_per_s`, `burst`) and a
+// Flow control of a queue's deliveries (docs/http-api.md, Flow control): a token bucket (`rate_per_s`, `burst`) and a
 // cap on the jobs leased at once (`max_reserved`). A reserve hands out at most Allowance() jobs
 // and then Take()s them. The Redis store's reserve script is the twin of this arithmetic (the
 // same doubles in the same order; RedisScripts.TheLuaTokenBucketIsTheCppOne compares them).

@@ -1,5 +1,5 @@
-// The order a reserve takes ready jobs in when jobs carry a `group` and a `priority` (SPEC 10.4,
-// issue 17 items 3 and 4). The rule, for every store:
+// The order a reserve takes ready jobs in when jobs carry a `group` and a `priority` (docs/http-api.md, Priorities and
+// fair groups, issue 17 items 3 and 4). The rule, for every store:
 //   1. Groups take turns. Each job taken goes to the group whose last turn is the oldest among
 //      the groups with a ready job and room under `group_max_reserved`; taking it makes that
 //      group's turn the newest. A group that gets its first ready job joins at the back. So a

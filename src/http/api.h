@@ -1,4 +1,4 @@
-// The HTTP API of SPEC section 6 over any delayq::Queue, without a transport: the server feeds
+// The HTTP API of docs/http-api.md over any delayq::Queue, without a transport: the server feeds
 // it parsed requests and writes back what it answers. It knows nothing about which store is
 // behind the Queue, nor about sockets (src/server does those). A request passes the guards
 // (guard.h), is matched to a route of the table (routes.h) and handed to its handler

@@ -1,5 +1,5 @@
 // What is decided from a request's header alone, before its body is read and before any route:
-// the browser guard (SPEC 10.1) and the bearer token.
+// the browser guard (docs/security.md) and the bearer token.
 #include "http/guard.h"
 
 #include <arpa/inet.h>
@@ -47,7 +47,7 @@ bool IsIpLiteral(const std::string& host) {
 
 }  // namespace
 
-// A web page in a browser on a machine that can reach delayq must not drive it (SPEC 10.1):
+// A web page in a browser on a machine that can reach delayq must not drive it (docs/security.md):
 //  - DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 sends
 //    "Host: evil.example"; only IP addresses, localhost and --allowed-hosts are answered;
 //  - cross-site requests: a browser sends Origin; it must be this server itself;

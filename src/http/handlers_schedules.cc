@@ -1,5 +1,5 @@
-// Recurring schedules (SPEC 10.3): /v1/queues/{q}/schedules[/{name}[/pause|/resume]]. The store
-// keeps and runs them (Queue::PutSchedule and the others); these only speak the wire format.
+// Recurring schedules (docs/http-api.md, Recurring schedules): /v1/queues/{q}/schedules[/{name}[/pause|/resume]]. The
+// store keeps and runs them (Queue::PutSchedule and the others); these only speak the wire format.
 #include "http/handlers.h"
 #include "http/response.h"
 #include "wire/schedule.h"

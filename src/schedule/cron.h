@@ -1,7 +1,7 @@
-// Cron expressions (SPEC 10.3): 5 fields (minute hour day-of-month month day-of-week) or 6 with
-// seconds first. Each field is `*`, a value, a range `a-b`, a step `*/n`, `a-b/n` or `a/n` (from
-// a to the field's end), or a comma-separated list of those. Months and days of the week may be
-// named (JAN-DEC, SUN-SAT, any case); day of week 0 and 7 are Sunday. The macros @yearly
+// Cron expressions (docs/http-api.md, Recurring schedules): 5 fields (minute hour day-of-month month day-of-week) or 6
+// with seconds first. Each field is `*`, a value, a range `a-b`, a step `*/n`, `a-b/n` or `a/n` (from a to the field's
+// end), or a comma-separated list of those. Months and days of the week may be named (JAN-DEC, SUN-SAT, any case); day
+// of week 0 and 7 are Sunday. The macros @yearly
 // (@annually), @monthly, @weekly, @daily (@midnight) and @hourly stand for their usual fields.
 //
 // Days follow the usual (Vixie cron) rule: when both day of month and day of week are

@@ -1,7 +1,7 @@
-// Runs the recurring schedules of one store (SPEC 10.3): the schedule calls of the Queue interface
-// (put, get, list, delete, pause, resume) and a thread that keeps each schedule's coming
-// occurrences made into jobs. Every store owns one and answers its Queue schedule calls with it;
-// the rules live here once, over the Queue interface and the few ScheduleStore calls.
+// Runs the recurring schedules of one store (docs/http-api.md, Recurring schedules): the schedule calls of the Queue
+// interface (put, get, list, delete, pause, resume) and a thread that keeps each schedule's coming occurrences made
+// into jobs. Every store owns one and answers its Queue schedule calls with it; the rules live here once, over the
+// Queue interface and the few ScheduleStore calls.
 //
 // How an occurrence becomes exactly one job, with any number of servers on one store:
 //   - Occurrences are made into jobs ahead of time: every occurrence up to now + lead_ms, and

@@ -1,4 +1,4 @@
-// Recurring schedules on the wire (SPEC 10.3):
+// Recurring schedules on the wire (docs/http-api.md, Recurring schedules):
 //   PUT /v1/queues/{q}/schedules/{name}
 //     {"cron": "*/5 * * * *" | "every": "90s" (or ms), "timezone": "Europe/Berlin",
 //      "payload": <any JSON> | "payload_base64", "headers": {...}, "max_attempts": 5,

@@ -1,4 +1,4 @@
-// The conformance suite, flow control (QueueConfig::rate_per_s, burst, max_reserved; SPEC 10.4)
+// The conformance suite, flow control (QueueConfig::rate_per_s, burst, max_reserved; docs/http-api.md, Flow control)
 // on every store: a reserve hands out no more than the token bucket and the cap allow, a waiting
 // reserve held back goes on when a token comes or a lease ends, held-back time is not lateness,
 // many threads at once never pass the cap, and bad limits are refused.

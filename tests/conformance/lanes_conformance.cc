@@ -1,5 +1,5 @@
 // The conformance suite, priorities and fair groups (EnqueueRequest::priority and group,
-// QueueConfig::group_max_reserved and priority_aging_ms; SPEC 10.4; the rule is
+// QueueConfig::group_max_reserved and priority_aging_ms; docs/http-api.md, Priorities and fair groups; the rule is
 // core/ready_order.h) on every store: higher priority first, aged so a low one is not starved;
 // groups take turns, so a tenant with few ready jobs is served between the jobs of one with many;
 // a group at its cap waits for one of its leases to end; the fields survive nacks, expired leases,

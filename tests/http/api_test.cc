@@ -1,4 +1,4 @@
-// The HTTP API (SPEC section 6) in-process: every route and every error, against the engine with
+// The HTTP API (docs/http-api.md) in-process: every route and every error, against the engine with
 // a manual clock. The same routes are exercised through the real binary in tests/integration.
 #include "http/api.h"
 
@@ -179,7 +179,7 @@ TEST_F(ApiTest, EveryInputErrorNamesTheField) {
   ExpectError(Call("GET", "/v1/queues/errs"), 404, "not_found");
 }
 
-// Request objects and query strings are closed (SPEC 10.1): a typo is a 400 that names the field
+// Request objects and query strings are closed (docs/security.md): a typo is a 400 that names the field
 // and the nearest known one, and changes nothing, on every route that takes a body or a query.
 TEST_F(ApiTest, AnUnknownFieldOrQueryParameterIsRefusedAndChangesNothing) {
   auto e = Call("POST", "/v1/queues/t/jobs", R"({"payload":1,"key":"k"})");

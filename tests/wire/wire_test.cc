@@ -250,7 +250,7 @@ TEST(WireQueue, StatsConfigScheduleAndCountsRoundTrip) {
   EXPECT_EQ(*ParseCountResponse(WriteCountResponse("purged", 42), "purged"), 42);
 }
 
-// Request objects are closed (SPEC 10.1): a field the route does not know is refused, naming it
+// Request objects are closed (docs/security.md): a field the route does not know is refused, naming it
 // and the nearest known one, so a typo never silently changes what a request means.
 TEST(WireClosedObjects, AnUnknownFieldIsRefusedNamingTheNearestKnownOne) {
   struct Case {

@@ -179,9 +179,9 @@ void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
 }
 
 void EngineImpl::PlanDeadSweepLocked(QueueState* q) {
-  if (q->dead_sweep_at_ms != kNoTime) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
-  q->dead_sweep_at_ms = kNoTime;
-  if (q->dead == 0 || q->dead_floor_ms == kNoTime) return;
+  if (q->dead_sweep_at_ms != Clock::kNever) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
+  q->dead_sweep_at_ms = Clock::kNever;
+  if (q->dead == 0 || q->dead_floor_ms == Clock::kNever) return;
   q->dead_sweep_at_ms = q->dead_floor_ms + ConfigOf(q).dead_retention_ms;
   dead_sweeps_.emplace(q->dead_sweep_at_ms, q);
 }
@@ -198,7 +198,7 @@ void EngineImpl::SweepDeadLocked(int64_t now_ms) {
     auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(q->name), QueuePrefixEnd(q->name));
     auto batch = storage_->NewBatch();
     int64_t n = 0;
-    int64_t floor = kNoTime;
+    int64_t floor = Clock::kNever;
     for (; cursor->Valid(); cursor->Next()) {
       std::string_view name;
       int64_t dead_at;

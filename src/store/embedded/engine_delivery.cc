@@ -36,12 +36,12 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   const bool held_back = allowance < std::min<int64_t>(max, static_cast<int64_t>(q->ready.size()));
   const int64_t limited_since = q->limited_since_us;  // for this reserve's lateness samples
   if (held_back) {
-    if (q->limited_since_us == kNoTime) q->limited_since_us = now.wall_us;
+    if (q->limited_since_us == Clock::kNever) q->limited_since_us = now.wall_us;
     if (config.rate_per_s > 0 && q->bucket.tokens < 1.0) {
       PlanFlowWakeLocked(q, NextTokenUs(config, q->bucket, now.mono_us));
     }
   } else {
-    q->limited_since_us = kNoTime;
+    q->limited_since_us = Clock::kNever;
   }
   max = static_cast<int32_t>(std::min<int64_t>(max, allowance));
   if (max == 0) return out;
@@ -159,7 +159,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
       // jobs taken from it; a cap it reaches again is noted anew.
       if (!group_since.contains(pick->group)) {
         auto held = q->group_limited_since_us.find(pick->group);
-        group_since[std::string(pick->group)] = held == q->group_limited_since_us.end() ? kNoTime : held->second;
+        group_since[std::string(pick->group)] = held == q->group_limited_since_us.end() ? Clock::kNever : held->second;
         if (held != q->group_limited_since_us.end()) q->group_limited_since_us.erase(held);
       }
       ++taking[pick->group];
@@ -196,10 +196,10 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     // the limit (not late).
     const int64_t due_us = key.due_ms * 1000;
     int64_t since = limited_since;
-    if (auto g = group_since.find(out[i].group); g != group_since.end() && g->second != kNoTime) {
-      since = since == kNoTime ? g->second : std::min(since, g->second);
+    if (auto g = group_since.find(out[i].group); g != group_since.end() && g->second != Clock::kNever) {
+      since = since == Clock::kNever ? g->second : std::min(since, g->second);
     }
-    if (since != kNoTime && since < now.wall_us) {
+    if (since != Clock::kNever && since < now.wall_us) {
       const int64_t held_from = std::max(due_us, since);
       q->lateness.Record(std::max<int64_t>(0, held_from - due_us));
       q->limit_wait.Record(now.wall_us - held_from);

@@ -94,8 +94,6 @@ struct Deadline {
   int64_t mono_us = Clock::kNever;
 };
 
-inline constexpr int64_t kNoTime = INT64_MAX;
-
 struct QueueState {
   explicit QueueState(std::string n) : name(std::move(n)) {}
   std::string name;
@@ -114,24 +112,24 @@ struct QueueState {
   std::map<std::string, int64_t, std::less<>> group_reserved;
   int64_t named_reserved = 0;
   int64_t dead = 0;
-  // No dead job of the queue died before dead_floor_ms (kNoTime: it holds none); its dead jobs
-  // are swept at dead_floor_ms + dead_retention_ms (its entry in dead_sweeps_, kNoTime: none).
-  int64_t dead_floor_ms = kNoTime;
-  int64_t dead_sweep_at_ms = kNoTime;
+  // No dead job of the queue died before dead_floor_ms (Clock::kNever: it holds none); its dead jobs
+  // are swept at dead_floor_ms + dead_retention_ms (its entry in dead_sweeps_, Clock::kNever: none).
+  int64_t dead_floor_ms = Clock::kNever;
+  int64_t dead_sweep_at_ms = Clock::kNever;
   QueueCounters counters;
   LatencyHistogram lateness;
   // Flow control (core/flow_control.h): the token bucket on the monotonic clock (full at start;
   // not persisted), since when (wall µs) a limit has kept ready jobs from a reserve that asked
-  // for them (kNoTime: none is held back), and how long first deliveries were held back. A held
+  // for them (Clock::kNever: none is held back), and how long first deliveries were held back. A held
   // job's lateness stops when the limit starts holding it (engine_delivery.cc).
   TokenBucket bucket;
-  int64_t limited_since_us = kNoTime;
+  int64_t limited_since_us = Clock::kNever;
   // The same for each named group (and "" for the default) that group_max_reserved held back
   // while it had ready jobs: its jobs' wait from then on is limit_wait too, not lateness.
   std::map<std::string, int64_t, std::less<>> group_limited_since_us;
   LatencyHistogram limit_wait;
-  int64_t flow_wake_mono_us = kNoTime;  // its entry in flow_wakes_: the next token for its waiters
-  std::deque<uint64_t> waiters;         // handles, first come first served
+  int64_t flow_wake_mono_us = Clock::kNever;  // its entry in flow_wakes_: the next token for its waiters
+  std::deque<uint64_t> waiters;               // handles, first come first served
   // Made only to hold waiting reserves for a name that is not a queue: invisible to reads and
   // lists, dropped when its last waiter leaves, made a queue by the first write to it.
   bool provisional = false;

@@ -1,5 +1,5 @@
 // Queues on the embedded store: stats, the list, the schedule histogram, config, delete, pause
-// and resume. The Redis store's twins are redis_queues.cc and redis_config.cc.
+// and resume. The Redis store's twins are redis_queue_admin.cc and redis_config.cc.
 #include <algorithm>
 
 #include "core/errors.h"
@@ -196,7 +196,7 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   }
   for (auto it = heads_.begin(); it != heads_.end();) it = it->second == q ? heads_.erase(it) : std::next(it);
   refill_pending_.erase(q);
-  if (q->dead_sweep_at_ms != kNoTime) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
+  if (q->dead_sweep_at_ms != Clock::kNever) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
   DropFlowWakeLocked(q);
   window_entries_ -= q->window.size();
   ready_entries_ -= q->ready.size();

@@ -25,7 +25,7 @@ void EngineImpl::HealLocked(Deferred& deferred) {
     q->live = q->reserved = q->dead = q->named_reserved = 0;
     q->group_reserved.clear();
     q->leased.clear();
-    q->dead_floor_ms = q->dead_sweep_at_ms = kNoTime;
+    q->dead_floor_ms = q->dead_sweep_at_ms = Clock::kNever;
   }
   dead_sweeps_.clear();
   heads_.clear();

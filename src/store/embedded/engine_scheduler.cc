@@ -33,7 +33,7 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   while (!flow_wakes_.empty() && flow_wakes_.begin()->first <= now.mono_us) {
     QueueState* q = flow_wakes_.begin()->second;
     flow_wakes_.erase(flow_wakes_.begin());
-    q->flow_wake_mono_us = kNoTime;
+    q->flow_wake_mono_us = Clock::kNever;
     touched.push_back(q);
   }
   ExpireWaitersLocked(now.mono_us, deferred);
@@ -135,7 +135,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
 }
 
 void EngineImpl::PlanFlowWakeLocked(QueueState* q, int64_t mono_us) {
-  if (q->flow_wake_mono_us != kNoTime && q->flow_wake_mono_us <= mono_us) return;
+  if (q->flow_wake_mono_us != Clock::kNever && q->flow_wake_mono_us <= mono_us) return;
   DropFlowWakeLocked(q);
   q->flow_wake_mono_us = mono_us;
   flow_wakes_.emplace(mono_us, q);
@@ -143,9 +143,9 @@ void EngineImpl::PlanFlowWakeLocked(QueueState* q, int64_t mono_us) {
 }
 
 void EngineImpl::DropFlowWakeLocked(QueueState* q) {
-  if (q->flow_wake_mono_us == kNoTime) return;
+  if (q->flow_wake_mono_us == Clock::kNever) return;
   flow_wakes_.erase({q->flow_wake_mono_us, q});
-  q->flow_wake_mono_us = kNoTime;
+  q->flow_wake_mono_us = Clock::kNever;
 }
 
 void EngineImpl::ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred) {

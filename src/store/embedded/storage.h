@@ -21,7 +21,8 @@
 
 namespace delayq {
 
-// Column families (SPEC 5.1). Key layouts are in src/engine/keys.h.
+// Column families (docs/architecture.md, The record format). Key layouts are in
+// src/store/embedded/keys.h.
 enum class Cf { kJobs = 0, kDue, kDead, kKeys, kMeta };
 inline constexpr int kCfCount = 5;
 const char* CfName(Cf cf);

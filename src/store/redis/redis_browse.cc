@@ -1,5 +1,5 @@
 // Browsing on the Redis store (Queue::ListJobs): the browse script reads one page of each shard
-// (scripts_browse.cc) and this merges them. The twin of engine_browse.cc.
+// (lua/browse.lua) and this merges them. The twin of engine_browse.cc.
 //
 // Positions. Scheduled and dead jobs stand at (score, id) in their sorted sets; ready and
 // reserved ones at their stream entry (ms, seq), and across the shards of a sharded queue at

@@ -10,20 +10,9 @@
 #include "core/validate.h"
 #include "store/redis/redis_common.h"
 #include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
 
 namespace delayq::redis {
-namespace {
-
-// Creates a queue's home config: its shard count and, for a queue made now, key_route crc16, in
-// one step (a server reading in between must never see the shards without the routing).
-const Script kCreateQueueScript{"create_queue", R"LUA(
-if redis.call('HSETNX', KEYS[1], 'shards', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'key_route', 'crc16')
-end
-return 1
-)LUA"};
-
-}  // namespace
 
 // Keys choose their shard so that one key always lands on one shard, whichever server enqueues:
 // CRC16 (Redis Cluster's checksum, the same on every platform and build) of the whole key. Before,

@@ -1,5 +1,5 @@
 // The meta value of a job: one field of dq:{q}:meta per job id, holding its state and delivery
-// bookkeeping. The Lua scripts read and write it (scripts.cc: meta_parse, meta_str); the C++ side
+// bookkeeping. The Lua scripts read and write it (lua/prelude.lua: meta_parse, meta_str); the C++ side
 // reads it for Get. Format 2:
 //
 //   "2|state|due|base|attempt|max|delivery|sid|key_indexed|key"     (the key last: it may hold '|')

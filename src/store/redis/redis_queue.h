@@ -1,6 +1,6 @@
-// The Redis store (SPEC 5.2): the Queue interface on Redis or Redis Cluster, the embedded store's
-// sibling. Every transition is one Lua script (scripts.h); this class validates input, picks
-// shards, encodes records, caches queue configs, and runs the scheduler.
+// The Redis store (docs/architecture.md, The Redis store): the Queue interface on Redis or Redis Cluster, the embedded
+// store's sibling. Every transition is one Lua script (scripts.h); this class validates input, picks shards, encodes
+// records, caches queue configs, and runs the scheduler.
 //
 // How data flows. An operation reads its queue's cached view (Info: shards, config, how keys are
 // routed; re-read from Redis after a second, since other servers may change it), validates with
@@ -19,7 +19,7 @@
 //
 // Files, as the embedded store's: redis_queue.cc (lifecycle, running scripts), redis_config.cc
 // (the queue cache and registry), redis_jobs.cc, redis_delivery.cc, redis_dead.cc,
-// redis_queues.cc, redis_scheduler.cc; redis_meta.h (the versioned job meta), doctor.h.
+// redis_queue_admin.cc, redis_scheduler.cc; redis_meta.h (the versioned job meta), doctor.h.
 #pragma once
 
 #include <algorithm>

@@ -8,30 +8,10 @@
 #include "core/validate.h"
 #include "store/redis/redis_common.h"
 #include "store/redis/redis_queue.h"
+#include "store/redis/scripts.h"
 
 namespace delayq::redis {
 namespace {
-
-// KEYS[1] the schedules hash. ARGV: name, expected generation, record, most schedules per queue,
-// a new schedule's first generation (FirstGeneration()).
-const Script kStoreScheduleScript{"schedule_store", R"LUA(
-local g = tonumber(redis.call('HGET', KEYS[1], '#' .. ARGV[1]) or '0')
-if g ~= tonumber(ARGV[2]) then return 'CONFLICT' end
-if g == 0 and redis.call('HLEN', KEYS[1]) / 2 >= tonumber(ARGV[4]) then return 'LIMIT' end
-local next = g + 1
-if g == 0 then next = ARGV[5] end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3], '#' .. ARGV[1], next)
-return 'OK'
-)LUA"};
-
-// KEYS[1] the schedules hash. ARGV: name, expected generation.
-const Script kEraseScheduleScript{"schedule_erase", R"LUA(
-local g = tonumber(redis.call('HGET', KEYS[1], '#' .. ARGV[1]) or '0')
-if g == 0 then return 'NOTFOUND' end
-if g ~= tonumber(ARGV[2]) then return 'CONFLICT' end
-redis.call('HDEL', KEYS[1], ARGV[1], '#' .. ARGV[1])
-return 'OK'
-)LUA"};
 
 Status Changed(std::string_view queue, std::string_view name) {
   return Status::Conflict(

@@ -2,383 +2,27 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include "core/histogram.h"
+#include "store/redis/lua_sources.h"
 #include "store/redis/redis_meta.h"
 
 namespace delayq::redis {
 namespace {
 
-// Shared by every script (prepended to each). The @NAME@ placeholders are filled from the C++
-// constants they mirror (Prelude()), so the two cannot drift: @META_FORMAT@ (redis_meta.h),
-// @LATENESS_EDGES@ (LatenessSummary::kLatenessBucketsMs).
-constexpr const char* kPreludeTemplate = R"LUA(
-local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_KEYTTL, K_KEPT, K_TURNS, K_LANE, K_LANED = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
-local GROUP = 'dq'
-
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- meta, format 2: "2|state|due|base|attempt|max|delivery|sid|key_indexed|key" (the key last: it
--- may hold '|'); format 3, only for a job with a priority or a group: "3|...|key_indexed|priority|
--- group length|" then the group and the key; format 1 had no version. redis_meta.h describes it;
--- ParseMeta is the C++ twin. A format newer than @META_FORMAT@ stops the script with an error rather
--- than misreading it (a server of this release refuses at open a Redis whose dq:format is newer,
--- so this is the second guard).
-local META_FORMAT = @META_FORMAT@
-local function meta_parse(m)
-  if not m then return nil end
-  local version = string.match(m, '^(%d+)|')
-  if version then
-    if tonumber(version) > META_FORMAT then
-      error('delayq:FORMAT: a job meta has format ' .. version .. ', newer than this delayq reads (' ..
-        META_FORMAT .. '); upgrade every delayq server that shares this Redis')
-    end
-    m = string.sub(m, #version + 2)
-  end
-  local state, due, base, attempt, max, delivery, sid, ki, key =
-    string.match(m, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([01])|(.*)$')
-  if not state then return nil end
-  local prio, grp = 0, ''
-  if version == '3' then
-    local p, glen, rest = string.match(key, '^(%d)|(%d+)|(.*)$')
-    if not p then return nil end
-    prio, glen = tonumber(p), tonumber(glen)
-    grp, key = string.sub(rest, 1, glen), string.sub(rest, glen + 1)
-  end
-  return { state = state, due = tonumber(due), base = tonumber(base), attempt = tonumber(attempt),
-           max = tonumber(max), delivery = delivery, sid = sid, ki = ki, key = key, prio = prio, grp = grp }
-end
-
--- Whether a job has a priority or a group: it is ordered by the lanes, not the stream.
-local function laned(m) return m.prio > 0 or m.grp ~= '' end
-
-local function meta_get(id) return meta_parse(redis.call('HGET', K_META, id)) end
-
-local function fmt(n) return string.format('%d', n) end
-
-local function meta_str(m)
-  if laned(m) then
-    return string.format('3|%s|%d|%d|%d|%d|%s|%s|%s|%d|%d|%s%s', m.state, m.due, m.base, m.attempt, m.max,
-      m.delivery, m.sid, m.ki, m.prio, #m.grp, m.grp, m.key)
-  end
-  return string.format('2|%s|%d|%d|%d|%d|%s|%s|%s|%s', m.state, m.due, m.base, m.attempt, m.max,
-    m.delivery, m.sid, m.ki, m.key)
-end
-
--- Ready and reserved jobs with a priority or a group wait in lanes or hold leases outside the
--- stream; K_LANED lists them by due time, for the job listing (kBrowseScript). Kept with every
--- meta written (a job without either is never in it, and costs nothing here).
-local function laned_index(id, m)
-  if not laned(m) then return end
-  if m.state == 'q' or m.state == 'r' then
-    redis.call('ZADD', K_LANED, m.due, id)
-  else
-    redis.call('ZREM', K_LANED, id)
-  end
-end
-
-local function meta_put(id, m)
-  redis.call('HSET', K_META, id, meta_str(m))
-  laned_index(id, m)
-end
-
-local function ensure_group()
-  if redis.call('EXISTS', K_READY) == 0 then
-    redis.call('XGROUP', 'CREATE', K_READY, GROUP, '0', 'MKSTREAM')
-  end
-end
-
--- The consumer group's last-delivered entry id of the stream ('0-0': none).
-local function last_delivered()
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
-    local f = {}
-    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f['name'] == GROUP then return f['last-delivered-id'] end
-  end
-  return '0-0'
-end
-
--- The stream's next entry a reserve would read (nil: none), as {sid, {'id', id}}.
-local function stream_next()
-  if redis.call('EXISTS', K_READY) == 0 then return nil end
-  return redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', 1)[1]
-end
-
--- Lanes: core/ready_order.h's rule (see scripts.h). A group joins the turns at the back when it
--- gets its first ready job, and leaves them when it has none; the default group ('') has ready
--- jobs in the stream too. When no ready job has a priority or a group ('_lready' 0) the turns go,
--- and reserves read the stream in order again (as the embedded store's ReadyJobs).
-local LEVEL = 4398046511104  -- 2^42: (9 - priority) * LEVEL + due is exact in a double
-local function lane_key(grp) return K_LANE .. grp end
-local ordering = nil  -- whether the turns exist, once looked up in this script
-local function ordered()
-  if ordering == nil then ordering = redis.call('EXISTS', K_TURNS) == 1 end
-  return ordering
-end
-local function turn_join(grp)
-  if not redis.call('ZSCORE', K_TURNS, grp) then
-    redis.call('ZADD', K_TURNS, redis.call('HINCRBY', K_COUNTERS, '_turn', 1), grp)
-  end
-  ordering = true
-end
-local function turn_check(grp)
-  if redis.call('EXISTS', lane_key(grp)) == 1 then return end
-  if grp == '' and (stream_next() or redis.call('HGET', K_COUNTERS, '_claim')) then return end
-  redis.call('ZREM', K_TURNS, grp)
-end
--- A ready job with a priority or a group goes into its lane.
-local function lane_add(id, m)
-  if not ordered() and (stream_next() or redis.call('HGET', K_COUNTERS, '_claim')) then
-    turn_join('')  -- the ready jobs already in the stream are the default group's, and first
-  end
-  turn_join(m.grp)
-  redis.call('ZADD', lane_key(m.grp), fmt((9 - m.prio) * LEVEL + m.due), id)
-  redis.call('HINCRBY', K_COUNTERS, '_lready', 1)
-  m.state = 'q'
-  m.sid = 'L'
-end
--- Out of its lane (taken, cancelled, replaced, moved).
-local function lane_remove(id, m)
-  if m.sid ~= 'L' then return end
-  m.sid = '-'
-  if redis.call('ZREM', lane_key(m.grp), id) == 0 then return end
-  if redis.call('HINCRBY', K_COUNTERS, '_lready', -1) <= 0 then
-    redis.call('HDEL', K_COUNTERS, '_lready')
-    redis.call('DEL', K_TURNS)
-    ordering = false
-  else
-    turn_check(m.grp)
-  end
-end
--- A reserved job with a priority or a group leaves its lease (acked, nacked, dead, back to ready):
--- the counts of such leases go down.
-local function lane_unlease(m)
-  if m.state ~= 'r' or not laned(m) then return end
-  redis.call('HINCRBY', K_COUNTERS, '_lres', -1)
-  if m.grp ~= '' then
-    if redis.call('HINCRBY', K_COUNTERS, 'gr:' .. m.grp, -1) <= 0 then redis.call('HDEL', K_COUNTERS, 'gr:' .. m.grp) end
-    redis.call('HINCRBY', K_COUNTERS, '_gres', -1)
-  end
-end
-local function lane_lease(m)
-  redis.call('HINCRBY', K_COUNTERS, '_lres', 1)
-  if m.grp ~= '' then
-    redis.call('HINCRBY', K_COUNTERS, 'gr:' .. m.grp, 1)
-    redis.call('HINCRBY', K_COUNTERS, '_gres', 1)
-  end
-end
-
-local function leave_stream(m, id)
-  if m.sid == 'L' then
-    lane_remove(id, m)
-  elseif m.sid ~= '-' then
-    redis.call('XACK', K_READY, GROUP, m.sid)
-    redis.call('XDEL', K_READY, m.sid)
-    m.sid = '-'
-    if ordered() then turn_check('') end
-  end
-end
-
--- Acknowledges and deletes a list of stream entries.
-local function drop_entries(sids)
-  if #sids == 0 then return end
-  redis.call('XACK', K_READY, GROUP, unpack(sids))
-  redis.call('XDEL', K_READY, unpack(sids))
-end
-
--- A key kept taken after its job was done (key_ttl_ms) is 'id|due|expiry' in K_KEYS (a live
--- job's entry is its id) and has its expiry in K_KEPT. The C++ twin is KeptKey (embedded keys.h).
-local function kept_parse(v)
-  if not v then return nil end
-  local id, due, expiry = string.match(v, '^([^|]+)|(%d+)|(%d+)$')
-  if not id then return nil end
-  return id, tonumber(due), tonumber(expiry)
-end
-
--- Who holds `key` at `now`: the live job's id, or the done job's id and due time while its key
--- is kept; nil when the key is free.
-local function key_holder(key, now)
-  local v = redis.call('HGET', K_KEYS, key)
-  if not v then return nil end
-  local id, due, expiry = kept_parse(v)
-  if not id then return v end
-  if expiry > now then return id, due end
-  return nil
-end
-
--- Releases the key of a job that leaves. With `now` (ack, cancel) and the job's key_ttl_ms, the
--- key stays taken until now + key_ttl_ms; up to two kept keys whose time ran out go first, so
--- they cannot pile up (the C++ twin is EngineImpl::ReleaseKeyLocked).
-local function release_key(id, m, now)
-  if m.ki == '1' then
-    if redis.call('HGET', K_KEYS, m.key) == id then
-      local ttl = now and tonumber(redis.call('HGET', K_KEYTTL, id) or '0') or 0
-      if ttl > 0 then
-        for _, k in ipairs(redis.call('ZRANGEBYSCORE', K_KEPT, '-inf', now, 'LIMIT', 0, 2)) do
-          local kid, _, expiry = kept_parse(redis.call('HGET', K_KEYS, k))
-          if kid and expiry <= now then redis.call('HDEL', K_KEYS, k) end
-          redis.call('ZREM', K_KEPT, k)
-        end
-        redis.call('HSET', K_KEYS, m.key, id .. '|' .. string.format('%d', m.due) .. '|' ..
-          string.format('%d', now + ttl))
-        redis.call('ZADD', K_KEPT, now + ttl, m.key)
-      else
-        redis.call('HDEL', K_KEYS, m.key)
-      end
-    end
-    m.ki = '0'
-  end
-end
-
--- Deletes every trace of a job (ack, cancel with `now`; purge).
-local function remove_job(id, m, now)
-  if laned(m) then redis.call('ZREM', K_LANED, id) end
-  lane_unlease(m)
-  leave_stream(m, id)
-  release_key(id, m, now)
-  redis.call('HDEL', K_KEYTTL, id)
-  redis.call('HDEL', K_JOBS, id)
-  redis.call('HDEL', K_META, id)
-  redis.call('HDEL', K_ERRORS, id)
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('ZREM', K_DUE, id)
-  redis.call('ZREM', K_DEAD, id)
-end
-
-local function go_dead(id, m, now, err)
-  lane_unlease(m)
-  leave_stream(m, id)
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('ZREM', K_DUE, id)
-  redis.call('ZADD', K_DEAD, now, id)
-  release_key(id, m)
-  if err and err ~= '' then redis.call('HSET', K_ERRORS, id, err) end
-  m.state = 'd'
-  m.delivery = '0'
-  meta_put(id, m)
-  redis.call('HINCRBY', K_COUNTERS, 'dead', 1)
-end
-
--- A ready job without a priority or a group: into the stream (the default group's, when lanes
--- order the reserves).
-local function stream_add(id, m)
-  ensure_group()
-  m.state = 'q'
-  m.sid = redis.call('XADD', K_READY, '*', 'id', id)
-  if ordered() then turn_join('') end
-end
-
--- Puts a live job where its due time says: the stream or its lane (due) or the due set (later).
-local function place(id, m, now)
-  if m.due <= now then
-    if laned(m) then
-      lane_add(id, m)
-    else
-      stream_add(id, m)
-    end
-    return true
-  end
-  m.state = 's'
-  m.sid = '-'
-  redis.call('ZADD', K_DUE, m.due, id)
-  return false
-end
-
--- When the oldest dead job of this shard died (nil: none), for the retention sweep.
-local function first_dead()
-  local first = redis.call('ZRANGE', K_DEAD, 0, 0, 'WITHSCORES')
-  if first[2] then return tonumber(first[2]) end
-  return nil
-end
-
-local function earliest_due()
-  local first = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
-  if first[2] then return tonumber(first[2]) end
-  return nil
-end
-
--- Lateness is gathered per script call and written once: a few HINCRBYs per batch, not per job.
-local LATENESS_EDGES = { @LATENESS_EDGES@ }
-local function lateness_add(acc, late_us)
-  if late_us < 0 then late_us = 0 end
-  local bucket = #LATENESS_EDGES + 1
-  for i, edge in ipairs(LATENESS_EDGES) do
-    if late_us <= edge * 1000 then bucket = i break end
-  end
-  acc[bucket] = (acc[bucket] or 0) + 1
-  acc.count = (acc.count or 0) + 1
-  acc.sum = (acc.sum or 0) + math.floor(late_us)
-  acc.max = math.max(acc.max or 0, math.floor(late_us))  -- set even for 0: lateness_flush reads it
-end
-
--- `prefix` '' for the lateness, 'w' for the time flow control held first deliveries back.
-local function lateness_flush(acc, prefix)
-  if not acc.count then return end
-  prefix = prefix or ''
-  for bucket = 1, #LATENESS_EDGES + 1 do
-    if acc[bucket] then redis.call('HINCRBY', K_LATENESS, prefix .. 'b' .. bucket, acc[bucket]) end
-  end
-  redis.call('HINCRBY', K_LATENESS, prefix .. 'count', acc.count)
-  redis.call('HINCRBY', K_LATENESS, prefix .. 'sum_us', fmt(acc.sum))
-  local max = tonumber(redis.call('HGET', K_LATENESS, prefix .. 'max_us') or '0')
-  if acc.max > max then redis.call('HSET', K_LATENESS, prefix .. 'max_us', fmt(acc.max)) end
-end
-
--- The token bucket of flow control: core/flow_control.cc's Allowance refill, the same doubles
--- in the same order (RedisScripts.TheLuaTokenBucketIsTheCppOne compares them). `state` is
--- 'tokens|at_us' (K_COUNTERS '_tb') or nil (never used: full). Returns tokens, at_us.
-local function token_refill(state, rate, burst, now)
-  local tokens, at = burst, now
-  if state then
-    local t, a = string.match(state, '^([^|]+)|(-?%d+)$')
-    tokens, at = tonumber(t), tonumber(a)
-    if now > at then
-      tokens = math.min(burst, tokens + (now - at) * rate / 1e6)
-      at = now
-    else
-      tokens = math.min(burst, tokens)
-    end
-  end
-  return tokens, at
-end
-
--- When the next whole token is in the bucket: core/flow_control.cc's NextTokenUs.
-local function next_token_us(tokens, at, rate)
-  if tokens >= 1 then return at end
-  return at + math.ceil((1 - tokens) * 1e6 / rate)
-end
-
--- The back-off of a nack without retry_in_ms: core/backoff.cc's BackoffDelayMs, the same
--- arithmetic on the same doubles (`jitter` is policy.jitter * (2u - 1), drawn by the C++ side);
--- RedisStore.TheLuaBackOffIsTheCppOne compares the two over a grid of policies and attempts.
-local function backoff_ms(attempt, base, factor, max_ms, jitter)
-  local exp = attempt - 1
-  if exp < 0 then exp = 0 end
-  local delay = 0
-  if base ~= 0 then delay = base * factor ^ exp end  -- 0 * inf would be NaN
-  if not (delay < max_ms) then delay = max_ms end     -- infinity too
-  delay = delay * (1 + jitter)
-  local rounded = math.floor(delay)  -- llround: half away from zero (delay >= 0)
-  if delay - rounded >= 0.5 then rounded = rounded + 1 end
-  if rounded > max_ms then rounded = max_ms end
-  if rounded < 0 then rounded = 0 end
-  return rounded
-end
-
--- A job addressed by id (ARGV[a]) or, when that is empty, by idempotency key (ARGV[a+1]).
-local function resolve(a)
-  local id = ARGV[a]
-  if id == '' then
-    id = redis.call('HGET', K_KEYS, ARGV[a + 1])
-    if not id or kept_parse(id) then return nil, nil end  -- kept after its job was done: no job
-  end
-  return id, meta_get(id)
-end
-)LUA";
+// A file of src/store/redis/lua/, embedded at build time (lua/embed.cmake). A name with no file
+// is a build defect, found at start-up: every script is made when the library loads.
+std::string_view LuaFile(std::string_view name) {
+  for (int i = 0; i < kLuaSourceCount; ++i) {
+    if (kLuaSources[i].name == name) return kLuaSources[i].text;
+  }
+  std::fprintf(stderr, "delayq: no Lua file %.*s.lua was embedded (src/store/redis/lua)\n",
+               static_cast<int>(name.size()), name.data());
+  std::abort();
+}
 
 std::string Replace(std::string text, std::string_view name, std::string_view value) {
   for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + value.size())) {
@@ -387,282 +31,62 @@ std::string Replace(std::string text, std::string_view name, std::string_view va
   return text;
 }
 
+// lua/prelude.lua with its @NAME@ placeholders filled from the C++ constants they mirror, so the
+// two cannot drift: @META_FORMAT@ (redis_meta.h), @LATENESS_EDGES@
+// (LatenessSummary::kLatenessBucketsMs).
 const std::string& Prelude() {
   static const std::string prelude = [] {
     std::string edges;
     for (double edge : LatenessSummary::kLatenessBucketsMs)
       edges += fmt::format("{}{}", edges.empty() ? "" : ", ", edge);
-    return Replace(Replace(kPreludeTemplate, "@META_FORMAT@", std::to_string(kMetaFormat)), "@LATENESS_EDGES@", edges);
+    return Replace(Replace(std::string(LuaFile("prelude")), "@META_FORMAT@", std::to_string(kMetaFormat)),
+                   "@LATENESS_EDGES@", edges);
   }();
   return prelude;
 }
 
 }  // namespace
 
-Script Make(const char* name, const char* body) { return Script{name, Prelude() + body}; }
+Script Make(const char* name) { return Script{name, Prelude() + std::string(LuaFile(name))}; }
+
+// A script that needs none of the prelude (it works on keys of its own, not a queue's 17).
+Script Standalone(const char* name) { return Script{name, std::string(LuaFile(name))}; }
 
 Script ProbeScript(std::string name, std::string_view body) {
   return Script{std::move(name), Prelude() + std::string(body)};
 }
 
-// ARGV: max_delay_ms, n, then n x (id, body, mode d|a|n, value, max_attempts, key, replace 0|1|2
-// (2: debounce), key_ttl_ms, priority, group)
-// Returns per job {id, due, duplicate, replaced}; errors "delayq:TOO_FAR:<i>:<now>" (a deliver_at
-// past max_delay_ms: the C++ side words it, with ResolveDue) and "delayq:CONFLICT:<i>:<id>",
-// before anything is written.
-const Script kEnqueueScript = Make("enqueue", R"LUA(
-local max_delay, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-local now = math.floor(now_us() / 1000)
-local jobs, seen = {}, {}
-for i = 1, n do
-  local b = 2 + (i - 1) * 10
-  local j = { id = ARGV[b + 1], body = ARGV[b + 2], mode = ARGV[b + 3], value = tonumber(ARGV[b + 4]),
-              max = ARGV[b + 5], key = ARGV[b + 6], replace = ARGV[b + 7] ~= '0', debounce = ARGV[b + 7] == '2',
-              ttl = tonumber(ARGV[b + 8]), prio = tonumber(ARGV[b + 9]), grp = ARGV[b + 10] }
-  j.due = now
-  if j.mode == 'd' then
-    j.due = now + j.value
-  elseif j.mode == 'a' then
-    if j.value > now + max_delay then
-      return redis.error_reply('delayq:TOO_FAR:' .. (i - 1) .. ':' .. fmt(now))
-    end
-    if j.value > now then j.due = j.value end
-  end
-  if j.key ~= '' then
-    if seen[j.key] then
-      j.dup_of = seen[j.key]
-    else
-      seen[j.key] = i
-      local existing = redis.call('HGET', K_KEYS, j.key)
-      local kept_id, kept_due, kept_expiry = kept_parse(existing)
-      if kept_id then
-        -- Done, and its key still kept: a duplicate of the finished job, even with replace (the
-        -- C++ twin is EngineImpl::PlanEnqueueLocked). Once free, the new job overwrites it.
-        if kept_expiry > now then j.kept = { kept_id, kept_due } end
-        existing = nil
-      end
-      if existing then
-        local m = meta_get(existing)
-        if m then
-          j.existing, j.meta = existing, m
-          if j.replace and m.state == 'r' then
-            return redis.error_reply('delayq:CONFLICT:' .. (i - 1) .. ':' .. existing)
-          end
-        end
-      end
-    end
-  end
-  jobs[i] = j
-end
-local earliest = earliest_due()
-local min_new, any_ready, added, out = nil, false, 0, {}
--- Bodies, metas and due entries go out as one variadic HSET / ZADD each: a batch costs three
--- commands, not three per job.
-local bodies, metas, dues = {}, {}, {}
-for i = 1, n do
-  local j = jobs[i]
-  if j.dup_of then
-    local o = out[j.dup_of]
-    out[i] = { o[1], o[2], 1, 0 }
-  elseif j.kept then
-    out[i] = { j.kept[1], j.kept[2], 1, 0 }
-  elseif j.existing and not j.replace then
-    out[i] = { j.existing, j.meta.due, 1, 0 }
-  else
-    local id, m = j.existing or j.id, j.meta
-    if m then
-      -- A debounce never moves the job earlier (the C++ twin is EngineImpl::PlanEnqueueLocked).
-      if j.debounce and m.due > j.due then j.due = m.due end
-      if m.state == 's' then redis.call('ZREM', K_DUE, id) end
-      leave_stream(m, id)
-      -- Replaced: new content in the old job's place, so its attempts start again (the C++
-      -- twin is EngineImpl::EnqueueImpl).
-      m.delivery = '0'
-      m.base, m.attempt = 0, 0
-      if j.max ~= '' then m.max = tonumber(j.max) end
-    else
-      m = { due = 0, base = 0, attempt = 0, max = tonumber(j.max), delivery = '0', sid = '-',
-            ki = (j.key ~= '' and '1' or '0'), key = j.key, prio = 0, grp = '' }
-      if j.key ~= '' then
-        redis.call('HSET', K_KEYS, j.key, id)
-        redis.call('ZREM', K_KEPT, j.key)  -- it may have overwritten a kept key whose time ran out
-      end
-      added = added + 1
-    end
-    -- A new id has no key ttl to clear: only a replaced job may hold one (one call less per job).
-    if j.ttl > 0 then redis.call('HSET', K_KEYTTL, id, j.ttl) elseif j.existing then redis.call('HDEL', K_KEYTTL, id) end
-    bodies[#bodies + 1] = id
-    bodies[#bodies + 1] = j.body
-    m.due = j.due
-    if laned(m) then redis.call('ZREM', K_LANED, id) end  -- a replaced job's old place in the listing
-    m.prio, m.grp = j.prio, j.grp  -- (a replaced job's, after it left its old lane)
-    if j.due <= now then
-      if laned(m) then lane_add(id, m) else stream_add(id, m) end
-      any_ready = true
-    else
-      m.state = 's'
-      m.sid = '-'
-      dues[#dues + 1] = j.due
-      dues[#dues + 1] = id
-      if not min_new or j.due < min_new then min_new = j.due end
-    end
-    metas[#metas + 1] = id
-    metas[#metas + 1] = meta_str(m)
-    laned_index(id, m)
-    out[i] = { id, j.due, j.existing and 1 or 0, j.existing and 1 or 0 }
-  end
-end
-if #bodies > 0 then
-  redis.call('HSET', K_JOBS, unpack(bodies))
-  redis.call('HSET', K_META, unpack(metas))
-end
-if #dues > 0 then redis.call('ZADD', K_DUE, unpack(dues)) end
-if added > 0 then redis.call('HINCRBY', K_COUNTERS, 'enqueued', added) end
-if min_new and (not earliest or min_new < earliest) then redis.call('PUBLISH', WAKE, 'due ' .. fmt(min_new)) end
-if any_ready then redis.call('PUBLISH', WAKE, 'ready') end
-return out
-)LUA");
+// Each script's arguments and answer are described at the top of its file.
+const Script kEnqueueScript = Make("enqueue");
+const Script kPromoteScript = Make("promote");
+const Script kCancelScript = Make("cancel");
+const Script kRescheduleScript = Make("reschedule");
+const Script kDeleteQueueScript = Make("delete_queue");
+const Script kGetScript = Make("get");
+const Script kStatsScript = Make("stats");
+const Script kScheduleScript = Make("schedule");
+const Script kReserveScript = Make("reserve");
+const Script kReapScript = Make("reap");
+const Script kAckScript = Make("ack");
+const Script kNackScript = Make("nack");
+const Script kReleaseScript = Make("release");
+const Script kTouchScript = Make("touch");
+const Script kReplayScript = Make("replay");
+const Script kPurgeScript = Make("purge");
+const Script kDeadExpireScript = Make("dead_expire");
+const Script kBrowseScript = Make("browse");
+const Script kStoreScheduleScript = Standalone("schedule_store");
+const Script kEraseScheduleScript = Standalone("schedule_erase");
+const Script kCreateQueueScript = Standalone("create_queue");
 
-// ARGV: limit. Moves due jobs to the stream. Returns {moved, next_due|-1, next_lease|-1, now,
-// first_dead|-1}.
-const Script kPromoteScript = Make("promote", R"LUA(
-local now = math.floor(now_us() / 1000)
-local ids = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-if #ids > 0 then
-  local found, parsed, metas = redis.call('HMGET', K_META, unpack(ids)), {}, {}
-  for i = 1, #ids do parsed[i] = meta_parse(found[i]) or false end  -- all read before any write
-  redis.call('ZREM', K_DUE, unpack(ids))
-  for i, id in ipairs(ids) do
-    local m = parsed[i]
-    if m then
-      m.delivery = '0'
-      place(id, m, now)
-      metas[#metas + 1] = id
-      metas[#metas + 1] = meta_str(m)
-      laned_index(id, m)
-    end
-  end
-  if #metas > 0 then redis.call('HSET', K_META, unpack(metas)) end
-  redis.call('PUBLISH', WAKE, 'ready')
-end
-local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
-return { #ids, earliest_due() or -1, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1 }
-)LUA");
-
-// ARGV: id, key. Returns "O", "N" (no such job) or "C" (reserved).
-const Script kCancelScript = Make("cancel", R"LUA(
-local id, m = resolve(1)
-if not m then return 'N' end
-if m.state == 'r' then return 'C' end
-remove_job(id, m, math.floor(now_us() / 1000))
-return 'O'
-)LUA");
-
-// ARGV: id, key, mode d|a, value, max_delay_ms. Returns {id, due}, or "N", "C" (reserved),
-// "D" (dead), "I:<now>" (too far ahead).
-const Script kRescheduleScript = Make("reschedule", R"LUA(
-local id, m = resolve(1)
-if not m then return 'N' end
-if m.state == 'r' then return 'C' end
-if m.state == 'd' then return 'D' end
-local now = math.floor(now_us() / 1000)
-local due, value = now, tonumber(ARGV[4])
-if ARGV[3] == 'd' then
-  due = now + value
-else
-  if value > now + tonumber(ARGV[5]) then return 'I:' .. fmt(now) end
-  if value > now then due = value end
-end
-if m.state == 's' then redis.call('ZREM', K_DUE, id) end
-leave_stream(m, id)
-local earliest = earliest_due()
-m.base = m.attempt
-m.delivery = '0'
-m.due = due
-if place(id, m, now) then
-  redis.call('PUBLISH', WAKE, 'ready')
-elseif not earliest or due < earliest then
-  redis.call('PUBLISH', WAKE, 'due ' .. fmt(due))
-end
-meta_put(id, m)
-return { id, due }
-)LUA");
-
-// ARGV: force ('1'). Deletes every key of this shard of a queue; without force only when it
-// holds no job (every job, live or dead, has a meta entry). Returns {deleted (0/1), jobs}.
-const Script kDeleteQueueScript = Make("delete_queue", R"LUA(
-local jobs = redis.call('HLEN', K_META)
-if jobs > 0 and ARGV[1] ~= '1' then return {0, jobs} end
-for _, g in ipairs(redis.call('ZRANGE', K_TURNS, 0, -1)) do redis.call('UNLINK', lane_key(g)) end
-redis.call('UNLINK', K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD, K_KEYS, K_ERRORS, K_COUNTERS,
-  K_LATENESS, K_CONFIG, K_KEYTTL, K_KEPT, K_TURNS, K_LANED)
-return {1, jobs}
-)LUA");
-
-// ARGV: id, key. Returns {id, meta, body, last_error, lease_deadline|"", dead_at|"", now} or nil.
-const Script kGetScript = Make("get", R"LUA(
-local id = ARGV[1]
-if id == '' then
-  id = redis.call('HGET', K_KEYS, ARGV[2])
-  if not id or kept_parse(id) then return false end
-end
-local meta = redis.call('HGET', K_META, id)
-if not meta then return false end
-return { id, meta, redis.call('HGET', K_JOBS, id) or '', redis.call('HGET', K_ERRORS, id) or '',
-         redis.call('ZSCORE', K_LEASES, id) or '', redis.call('ZSCORE', K_DEAD, id) or '',
-         math.floor(now_us() / 1000) }
-)LUA");
-
-// Returns {scheduled, ready, reserved, dead, due_next_60s, earliest|-1, oldest_ready_ms, paused,
-// counters (flat), lateness (flat), now, lanes (flat: group, ready jobs in its lane; the first
-// 1000 groups by turn)}. Ready counts the stream's waiting entries and the lanes' jobs.
-const Script kStatsScript = Make("stats", R"LUA(
-local now = math.floor(now_us() / 1000)
-local scheduled = redis.call('ZCARD', K_DUE)
-local reserved = redis.call('ZCARD', K_LEASES)
-local dead = redis.call('ZCARD', K_DEAD)
-local ready, oldest = 0, 0
-if redis.call('EXISTS', K_READY) == 1 then
-  -- Stream entries are waiting or reserved; leases with a priority or a group are not entries.
-  ready = redis.call('XLEN', K_READY) - (reserved - tonumber(redis.call('HGET', K_COUNTERS, '_lres') or '0'))
-  if ready < 0 then ready = 0 end
-  local last = '0-0'
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', K_READY)) do
-    for i = 1, #g, 2 do
-      if g[i] == 'name' and g[i + 1] ~= GROUP then break end
-      if g[i] == 'last-delivered-id' then last = g[i + 1] end
-    end
-  end
-  local first = redis.call('XRANGE', K_READY, '(' .. last, '+', 'COUNT', 1)
-  if first[1] then
-    local ms = tonumber(string.match(first[1][1], '^(%d+)'))
-    if ms and now > ms then oldest = now - ms end
-  end
-end
-local lanes = {}
-for _, g in ipairs(redis.call('ZRANGE', K_TURNS, 0, 999)) do
-  lanes[#lanes + 1] = g
-  lanes[#lanes + 1] = redis.call('ZCARD', lane_key(g))
-end
-ready = ready + tonumber(redis.call('HGET', K_COUNTERS, '_lready') or '0')
-local due60 = redis.call('ZCOUNT', K_DUE, '-inf', now + 60000)
-return { scheduled, ready, reserved, dead, due60, earliest_due() or -1, oldest,
-         redis.call('HGET', K_CONFIG, 'paused') == '1' and 1 or 0,
-         redis.call('HGETALL', K_COUNTERS), redis.call('HGETALL', K_LATENESS), now, lanes }
-)LUA");
-
-// ARGV: bucket_ms, n. Counts scheduled jobs per bucket from the current minute.
-// Returns {start, later, count_0, ..., count_n-1}.
-const Script kScheduleScript = Make("schedule", R"LUA(
-local now = math.floor(now_us() / 1000)
-local start = now - now % 60000
-local bucket, n = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out = { start, redis.call('ZCOUNT', K_DUE, '(' .. fmt(start + n * bucket - 1), '+inf') }
-for i = 0, n - 1 do
-  local lo = (i == 0) and '-inf' or fmt(start + i * bucket)
-  out[#out + 1] = redis.call('ZCOUNT', K_DUE, lo, '(' .. fmt(start + (i + 1) * bucket))
-end
-return out
-)LUA");
+const std::vector<const Script*>& AllScripts() {
+  static const std::vector<const Script*> all = {
+      &kEnqueueScript,    &kPromoteScript,    &kCancelScript,   &kRescheduleScript,    &kDeleteQueueScript,
+      &kGetScript,        &kStatsScript,      &kScheduleScript, &kReserveScript,       &kReapScript,
+      &kAckScript,        &kNackScript,       &kReleaseScript,  &kTouchScript,         &kReplayScript,
+      &kPurgeScript,      &kDeadExpireScript, &kBrowseScript,   &kStoreScheduleScript, &kEraseScheduleScript,
+      &kCreateQueueScript};
+  return all;
+}
 
 }  // namespace delayq::redis

@@ -47,9 +47,10 @@
 // Touch resets the idle time, so a lease held longer than T by touches is never claimable.
 #pragma once
 //
-// Files: scripts.cc (the prelude; enqueue, promote, cancel, reschedule, get, stats, schedule,
-// delete_queue), scripts_delivery.cc (reserve, reap, ack, nack, touch), scripts_dead.cc
-// (replay, purge, dead_expire).
+// Files: lua/prelude.lua (shared by every script), then one file per script, lua/<name>.lua,
+// each starting with its arguments and answer. scripts.cc assembles them (Make).
+
+#include <vector>
 
 #include "store/redis/redis_client.h"
 
@@ -76,9 +77,17 @@ extern const Script kGetScript;
 extern const Script kStatsScript;
 extern const Script kScheduleScript;
 extern const Script kBrowseScript;
+// Without the prelude: a queue's schedules (schedule_store, schedule_erase) and its home config
+// (create_queue).
+extern const Script kStoreScheduleScript;
+extern const Script kEraseScheduleScript;
+extern const Script kCreateQueueScript;
 
-// A script: the shared prelude (scripts.cc: key names, meta_parse, backoff_ms, ...) then `body`.
-Script Make(const char* name, const char* body);
+// A script: the shared prelude (lua/prelude.lua: key names, meta_parse, backoff_ms, ...) then
+// lua/<name>.lua.
+Script Make(const char* name);
+// Every script above, as Redis receives it (the luacheck test lints these).
+const std::vector<const Script*>& AllScripts();
 // The same for tests that call the prelude's functions directly.
 Script ProbeScript(std::string name, std::string_view body);
 

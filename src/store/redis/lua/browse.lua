@@ -1,20 +1,13 @@
-// The script of job browsing (Queue::ListJobs) on one shard. Read-only. The C++ side
-// (redis_browse.cc) merges the shards' pages.
-#include "store/redis/scripts.h"
-
-namespace delayq::redis {
-
-// ARGV: want ('s' scheduled, 'q' ready, 'r' reserved, 'd' dead), after_ms ('' = from the start),
-// after_tail (a job id for s/d; for q/r a stream sequence, or 'L' and a job id in the second
-// part), inclusive ('1': (after_ms, after_tail) itself is wanted too), limit, budget (entries to
-// read at most), max_bytes.
-// Returns {done, last_ms, last_tail, rows}: done 1 when nothing is left after the last position
-// read, and each row {pos_ms, pos_tail, {the get script's row}}. Scheduled and dead jobs come in
-// (score, id) order from their sorted sets. Ready and reserved ones come in two parts: first those
-// in the stream, in stream order (the order they became ready; reserved ones in the order of the
-// pending list, the same), then those with a priority or a group, which wait in lanes or hold
-// leases outside the stream, by (due, id) from K_LANED, their positions 'L' .. id.
-const Script kBrowseScript = Make("browse", R"LUA(
+-- ARGV: want ('s' scheduled, 'q' ready, 'r' reserved, 'd' dead), after_ms ('' = from the start),
+-- after_tail (a job id for s/d; for q/r a stream sequence, or 'L' and a job id in the second
+-- part), inclusive ('1': (after_ms, after_tail) itself is wanted too), limit, budget (entries to
+-- read at most), max_bytes.
+-- Returns {done, last_ms, last_tail, rows}: done 1 when nothing is left after the last position
+-- read, and each row {pos_ms, pos_tail, {the get script's row}}. Scheduled and dead jobs come in
+-- (score, id) order from their sorted sets. Ready and reserved ones come in two parts: first those
+-- in the stream, in stream order (the order they became ready; reserved ones in the order of the
+-- pending list, the same), then those with a priority or a group, which wait in lanes or hold
+-- leases outside the stream, by (due, id) from K_LANED, their positions 'L' .. id.
 local want, after_ms, after_tail = ARGV[1], ARGV[2], ARGV[3]
 local inclusive = ARGV[4] == '1'
 local limit, budget, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -110,7 +103,9 @@ end
 local function lanes_from(from_ms, from_id)
   local done = zset_page(K_LANED, from_ms, from_id, 'L', function(id)
     local m = meta_of(id)
-    if m and (m.sid == 'L' or m.sid == '-') and state_of(m, m.sid) == want then return redis.call('HGET', K_META, id) end
+    if m and (m.sid == 'L' or m.sid == '-') and state_of(m, m.sid) == want then
+      return redis.call('HGET', K_META, id)
+    end
     return nil
   end)
   return { done and 1 or 0, last_ms, last_tail, rows }
@@ -149,6 +144,3 @@ while true do
   if scanned >= budget then return { 0, last_ms, last_tail, rows } end
   start = '(' .. entries[#entries][1]
 end
-)LUA");
-
-}  // namespace delayq::redis

@@ -1,15 +1,9 @@
-// The scripts of deliveries: reserve, reap (leases that ran out), ack, nack, touch.
-#include "store/redis/scripts.h"
-
-namespace delayq::redis {
-
-// ARGV: consumer, max, lease_ms, T, max_bytes, first_free (1|0), rate_per_s, burst (in force),
-// max_reserved, group_max_reserved (0: none; this shard's share of the queue's limits),
-// priority_aging_ms, then `max` delivery tokens.
-// Returns per delivery {id, body, attempt, token, due, lease_deadline, max_attempts, key}; when
-// flow control held ready jobs back, then one integer more: the Redis time (µs) of the next token,
-// 0 when only max_reserved held them.
-const Script kReserveScript = Make("reserve", R"LUA(
+-- ARGV: consumer, max, lease_ms, T, max_bytes, first_free (1|0), rate_per_s, burst (in force),
+-- max_reserved, group_max_reserved (0: none; this shard's share of the queue's limits),
+-- priority_aging_ms, then `max` delivery tokens.
+-- Returns per delivery {id, body, attempt, token, due, lease_deadline, max_attempts, key}; when
+-- flow control held ready jobs back, then one integer more: the Redis time (µs) of the next token,
+-- 0 when only max_reserved held them.
 if redis.call('HGET', K_CONFIG, 'paused') == '1' then return {} end
 if redis.call('EXISTS', K_READY) == 0 and not ordered() then return {} end
 local consumer, max, lease, T = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -116,13 +110,15 @@ if ordered() and #got < want and (taken == 0 or bytes < max_bytes) then
       if not full(g) then
         local best
         local function consider(eff, due, id, source)
-          if not best or eff > best.eff or (eff == best.eff and (due < best.due or (due == best.due and id < best.id))) then
+          if not best or eff > best.eff
+              or (eff == best.eff and (due < best.due or (due == best.due and id < best.id))) then
             best = { eff = eff, due = due, id = id, source = source }
           end
         end
         for p = 9, 1, -1 do
           local lo = (9 - p) * LEVEL
-          local h = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '(' .. fmt(lo + LEVEL), 'WITHSCORES', 'LIMIT', 0, 1)
+          local h = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '(' .. fmt(lo + LEVEL),
+            'WITHSCORES', 'LIMIT', 0, 1)
           if h[1] then
             local due = tonumber(h[2]) - lo
             consider(effective(p, due), due, h[1], 'L')
@@ -266,212 +262,3 @@ if rate > 0 then
 end
 if held then out[#out + 1] = (rate > 0 and tokens < 1) and next_token_us(tokens, tb_at, rate) or 0 end
 return out
-)LUA");
-
-// ARGV: T, limit. Handles leases that ran out (the leases set holds each deadline): the last
-// attempt goes dead; others get idle time T, which makes XAUTOCLAIM in the next reserve claim
-// them, and the '_claim' flag tells reserve to look. Returns {handled, next_lease|-1, now,
-// first_dead|-1, {{id, attempt, last_error} of each job that went dead}}.
-const Script kReapScript = Make("reap", R"LUA(
-local T, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local now = math.floor(now_us() / 1000)
-local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
-local requeued, claimable = 0, 0
-local died = {}
-for _, id in ipairs(ids) do
-  local m = meta_get(id)
-  redis.call('ZREM', K_LEASES, id)
-  if m and m.state == 'r' and laned(m) then
-    -- Leased without the stream: the last attempt goes dead, the others back to their lane (the
-    -- receipt stays valid until another reserve takes the job).
-    if m.attempt >= m.max then
-      local why = 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max)
-      go_dead(id, m, now, why)
-      died[#died + 1] = { id, m.attempt, why }
-    else
-      lane_unlease(m)
-      m.base = m.attempt
-      lane_add(id, m)
-      meta_put(id, m)
-      requeued = requeued + 1
-    end
-  elseif m and m.state == 'r' and m.sid ~= '-' then
-    if m.attempt >= m.max then
-      local why = 'lease expired without an ack on attempt ' .. fmt(m.attempt) .. ' of ' .. fmt(m.max)
-      go_dead(id, m, now, why)
-      died[#died + 1] = { id, m.attempt, why }
-    elseif redis.call('XCLAIM', K_READY, GROUP, 'reaper', 0, m.sid, 'IDLE', T, 'JUSTID')[1] then
-      m.state = 'q'  -- still pending (its receipt stays valid until another reserve claims it)
-      meta_put(id, m)
-      requeued = requeued + 1
-      claimable = claimable + 1
-    end
-  end
-end
-if requeued > 0 then redis.call('HINCRBY', K_COUNTERS, 'redelivered', requeued) end
-if claimable > 0 then
-  redis.call('HSET', K_COUNTERS, '_claim', '1')
-  if ordered() then turn_join('') end  -- claimable deliveries are the default group's ready jobs
-end
--- Requeued jobs are ready, and leases that ended in death make room under max_reserved.
-if requeued > 0 or #died > 0 then redis.call('PUBLISH', WAKE, 'ready') end
-local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
-return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1, died }
-)LUA");
-
-// ARGV: n, then n x (id, token), then 1|0: announce the leases that ended ('ready' on the wake
-// channel: reserves held back by max_reserved may go on). Returns per receipt "O" (acked), "N"
-// (no such job) or "E:<state>:<attempt>" (the delivery is over).
-const Script kAckScript = Make("ack", R"LUA(
-local n = tonumber(ARGV[1])
-if n == 0 then return {} end
-local ids = {}
-for i = 1, n do ids[i] = ARGV[2 * i] end
-local found = redis.call('HMGET', K_META, unpack(ids))
-local out, acked, done, sids, gone = {}, 0, {}, {}, {}
-local now
-for i = 1, n do
-  local id, token = ids[i], ARGV[2 * i + 1]
-  local m = meta_parse(found[i])
-  if not m or done[id] then
-    out[i] = 'N'
-  elseif m.state == 'd' or m.state == 's' or m.delivery ~= token then
-    out[i] = 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
-  else
-    -- A job with a live delivery is in the stream and the lease set, never the due or dead set.
-    done[id] = true
-    if m.sid == 'L' then
-      lane_remove(id, m)  -- its lease had run out, and it waited in its lane
-    elseif m.sid ~= '-' then
-      sids[#sids + 1] = m.sid
-    end
-    lane_unlease(m)
-    if laned(m) then redis.call('ZREM', K_LANED, id) end
-    now = now or math.floor(now_us() / 1000)
-    release_key(id, m, now)
-    gone[#gone + 1] = id
-    acked = acked + 1
-    out[i] = 'O'
-  end
-end
-drop_entries(sids)
-if #gone > 0 then
-  redis.call('HDEL', K_JOBS, unpack(gone))
-  redis.call('HDEL', K_META, unpack(gone))
-  redis.call('HDEL', K_ERRORS, unpack(gone))
-  redis.call('HDEL', K_KEYTTL, unpack(gone))
-  redis.call('ZREM', K_LEASES, unpack(gone))
-end
-if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end
-if acked > 0 and ARGV[2 * n + 2] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
-return out
-)LUA");
-
-// ARGV: id, token, retry_ms (-1: back-off), error, dead 0|1, base_ms, factor, max_ms, jitter
-// (policy.jitter * (2u - 1) for u uniform in [0, 1)), 1|0: announce a lease that ended in death
-// (as ack). Returns {"s", due} or {"d", due, dead_at}, or "N" / "E:..." as
-// ack. A job that goes dead keeps the due time it had (as on the embedded store).
-const Script kNackScript = Make("nack", R"LUA(
-local id, token = ARGV[1], ARGV[2]
-local m = meta_get(id)
-if not m then return 'N' end
-if m.state == 'd' or m.state == 's' or m.delivery ~= token then
-  return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
-end
-local now = math.floor(now_us() / 1000)
-redis.call('HINCRBY', K_COUNTERS, 'nacked', 1)
-if ARGV[5] == '1' or m.attempt >= m.max then
-  go_dead(id, m, now, ARGV[4])
-  if ARGV[10] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
-  return { 'd', m.due, now }
-end
-lane_unlease(m)
-local delay = tonumber(ARGV[3])
-if delay < 0 then
-  delay = backoff_ms(m.attempt, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
-end
-leave_stream(m, id)
-redis.call('ZREM', K_LEASES, id)
-redis.call('HSET', K_ERRORS, id, ARGV[4])
-local earliest = earliest_due()
-m.base = m.attempt
-m.delivery = '0'
-m.due = now + delay
-if place(id, m, now) then
-  redis.call('PUBLISH', WAKE, 'ready')
-elseif not earliest or m.due < earliest then
-  redis.call('PUBLISH', WAKE, 'due ' .. fmt(m.due))
-end
-meta_put(id, m)
-return { 's', m.due }
-)LUA");
-
-// ARGV: n, then n x (id, token), then a placeholder. Gives back leased deliveries that never
-// reached their consumer (Queue::ReleaseBatch): each job ready again at once (in its lane, or at
-// the end of the stream), that attempt and that delivery not counted. Returns per receipt "O"
-// (released), "N" (no such job), "L" (its lease already ran out: the attempt counted) or
-// "E:<state>:<attempt>:<max>" as ack.
-const Script kReleaseScript = Make("release", R"LUA(
-local n = tonumber(ARGV[1])
-local now = math.floor(now_us() / 1000)
-local out, released = {}, 0
-for i = 1, n do
-  local id, token = ARGV[2 * i], ARGV[2 * i + 1]
-  local m = meta_get(id)
-  if not m then
-    out[i] = 'N'
-  elseif m.state ~= 'r' or m.delivery ~= token then
-    out[i] = 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
-  elseif tonumber(redis.call('ZSCORE', K_LEASES, id) or '0') <= now then
-    out[i] = 'L'
-  else
-    lane_unlease(m)
-    leave_stream(m, id)
-    redis.call('ZREM', K_LEASES, id)
-    m.attempt = m.attempt - 1
-    m.base = m.attempt
-    m.delivery = '0'
-    place(id, m, now)
-    meta_put(id, m)
-    released = released + 1
-    out[i] = 'O'
-  end
-end
-if released > 0 then
-  redis.call('HINCRBY', K_COUNTERS, 'delivered', -released)
-  redis.call('PUBLISH', WAKE, 'ready')
-end
-return out
-)LUA");
-
-// ARGV: id, token, lease_ms, T, consumer. Returns the new lease deadline, or "N" / "E:..." as ack.
-const Script kTouchScript = Make("touch", R"LUA(
-local id, token, lease, T, consumer = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local m = meta_get(id)
-if not m then return 'N' end
-if laned(m) and (m.state == 'r' or m.state == 'q') and m.delivery == token and m.delivery ~= '0' then
-  local now = math.floor(now_us() / 1000)
-  if m.state == 'q' then  -- its lease had run out, but no one else has it: take it back
-    lane_remove(id, m)
-    m.state = 'r'
-    lane_lease(m)
-    meta_put(id, m)
-  end
-  redis.call('ZADD', K_LEASES, now + lease, id)
-  return now + lease
-end
-if (m.state ~= 'r' and m.state ~= 'q') or m.delivery ~= token or m.sid == '-' then
-  return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
-end
--- Idle time back to 0: a claimable delivery (state q, after the reaper) is not any more, and a
--- lease touched for longer than T cannot become claimable while it holds.
-local claimed = redis.call('XCLAIM', K_READY, GROUP, consumer, 0, m.sid, 'IDLE', 0, 'JUSTID')
-if not claimed[1] then return 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max) end
-local now = math.floor(now_us() / 1000)
-m.state = 'r'
-meta_put(id, m)
-redis.call('ZADD', K_LEASES, now + lease, id)
-return now + lease
-)LUA");
-
-}  // namespace delayq::redis

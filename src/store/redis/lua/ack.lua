@@ -1,0 +1,45 @@
+-- ARGV: n, then n x (id, token), then 1|0: announce the leases that ended ('ready' on the wake
+-- channel: reserves held back by max_reserved may go on). Returns per receipt "O" (acked), "N"
+-- (no such job) or "E:<state>:<attempt>" (the delivery is over).
+local n = tonumber(ARGV[1])
+if n == 0 then return {} end
+local ids = {}
+for i = 1, n do ids[i] = ARGV[2 * i] end
+local found = redis.call('HMGET', K_META, unpack(ids))
+local out, acked, done, sids, gone = {}, 0, {}, {}, {}
+local now
+for i = 1, n do
+  local id, token = ids[i], ARGV[2 * i + 1]
+  local m = meta_parse(found[i])
+  if not m or done[id] then
+    out[i] = 'N'
+  elseif m.state == 'd' or m.state == 's' or m.delivery ~= token then
+    out[i] = 'E:' .. m.state .. ':' .. fmt(m.attempt) .. ':' .. fmt(m.max)
+  else
+    -- A job with a live delivery is in the stream and the lease set, never the due or dead set.
+    done[id] = true
+    if m.sid == 'L' then
+      lane_remove(id, m)  -- its lease had run out, and it waited in its lane
+    elseif m.sid ~= '-' then
+      sids[#sids + 1] = m.sid
+    end
+    lane_unlease(m)
+    if laned(m) then redis.call('ZREM', K_LANED, id) end
+    now = now or math.floor(now_us() / 1000)
+    release_key(id, m, now)
+    gone[#gone + 1] = id
+    acked = acked + 1
+    out[i] = 'O'
+  end
+end
+drop_entries(sids)
+if #gone > 0 then
+  redis.call('HDEL', K_JOBS, unpack(gone))
+  redis.call('HDEL', K_META, unpack(gone))
+  redis.call('HDEL', K_ERRORS, unpack(gone))
+  redis.call('HDEL', K_KEYTTL, unpack(gone))
+  redis.call('ZREM', K_LEASES, unpack(gone))
+end
+if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end
+if acked > 0 and ARGV[2 * n + 2] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
+return out
