@@ -41,7 +41,7 @@ test: build
 # both sanitizers by RedisDeploy.* (TLS, AUTH, Sentinel), and the rest is the single-Redis run.
 # And the conformance suite over HTTPS (HttpClient/QueueConformance.*/https, ~70 s plain): the
 # TLS transport is driven under both by Security.Tls*, Security.MutualTls* and the server name test.
-SAN_EXCLUDE ?= Modes/Check|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules|CitedPathsExist|AllOn/cluster|AllOn/tls_auth|QueueConformance\..*/https
+SAN_EXCLUDE ?= Modes/Check|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules|CitedPathsExist|FunctionLengths|AllOn/cluster|AllOn/tls_auth|QueueConformance\..*/https
 test-sanitize: deps
 	@cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDELAYQ_SANITIZE=ON -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS)
@@ -60,7 +60,7 @@ test-sanitize: deps
 # runs drive (the cluster's routing is single-threaded client code), and the suite grew with
 # schedules and flow control (2 x ~60 s in the plain build, several times that under TSan).
 TSAN_TARGETS ?= delayq_cli core_test engine_test http_test http_server_test client_test integration_test redis_test
-TSAN_EXCLUDE ?= _NOT_BUILT|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules|CitedPathsExist|RedisLua|PythonClient|NodeClient|AllOn/cluster|AllOn/tls_auth|QueueConformance\..*/https
+TSAN_EXCLUDE ?= _NOT_BUILT|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules|CitedPathsExist|FunctionLengths|RedisLua|PythonClient|NodeClient|AllOn/cluster|AllOn/tls_auth|QueueConformance\..*/https
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
 	  -DDELAYQ_TSAN=ON -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF >/dev/null

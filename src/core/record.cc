@@ -5,6 +5,33 @@
 #include "core/bytes.h"
 
 namespace delayq {
+
+JobRecord NewJobRecord(std::string_view queue, const EnqueueRequest& r, const QueueConfig& config, int64_t now_ms) {
+  JobRecord record;
+  record.queue = std::string(queue);
+  record.key = r.key;
+  record.created_at_ms = now_ms;
+  record.max_attempts = r.max_attempts.value_or(config.max_attempts);
+  record.headers = r.headers;
+  record.payload = r.payload;
+  record.binary = r.binary;
+  record.key_ttl_ms = r.key_ttl_ms;
+  record.priority = r.priority;
+  record.group = r.group;
+  return record;
+}
+
+void ApplyReplace(JobRecord& record, const EnqueueRequest& r, int64_t due_ms) {
+  record.payload = r.payload;
+  record.binary = r.binary;
+  record.headers = r.headers;
+  record.due_at_ms = due_ms;
+  if (r.max_attempts) record.max_attempts = *r.max_attempts;
+  record.key_ttl_ms = r.key_ttl_ms;
+  record.priority = r.priority;
+  record.group = r.group;
+  record.attempt = 0;
+}
 namespace {
 
 Status VersionError(const char* what, uint8_t version, uint8_t known) {

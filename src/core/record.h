@@ -80,6 +80,15 @@ struct DueRecord {
   std::string_view record;
 };
 
+// A new job's record, as every store makes it from the request: its content, key and lane, and
+// max_attempts from the request or else the queue's config (copied at enqueue). The store sets
+// what only it knows (the embedded store: due_at_ms and key_indexed; Redis: its meta).
+JobRecord NewJobRecord(std::string_view queue, const EnqueueRequest& r, const QueueConfig& config, int64_t now_ms);
+// A live job replaced (or debounced) by a request with its key: the new content, due at `due_ms`;
+// max_attempts only when the request names one; its attempts start again. The Lua twin is the
+// enqueue script's replace.
+void ApplyReplace(JobRecord& record, const EnqueueRequest& r, int64_t due_ms);
+
 std::string EncodeJobRecord(const JobRecord& record);
 Status DecodeJobRecord(std::string_view data, JobRecord* record);
 // Version 3 with `r.record` appended when it is not empty, else version 2.

@@ -20,13 +20,26 @@ namespace delayq {
 
 Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                                         const Instant& now) {
-  std::vector<Delivery> out;
-  if (q->meta.paused || q->ready.empty()) return out;
-  // Flow control: at most what the token bucket and max_reserved allow. When that is less than
-  // the reserve asks for and finds ready, the limit holds jobs back from now on (limited_since);
-  // a waiting reserve held by the rate is served again when the next token comes (a lease that
-  // ends serves those held by max_reserved).
+  if (q->meta.paused || q->ready.empty()) return std::vector<Delivery>{};
   const QueueConfig& config = ConfigOf(q);
+  ReservePlan plan;
+  plan.limited_since_us = q->limited_since_us;  // before this reserve: for its lateness samples
+  plan.max = ReserveAllowanceLocked(q, config, max, now);
+  if (plan.max == 0) return std::vector<Delivery>{};
+  plan.max_bytes = max_bytes;
+  plan.deadline_ms = now.wall_ms() + lease_ms;
+  plan.deadline_mono_us = now.mono_us + lease_ms * 1000;
+  plan.batch = storage_->NewBatch();
+  DELAYQ_RETURN_IF_ERROR(q->ready.ordered() ? PlanReadyOrderLocked(q, config, now, plan) : PlanDueOrderLocked(q, plan));
+  DELAYQ_RETURN_IF_ERROR(ApplyReserveLocked(q, config, plan, now));
+  return std::move(plan.out);
+}
+
+// Flow control: at most what the token bucket and max_reserved allow. When that is less than the
+// reserve asks for and finds ready, the limit holds jobs back from now on (limited_since); a
+// waiting reserve held by the rate is served again when the next token comes (a lease that ends
+// serves those held by max_reserved).
+int32_t EngineImpl::ReserveAllowanceLocked(QueueState* q, const QueueConfig& config, int32_t max, const Instant& now) {
   int64_t allowance = Allowance(config, q->bucket, now.mono_us, q->reserved);
   const int64_t cap = config.group_max_reserved;
   // All ready jobs in the default group (no job has a priority or group): its cap is one more limit.
@@ -34,7 +47,6 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
     allowance = std::min(allowance, std::max<int64_t>(0, cap - (q->reserved - q->named_reserved)));
   }
   const bool held_back = allowance < std::min<int64_t>(max, static_cast<int64_t>(q->ready.size()));
-  const int64_t limited_since = q->limited_since_us;  // for this reserve's lateness samples
   if (held_back) {
     if (q->limited_since_us == Clock::kNever) q->limited_since_us = now.wall_us;
     if (config.rate_per_s > 0 && q->bucket.tokens < 1.0) {
@@ -43,180 +55,177 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   } else {
     q->limited_since_us = Clock::kNever;
   }
-  max = static_cast<int32_t>(std::min<int64_t>(max, allowance));
-  if (max == 0) return out;
-  const int64_t deadline = now.wall_ms() + lease_ms;
-  const int64_t deadline_mono_us = now.mono_us + lease_ms * 1000;
-  struct Pick {
-    ReadyJobs::iterator it;
-    DeliveryToken delivery;
-    int32_t max_attempts;
-    bool key_indexed;
-    int64_t key_ttl_ms;
-    bool in_due;
-  };
-  std::vector<Pick> picks;
-  std::vector<ReadyJobs::iterator> broken;
-  std::map<std::string, int64_t, std::less<>> group_since;  // per group served: since when its cap held it
-  auto batch = storage_->NewBatch();
-  int64_t bytes = 0;
-  // Makes one candidate a delivery: false when its record would take the answer over max_bytes
-  // (the answer stops before it: the first job always comes; the Redis reserve script applies the
-  // same rule to the same encoded records).
-  auto deliver = [&](ReadyJobs::iterator it, const std::string& raw, const Status& s, bool in_due) -> Result<bool> {
-    const DueKey& key = it->first;
-    if (s.ok() && !out.empty() && bytes + static_cast<int64_t>(raw.size()) > max_bytes) return false;
-    if (s.code() == Code::kNotFound) {  // a bug: the index outlived its job
-      spdlog::error("queue {}: ready job {} has no record; dropping it", q->name, key.id.ToString());
-      broken.push_back(it);
-      return true;
-    }
-    DELAYQ_RETURN_IF_ERROR(s);
-    bytes += static_cast<int64_t>(raw.size());
-    JobRecord record;
-    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
-    const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
-    const int32_t attempt = it->second.attempt + 1;
-    DueRecord due{key.due_ms, attempt, delivery, deadline};
-    due.priority = record.priority;
-    due.group = record.group;
-    if (in_due) due.record = raw;
-    batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord(due));
-    Delivery d;
-    d.id = key.id.ToString();
-    d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
-    d.payload = std::move(record.payload);
-    d.binary = record.binary;
-    d.headers = std::move(record.headers);
-    d.attempt = attempt;
-    d.max_attempts = record.max_attempts;
-    d.due_at_ms = key.due_ms;
-    d.key = std::move(record.key);
-    d.lease_deadline_ms = deadline;
-    d.priority = record.priority;
-    d.group = std::move(record.group);
-    out.push_back(std::move(d));
-    picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms, in_due});
+  return static_cast<int32_t>(std::min<int64_t>(max, allowance));
+}
+
+// Makes one candidate a delivery in the plan: false when its record would take the answer over
+// max_bytes (the answer stops before it: the first job always comes; the Redis reserve script
+// applies the same rule to the same encoded records).
+Result<bool> EngineImpl::PlanPickLocked(QueueState* q, ReservePlan& plan, ReadyJobs::iterator it,
+                                        const std::string& raw, const Status& read, bool in_due) {
+  const DueKey& key = it->first;
+  if (read.ok() && !plan.out.empty() && plan.bytes + static_cast<int64_t>(raw.size()) > plan.max_bytes) return false;
+  if (read.code() == Code::kNotFound) {  // a bug: the index outlived its job
+    spdlog::error("queue {}: ready job {} has no record; dropping it", q->name, key.id.ToString());
+    plan.broken.push_back(it);
     return true;
-  };
-  auto count = [&] { return static_cast<int32_t>(out.size() + broken.size()); };
+  }
+  DELAYQ_RETURN_IF_ERROR(read);
+  plan.bytes += static_cast<int64_t>(raw.size());
+  JobRecord record;
+  DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+  const DeliveryToken delivery = DeliveryToken::Random();  // the OS CSPRNG: receipts are unguessable
+  const int32_t attempt = it->second.attempt + 1;
+  DueRecord due{key.due_ms, attempt, delivery, plan.deadline_ms};
+  due.priority = record.priority;
+  due.group = record.group;
+  if (in_due) due.record = raw;
+  plan.batch->Put(Cf::kDue, DueIndexKey(q->name, key), EncodeDueRecord(due));
+  Delivery d;
+  d.id = key.id.ToString();
+  d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
+  d.payload = std::move(record.payload);
+  d.binary = record.binary;
+  d.headers = std::move(record.headers);
+  d.attempt = attempt;
+  d.max_attempts = record.max_attempts;
+  d.due_at_ms = key.due_ms;
+  d.key = std::move(record.key);
+  d.lease_deadline_ms = plan.deadline_ms;
+  d.priority = record.priority;
+  d.group = std::move(record.group);
+  plan.out.push_back(std::move(d));
+  plan.picks.push_back({it, delivery, record.max_attempts, record.key_indexed, record.key_ttl_ms, in_due});
+  return true;
+}
+
+// Due order. Records are read a few at a time, so an answer bounded by max_bytes never reads far
+// past it. The chunk doubles after each read (8, 16, 32, 64): one batched read serves most of a
+// big reserve, and what is read past the bound stays below what was already taken.
+Status EngineImpl::PlanDueOrderLocked(QueueState* q, ReservePlan& plan) {
   std::vector<std::string> raws;
   std::vector<bool> in_due;
-  if (!q->ready.ordered()) {
-    // Due order. Records are read a few at a time, so an answer bounded by max_bytes never reads
-    // far past it. The chunk doubles after each read (8, 16, 32, 64): one batched read serves most
-    // of a big reserve, and what is read past the bound stays below what was already taken.
-    size_t chunk = 8;
-    bool full = false;
-    auto next = q->ready.begin();
-    while (!full && next != q->ready.end() && count() < max) {
-      std::vector<ReadyJobs::iterator> candidates;
-      std::vector<DueKey> keys;
-      for (; next != q->ready.end() && candidates.size() < chunk &&
-             count() + static_cast<int32_t>(candidates.size()) < max;
-           ++next) {
-        candidates.push_back(next);
-        keys.push_back(next->first);
-      }
-      chunk = std::min<size_t>(chunk * 2, 64);
-      std::vector<Status> reads = ReadRecordsLocked(q->name, keys, &raws, &in_due);
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        auto delivered = deliver(candidates[i], raws[i], reads[i], in_due[i]);
-        if (!delivered.ok()) return delivered.status();
-        if (!*delivered) {
-          full = true;
-          break;
-        }
-      }
+  size_t chunk = 8;
+  auto next = q->ready.begin();
+  while (next != q->ready.end() && plan.count() < plan.max) {
+    std::vector<ReadyJobs::iterator> candidates;
+    std::vector<DueKey> keys;
+    for (; next != q->ready.end() && candidates.size() < chunk &&
+           plan.count() + static_cast<int32_t>(candidates.size()) < plan.max;
+         ++next) {
+      candidates.push_back(next);
+      keys.push_back(next->first);
     }
-  } else {
-    // ReadyOrder (core/ready_order.h): groups in turn, skipping those at group_max_reserved
-    // (counting what this reserve takes), the best priority within each. One job at a time: each
-    // pick ends its group's turn, which decides the next.
-    std::map<std::string, int64_t, std::less<>> taking;  // per group, in this reserve
-    ReadyOrderRules rules{config.priority_aging_ms, nullptr};
-    if (cap > 0) {
-      rules.full = [&](std::string_view group) {
-        auto t = taking.find(group);
-        const bool full = GroupFullLocked(q, group, cap, t == taking.end() ? 0 : t->second);
-        // A group at its cap with ready jobs is held back by a limit from now on.
-        if (full) q->group_limited_since_us.try_emplace(std::string(group), now.wall_us);
-        return full;
-      };
-    }
-    while (count() < max) {
-      auto pick = q->ready.Peek(now.wall_ms(), rules);
-      if (!pick) break;
-      auto it = q->ready.Take(*pick);
-      std::vector<Status> reads = ReadRecordsLocked(q->name, {it->first}, &raws, &in_due);
-      auto delivered = deliver(it, raws[0], reads[0], in_due[0]);
-      if (!delivered.ok() || !*delivered) {
-        q->ready.Restore(it);  // not taken after all (its group's turn is over, though)
-        if (!delivered.ok()) return delivered.status();
-        break;
-      }
-      // The group is served: since when its cap held it back (before this reserve) goes with the
-      // jobs taken from it; a cap it reaches again is noted anew.
-      if (!group_since.contains(pick->group)) {
-        auto held = q->group_limited_since_us.find(pick->group);
-        group_since[std::string(pick->group)] = held == q->group_limited_since_us.end() ? Clock::kNever : held->second;
-        if (held != q->group_limited_since_us.end()) q->group_limited_since_us.erase(held);
-      }
-      ++taking[pick->group];
+    chunk = std::min<size_t>(chunk * 2, 64);
+    std::vector<Status> reads = ReadRecordsLocked(q->name, keys, &raws, &in_due);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      auto picked = PlanPickLocked(q, plan, candidates[i], raws[i], reads[i], in_due[i]);
+      if (!picked.ok()) return picked.status();
+      if (!*picked) return Status::Ok();  // the answer is full
     }
   }
-  if (batch->Count() > 0) {
-    uint64_t seq;  // a reserve is not waited on for durability: losing it only redelivers
-    Status s = WriteLocked(*batch, &seq);
+  return Status::Ok();
+}
+
+// ReadyOrder (core/ready_order.h): groups in turn, skipping those at group_max_reserved (counting
+// what this reserve takes), the best priority within each. One job at a time: each pick ends its
+// group's turn, which decides the next.
+Status EngineImpl::PlanReadyOrderLocked(QueueState* q, const QueueConfig& config, const Instant& now,
+                                        ReservePlan& plan) {
+  const int64_t cap = config.group_max_reserved;
+  ReadyOrderRules rules{config.priority_aging_ms, nullptr};
+  if (cap > 0) {
+    rules.full = [&](std::string_view group) {
+      auto t = plan.taking.find(group);
+      const bool full = GroupFullLocked(q, group, cap, t == plan.taking.end() ? 0 : t->second);
+      // A group at its cap with ready jobs is held back by a limit from now on.
+      if (full) q->group_limited_since_us.try_emplace(std::string(group), now.wall_us);
+      return full;
+    };
+  }
+  std::vector<std::string> raws;
+  std::vector<bool> in_due;
+  while (plan.count() < plan.max) {
+    auto pick = q->ready.Peek(now.wall_ms(), rules);
+    if (!pick) break;
+    auto it = q->ready.Take(*pick);
+    std::vector<Status> reads = ReadRecordsLocked(q->name, {it->first}, &raws, &in_due);
+    auto picked = PlanPickLocked(q, plan, it, raws[0], reads[0], in_due[0]);
+    if (!picked.ok() || !*picked) {
+      q->ready.Restore(it);  // not taken after all (its group's turn is over, though)
+      return picked.status();
+    }
+    // The group is served: since when its cap held it back (before this reserve) goes with the
+    // jobs taken from it; a cap it reaches again is noted anew.
+    if (!plan.group_since.contains(pick->group)) {
+      auto held = q->group_limited_since_us.find(pick->group);
+      plan.group_since[std::string(pick->group)] =
+          held == q->group_limited_since_us.end() ? Clock::kNever : held->second;
+      if (held != q->group_limited_since_us.end()) q->group_limited_since_us.erase(held);
+    }
+    ++plan.taking[pick->group];
+  }
+  return Status::Ok();
+}
+
+// Writes the plan's batch (a reserve is not waited on for durability: losing it only
+// redelivers), then moves its jobs from ready to leased. A failed write changes nothing in memory.
+Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, ReservePlan& plan, const Instant& now) {
+  const bool ordered = q->ready.ordered();
+  if (plan.batch->Count() > 0) {
+    uint64_t seq;
+    Status s = WriteLocked(*plan.batch, &seq);
     if (!s.ok()) {
-      if (q->ready.ordered()) {  // nothing was delivered: back in the order
-        for (const Pick& p : picks) q->ready.Restore(p.it);
-        for (ReadyJobs::iterator it : broken) q->ready.Restore(it);
+      if (ordered) {  // nothing was delivered: back in the order
+        for (const ReservePlan::Pick& p : plan.picks) q->ready.Restore(p.it);
+        for (ReadyJobs::iterator it : plan.broken) q->ready.Restore(it);
       }
       return s;
     }
   }
-  Take(config, q->bucket, static_cast<int64_t>(picks.size()));
-  const bool ordered = q->ready.ordered();
-  for (size_t i = 0; i < picks.size(); ++i) {
-    const Pick& p = picks[i];
-    const DueKey key = p.it->first;
-    ReadyInfo info = std::move(p.it->second);
-    if (ordered) {
-      q->ready.EraseTaken(p.it);
-    } else {
-      q->ready.erase(p.it);
-    }
-    --ready_entries_;
-    AddLeaseLocked(key.id, Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, deadline, deadline_mono_us,
-                                 out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due, std::move(info.lane)});
-    ++q->counters.delivered;
-    if (info.redelivery) continue;
-    // Late until a limit (the queue's, or its group's cap) started holding it, then held back by
-    // the limit (not late).
-    const int64_t due_us = key.due_ms * 1000;
-    int64_t since = limited_since;
-    if (auto g = group_since.find(out[i].group); g != group_since.end() && g->second != Clock::kNever) {
-      since = since == Clock::kNever ? g->second : std::min(since, g->second);
-    }
-    if (since != Clock::kNever && since < now.wall_us) {
-      const int64_t held_from = std::max(due_us, since);
-      q->lateness.Record(std::max<int64_t>(0, held_from - due_us));
-      q->limit_wait.Record(now.wall_us - held_from);
-    } else {
-      q->lateness.Record(now.wall_us - due_us);
-    }
-  }
-  for (ReadyJobs::iterator it : broken) {
+  Take(config, q->bucket, static_cast<int64_t>(plan.picks.size()));
+  auto erase = [&](ReadyJobs::iterator it) {
     if (ordered) {
       q->ready.EraseTaken(it);
     } else {
       q->ready.erase(it);
     }
     --ready_entries_;
+  };
+  for (size_t i = 0; i < plan.picks.size(); ++i) {
+    const ReservePlan::Pick& p = plan.picks[i];
+    const DueKey key = p.it->first;
+    ReadyInfo info = std::move(p.it->second);
+    erase(p.it);
+    AddLeaseLocked(key.id,
+                   Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, plan.deadline_ms, plan.deadline_mono_us,
+                         plan.out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due, std::move(info.lane)});
+    ++q->counters.delivered;
+    if (!info.redelivery) RecordLatenessLocked(q, plan, key.due_ms, plan.out[i].group, now);
+  }
+  for (ReadyJobs::iterator it : plan.broken) {
+    erase(it);
     --q->live;
   }
-  return out;
+  return Status::Ok();
+}
+
+// A first delivery's lateness: late until a limit (the queue's, or its group's cap) started
+// holding it, then held back by the limit (not late).
+void EngineImpl::RecordLatenessLocked(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
+                                      const Instant& now) {
+  const int64_t due_us = due_ms * 1000;
+  int64_t since = plan.limited_since_us;
+  if (auto g = plan.group_since.find(group); g != plan.group_since.end() && g->second != Clock::kNever) {
+    since = since == Clock::kNever ? g->second : std::min(since, g->second);
+  }
+  if (since != Clock::kNever && since < now.wall_us) {
+    const int64_t held_from = std::max(due_us, since);
+    q->lateness.Record(std::max<int64_t>(0, held_from - due_us));
+    q->limit_wait.Record(now.wall_us - held_from);
+  } else {
+    q->lateness.Record(now.wall_us - due_us);
+  }
 }
 
 Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue, const ReserveRequest& request) {

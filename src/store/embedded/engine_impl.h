@@ -53,6 +53,7 @@
 #include "store/embedded/group_commit.h"
 #include "store/embedded/keys.h"
 #include "store/embedded/ready_jobs.h"
+#include "store/embedded/reserve_plan.h"
 #include "store/embedded/storage.h"
 
 namespace delayq {
@@ -351,8 +352,18 @@ class EngineImpl final : public Engine, private ScheduleStore {
   void SchedulerLoop();
 
   // --- operations (engine_jobs.cc, engine_delivery.cc, engine_queues.cc) ---
+  // A reserve: flow control's allowance, then a plan (in due order, or in ready order when jobs
+  // have priorities or groups), then applied once its batch is written (reserve_plan.h).
   Result<std::vector<Delivery>> ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                               const Instant& now);
+  int32_t ReserveAllowanceLocked(QueueState* q, const QueueConfig& config, int32_t max, const Instant& now);
+  Status PlanDueOrderLocked(QueueState* q, ReservePlan& plan);
+  Status PlanReadyOrderLocked(QueueState* q, const QueueConfig& config, const Instant& now, ReservePlan& plan);
+  Result<bool> PlanPickLocked(QueueState* q, ReservePlan& plan, ReadyJobs::iterator it, const std::string& raw,
+                              const Status& read, bool in_due);
+  Status ApplyReserveLocked(QueueState* q, const QueueConfig& config, ReservePlan& plan, const Instant& now);
+  void RecordLatenessLocked(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
+                            const Instant& now);
   Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
                              bool* have_record);
   // The job `ref` names in `q` and its record (*in_due: where it was, see ReadRecordLocked).
@@ -424,6 +435,8 @@ class EngineImpl final : public Engine, private ScheduleStore {
   };
   Result<EnqueuePlan> PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
                                         std::span<const EnqueueRequest> requests, bool is_batch, int64_t now_ms);
+  Result<bool> PlanTakenKeyLocked(std::string_view queue, const EnqueueRequest& r, const std::string& idem,
+                                  int64_t due_ms, int64_t now_ms, bool is_batch, size_t i, EnqueuePlan& plan);
   void ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, const Instant& now);
   QueueStats StatsLocked(QueueState* q, const Instant& now);
 

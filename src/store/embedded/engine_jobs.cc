@@ -81,6 +81,55 @@ Result<std::vector<EnqueueResult>> EngineImpl::EnqueueLocked(Op& op, std::string
 // Reads what the requests need (their keys' jobs) and plans one batch: validated, with each job's
 // due time on this store's clock; nothing is written and memory is untouched. A key given twice
 // in the batch: the first request wins and the others answer its job as a duplicate.
+// A request whose key names a job: a duplicate of it (or of a finished job whose key is still
+// kept), or its replace or debounce. True when the request is answered so; false when the key is
+// free (a new job takes it).
+Result<bool> EngineImpl::PlanTakenKeyLocked(std::string_view queue, const EnqueueRequest& r, const std::string& idem,
+                                            int64_t due_ms, int64_t now_ms, bool is_batch, size_t i,
+                                            EnqueuePlan& plan) {
+  std::string existing;
+  Status s = storage_->Get(Cf::kKeys, idem, &existing);
+  if (s.code() == Code::kNotFound) return false;
+  DELAYQ_RETURN_IF_ERROR(s);
+  if (KeptKey kept; DecodeKeptKey(existing, &kept)) {
+    // Done, and its key still kept: a duplicate of the finished job, even with replace (the Lua
+    // twin is lua/enqueue.lua). Once free, the new job overwrites it.
+    if (kept.expiry_ms <= now_ms) return false;
+    plan.results[i] = {kept.id.ToString(), kept.due_ms, true, false};
+    return true;
+  }
+  const Ulid id = Ulid::FromRaw(existing);
+  JobRecord record;
+  s = ReadRecordLocked(queue, id, nullptr, &record);
+  if (s.code() == Code::kNotFound) return false;
+  DELAYQ_RETURN_IF_ERROR(s);
+  if (!r.replace && !r.debounce) {
+    plan.results[i] = {id.ToString(), record.due_at_ms, true, false};
+    return true;
+  }
+  if (leases_.contains(id)) {
+    return errors::ReservedCannotReplace(is_batch ? fmt::format("jobs[{}].", i) : std::string(), r.key, id.ToString());
+  }
+  DueKey old_key{record.due_at_ms, id};
+  std::string due_raw;
+  DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &due_raw));
+  // A debounce never moves the job earlier (the Lua twin is lua/enqueue.lua).
+  const int64_t due = r.debounce ? std::max(record.due_at_ms, due_ms) : due_ms;
+  // Replaced: new content in the old job's place, so its attempts start again. Its record goes to
+  // `jobs` (it may leave its id's place).
+  ApplyReplace(record, r, due);
+  DueKey key{due, id};
+  plan.batch->Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
+  plan.batch->Delete(Cf::kDue, DueIndexKey(queue, old_key));
+  DueRecord entry{key.due_ms, 0, {}, 0};
+  entry.priority = record.priority;
+  entry.group = record.group;
+  plan.batch->Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord(entry));
+  plan.placements.push_back({old_key, key, true, Lane{r.priority, r.group}});
+  plan.results[i] = {id.ToString(), due, true, true};
+  return true;
+}
+
 Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
                                                               std::span<const EnqueueRequest> requests, bool is_batch,
                                                               int64_t now_ms) {
@@ -113,70 +162,14 @@ Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view q
       }
       batch_keys.emplace(r.key, i);
       idem = IdemKey(queue, r.key);
-      std::string existing;
-      Status s = storage_->Get(Cf::kKeys, idem, &existing);
-      if (!s.ok() && s.code() != Code::kNotFound) return s;
-      if (KeptKey kept; s.ok() && DecodeKeptKey(existing, &kept)) {
-        // Done, and its key still kept: a duplicate of the finished job, even with replace
-        // (the Lua twin is kEnqueueScript). Once free, the new job overwrites it.
-        if (kept.expiry_ms > now_ms) {
-          plan.results[i] = {kept.id.ToString(), kept.due_ms, true, false};
-          continue;
-        }
-        s = Status::NotFound("");
-      }
-      JobRecord record;
-      if (s.ok()) s = ReadRecordLocked(queue, Ulid::FromRaw(existing), nullptr, &record);
-      if (s.ok()) {
-        Ulid id = Ulid::FromRaw(existing);
-        if (!r.replace && !r.debounce) {
-          plan.results[i] = {id.ToString(), record.due_at_ms, true, false};
-          continue;
-        }
-        if (leases_.contains(id)) return errors::ReservedCannotReplace(prefix(i), r.key, id.ToString());
-        DueKey old_key{record.due_at_ms, id};
-        std::string due_raw;
-        DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, old_key), &due_raw));
-        // A debounce never moves the job earlier (the Lua twin is kEnqueueScript).
-        const int64_t due = r.debounce ? std::max(record.due_at_ms, dues[i]) : dues[i];
-        record.payload = r.payload;
-        record.binary = r.binary;
-        record.headers = r.headers;
-        record.due_at_ms = due;
-        if (r.max_attempts) record.max_attempts = *r.max_attempts;
-        record.key_ttl_ms = r.key_ttl_ms;
-        record.priority = r.priority;
-        record.group = r.group;
-        // Replaced: new content in the old job's place, so its attempts start again (the Lua
-        // twin is kEnqueueScript). Its record goes to `jobs` (it may leave its id's place).
-        record.attempt = 0;
-        DueKey key{due, id};
-        batch.Put(Cf::kJobs, id.Raw(), EncodeJobRecord(record));
-        batch.Delete(Cf::kDue, DueIndexKey(queue, old_key));
-        DueRecord entry{key.due_ms, 0, {}, 0};
-        entry.priority = record.priority;
-        entry.group = record.group;
-        batch.Put(Cf::kDue, DueIndexKey(queue, key), EncodeDueRecord(entry));
-        plan.placements.push_back({old_key, key, true, Lane{r.priority, r.group}});
-        plan.results[i] = {id.ToString(), due, true, true};
-        continue;
-      }
-      if (s.code() != Code::kNotFound) return s;
+      auto taken = PlanTakenKeyLocked(queue, r, idem, dues[i], now_ms, is_batch, i, plan);
+      if (!taken.ok()) return taken.status();
+      if (*taken) continue;
     }
     Ulid id = ids_.NextTagged(now_ms, BucketTag(dues[i]));
-    JobRecord record;
-    record.queue = std::string(queue);
-    record.key = r.key;
+    JobRecord record = NewJobRecord(queue, r, config, now_ms);
     record.key_indexed = !r.key.empty();
     record.due_at_ms = dues[i];
-    record.created_at_ms = now_ms;
-    record.max_attempts = r.max_attempts.value_or(config.max_attempts);
-    record.headers = r.headers;
-    record.payload = r.payload;
-    record.binary = r.binary;
-    record.key_ttl_ms = r.key_ttl_ms;
-    record.priority = r.priority;
-    record.group = r.group;
     DueKey key{dues[i], id};
     PutNewJob(batch, queue, key, record);
     if (!idem.empty()) batch.Put(Cf::kKeys, idem, id.Raw());

@@ -36,17 +36,7 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
   for (size_t i = 0; i < requests.size(); ++i) {
     const EnqueueRequest& r = requests[i];
     ShardPlan& plan = plans[static_cast<size_t>(shard_of[i])];
-    JobRecord record;
-    record.queue = queue;
-    record.key = r.key;
-    record.created_at_ms = now_ms;
-    record.max_attempts = r.max_attempts.value_or(config.max_attempts);
-    record.headers = r.headers;
-    record.payload = r.payload;
-    record.binary = r.binary;
-    record.key_ttl_ms = r.key_ttl_ms;
-    record.priority = r.priority;
-    record.group = r.group;
+    const JobRecord record = NewJobRecord(queue, r, config, now_ms);
     plan.members.push_back(i);
     plan.args.push_back(ids[i].ToString());
     plan.args.push_back(EncodeJobRecord(record));

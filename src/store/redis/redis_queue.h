@@ -240,8 +240,28 @@ class RedisQueue final : public Queue, private ScheduleStore {
   Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override;
 
   // --- the scheduler and the wake channel (redis_scheduler.cc) ---
+  // The scheduler thread: one tick at a time, each answering when the next is due; between ticks
+  // it sleeps until then or until poked. The embedded store's scheduler has the same shape.
   void SchedulerLoop();
+  struct SchedulerTurn;  // what one tick found to do (redis_scheduler.cc)
+  struct SchedulerTimers {
+    int64_t next_safety = 0;    // steady ms: the next safety probe
+    int64_t next_registry = 0;  // steady ms: the next read of the queue registry
+  };
+  // One tick: collects what is due (under mu_), runs it (without), and answers the steady ms of
+  // the next tick (now: something is already waiting). Called and returns with `lock` held.
+  int64_t SchedulerTick(std::unique_lock<std::mutex>& lock, SchedulerTimers& timers);
+  SchedulerTurn CollectTurnLocked(int64_t steady, SchedulerTimers& timers);
+  void ExpireWaitersLocked(int64_t steady, SchedulerTurn& turn);
+  void RunTurn(SchedulerTurn& turn);
+  void RunPromotes(SchedulerTurn& turn);
+  void RunReaps(SchedulerTurn& turn);
+  void RunDeadExpiry(SchedulerTurn& turn);
+  void ReadUnloaded(const std::vector<std::string>& names);
+  void RefreshRegistry();
+  int64_t NextTickLocked(const SchedulerTimers& timers);
   void SubscriberLoop();
+  void HandleWakeMessage(const Value& v);
   void ServeWaiters(const std::string& queue);
   void Poke();
   // What an operation learned, for the scheduler: a lease deadline, a death (its retention

@@ -103,191 +103,261 @@ void RedisQueue::ServeWaiters(const std::string& queue) {
   }
 }
 
+// What one tick found due under mu_, run without it.
+struct RedisQueue::SchedulerTurn {
+  std::vector<ShardTask> promote, reap, expire;
+  std::vector<std::string> unloaded;     // learned from the wake channel: read their config first
+  std::vector<ReserveCallback> expired;  // waiting reserves whose wait ran out
+  std::set<std::string> notices;         // queues whose waiters try again
+  bool probe = false;                    // a safety probe: PING, every queue looked at
+  bool refresh_registry = false;
+};
+
 void RedisQueue::SchedulerLoop() {
-  int64_t next_safety = 0, next_registry = 0;
+  SchedulerTimers timers;
   std::unique_lock lock(mu_);
   while (!closed_) {
-    const int64_t steady = SteadyMs();
-    const int64_t redis_now = steady + clock_offset_ms_;
-    bool probe = false;
-    if (steady >= next_safety) {
-      // Every queue is looked at, and every waiting reserve tries again: a wake message can be
-      // lost, and a job promoted by another process is announced only by one.
-      for (auto& [name, q] : queues_) {
-        q.check = true;
-        if (!q.waiters.empty()) ready_notices_.insert(name);
-      }
-      next_safety = steady + options_.safety_interval_ms;
-      probe = true;
-    }
-    // What is due now: promotions, expired leases, waiter timeouts, ready notices.
-    std::vector<ShardTask> promote, reap, expire;
-    std::vector<std::string> unloaded;  // learned from the wake channel: read their config first
-    for (auto& [name, q] : queues_) {
-      const int shards = q.view.shards;
-      if (!q.Loaded()) {
-        // Not (yet) a queue here: its config is read below, not promoted or reaped. Its check
-        // is answered by that read, so that a name waiters wait on does not keep the loop from
-        // sleeping (it spun a core until the queue existed).
-        if (q.absent_until <= steady) unloaded.push_back(name);
-        q.check = false;
-        continue;
-      }
-      const int64_t retention = q.view.config.dead_retention_ms;
-      for (int s = 0; s < shards; ++s) {
-        const auto i = static_cast<size_t>(s);
-        const ShardTask task{name, s, shards, retention};
-        const bool promoting = q.check || q.next_due[i].By(redis_now);
-        const bool reaping = q.check || q.next_lease[i].By(redis_now);
-        const bool expiring = q.next_dead[i].By(redis_now - retention);
-        if (promoting) promote.push_back(task);
-        if (reaping) reap.push_back(task);
-        if (expiring) expire.push_back(task);
-        // What each script's answer sets: the notes from now on are merged into it.
-        if (promoting) q.next_due[i].Launched();
-        if (promoting || reaping) q.next_lease[i].Launched();
-        if (promoting || reaping || expiring) q.next_dead[i].Launched();
-      }
-      q.check = false;
-      if (q.flow_wake >= 0 && q.flow_wake <= redis_now) {
-        q.flow_wake = -1;
-        if (!q.waiters.empty()) ready_notices_.insert(name);
-      }
-    }
-    std::vector<ReserveCallback> expired;
-    std::set<std::string> left;  // queues some waiter left
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      if (it->second.deadline <= steady) {
-        expired.push_back(std::move(it->second.done));
-        left.insert(it->second.queue);
-        it = waiters_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (const auto& name : left) DropIfUnusedLocked(name);
-    const bool refresh_registry = steady >= next_registry;
-    if (refresh_registry) next_registry = steady + kRegistryRefreshMs;
-    std::set<std::string> notices;
-    notices.swap(ready_notices_);
-    // A lost wake message (the channel was down, or not yet subscribed) must not strand a waiter
-    // on a job that is already ready: each safety interval, every queue with waiters is tried.
-    if (probe) {
-      for (auto& [name, q] : queues_) {
-        if (!q.waiters.empty()) notices.insert(name);
-      }
-    }
-    poked_ = false;
-    lock.unlock();
-
-    for (auto& done : expired) done(std::vector<Delivery>{});
-    if (probe) {  // keeps Health() current even with no queue to look at
-      (void)Call("", {"PING"});
-    }
-    for (const auto& name : unloaded) {
-      auto info = Info(name, false);
-      std::lock_guard g(mu_);
-      auto q = queues_.find(name);
-      if (q == queues_.end()) continue;
-      if (info.ok()) {
-        q->second.check = true;
-        poked_ = true;
-      } else {  // not a queue (or Redis could not say): read again at the next safety probe or wake message
-        q->second.absent_until = SteadyMs() + options_.safety_interval_ms;
-      }
-    }
-    if (refresh_registry) {
-      Status secret = LoadReceiptSecret();
-      if (!secret.ok()) spdlog::warn("reading the receipt secret from Redis: {}", secret.message());
-      auto names = Call(kRegistry, {"SMEMBERS", kRegistry});
-      if (names.ok()) {
-        for (const auto& n : names->array) {
-          if (ValidateQueueName(n.str).ok()) (void)Info(n.str, false);
-        }
-      }
-    }
-    // Promotes and the reserves they let through go before this process's enqueues.
-    std::optional<DeliveryFirst::Delivery> delivering;
-    if (!promote.empty() || !notices.empty()) delivering.emplace(delivery_first_);
-    for (const auto& [name, shard, shards, retention] : promote) {
-      auto v = Run(kPromoteScript, name, shard, shards, {std::to_string(kChunk)});
-      if (options_.after_promote_for_test) options_.after_promote_for_test(name);
-      if (!v.ok() || v->is_error() || v->array.size() < 4) {
-        if (!v.ok()) spdlog::warn("promoting queue {}: {}", name, v.status().message());
-        continue;
-      }
-      std::lock_guard g(mu_);
-      auto& q = queues_[name];
-      if (q.next_due.size() <= static_cast<size_t>(shard)) continue;
-      clock_offset_ms_ = v->array[3].AsInt() - SteadyMs();
-      q.next_due[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
-      q.next_lease[static_cast<size_t>(shard)].Answered(v->array[2].AsInt());
-      if (v->array.size() > 4) q.next_dead[static_cast<size_t>(shard)].Answered(v->array[4].AsInt());
-      if (v->array[0].AsInt() > 0) notices.insert(name);
-      if (v->array[0].AsInt() >= static_cast<int64_t>(kChunk)) q.check = true;  // more to move
-    }
-    for (const auto& [name, shard, shards, retention] : reap) {
-      auto v = Run(kReapScript, name, shard, shards, {std::to_string(kClaimIdleMs), std::to_string(kChunk)});
-      if (!v.ok() || v->is_error() || v->array.size() < 3) continue;
-      // Exactly one server's reap sends a job dead, so each death is logged once, as on the
-      // embedded store.
-      if (v->array.size() > 4) {
-        for (const auto& d : v->array[4].array) {
-          if (d.array.size() < 3) continue;
-          spdlog::warn("{}", errors::DeadJobWarning(name, d.array[0].str, static_cast<int32_t>(d.array[1].AsInt()),
-                                                    d.array[2].str));
-        }
-      }
-      std::lock_guard g(mu_);
-      auto& q = queues_[name];
-      if (q.next_lease.size() <= static_cast<size_t>(shard)) continue;
-      q.next_lease[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
-      if (v->array.size() > 3) q.next_dead[static_cast<size_t>(shard)].Answered(v->array[3].AsInt());
-      if (v->array[0].AsInt() > 0) notices.insert(name);
-    }
-    // Dead jobs past their retention, planned like the embedded store's sweep: at the moment the
-    // oldest dead job of a shard runs out, at most kChunk per shard per turn.
-    for (const auto& [name, shard, shards, retention] : expire) {
-      auto v = Run(kDeadExpireScript, name, shard, shards, {std::to_string(retention), std::to_string(kChunk)});
-      if (!v.ok() || v->is_error() || v->array.size() < 3) {
-        if (!v.ok()) spdlog::warn("deleting dead jobs past retention in queue {}: {}", name, v.status().message());
-        continue;
-      }
-      std::lock_guard g(mu_);
-      auto& q = queues_[name];
-      if (q.next_dead.size() <= static_cast<size_t>(shard)) continue;
-      q.next_dead[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
-    }
-    for (const auto& name : notices) ServeWaiters(name);
-    delivering.reset();
-
-    lock.lock();
+    const int64_t wake = SchedulerTick(lock, timers);
     if (closed_ || poked_ || !ready_notices_.empty()) continue;
-    // Sleep until the earliest deadline we know of.
-    int64_t wake = next_safety;
-    const int64_t offset = clock_offset_ms_;
     const int64_t now_steady = SteadyMs();
-    auto to_steady = [&](int64_t redis_ms) { return redis_ms - offset; };
-    for (auto& [name, q] : queues_) {
-      if (!q.Loaded()) {  // read when it may exist, as above
-        if (q.check || q.absent_until <= now_steady) wake = std::min(wake, std::max(now_steady, q.absent_until));
-        continue;
-      }
-      if (q.check) wake = now_steady;
-      if (q.flow_wake >= 0 && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
-      for (size_t s = 0; s < q.next_due.size(); ++s) {
-        if (q.next_due[s].at >= 0) wake = std::min(wake, to_steady(q.next_due[s].at));
-        if (q.next_lease[s].at >= 0) wake = std::min(wake, to_steady(q.next_lease[s].at));
-        if (q.next_dead[s].at >= 0) {
-          wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
-        }
-      }
-    }
-    for (auto& [h, w] : waiters_) wake = std::min(wake, w.deadline);
     if (wake > now_steady) {
       cv_.wait_for(lock, std::chrono::milliseconds(wake - now_steady), [this] { return closed_ || poked_; });
     }
   }
+}
+
+int64_t RedisQueue::SchedulerTick(std::unique_lock<std::mutex>& lock, SchedulerTimers& timers) {
+  SchedulerTurn turn = CollectTurnLocked(SteadyMs(), timers);
+  poked_ = false;
+  lock.unlock();
+  RunTurn(turn);
+  lock.lock();
+  return NextTickLocked(timers);
+}
+
+RedisQueue::SchedulerTurn RedisQueue::CollectTurnLocked(int64_t steady, SchedulerTimers& timers) {
+  SchedulerTurn turn;
+  const int64_t redis_now = steady + clock_offset_ms_;
+  if (steady >= timers.next_safety) {
+    // Every queue is looked at, and every waiting reserve tries again: a wake message can be
+    // lost, and a job promoted by another process is announced only by one.
+    for (auto& [name, q] : queues_) q.check = true;
+    timers.next_safety = steady + options_.safety_interval_ms;
+    turn.probe = true;
+  }
+  // What is due now: promotions, expired leases, retention sweeps, flow-control wakes.
+  for (auto& [name, q] : queues_) {
+    if (!q.Loaded()) {
+      // Not (yet) a queue here: its config is read, not promoted or reaped. Its check is
+      // answered by that read, so that a name waiters wait on does not keep the loop from
+      // sleeping (it spun a core until the queue existed).
+      if (q.absent_until <= steady) turn.unloaded.push_back(name);
+      q.check = false;
+      continue;
+    }
+    const int64_t retention = q.view.config.dead_retention_ms;
+    for (int s = 0; s < q.view.shards; ++s) {
+      const auto i = static_cast<size_t>(s);
+      const ShardTask task{name, s, q.view.shards, retention};
+      const bool promoting = q.check || q.next_due[i].By(redis_now);
+      const bool reaping = q.check || q.next_lease[i].By(redis_now);
+      const bool expiring = q.next_dead[i].By(redis_now - retention);
+      if (promoting) turn.promote.push_back(task);
+      if (reaping) turn.reap.push_back(task);
+      if (expiring) turn.expire.push_back(task);
+      // What each script's answer sets: the notes from now on are merged into it.
+      if (promoting) q.next_due[i].Launched();
+      if (promoting || reaping) q.next_lease[i].Launched();
+      if (promoting || reaping || expiring) q.next_dead[i].Launched();
+    }
+    q.check = false;
+    if (q.flow_wake >= 0 && q.flow_wake <= redis_now) {
+      q.flow_wake = -1;
+      if (!q.waiters.empty()) ready_notices_.insert(name);
+    }
+  }
+  ExpireWaitersLocked(steady, turn);
+  turn.refresh_registry = steady >= timers.next_registry;
+  if (turn.refresh_registry) timers.next_registry = steady + kRegistryRefreshMs;
+  turn.notices.swap(ready_notices_);
+  // A lost wake message (the channel was down, or not yet subscribed) must not strand a waiter
+  // on a job that is already ready: each safety interval, every queue with waiters is tried.
+  if (turn.probe) {
+    for (auto& [name, q] : queues_) {
+      if (!q.waiters.empty()) turn.notices.insert(name);
+    }
+  }
+  return turn;
+}
+
+// Waiting reserves whose wait ran out: answered (empty) by the turn, without mu_.
+void RedisQueue::ExpireWaitersLocked(int64_t steady, SchedulerTurn& turn) {
+  std::set<std::string> left;  // queues some waiter left
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->second.deadline <= steady) {
+      turn.expired.push_back(std::move(it->second.done));
+      left.insert(it->second.queue);
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& name : left) DropIfUnusedLocked(name);
+}
+
+void RedisQueue::RunTurn(SchedulerTurn& turn) {
+  for (auto& done : turn.expired) done(std::vector<Delivery>{});
+  if (turn.probe) (void)Call("", {"PING"});  // keeps Health() current even with no queue to look at
+  ReadUnloaded(turn.unloaded);
+  if (turn.refresh_registry) RefreshRegistry();
+  // Promotes and the reserves they let through go before this process's enqueues.
+  std::optional<DeliveryFirst::Delivery> delivering;
+  if (!turn.promote.empty() || !turn.notices.empty()) delivering.emplace(delivery_first_);
+  RunPromotes(turn);
+  RunReaps(turn);
+  RunDeadExpiry(turn);
+  for (const auto& name : turn.notices) ServeWaiters(name);
+}
+
+void RedisQueue::ReadUnloaded(const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    auto info = Info(name, false);
+    std::lock_guard g(mu_);
+    auto q = queues_.find(name);
+    if (q == queues_.end()) continue;
+    if (info.ok()) {
+      q->second.check = true;
+      poked_ = true;
+    } else {  // not a queue (or Redis could not say): read again at the next safety probe or wake message
+      q->second.absent_until = SteadyMs() + options_.safety_interval_ms;
+    }
+  }
+}
+
+void RedisQueue::RefreshRegistry() {
+  Status secret = LoadReceiptSecret();
+  if (!secret.ok()) spdlog::warn("reading the receipt secret from Redis: {}", secret.message());
+  auto names = Call(kRegistry, {"SMEMBERS", kRegistry});
+  if (!names.ok()) return;
+  for (const auto& n : names->array) {
+    if (ValidateQueueName(n.str).ok()) (void)Info(n.str, false);
+  }
+}
+
+void RedisQueue::RunPromotes(SchedulerTurn& turn) {
+  for (const auto& [name, shard, shards, retention] : turn.promote) {
+    auto v = Run(kPromoteScript, name, shard, shards, {std::to_string(kChunk)});
+    if (options_.after_promote_for_test) options_.after_promote_for_test(name);
+    if (!v.ok() || v->is_error() || v->array.size() < 4) {
+      if (!v.ok()) spdlog::warn("promoting queue {}: {}", name, v.status().message());
+      continue;
+    }
+    std::lock_guard g(mu_);
+    auto& q = queues_[name];
+    const auto i = static_cast<size_t>(shard);
+    if (q.next_due.size() <= i) continue;
+    clock_offset_ms_ = v->array[3].AsInt() - SteadyMs();
+    q.next_due[i].Answered(v->array[1].AsInt());
+    q.next_lease[i].Answered(v->array[2].AsInt());
+    if (v->array.size() > 4) q.next_dead[i].Answered(v->array[4].AsInt());
+    if (v->array[0].AsInt() > 0) turn.notices.insert(name);
+    if (v->array[0].AsInt() >= static_cast<int64_t>(kChunk)) q.check = true;  // more to move
+  }
+}
+
+void RedisQueue::RunReaps(SchedulerTurn& turn) {
+  for (const auto& [name, shard, shards, retention] : turn.reap) {
+    auto v = Run(kReapScript, name, shard, shards, {std::to_string(kClaimIdleMs), std::to_string(kChunk)});
+    if (!v.ok() || v->is_error() || v->array.size() < 3) continue;
+    // Exactly one server's reap sends a job dead, so each death is logged once, as on the
+    // embedded store.
+    if (v->array.size() > 4) {
+      for (const auto& d : v->array[4].array) {
+        if (d.array.size() < 3) continue;
+        spdlog::warn("{}", errors::DeadJobWarning(name, d.array[0].str, static_cast<int32_t>(d.array[1].AsInt()),
+                                                  d.array[2].str));
+      }
+    }
+    std::lock_guard g(mu_);
+    auto& q = queues_[name];
+    const auto i = static_cast<size_t>(shard);
+    if (q.next_lease.size() <= i) continue;
+    q.next_lease[i].Answered(v->array[1].AsInt());
+    if (v->array.size() > 3) q.next_dead[i].Answered(v->array[3].AsInt());
+    if (v->array[0].AsInt() > 0) turn.notices.insert(name);
+  }
+}
+
+// Dead jobs past their retention, planned like the embedded store's sweep: at the moment the
+// oldest dead job of a shard runs out, at most kChunk per shard per turn.
+void RedisQueue::RunDeadExpiry(SchedulerTurn& turn) {
+  for (const auto& [name, shard, shards, retention] : turn.expire) {
+    auto v = Run(kDeadExpireScript, name, shard, shards, {std::to_string(retention), std::to_string(kChunk)});
+    if (!v.ok() || v->is_error() || v->array.size() < 3) {
+      if (!v.ok()) spdlog::warn("deleting dead jobs past retention in queue {}: {}", name, v.status().message());
+      continue;
+    }
+    std::lock_guard g(mu_);
+    auto& q = queues_[name];
+    if (q.next_dead.size() <= static_cast<size_t>(shard)) continue;
+    q.next_dead[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
+  }
+}
+
+// The steady ms of the earliest deadline known: the safety probe, a queue to read, a shard's due
+// time, lease deadline or retention, a flow-control token for waiters, a waiter's timeout.
+int64_t RedisQueue::NextTickLocked(const SchedulerTimers& timers) {
+  int64_t wake = timers.next_safety;
+  const int64_t offset = clock_offset_ms_;
+  const int64_t now_steady = SteadyMs();
+  auto to_steady = [&](int64_t redis_ms) { return redis_ms - offset; };
+  for (auto& [name, q] : queues_) {
+    if (!q.Loaded()) {  // read when it may exist, as above
+      if (q.check || q.absent_until <= now_steady) wake = std::min(wake, std::max(now_steady, q.absent_until));
+      continue;
+    }
+    if (q.check) wake = now_steady;
+    if (q.flow_wake >= 0 && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
+    for (size_t s = 0; s < q.next_due.size(); ++s) {
+      if (q.next_due[s].at >= 0) wake = std::min(wake, to_steady(q.next_due[s].at));
+      if (q.next_lease[s].at >= 0) wake = std::min(wake, to_steady(q.next_lease[s].at));
+      if (q.next_dead[s].at >= 0) wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
+    }
+  }
+  for (auto& [h, w] : waiters_) wake = std::min(wake, w.deadline);
+  return wake;
+}
+
+// A message of the wake channel: ["pmessage", pattern, "dq:{tag}:wake", payload], the payload
+// "due <ms>" (a shard's earliest due time moved earlier), "ready" (jobs became ready) or else
+// (look at the queue).
+void RedisQueue::HandleWakeMessage(const Value& v) {
+  if (v.type != Value::kArray || v.array.size() < 4 || v.array[0].str != "pmessage") return;
+  const std::string& channel = v.array[2].str;
+  const std::string& payload = v.array[3].str;
+  auto open = channel.find('{'), close = channel.rfind('}');
+  if (open == std::string::npos || close == std::string::npos || close <= open) return;
+  std::string tag = channel.substr(open + 1, close - open - 1);
+  int shard = 0;
+  if (auto hash = tag.rfind('#'); hash != std::string::npos) {
+    shard = std::atoi(tag.c_str() + hash + 1);
+    tag = tag.substr(0, hash);
+  }
+  std::lock_guard lock(mu_);
+  auto& q = queues_[tag];
+  if (q.view.name.empty()) {  // a queue this process has not seen: learn it at the next tick
+    q.view.name = tag;
+    q.check = true;
+  }
+  q.absent_until = 0;  // it exists now, if it did not
+  if (payload.rfind("due ", 0) == 0 && static_cast<size_t>(shard) < q.next_due.size()) {
+    (void)q.next_due[static_cast<size_t>(shard)].Note(std::atoll(payload.c_str() + 4));
+  } else if (payload == "ready") {
+    ready_notices_.insert(tag);
+  } else {
+    q.check = true;
+  }
+  Poke();
 }
 
 void RedisQueue::SubscriberLoop() {
@@ -319,33 +389,7 @@ void RedisQueue::SubscriberLoop() {
           spdlog::warn("the Redis wake channel dropped ({}); reconnecting", v.status().message());
           break;
         }
-        // ["pmessage", pattern, "dq:{tag}:wake", payload]
-        if (v->type != Value::kArray || v->array.size() < 4 || v->array[0].str != "pmessage") continue;
-        const std::string& channel = v->array[2].str;
-        const std::string& payload = v->array[3].str;
-        auto open = channel.find('{'), close = channel.rfind('}');
-        if (open == std::string::npos || close == std::string::npos || close <= open) continue;
-        std::string tag = channel.substr(open + 1, close - open - 1);
-        int shard = 0;
-        if (auto hash = tag.rfind('#'); hash != std::string::npos) {
-          shard = std::atoi(tag.c_str() + hash + 1);
-          tag = tag.substr(0, hash);
-        }
-        std::lock_guard lock(mu_);
-        auto& q = queues_[tag];
-        if (q.view.name.empty()) {  // a queue this process has not seen: learn it at the next tick
-          q.view.name = tag;
-          q.check = true;
-        }
-        q.absent_until = 0;  // it exists now, if it did not
-        if (payload.rfind("due ", 0) == 0 && static_cast<size_t>(shard) < q.next_due.size()) {
-          (void)q.next_due[static_cast<size_t>(shard)].Note(std::atoll(payload.c_str() + 4));
-        } else if (payload == "ready") {
-          ready_notices_.insert(tag);
-        } else {
-          q.check = true;
-        }
-        Poke();
+        HandleWakeMessage(*v);
       }
     }
     if (!conn) spdlog::warn("the Redis wake channel: {}; retrying in {} ms", error, backoff_ms);
