@@ -62,6 +62,21 @@ Status ValidateKey(std::string_view key, std::string_view field) {
   return Status::Ok();
 }
 
+Status ValidateReserveMax(int64_t max) {
+  if (max < 1 || max > Limits::kMaxReserve) {
+    return Status::InvalidArgument(fmt::format("max is {}; it must be between 1 and {}", max, Limits::kMaxReserve));
+  }
+  return Status::Ok();
+}
+
+Status ValidateMaxAttempts(int64_t max_attempts, std::string_view field) {
+  if (max_attempts < 1 || max_attempts > Limits::kMaxAttempts) {
+    return Status::InvalidArgument(
+        fmt::format("{} is {}; it must be between 1 and {}", field, max_attempts, Limits::kMaxAttempts));
+  }
+  return Status::Ok();
+}
+
 Status ValidateConfig(const QueueConfig& c) {
   auto range = [](std::string_view field, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi) {
@@ -69,7 +84,7 @@ Status ValidateConfig(const QueueConfig& c) {
     }
     return Status::Ok();
   };
-  DELAYQ_RETURN_IF_ERROR(range("max_attempts", c.max_attempts, 1, Limits::kMaxAttempts));
+  DELAYQ_RETURN_IF_ERROR(ValidateMaxAttempts(c.max_attempts));
   DELAYQ_RETURN_IF_ERROR(range("backoff.base_ms", c.backoff.base_ms, 0, 86'400'000));
   DELAYQ_RETURN_IF_ERROR(range("backoff.max_ms", c.backoff.max_ms, 0, 30LL * 86'400'000));
   if (!(c.backoff.factor >= 1.0 && c.backoff.factor <= 100.0)) {
@@ -94,9 +109,7 @@ Status ValidateConfig(const QueueConfig& c) {
 }
 
 Status ValidateReserve(const ReserveRequest& r) {
-  if (r.max < 1 || r.max > Limits::kMaxReserve) {
-    return Status::InvalidArgument(fmt::format("max is {}; it must be between 1 and {}", r.max, Limits::kMaxReserve));
-  }
+  DELAYQ_RETURN_IF_ERROR(ValidateReserveMax(r.max));
   if (r.wait_ms < 0 || r.wait_ms > Limits::kMaxWaitMs) {
     return Status::InvalidArgument(
         fmt::format("wait_ms is {}; it must be between 0 and {}", r.wait_ms, Limits::kMaxWaitMs));
@@ -195,9 +208,8 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
     return Status::InvalidArgument(fmt::format("{}headers have {} bytes in all; at most {} are allowed", prefix,
                                                header_bytes, Limits::kMaxHeaderBytes));
   }
-  if (r.max_attempts && (*r.max_attempts < 1 || *r.max_attempts > Limits::kMaxAttempts)) {
-    return Status::InvalidArgument(fmt::format("{}max_attempts is {}; it must be between 1 and {}", prefix,
-                                               *r.max_attempts, Limits::kMaxAttempts));
+  if (r.max_attempts && !ValidateMaxAttempts(*r.max_attempts).ok()) {  // the field's name built only then
+    return ValidateMaxAttempts(*r.max_attempts, fmt::format("{}max_attempts", prefix));
   }
   if (r.key_ttl_ms < 0 || r.key_ttl_ms > Limits::kMaxKeyTtlMs) {
     return Status::InvalidArgument(fmt::format("{}key_ttl_ms is {}; it must be between 0 and {} (30 days)", prefix,

@@ -16,6 +16,11 @@ Status ValidateQueueName(std::string_view name);
 Status ValidateConfig(const QueueConfig& config);
 Status ValidateReserve(const ReserveRequest& request);
 Status ValidateLeaseMs(int64_t lease_ms, std::string_view field = "lease_ms");
+// The ranges of the 32-bit fields, judged on the 64-bit number a request carried (the wire calls
+// these before it narrows): a reserve's max (1..Limits::kMaxReserve) and max_attempts
+// (1..Limits::kMaxAttempts; `field` names it, "jobs[3].max_attempts").
+Status ValidateReserveMax(int64_t max);
+Status ValidateMaxAttempts(int64_t max_attempts, std::string_view field = "max_attempts");
 Status ValidateKey(std::string_view key, std::string_view field = "key");
 // A date in epoch milliseconds: 0 .. Limits::kMaxDateMs (1970 .. 9999).
 Status ValidateDate(int64_t ms, std::string_view field);

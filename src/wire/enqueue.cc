@@ -49,10 +49,7 @@ Result<bool> ParseJobContentField(std::string_view key, sj::value v, std::string
   if (key == "max_attempts") {
     int64_t n;
     DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &n, "an integer from 1 to 1000"));
-    if (n < 1 || n > Limits::kMaxAttempts) {
-      return Status::InvalidArgument(
-          fmt::format("{} is {}; it must be between 1 and {}", field, n, Limits::kMaxAttempts));
-    }
+    DELAYQ_RETURN_IF_ERROR(ValidateMaxAttempts(n, field));  // before it is narrowed to 32 bits
     r->max_attempts = static_cast<int32_t>(n);
     return true;
   }

@@ -4,6 +4,7 @@
 
 #include <climits>
 
+#include "core/validate.h"
 #include "wire/json_read.h"
 #include "wire/json_writer.h"
 
@@ -198,8 +199,7 @@ Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, 
     int64_t n;
     if (key == "max_attempts") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &n, "an integer"));
-      if (n < 0 || n > INT32_MAX)
-        return Status::InvalidArgument("max_attempts is out of range; it must be between 1 and 1000");
+      DELAYQ_RETURN_IF_ERROR(ValidateMaxAttempts(n));  // before it is narrowed to 32 bits
       c.max_attempts = static_cast<int32_t>(n);
     } else if (key == "lease_ms") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.lease_ms, "an integer number of milliseconds"));

@@ -32,9 +32,7 @@ Result<ReserveRequest> ParseReserveRequest(std::string_view body) {
     int64_t n;
     if (key == "max") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, "max", &n, "an integer from 1 to 1000"));
-      if (n < 1 || n > Limits::kMaxReserve) {
-        return Status::InvalidArgument(fmt::format("max is {}; it must be between 1 and 1000", n));
-      }
+      DELAYQ_RETURN_IF_ERROR(ValidateReserveMax(n));  // before it is narrowed to 32 bits
       r.max = static_cast<int32_t>(n);
     } else if (key == "wait_ms") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, "wait_ms", &n, "an integer from 0 to 60000"));

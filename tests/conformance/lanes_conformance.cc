@@ -344,3 +344,23 @@ TEST_P(QueueConformance, AReplayedJobOfTheDefaultGroupGoesByEachStoresReadyOrder
 }
 
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// Once every job with a group is done, whichever way its jobs left (reserved and acked,
+// cancelled), the queue has no group left and its plain jobs go in due order.
+TEST_P(QueueConformance, AQueueWhoseGroupedJobsAreDoneHasNoGroupLeft) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Laned("g0", 0, "tenant"));
+  MustEnqueue(q(), queue, Laned("g1", 0, "tenant"));
+  auto cancelled = MustEnqueue(q(), queue, Laned("g2", 0, "other"));
+  ASSERT_TRUE(q().Cancel(queue, JobRef{cancelled.id, ""}).ok());
+  for (const std::string& p : TakeOneByOne(*h_, queue, 2)) EXPECT_EQ(p.substr(0, 1), "g");
+  MustEnqueue(q(), queue, Job("plain-1"));
+  MustEnqueue(q(), queue, Job("plain-2"));
+  auto s = MustStats(q(), queue);
+  EXPECT_TRUE(s.groups.empty()) << "a group is left: " << (s.groups.empty() ? "" : s.groups[0].group);
+  EXPECT_EQ(TakeOneByOne(*h_, queue, 2), (std::vector<std::string>{"plain-1", "plain-2"}));
+}
+
+}  // namespace delayq::testing

@@ -184,19 +184,11 @@ Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, 
     }
   }
   Take(config, q->bucket, static_cast<int64_t>(plan.picks.size()));
-  auto erase = [&](ReadyJobs::iterator it) {
-    if (ordered) {
-      q->ready.EraseTaken(it);
-    } else {
-      q->ready.erase(it);
-    }
-    --ready_entries_;
-  };
   for (size_t i = 0; i < plan.picks.size(); ++i) {
     const ReservePlan::Pick& p = plan.picks[i];
     const DueKey key = p.it->first;
-    ReadyInfo info = std::move(p.it->second);
-    erase(p.it);
+    ReadyInfo info = q->ready.Extract(p.it, ordered);
+    --ready_entries_;
     AddLeaseLocked(key.id,
                    Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, plan.deadline_ms, plan.deadline_mono_us,
                          plan.out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due, std::move(info.lane)});
@@ -204,7 +196,8 @@ Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, 
     if (!info.redelivery) RecordLatenessLocked(q, plan, key.due_ms, plan.out[i].group, now);
   }
   for (ReadyJobs::iterator it : plan.broken) {
-    erase(it);
+    (void)q->ready.Extract(it, ordered);
+    --ready_entries_;
     --q->live;
   }
   return Status::Ok();

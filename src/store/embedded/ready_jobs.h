@@ -92,6 +92,17 @@ class ReadyJobs {
   }
   void Restore(iterator it) { order_.Add(it->second.lane.group, it->second.lane.priority, Ready(it->first)); }
   void EraseTaken(iterator it) { Forget(it); }
+  // Erases the entry (`taken`: one Take gave, else one still in the order) and hands back its
+  // info. The info leaves only after the entry is counted out: moved out first, a job with a group
+  // and priority 0 looked plain, and the queue never went back to due order.
+  ReadyInfo Extract(iterator it, bool taken) {
+    if (!taken && laned_ > 0) order_.Remove(it->second.lane.group, it->second.lane.priority, Ready(it->first));
+    const bool laned = !it->second.lane.plain();
+    ReadyInfo info = std::move(it->second);
+    map_.erase(it);
+    if (laned && --laned_ == 0) order_ = ReadyOrder{};  // plain again: due order
+    return info;
+  }
   // Ready jobs per group, most first (empty while no ready job has a priority or a group).
   std::vector<GroupCount> TopGroups(size_t n) const {
     return laned_ > 0 ? order_.TopGroups(n) : std::vector<GroupCount>{};

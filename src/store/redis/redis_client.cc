@@ -616,6 +616,25 @@ Result<std::vector<Value>> RedisClient::Pipeline(std::string_view route_key,
   return Status::Unavailable("Redis Cluster kept redirecting the request (slots moving?)");
 }
 
+Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<std::string>& argv, int wait_replicas,
+                                int wait_timeout_ms) {
+  if (wait_replicas <= 0) return Call(route_key, argv);
+  // WAIT on the command's own connection: it returns once that many replicas have every write
+  // made on it so far (or the timeout passed), and says how many did.
+  auto both = Pipeline(route_key, {argv, {"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)}},
+                       wait_timeout_ms);  // the WAIT may take that long before it answers
+  if (!both.ok()) return both.status();
+  Value v = std::move((*both)[0]);
+  const int64_t replicas = (*both)[1].AsInt();
+  if (!v.is_error() && replicas < wait_replicas) {
+    return Status::Unavailable(
+        fmt::format("the write reached {} of {} replicas within {} ms (--redis-wait-replicas): it is on the primary "
+                    "but a failover could lose it; retry it (with the same key, a retry is not a duplicate)",
+                    replicas, wait_replicas, wait_timeout_ms));
+  }
+  return v;
+}
+
 Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::string>& keys,
                                 const std::vector<std::string>& args, int wait_replicas, int wait_timeout_ms) {
   std::string sha;
@@ -638,24 +657,7 @@ Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::str
     std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(keys.size())};
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
-    Result<Value> v = Status::Internal("unset");
-    if (wait_replicas > 0) {
-      // WAIT on the script's own connection: it returns once that many replicas have every
-      // write made on it so far (or the timeout passed), and says how many did.
-      auto both = Pipeline(route, {argv, {"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)}},
-                           wait_timeout_ms);  // the WAIT may take that long before it answers
-      if (!both.ok()) return both.status();
-      v = std::move((*both)[0]);
-      const int64_t replicas = (*both)[1].AsInt();
-      if (!v->is_error() && replicas < wait_replicas) {
-        return Status::Unavailable(fmt::format(
-            "the write reached {} of {} replicas within {} ms (--redis-wait-replicas): it is on the primary "
-            "but a failover could lose it; retry it (with the same key, a retry is not a duplicate)",
-            replicas, wait_replicas, wait_timeout_ms));
-      }
-    } else {
-      v = Call(route, argv);
-    }
+    Result<Value> v = Call(route, argv, wait_replicas, wait_timeout_ms);
     if (!v.ok()) return v;
     if (v->is_error() && v->str.rfind("NOSCRIPT", 0) == 0) {  // restarted, flushed, or another master
       auto loaded = Call(route, {"SCRIPT", "LOAD", script.source});

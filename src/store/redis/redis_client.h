@@ -84,6 +84,10 @@ class RedisClient {
   // now: kUnavailable for LOADING, BUSY, MASTERDOWN, READONLY, NOREPLICAS, MISCONF, TRYAGAIN
   // and CLUSTERDOWN, kResourceExhausted for OOM. kUnavailable also when Redis cannot be reached.
   Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);
+  // The same, followed by WAIT on its connection when wait_replicas > 0: kUnavailable when fewer
+  // replicas confirmed the write within wait_timeout_ms (it is on the primary only).
+  Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv, int wait_replicas,
+                     int wait_timeout_ms);
   // Several commands to the same slot in one round trip (pipelined), on one connection; a
   // redirect sends them all again to the node it names.
   // extra_timeout_ms: how much longer than the client's timeout the replies may take (a WAIT).

@@ -42,7 +42,7 @@ Result<RedisQueue::QueueView> RedisQueue::Info(std::string_view queue_view, bool
   if (create) {
     // Registered first: a queue over --max-queues is taken out again before it holds anything
     // (servers racing at the limit may pass it by one each).
-    auto reg = Call(kRegistry, {"SADD", kRegistry, queue});
+    auto reg = Write(kRegistry, {"SADD", kRegistry, queue});
     if (!reg.ok()) return reg.status();
     if (reg->AsInt() == 1) {
       auto count = Call(kRegistry, {"SCARD", kRegistry});
@@ -53,7 +53,7 @@ Result<RedisQueue::QueueView> RedisQueue::Info(std::string_view queue_view, bool
       }
     }
     const std::string home = HomeConfigKey(queue);
-    auto r = Eval(kCreateQueueScript, {home}, {std::to_string(options_.shards)});
+    auto r = Eval(kCreateQueueScript, {home}, {std::to_string(options_.shards)}, true);
     if (!r.ok()) return r.status();
     if (r->is_error()) return ScriptError(*r);
   }
@@ -125,36 +125,36 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
 
 Status RedisQueue::WriteConfig(const std::string& queue, const QueueConfig& c) {
   const std::string home = HomeConfigKey(queue);
-  auto r = Call(home, {"HSET",
-                       home,
-                       "max_attempts",
-                       std::to_string(c.max_attempts),
-                       "base_ms",
-                       std::to_string(c.backoff.base_ms),
-                       "factor",
-                       fmt::format("{}", c.backoff.factor),
-                       "max_ms",
-                       std::to_string(c.backoff.max_ms),
-                       "jitter",
-                       fmt::format("{}", c.backoff.jitter),
-                       "lease_ms",
-                       std::to_string(c.lease_ms),
-                       "max_payload",
-                       std::to_string(c.max_payload),
-                       "dead_retention_ms",
-                       std::to_string(c.dead_retention_ms),
-                       "max_delay_ms",
-                       std::to_string(c.max_delay_ms),
-                       "rate_per_s",
-                       fmt::format("{}", c.rate_per_s),
-                       "burst",
-                       std::to_string(c.burst),
-                       "max_reserved",
-                       std::to_string(c.max_reserved),
-                       "group_max_reserved",
-                       std::to_string(c.group_max_reserved),
-                       "priority_aging_ms",
-                       std::to_string(c.priority_aging_ms)});
+  auto r = Write(home, {"HSET",
+                        home,
+                        "max_attempts",
+                        std::to_string(c.max_attempts),
+                        "base_ms",
+                        std::to_string(c.backoff.base_ms),
+                        "factor",
+                        fmt::format("{}", c.backoff.factor),
+                        "max_ms",
+                        std::to_string(c.backoff.max_ms),
+                        "jitter",
+                        fmt::format("{}", c.backoff.jitter),
+                        "lease_ms",
+                        std::to_string(c.lease_ms),
+                        "max_payload",
+                        std::to_string(c.max_payload),
+                        "dead_retention_ms",
+                        std::to_string(c.dead_retention_ms),
+                        "max_delay_ms",
+                        std::to_string(c.max_delay_ms),
+                        "rate_per_s",
+                        fmt::format("{}", c.rate_per_s),
+                        "burst",
+                        std::to_string(c.burst),
+                        "max_reserved",
+                        std::to_string(c.max_reserved),
+                        "group_max_reserved",
+                        std::to_string(c.group_max_reserved),
+                        "priority_aging_ms",
+                        std::to_string(c.priority_aging_ms)});
   if (!r.ok()) return r.status();
   if (r->is_error()) return ScriptError(*r);
   std::lock_guard lock(mu_);
@@ -202,7 +202,7 @@ Status RedisQueue::SetPaused(std::string_view queue, bool paused) {
   if (!info.ok()) return info.status();
   for (int shard = 0; shard < info->shards; ++shard) {
     const std::string key = ShardKeys(info->name, shard, info->shards)[kConfigKey];
-    auto v = Call(key, {"HSET", key, "paused", paused ? "1" : "0"});
+    auto v = Write(key, {"HSET", key, "paused", paused ? "1" : "0"});
     if (!v.ok()) return v.status();
   }
   return Status::Ok();

@@ -125,9 +125,16 @@ Result<Value> RedisQueue::Call(std::string_view route_key, const std::vector<std
   return v;
 }
 
+Result<Value> RedisQueue::Write(std::string_view route_key, const std::vector<std::string>& argv) {
+  auto v = client_->Call(route_key, argv, options_.wait_replicas, options_.wait_timeout_ms);
+  Observe(v.ok() ? Status::Ok() : v.status());
+  return v;
+}
+
 Result<Value> RedisQueue::Eval(const Script& script, const std::vector<std::string>& keys,
-                               const std::vector<std::string>& args) {
-  auto v = client_->Eval(script, keys, args);
+                               const std::vector<std::string>& args, bool confirm) {
+  auto v = confirm ? client_->Eval(script, keys, args, options_.wait_replicas, options_.wait_timeout_ms)
+                   : client_->Eval(script, keys, args);
   Observe(v.ok() ? Status::Ok() : v.status());
   return v;
 }

@@ -209,7 +209,12 @@ class RedisQueue final : public Queue, private ScheduleStore {
   // One command, or a script without the queue keys, on the node of `route_key`. Every call to
   // Redis goes through these or Run, so Health() sees what the last one found.
   Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);
-  Result<Value> Eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+  Result<Value> Eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                     bool confirm = false);
+  // A write that is answered to a caller (a config, a queue made or deleted, a schedule): with
+  // --redis-wait-replicas, confirmed by that many replicas like a job's write (WAIT), so a
+  // failover cannot lose what was acknowledged.
+  Result<Value> Write(std::string_view route_key, const std::vector<std::string>& argv);
   // Records what a call to Redis found, for Health().
   void Observe(const Status& s);
 

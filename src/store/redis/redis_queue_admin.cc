@@ -215,11 +215,11 @@ Result<int64_t> RedisQueue::DeleteQueue(std::string_view queue_view, bool force)
     deleted += v->array[1].AsInt();
   }
   const std::string home = HomeConfigKey(queue), schedules = SchedulesKey(queue);
-  auto unlinked = Call(home, {"UNLINK", home, schedules});
+  auto unlinked = Write(home, {"UNLINK", home, schedules});
   if (!unlinked.ok()) return unlinked.status();
-  auto reg = Call(kRegistry, {"SREM", kRegistry, queue});
+  auto reg = Write(kRegistry, {"SREM", kRegistry, queue});
   if (!reg.ok()) return reg.status();
-  auto scheduled = Call(kScheduledRegistry, {"SREM", kScheduledRegistry, queue});
+  auto scheduled = Write(kScheduledRegistry, {"SREM", kScheduledRegistry, queue});
   if (!scheduled.ok()) return scheduled.status();
   std::lock_guard lock(mu_);
   if (auto q = queues_.find(queue); q != queues_.end()) {

@@ -602,3 +602,43 @@ TEST(RedisDoctor, ClusterWithUncoveredSlots) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// Found by the history checker under load (a queue deleted during a failover came back): with
+// --redis-wait-replicas, a job's writes waited for the replicas, but a queue's config, pause,
+// delete and schedules did not, so a failover could lose them after they were acknowledged. On a
+// Redis with no replica, each must now be refused as unconfirmed instead of answered ok.
+TEST(RedisStore, WithWaitReplicasEveryAcknowledgedWriteWaitsForThem) {
+  RedisServer redis;
+  redis::RedisQueueOptions plain;
+  plain.url = redis.url();
+  auto setup = redis::RedisQueue::Open(plain);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  ASSERT_TRUE((*setup)->Enqueue("kept", Job("1")).ok());
+  redis::RedisQueueOptions waiting = plain;
+  waiting.wait_replicas = 1;
+  waiting.wait_timeout_ms = 50;
+  auto q = redis::RedisQueue::Open(waiting);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto unconfirmed = [](const Status& s, const char* what) {
+    EXPECT_EQ(s.code(), Code::kUnavailable) << what << ": " << s.ToString();
+    EXPECT_NE(s.message().find("replicas"), std::string::npos) << what << ": " << s.message();
+  };
+  unconfirmed((*q)->Enqueue("kept", Job("2")).status(), "an enqueue");
+  unconfirmed((*q)->Enqueue("made-now", Job("1")).status(), "an enqueue that makes its queue");
+  QueueConfig c;
+  c.max_attempts = 3;
+  unconfirmed((*q)->SetConfig("kept", c), "a config");
+  unconfirmed((*q)->Pause("kept"), "a pause");
+  ScheduleSpec spec;
+  spec.name = "tick";
+  spec.every_ms = 60'000;
+  spec.payload = "1";
+  unconfirmed((*q)->PutSchedule("kept", spec).status(), "a schedule");
+  unconfirmed((*q)->DeleteQueue("kept", true).status(), "a delete");
+}
+
+}  // namespace
+}  // namespace delayq::testing
