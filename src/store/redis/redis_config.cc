@@ -42,7 +42,10 @@ Result<RedisQueue::QueueView> RedisQueue::Info(std::string_view queue_view, bool
   if (create) {
     // Registered first: a queue over --max-queues is taken out again before it holds anything
     // (servers racing at the limit may pass it by one each).
-    auto reg = Write(kRegistry, {"SADD", kRegistry, queue});
+    // Not waited for: the limit below must judge this answer (a retry after an unconfirmed SADD
+    // would skip it), and a registration a failover lost is made again by the queue's next
+    // Info(create). The queue's config (create_queue) is what is confirmed.
+    auto reg = Call(kRegistry, {"SADD", kRegistry, queue});
     if (!reg.ok()) return reg.status();
     if (reg->AsInt() == 1) {
       auto count = Call(kRegistry, {"SCARD", kRegistry});

@@ -215,6 +215,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   // --redis-wait-replicas, confirmed by that many replicas like a job's write (WAIT), so a
   // failover cannot lose what was acknowledged.
   Result<Value> Write(std::string_view route_key, const std::vector<std::string>& argv);
+  // Drops what this server holds of a deleted queue (its waiters stay, as on any name).
+  void ForgetDeletedQueue(const std::string& queue);
   // Records what a call to Redis found, for Health().
   void Observe(const Status& s);
 

@@ -214,13 +214,21 @@ Result<int64_t> RedisQueue::DeleteQueue(std::string_view queue_view, bool force)
     if (v->array[0].AsInt() == 0) return errors::QueueNotEmpty(queue, v->array[1].AsInt());
     deleted += v->array[1].AsInt();
   }
+  // Every step runs even when one is not confirmed (--redis-wait-replicas): the first such answer
+  // is the delete's (it happened on the primary; a retry answers that the queue is gone), and no
+  // step is left undone for a retry that cannot find the queue any more.
   const std::string home = HomeConfigKey(queue), schedules = SchedulesKey(queue);
-  auto unlinked = Write(home, {"UNLINK", home, schedules});
-  if (!unlinked.ok()) return unlinked.status();
-  auto reg = Write(kRegistry, {"SREM", kRegistry, queue});
-  if (!reg.ok()) return reg.status();
-  auto scheduled = Write(kScheduledRegistry, {"SREM", kScheduledRegistry, queue});
-  if (!scheduled.ok()) return scheduled.status();
+  Status first = Write(home, {"UNLINK", home, schedules}).status();
+  for (const char* registry : {kRegistry, kScheduledRegistry}) {
+    Status s = Write(registry, {"SREM", registry, queue}).status();
+    if (first.ok()) first = s;
+  }
+  ForgetDeletedQueue(queue);
+  if (!first.ok()) return first;
+  return deleted;
+}
+
+void RedisQueue::ForgetDeletedQueue(const std::string& queue) {
   std::lock_guard lock(mu_);
   if (auto q = queues_.find(queue); q != queues_.end()) {
     QueueInfo fresh;  // waiters wait on, as on any name that is not a queue
@@ -230,7 +238,6 @@ Result<int64_t> RedisQueue::DeleteQueue(std::string_view queue_view, bool force)
     DropIfUnusedLocked(queue);
   }
   ++config_writes_;  // a config read in flight must not bring the deleted config back
-  return deleted;
 }
 
 }  // namespace delayq::redis

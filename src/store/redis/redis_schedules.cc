@@ -86,13 +86,12 @@ Status RedisQueue::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
   if (expected == 0) {  // a new schedule: its queue exists (within the queue limit), and is listed
     auto info = Info(s.queue, true);
     if (!info.ok()) return info.status();
-    auto listed = Write(kScheduledRegistry, {"SADD", kScheduledRegistry, s.queue});
+    auto listed = Call(kScheduledRegistry, {"SADD", kScheduledRegistry, s.queue});
     if (!listed.ok()) return listed.status();
   }
   auto v = Eval(kStoreScheduleScript, {SchedulesKey(s.queue)},
                 {s.spec.name, std::to_string(expected), EncodeSchedule(s), std::to_string(ScheduleLimits::kMaxPerQueue),
-                 std::to_string(FirstGeneration())},
-                true);
+                 std::to_string(FirstGeneration())});
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->str == "CONFLICT") return Changed(s.queue, s.spec.name);
@@ -106,8 +105,8 @@ Status RedisQueue::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
 
 Status RedisQueue::EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  auto v = Eval(kEraseScheduleScript, {SchedulesKey(std::string(queue))}, {std::string(name), std::to_string(expected)},
-                true);
+  auto v =
+      Eval(kEraseScheduleScript, {SchedulesKey(std::string(queue))}, {std::string(name), std::to_string(expected)});
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->str == "NOTFOUND") return Status::NotFound("no such schedule");

