@@ -37,4 +37,15 @@ void Take(const QueueConfig& config, TokenBucket& bucket, int64_t n);
 // Only meaningful with a rate.
 int64_t NextTokenUs(const QueueConfig& config, const TokenBucket& bucket, int64_t now_us);
 
+// A first delivery's wait, due at due_us and delivered at now_us: late until a limit (the
+// queue's, or its group's cap) started holding it at held_since_us, then held back by the limit
+// (not late). held_since_us Clock::kNever (or not before now_us): not held, all of it is lateness
+// and limit_wait_us is -1. The Redis reserve script splits it the same way (lateness_split in
+// src/store/redis/lua/reserve.lua).
+struct LatenessSplit {
+  int64_t late_us = 0;
+  int64_t limit_wait_us = -1;
+};
+LatenessSplit SplitLateness(int64_t due_us, int64_t held_since_us, int64_t now_us);
+
 }  // namespace delayq

@@ -74,12 +74,9 @@ void EngineImpl::Close() {
     std::lock_guard lock(mu_);
     if (closed_) return;
     closed_ = true;
-    for (auto& [handle, waiter] : waiters_) {
+    for (Waiter& waiter : waiters_.TakeAll()) {
       deferred.Add([done = std::move(waiter.done)] { done(std::vector<Delivery>{}); });
     }
-    waiters_.clear();
-    waiter_deadlines_.clear();
-    for (auto& [name, q] : queues_) q->waiters.clear();
     cv_.notify_all();
   }
   if (scheduler_.joinable()) scheduler_.join();
@@ -213,10 +210,8 @@ QueueState* EngineImpl::QueueForWaiterLocked(std::string_view name) {
 
 void EngineImpl::DropIfUnusedLocked(QueueState* q) {
   if (q == nullptr || !q->provisional) return;
-  for (uint64_t handle : q->waiters) {
-    if (waiters_.contains(handle)) return;
-  }
-  DropFlowWakeLocked(q);
+  if (waiters_.AnyIn(q)) return;
+  flow_wakes_.Erase(q);
   queues_.erase(q->name);
 }
 

@@ -72,7 +72,7 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
         }
         return it != set.end();
       };
-      bool more = request.state == JobState::kReady ? collect(q->ready.map()) : collect(q->leased);
+      bool more = request.state == JobState::kReady ? collect(q->ready.map()) : collect(q->leases.keys());
       for (size_t i = 0; i < keys.size(); ++i) {
         std::string raw;
         JobRecord record;

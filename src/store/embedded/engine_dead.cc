@@ -179,21 +179,15 @@ void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
 }
 
 void EngineImpl::PlanDeadSweepLocked(QueueState* q) {
-  if (q->dead_sweep_at_ms != Clock::kNever) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
-  q->dead_sweep_at_ms = Clock::kNever;
-  if (q->dead == 0 || q->dead_floor_ms == Clock::kNever) return;
-  q->dead_sweep_at_ms = q->dead_floor_ms + ConfigOf(q).dead_retention_ms;
-  dead_sweeps_.emplace(q->dead_sweep_at_ms, q);
+  dead_sweeps_.Plan(q, q->dead, q->dead_floor_ms, ConfigOf(q).dead_retention_ms);
 }
 
-// A dead job is deleted once dead_retention_ms has passed since it went dead, never before: each
-// queue's sweep is planned for the moment its oldest dead job runs out (dead_floor_ms is a lower
-// bound of that death, so a sweep may find nothing and plan again from the oldest it sees). The
-// Redis store's twin is the dead_expire script, planned by the same rule.
+// A dead job is deleted once dead_retention_ms has passed since it went dead (dead_sweeps.h).
 void EngineImpl::SweepDeadLocked(int64_t now_ms) {
   size_t budget = kSweepPerTick;
-  while (budget > 0 && !dead_sweeps_.empty() && dead_sweeps_.begin()->first <= now_ms) {
-    QueueState* q = dead_sweeps_.begin()->second;
+  std::optional<QueueState*> due;
+  while (budget > 0 && (due = dead_sweeps_.Due(now_ms))) {
+    QueueState* q = *due;
     const int64_t cutoff = now_ms - ConfigOf(q).dead_retention_ms;  // died at or before: deleted
     auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(q->name), QueuePrefixEnd(q->name));
     auto batch = storage_->NewBatch();
@@ -218,9 +212,7 @@ void EngineImpl::SweepDeadLocked(int64_t now_ms) {
       if (!s.ok()) {
         spdlog::error("queue {}: deleting dead jobs past retention failed (retried in a second): {}", q->name,
                       s.ToString());
-        dead_sweeps_.erase(dead_sweeps_.begin());
-        q->dead_sweep_at_ms = now_ms + kRetryAfterErrorMs;
-        dead_sweeps_.emplace(q->dead_sweep_at_ms, q);
+        dead_sweeps_.Retry(q, now_ms + kRetryAfterErrorMs);
         return;
       }
       q->dead = std::max<int64_t>(0, q->dead - n);

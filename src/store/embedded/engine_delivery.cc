@@ -23,7 +23,7 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   if (q->meta.paused || q->ready.empty()) return std::vector<Delivery>{};
   const QueueConfig& config = ConfigOf(q);
   ReservePlan plan;
-  plan.limited_since_us = q->limited_since_us;  // before this reserve: for its lateness samples
+  plan.limited_since_us = q->flow.limited_since_us();  // before this reserve: for its lateness samples
   plan.max = ReserveAllowanceLocked(q, config, max, now);
   if (plan.max == 0) return std::vector<Delivery>{};
   plan.max_bytes = max_bytes;
@@ -35,27 +35,13 @@ Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t m
   return std::move(plan.out);
 }
 
-// Flow control: at most what the token bucket and max_reserved allow. When that is less than the
-// reserve asks for and finds ready, the limit holds jobs back from now on (limited_since); a
-// waiting reserve held by the rate is served again when the next token comes (a lease that ends
-// serves those held by max_reserved).
+// Flow control (flow_state.h): a waiting reserve held back by the rate is served again when the
+// next token comes (a lease that ends serves those held by max_reserved).
 int32_t EngineImpl::ReserveAllowanceLocked(QueueState* q, const QueueConfig& config, int32_t max, const Instant& now) {
-  int64_t allowance = Allowance(config, q->bucket, now.mono_us, q->reserved);
-  const int64_t cap = config.group_max_reserved;
-  // All ready jobs in the default group (no job has a priority or group): its cap is one more limit.
-  if (!q->ready.ordered() && cap > 0) {
-    allowance = std::min(allowance, std::max<int64_t>(0, cap - (q->reserved - q->named_reserved)));
-  }
-  const bool held_back = allowance < std::min<int64_t>(max, static_cast<int64_t>(q->ready.size()));
-  if (held_back) {
-    if (q->limited_since_us == Clock::kNever) q->limited_since_us = now.wall_us;
-    if (config.rate_per_s > 0 && q->bucket.tokens < 1.0) {
-      PlanFlowWakeLocked(q, NextTokenUs(config, q->bucket, now.mono_us));
-    }
-  } else {
-    q->limited_since_us = Clock::kNever;
-  }
-  return static_cast<int32_t>(std::min<int64_t>(max, allowance));
+  const FlowState::Allowance allowance = q->flow.Allow(config, max, static_cast<int64_t>(q->ready.size()), q->leases,
+                                                       !q->ready.ordered(), now.wall_us, now.mono_us);
+  if (allowance.next_token_mono_us != Clock::kNever) PlanFlowWakeLocked(q, allowance.next_token_mono_us);
+  return allowance.max;
 }
 
 // Makes one candidate a delivery in the plan: false when its record would take the answer over
@@ -139,7 +125,7 @@ Status EngineImpl::PlanReadyOrderLocked(QueueState* q, const QueueConfig& config
       auto t = plan.taking.find(group);
       const bool full = GroupFullLocked(q, group, cap, t == plan.taking.end() ? 0 : t->second);
       // A group at its cap with ready jobs is held back by a limit from now on.
-      if (full) q->group_limited_since_us.try_emplace(std::string(group), now.wall_us);
+      if (full) q->flow.GroupHeld(group, now.wall_us);
       return full;
     };
   }
@@ -158,10 +144,7 @@ Status EngineImpl::PlanReadyOrderLocked(QueueState* q, const QueueConfig& config
     // The group is served: since when its cap held it back (before this reserve) goes with the
     // jobs taken from it; a cap it reaches again is noted anew.
     if (!plan.group_since.contains(pick->group)) {
-      auto held = q->group_limited_since_us.find(pick->group);
-      plan.group_since[std::string(pick->group)] =
-          held == q->group_limited_since_us.end() ? Clock::kNever : held->second;
-      if (held != q->group_limited_since_us.end()) q->group_limited_since_us.erase(held);
+      plan.group_since[std::string(pick->group)] = q->flow.GroupServed(pick->group);
     }
     ++plan.taking[pick->group];
   }
@@ -183,7 +166,7 @@ Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, 
       return s;
     }
   }
-  Take(config, q->bucket, static_cast<int64_t>(plan.picks.size()));
+  q->flow.Took(config, static_cast<int64_t>(plan.picks.size()));
   for (size_t i = 0; i < plan.picks.size(); ++i) {
     const ReservePlan::Pick& p = plan.picks[i];
     const DueKey key = p.it->first;
@@ -204,21 +187,12 @@ Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, 
 }
 
 // A first delivery's lateness: late until a limit (the queue's, or its group's cap) started
-// holding it, then held back by the limit (not late).
+// holding it, then held back by the limit (SplitLateness).
 void EngineImpl::RecordLatenessLocked(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
                                       const Instant& now) {
-  const int64_t due_us = due_ms * 1000;
   int64_t since = plan.limited_since_us;
-  if (auto g = plan.group_since.find(group); g != plan.group_since.end() && g->second != Clock::kNever) {
-    since = since == Clock::kNever ? g->second : std::min(since, g->second);
-  }
-  if (since != Clock::kNever && since < now.wall_us) {
-    const int64_t held_from = std::max(due_us, since);
-    q->lateness.Record(std::max<int64_t>(0, held_from - due_us));
-    q->limit_wait.Record(now.wall_us - held_from);
-  } else {
-    q->lateness.Record(now.wall_us - due_us);
-  }
+  if (auto g = plan.group_since.find(group); g != plan.group_since.end()) since = std::min(since, g->second);
+  q->flow.RecordFirstDelivery(q->lateness, due_ms * 1000, since, now.wall_us);
 }
 
 Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue, const ReserveRequest& request) {
@@ -262,11 +236,8 @@ uint64_t EngineImpl::ReserveAsync(std::string_view queue, const ReserveRequest& 
     op.deferred().Add([done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
     return 0;
   }
-  const uint64_t handle = next_waiter_++;
   const int64_t deadline_mono_us = op.now().mono_us + request.wait_ms * 1000;
-  waiters_.emplace(handle, Waiter{handle, q, request, deadline_mono_us, std::move(done)});
-  waiter_deadlines_.emplace(deadline_mono_us, handle);
-  q->waiters.push_back(handle);
+  const uint64_t handle = waiters_.Add(q, request, deadline_mono_us, std::move(done));
   PokeMonoLocked(deadline_mono_us);
   return handle;
 }
@@ -275,13 +246,10 @@ void EngineImpl::CancelReserve(uint64_t handle) {
   ReserveCallback done;
   {
     std::lock_guard lock(mu_);
-    auto it = waiters_.find(handle);
-    if (it == waiters_.end()) return;
-    done = std::move(it->second.done);
-    waiter_deadlines_.erase({it->second.deadline_mono_us, handle});
-    QueueState* q = it->second.queue;
-    waiters_.erase(it);
-    DropIfUnusedLocked(q);
+    std::optional<Waiter> w = waiters_.Take(handle);
+    if (!w) return;
+    done = std::move(w->done);
+    DropIfUnusedLocked(w->queue);
   }
   done(std::vector<Delivery>{});
 }
@@ -290,8 +258,8 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
                                        bool* have_record) {
   *have_record = false;
   auto id = [&] { return receipt.id.ToString(); };  // for the errors only
-  if (auto it = leases_.find(receipt.id); it != leases_.end()) {
-    const Lease& lease = it->second;
+  if (const Lease* found = leases_.Find(receipt.id)) {
+    const Lease& lease = *found;
     // (A receipt is signed for its queue, so `lease.queue != q` would be a forged one.)
     if (lease.queue != q) return errors::DeliveryJobGone(id());
     if (lease.delivery != receipt.token) return errors::DeliveredAgain(id(), lease.attempt);
@@ -425,7 +393,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
         if (first[i] != i || !out[i].ok() || kept[i]) continue;
         const Target& t = targets[i];
         if (t.leased) {
-          RemoveLeaseLocked(t.id);
+          leases_.Remove(t.id);
         } else {
           q->ready.erase(t.key);
           --ready_entries_;
@@ -490,7 +458,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
         continue;
       }
       Target& t = targets[i];
-      RemoveLeaseLocked(t.id);
+      leases_.Remove(t.id);
       q->ready.emplace(t.key, ReadyInfo{t.attempt - 1, {}, /*redelivery=*/true, t.lane});
       ++ready_entries_;
       --q->counters.delivered;
@@ -564,7 +532,7 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
     }
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
-      RemoveLeaseLocked(t.id);
+      leases_.Remove(t.id);
     } else {
       q->ready.erase(t.key);
       --ready_entries_;
@@ -632,11 +600,8 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
     batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(due));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
-      Lease lease_now = leases_.at(t.id);
-      RemoveLeaseLocked(t.id);
-      lease_now.deadline_ms = deadline;
-      lease_now.deadline_mono_us = deadline_mono_us;
-      AddLeaseLocked(t.id, std::move(lease_now));
+      leases_.Extend(t.id, deadline_mono_us, deadline);
+      PokeMonoLocked(deadline_mono_us);
     } else {  // the lease had run out, but no one else has the job: take it back
       q->ready.erase(t.key);
       --ready_entries_;

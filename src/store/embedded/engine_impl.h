@@ -10,13 +10,8 @@
 // mode, for the group commit to fsync the log. A failed write leaves memory and disk as
 // they were.
 //
-// What memory holds, per queue:
-//   window  scheduled jobs with due bucket <= window_end, about a bounded number in all queues;
-//           the rest of the scheduled jobs stay on disk and are read back in order (Refill)
-//           when a queue's window runs empty. Invariant: an empty window means none are left.
-//   ready   jobs that came due and are not reserved, ordered by (due, id).
-//   leases  reserved jobs (one map over all queues) and their deadlines.
-//   schedule  counts of scheduled jobs per minute of due time (the RecurringSchedule histogram).
+// What memory holds per queue is in queue_state.h; over all queues, the engine holds the
+// leases (lease_table.h), the waiting reserves (waiters.h) and the timelines below.
 // `heads_` holds the first window entry of every queue, so the next due time is heads_.begin().
 //
 // The scheduler thread sleeps until the earliest of: the next due job, the next lease
@@ -25,7 +20,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,13 +29,9 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "core/errors.h"
-#include "core/flow_control.h"
-#include "core/histogram.h"
 #include "core/receipt.h"
 #include "core/receipt_signer.h"
 #include "core/record.h"
@@ -49,115 +39,20 @@
 #include "delayq/engine.h"
 #include "schedule/runner.h"
 #include "schedule/schedule_store.h"
-#include "store/embedded/due_window.h"
+#include "store/embedded/dead_sweeps.h"
+#include "store/embedded/deferred.h"
+#include "store/embedded/enqueue_plan.h"
 #include "store/embedded/group_commit.h"
+#include "store/embedded/instant.h"
 #include "store/embedded/keys.h"
-#include "store/embedded/ready_jobs.h"
+#include "store/embedded/lease_table.h"
+#include "store/embedded/queue_state.h"
 #include "store/embedded/reserve_plan.h"
 #include "store/embedded/storage.h"
+#include "store/embedded/timeline.h"
+#include "store/embedded/waiters.h"
 
 namespace delayq {
-
-// Callbacks collected under the lock and run after it is released: the answers to waiting
-// reserves. They run at the latest when the Deferred is destroyed, so no way out of an
-// operation can drop one (a dropped answer leaves its reserve hanging and its jobs leased to
-// no one). Destroy it only where the engine's lock is not held.
-class Deferred {
- public:
-  Deferred() = default;
-  Deferred(const Deferred&) = delete;
-  Deferred& operator=(const Deferred&) = delete;
-  ~Deferred() { Run(); }
-  void Add(std::function<void()> fn) { fns_.push_back(std::move(fn)); }
-  bool empty() const { return fns_.empty(); }
-  void Run() {
-    while (!fns_.empty()) {
-      auto fns = std::move(fns_);
-      fns_.clear();
-      for (auto& fn : fns) fn();
-    }
-  }
-
- private:
-  std::vector<std::function<void()>> fns_;
-};
-
-// Now, on both clocks.
-struct Instant {
-  int64_t wall_us = 0;  // Clock::NowUs
-  int64_t mono_us = 0;  // Clock::MonoUs
-  int64_t wall_ms() const { return wall_us / 1000; }
-};
-
-// The next moment the scheduler has work, on either clock (Clock::kNever: none).
-struct Deadline {
-  int64_t wall_us = Clock::kNever;
-  int64_t mono_us = Clock::kNever;
-};
-
-struct QueueState {
-  explicit QueueState(std::string n) : name(std::move(n)) {}
-  std::string name;
-  QueueMeta meta;  // config (when has_config) and paused
-
-  DueWindow window;                // scheduled, due bucket <= window_end -> attempt
-  int64_t window_end = kNoBucket;  // last due bucket held whole in the window
-  bool window_complete = true;     // no scheduled job beyond the window (window_end = kNoBucket)
-  ReadyJobs ready;
-  std::set<DueKey> leased;              // reserved jobs, for listing (the leases are in leases_)
-  std::map<int64_t, int64_t> schedule;  // minute -> scheduled jobs due in it
-
-  int64_t live = 0;  // entries in the due index: scheduled + ready + reserved
-  int64_t reserved = 0;
-  // Leases per named group (group_max_reserved); the default group's are `reserved` minus these.
-  std::map<std::string, int64_t, std::less<>> group_reserved;
-  int64_t named_reserved = 0;
-  int64_t dead = 0;
-  // No dead job of the queue died before dead_floor_ms (Clock::kNever: it holds none); its dead jobs
-  // are swept at dead_floor_ms + dead_retention_ms (its entry in dead_sweeps_, Clock::kNever: none).
-  int64_t dead_floor_ms = Clock::kNever;
-  int64_t dead_sweep_at_ms = Clock::kNever;
-  QueueCounters counters;
-  LatencyHistogram lateness;
-  // Flow control (core/flow_control.h): the token bucket on the monotonic clock (full at start;
-  // not persisted), since when (wall µs) a limit has kept ready jobs from a reserve that asked
-  // for them (Clock::kNever: none is held back), and how long first deliveries were held back. A held
-  // job's lateness stops when the limit starts holding it (engine_delivery.cc).
-  TokenBucket bucket;
-  int64_t limited_since_us = Clock::kNever;
-  // The same for each named group (and "" for the default) that group_max_reserved held back
-  // while it had ready jobs: its jobs' wait from then on is limit_wait too, not lateness.
-  std::map<std::string, int64_t, std::less<>> group_limited_since_us;
-  LatencyHistogram limit_wait;
-  int64_t flow_wake_mono_us = Clock::kNever;  // its entry in flow_wakes_: the next token for its waiters
-  std::deque<uint64_t> waiters;               // handles, first come first served
-  // Made only to hold waiting reserves for a name that is not a queue: invisible to reads and
-  // lists, dropped when its last waiter leaves, made a queue by the first write to it.
-  bool provisional = false;
-};
-
-struct Lease {
-  QueueState* queue = nullptr;
-  DueKey key;
-  int32_t attempt = 0;
-  int32_t max_attempts = 0;
-  DeliveryToken delivery;
-  int64_t deadline_ms = 0;       // wall clock: shown to clients and stored
-  int64_t deadline_mono_us = 0;  // monotonic: when it actually runs out
-  std::string idem_key;          // the job's idempotency key
-  bool key_indexed = false;
-  int64_t key_ttl_ms = 0;  // the job's EnqueueRequest::key_ttl_ms
-  bool in_due = false;     // its record is inline in its due entry (keys.h)
-  Lane lane;
-};
-
-struct Waiter {
-  uint64_t handle = 0;
-  QueueState* queue = nullptr;
-  ReserveRequest request;
-  int64_t deadline_mono_us = 0;
-  ReserveCallback done;
-};
 
 class EngineImpl final : public Engine, private ScheduleStore {
  public:
@@ -224,48 +119,8 @@ class EngineImpl final : public Engine, private ScheduleStore {
     Lane lane;
   };
 
-  // One operation on the engine, from its first line to its answer. Construction marks a
-  // writing operation in flight for the group commit, takes the lock, reads both clocks and
-  // catches up with them (Tick). Finish() — or the end of the scope, on every early return —
-  // releases the lock, leaves the group commit's in-flight set and runs the answers collected
-  // for waiting reserves; Finish() then waits until the operation's write is durable.
-  //
-  //   Op op(*this, Op::kWrites);
-  //   DELAYQ_RETURN_IF_ERROR(op.status());  // the store is closed
-  //   ... read, plan a batch, op.Write(*batch), apply to memory ...
-  //   return op.Finish();
-  class Op {
-   public:
-    enum Kind { kReads, kWrites };
-    Op(EngineImpl& engine, Kind kind);
-    ~Op() { Unlock(); }
-    Op(const Op&) = delete;
-    Op& operator=(const Op&) = delete;
-
-    // Not ok when the store is closed: the operation must return it.
-    const Status& status() const { return status_; }
-    const Instant& now() const { return now_; }
-    Deferred& deferred() { return deferred_; }
-    // Writes the batch (unsynced); Finish waits for it to be durable.
-    Status Write(WriteBatch& batch);
-    // Ends the locked part, runs the collected answers, and waits for durability.
-    Status Finish();
-    // The same, without waiting: `done` is called once the writes are durable (see
-    // GroupCommit::WhenDurable), maybe before this returns.
-    void FinishAsync(std::function<void(Status)> done);
-    // Ends the locked part and runs the collected answers (idempotent).
-    void Unlock();
-
-   private:
-    EngineImpl& engine_;
-    Deferred deferred_;  // destroyed last: runs after the lock is released
-    GroupCommit::InFlight in_flight_;
-    std::unique_lock<std::mutex> lock_;
-    int64_t locked_at_ns_ = 0;
-    Instant now_;
-    Status status_;
-    uint64_t seq_ = 0;
-  };
+  // One operation on the engine, from its first line to its answer (engine_op.h).
+  class Op;
 
   Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
 
@@ -311,9 +166,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
   Status RefillLocked(QueueState* q);
   void RefillOrRetryLocked(QueueState* q);
   void EvictLocked();
-  void ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta);
-  void AddLeaseLocked(Ulid id, Lease lease);
-  void RemoveLeaseLocked(const Ulid& id);
+  void AddLeaseLocked(const Ulid& id, Lease lease);  // and wakes the scheduler for its end
   // Wakes the scheduler when the deadline is earlier than its planned wake-up.
   void PokeWallLocked(int64_t wall_us);
   void PokeMonoLocked(int64_t mono_us);
@@ -341,11 +194,10 @@ class EngineImpl final : public Engine, private ScheduleStore {
   void ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred);
   // Wakes the queue's waiting reserves at mono_us (a token comes), unless planned earlier.
   void PlanFlowWakeLocked(QueueState* q, int64_t mono_us);
-  void DropFlowWakeLocked(QueueState* q);
   // --- dead letters (engine_dead.cc) ---
   // Counts a job that went dead at dead_at_ms (after its write succeeded).
   void NoteDeathLocked(QueueState* q, int64_t dead_at_ms);
-  // Puts the queue's next retention sweep in dead_sweeps_ (or takes it out: no dead jobs).
+  // Plans the queue's next retention sweep in dead_sweeps_ (or drops it: no dead jobs).
   void PlanDeadSweepLocked(QueueState* q);
   // Deletes the dead jobs whose retention ran out, at most kSweepPerTick in all.
   void SweepDeadLocked(int64_t now_ms);
@@ -410,29 +262,8 @@ class EngineImpl final : public Engine, private ScheduleStore {
   // Finishes `op` for a result of the locked part: `done` gets it once the write is durable (or
   // the error at once).
   template <typename T>
-  static void FinishWith(Op& op, Result<T> result, std::function<void(Result<T>)> done) {
-    if (!result.ok()) {
-      op.Unlock();
-      return done(std::move(result));
-    }
-    op.FinishAsync([done = std::move(done), result = std::move(result)](Status durable) mutable {
-      if (!durable.ok()) return done(durable);
-      done(std::move(result));
-    });
-  }
+  static void FinishWith(Op& op, Result<T> result, std::function<void(Result<T>)> done);  // engine_op.h
   static void AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out);
-  // An enqueue planned under the lock: the batch to write, then what changes in memory.
-  struct EnqueuePlan {
-    struct Placement {
-      DueKey old_key;  // a replaced job's place before
-      DueKey key;
-      bool replaced = false;
-      Lane lane;
-    };
-    std::unique_ptr<WriteBatch> batch;
-    std::vector<Placement> placements;
-    std::vector<EnqueueResult> results;
-  };
   Result<EnqueuePlan> PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
                                         std::span<const EnqueueRequest> requests, bool is_batch, int64_t now_ms);
   Result<bool> PlanTakenKeyLocked(std::string_view queue, const EnqueueRequest& r, const std::string& idem,
@@ -468,14 +299,11 @@ class EngineImpl final : public Engine, private ScheduleStore {
   int64_t refill_retry_mono_us_ = Clock::kNever;
   size_t window_entries_ = 0;
   size_t ready_entries_ = 0;
-  std::unordered_map<Ulid, Lease, UlidHash> leases_;
-  std::set<std::pair<int64_t, Ulid>> lease_deadlines_;  // (deadline_mono_us, id)
-  std::unordered_map<uint64_t, Waiter> waiters_;
-  std::set<std::pair<int64_t, uint64_t>> waiter_deadlines_;  // (deadline_mono_us, handle)
-  uint64_t next_waiter_ = 1;
-  std::set<std::pair<int64_t, QueueState*>> dead_sweeps_;  // (wall ms, queue): retention sweeps
-  // (mono µs, queue): when a rate-limited queue has a token again for its waiting reserves.
-  std::set<std::pair<int64_t, QueueState*>> flow_wakes_;
+  LeaseTable leases_;
+  Waiters waiters_;
+  DeadSweeps dead_sweeps_;  // wall ms
+  // (mono µs): when a rate-limited queue has a token again for its waiting reserves.
+  KeyedTimeline<QueueState*> flow_wakes_;
 
   UlidGenerator ids_;
   std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)
@@ -492,3 +320,5 @@ inline Status UnknownQueue(std::string_view name) { return errors::UnknownQueue(
 Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options, std::unique_ptr<Storage> storage);
 
 }  // namespace delayq
+
+#include "store/embedded/engine_op.h"  // IWYU pragma: export

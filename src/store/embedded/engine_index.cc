@@ -1,5 +1,5 @@
 // Where live jobs sit in memory: the per-queue window of scheduled jobs (bounded, refilled
-// from disk), the ready set, the lease table, and the schedule histogram.
+// from disk), the ready set, the leases, and the due-time histogram.
 #include <spdlog/spdlog.h>
 
 #include <cassert>
@@ -14,7 +14,7 @@ void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, 
     q->ready.emplace(key, ReadyInfo{attempt, delivery, redelivery, std::move(lane)});
     ++ready_entries_;
   } else {
-    ScheduleCountLocked(q, key.due_ms, +1);
+    q->due_histogram.Add(key.due_ms, +1);
     WindowInsertLocked(q, key, attempt, LaneByte(lane));
   }
 }
@@ -37,12 +37,7 @@ Lane EngineImpl::LaneComingDueLocked(QueueState* q, const DueKey& key, uint8_t l
 
 bool EngineImpl::GroupFullLocked(const QueueState* q, std::string_view group, int64_t cap, int64_t extra) const {
   if (cap <= 0) return false;
-  int64_t leased = q->reserved - q->named_reserved;  // the default group's
-  if (!group.empty()) {
-    auto it = q->group_reserved.find(group);
-    leased = it == q->group_reserved.end() ? 0 : it->second;
-  }
-  return leased + extra >= cap;
+  return q->leases.InGroup(group) + extra >= cap;
 }
 
 void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
@@ -50,7 +45,7 @@ void EngineImpl::UnplaceLocked(QueueState* q, const DueKey& key) {
     --ready_entries_;
     return;
   }
-  ScheduleCountLocked(q, key.due_ms, -1);
+  q->due_histogram.Add(key.due_ms, -1);
   WindowEraseLocked(q, key);
 }
 
@@ -149,40 +144,9 @@ void EngineImpl::EvictLocked() {
   }
 }
 
-void EngineImpl::ScheduleCountLocked(QueueState* q, int64_t due_ms, int64_t delta) {
-  int64_t minute = due_ms / 60'000;
-  auto it = q->schedule.try_emplace(minute, 0).first;
-  it->second += delta;
-  if (it->second <= 0) q->schedule.erase(it);
-}
-
-void EngineImpl::AddLeaseLocked(Ulid id, Lease lease) {
-  assert(!leases_.contains(id) && "a job has at most one live lease");
-  lease_deadlines_.emplace(lease.deadline_mono_us, id);
-  ++lease.queue->reserved;
-  if (!lease.lane.group.empty()) {
-    ++lease.queue->group_reserved[lease.lane.group];
-    ++lease.queue->named_reserved;
-  }
-  lease.queue->leased.insert(lease.key);
+void EngineImpl::AddLeaseLocked(const Ulid& id, Lease lease) {
   PokeMonoLocked(lease.deadline_mono_us);
-  leases_.insert_or_assign(id, std::move(lease));
-}
-
-void EngineImpl::RemoveLeaseLocked(const Ulid& id) {
-  auto it = leases_.find(id);
-  if (it == leases_.end()) return;
-  lease_deadlines_.erase({it->second.deadline_mono_us, id});
-  QueueState* q = it->second.queue;
-  --q->reserved;
-  q->leased.erase(it->second.key);
-  if (const std::string& group = it->second.lane.group; !group.empty()) {
-    auto g = q->group_reserved.find(group);
-    if (--g->second == 0) q->group_reserved.erase(g);
-    --q->named_reserved;
-  }
-  assert(it->second.queue->reserved >= 0);
-  leases_.erase(it);
+  leases_.Add(id, std::move(lease));
 }
 
 void EngineImpl::PokeWallLocked(int64_t wall_us) {

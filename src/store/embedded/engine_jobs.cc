@@ -130,9 +130,9 @@ Result<bool> EngineImpl::PlanTakenKeyLocked(std::string_view queue, const Enqueu
   return true;
 }
 
-Result<EngineImpl::EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
-                                                              std::span<const EnqueueRequest> requests, bool is_batch,
-                                                              int64_t now_ms) {
+Result<EnqueuePlan> EngineImpl::PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
+                                                  std::span<const EnqueueRequest> requests, bool is_batch,
+                                                  int64_t now_ms) {
   // A message names the batch entry ("jobs[3].key ..."): built only for the entry that fails, as
   // formatting it for every job took ~3 % of an enqueue (docs/performance.md).
   auto prefix = [is_batch](size_t i) { return is_batch ? fmt::format("jobs[{}].", i) : std::string(); };
@@ -236,10 +236,10 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
     return job;
   }
   DueKey key{record.due_at_ms, id};
-  if (auto it = leases_.find(id); it != leases_.end()) {
+  if (const Lease* lease = leases_.Find(id)) {
     job.state = JobState::kReserved;
-    job.attempt = it->second.attempt;
-    job.lease_deadline_ms = it->second.deadline_ms;
+    job.attempt = lease->attempt;
+    job.lease_deadline_ms = lease->deadline_ms;
   } else if (auto r = q->ready.find(key); r != q->ready.end()) {
     job.state = JobState::kReady;
     job.attempt = r->second.attempt;

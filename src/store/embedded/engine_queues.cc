@@ -13,14 +13,10 @@ namespace delayq {
 void EngineImpl::GroupsLocked(const QueueState* q, QueueStats* s) const {
   std::vector<GroupCount> top = q->ready.TopGroups(Limits::kStatsGroups);
   if (!q->ready.ordered() && !q->ready.empty()) top.push_back({"", static_cast<int64_t>(q->ready.size())});
-  const bool named = q->named_reserved > 0 ||
+  const bool named = q->leases.any_named() ||
                      std::any_of(top.begin(), top.end(), [](const GroupCount& g) { return !g.group.empty(); });
   if (!named) return;
-  auto leased = [&](const std::string& group) {
-    if (group.empty()) return q->reserved - q->named_reserved;
-    auto it = q->group_reserved.find(group);
-    return it == q->group_reserved.end() ? int64_t{0} : it->second;
-  };
+  auto leased = [&](const std::string& group) { return q->leases.InGroup(group); };
   for (const GroupCount& g : top) s->groups.push_back({g.group, g.ready, leased(g.group)});
   auto listed = [&](std::string_view group) {
     return std::any_of(s->groups.begin(), s->groups.end(),
@@ -28,7 +24,7 @@ void EngineImpl::GroupsLocked(const QueueState* q, QueueStats* s) const {
   };
   if (s->groups.size() < Limits::kStatsGroups && !listed("") && leased("") > 0)
     s->groups.push_back({"", 0, leased("")});
-  for (const auto& [group, n] : q->group_reserved) {
+  for (const auto& [group, n] : q->leases.named_groups()) {
     if (s->groups.size() >= Limits::kStatsGroups) break;
     if (!listed(group)) s->groups.push_back({group, 0, n});
   }
@@ -39,13 +35,13 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
   QueueStats s;
   s.name = q->name;
   s.ready = static_cast<int64_t>(q->ready.size());
-  s.reserved = q->reserved;
+  s.reserved = q->leases.total();
   s.scheduled = q->live - s.ready - s.reserved;
   s.dead = q->dead;
   s.paused = q->meta.paused;
   s.counters = q->counters;
   s.lateness = q->lateness.Summary();
-  s.limit_wait = q->limit_wait.Summary();
+  s.limit_wait = q->flow.limit_wait().Summary();
   if (!q->window.empty()) s.earliest_due_at_ms = q->window.Front().due_ms;
   if (!q->ready.empty()) s.oldest_ready_ms = std::max<int64_t>(0, now_ms - q->ready.begin()->first.due_ms);
   GroupsLocked(q, &s);
@@ -96,20 +92,7 @@ Result<ScheduleHistogram> EngineImpl::Schedule(std::string_view queue, int64_t b
   DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
   if (!q) return UnknownQueue(queue);
-  const int64_t now_ms = op.now().wall_ms();
-  ScheduleHistogram h;
-  h.start_ms = now_ms / 60'000 * 60'000;
-  h.bucket_ms = bucket_ms;
-  h.buckets.assign(static_cast<size_t>(buckets), 0);
-  for (auto& [minute, count] : q->schedule) {
-    int64_t offset = std::max<int64_t>(0, minute * 60'000 - h.start_ms) / bucket_ms;
-    if (offset < buckets) {
-      h.buckets[static_cast<size_t>(offset)] += count;
-    } else {
-      h.later += count;
-    }
-  }
-  return h;
+  return q->due_histogram.Buckets(op.now().wall_ms(), bucket_ms, buckets);
 }
 
 Result<QueueConfig> EngineImpl::GetConfig(std::string_view queue) {
@@ -186,30 +169,20 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
 
   // Memory: its leases, its place among the windows, then the queue itself.
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second.queue != q) {
-      ++it;
-      continue;
-    }
-    lease_deadlines_.erase({it->second.deadline_mono_us, it->first});
-    it = leases_.erase(it);
-  }
+  leases_.DropQueue(q);
   for (auto it = heads_.begin(); it != heads_.end();) it = it->second == q ? heads_.erase(it) : std::next(it);
   refill_pending_.erase(q);
-  if (q->dead_sweep_at_ms != Clock::kNever) dead_sweeps_.erase({q->dead_sweep_at_ms, q});
-  DropFlowWakeLocked(q);
+  dead_sweeps_.Drop(q);
+  flow_wakes_.Erase(q);
   window_entries_ -= q->window.size();
   ready_entries_ -= q->ready.size();
   --queue_count_;
-  std::deque<uint64_t> waiting = std::move(q->waiters);
   const std::string name = q->name;
+  std::unique_ptr<QueueState> gone = std::move(queues_.find(name)->second);
   queues_.erase(name);
-  if (std::any_of(waiting.begin(), waiting.end(), [&](uint64_t h) { return waiters_.contains(h); })) {
+  if (waiters_.AnyIn(gone.get())) {
     QueueState* fresh = QueueForWaiterLocked(name);  // they wait on, as on any name
-    fresh->waiters = std::move(waiting);
-    for (uint64_t h : fresh->waiters) {
-      if (auto w = waiters_.find(h); w != waiters_.end()) w->second.queue = fresh;
-    }
+    waiters_.MoveLine(gone.get(), fresh);
   }
   DELAYQ_RETURN_IF_ERROR(op.Finish());
   return deleted;

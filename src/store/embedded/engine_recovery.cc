@@ -21,11 +21,10 @@ void EngineImpl::HealLocked(Deferred& deferred) {
     q->window_end = kNoBucket;
     q->window_complete = true;
     q->ready.clear();
-    q->schedule.clear();
-    q->live = q->reserved = q->dead = q->named_reserved = 0;
-    q->group_reserved.clear();
-    q->leased.clear();
-    q->dead_floor_ms = q->dead_sweep_at_ms = Clock::kNever;
+    q->due_histogram.clear();
+    q->live = q->dead = 0;
+    q->leases.clear();
+    q->dead_floor_ms = Clock::kNever;
   }
   dead_sweeps_.clear();
   heads_.clear();
@@ -33,7 +32,6 @@ void EngineImpl::HealLocked(Deferred& deferred) {
   refill_retry_mono_us_ = Clock::kNever;
   window_entries_ = ready_entries_ = 0;
   leases_.clear();
-  lease_deadlines_.clear();
   Status s = RecoverLocked();
   if (!s.ok()) spdlog::error("rebuilding memory from the reopened store failed: {}", s.ToString());
   const Instant now = NowLocked();
@@ -84,7 +82,7 @@ Status EngineImpl::RecoverLocked() {
           key, ReadyInfo{rec.attempt, rec.delivery, !rec.delivery.empty(), Lane{rec.priority, std::string(rec.group)}});
       ++ready_entries_;
     } else {
-      ScheduleCountLocked(q, key.due_ms, +1);
+      q->due_histogram.Add(key.due_ms, +1);
       if (!q->window_complete) continue;  // this queue's window is full; the rest stays on disk
       // Whole buckets only: a new bucket starts only while the window is below its share.
       const int64_t last = q->window.empty() ? kNoBucket : q->window.LastBucket();

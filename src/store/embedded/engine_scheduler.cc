@@ -30,12 +30,7 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   }
   PromoteLocked(now.wall_us, &touched);
   ExpireLeasesLocked(now, &touched);
-  while (!flow_wakes_.empty() && flow_wakes_.begin()->first <= now.mono_us) {
-    QueueState* q = flow_wakes_.begin()->second;
-    flow_wakes_.erase(flow_wakes_.begin());
-    q->flow_wake_mono_us = Clock::kNever;
-    touched.push_back(q);
-  }
+  while (auto q = flow_wakes_.PopDue(now.mono_us)) touched.push_back(*q);
   ExpireWaitersLocked(now.mono_us, deferred);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -43,11 +38,9 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   SweepDeadLocked(now.wall_ms());
 
   Deadline next;
-  if (!dead_sweeps_.empty()) next.wall_us = dead_sweeps_.begin()->first * 1000;
+  if (!dead_sweeps_.empty()) next.wall_us = dead_sweeps_.Next() * 1000;
   if (!heads_.empty()) next.wall_us = std::min(next.wall_us, heads_.begin()->first.due_ms * 1000);
-  if (!lease_deadlines_.empty()) next.mono_us = lease_deadlines_.begin()->first;
-  if (!waiter_deadlines_.empty()) next.mono_us = std::min(next.mono_us, waiter_deadlines_.begin()->first);
-  if (!flow_wakes_.empty()) next.mono_us = std::min(next.mono_us, flow_wakes_.begin()->first);
+  next.mono_us = std::min({leases_.NextDeadline(), waiters_.NextDeadline(), flow_wakes_.Next()});
   if (!refill_pending_.empty()) {  // a refill failed, here or in an operation since
     if (refill_retry_mono_us_ == Clock::kNever) {
       refill_retry_mono_us_ = now.mono_us + kRetryAfterErrorUs;
@@ -64,7 +57,7 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
     auto [key, q] = *heads_.begin();
     const DueWindow::Popped popped = q->window.PopFront();  // the job at `key`
     --window_entries_;
-    ScheduleCountLocked(q, key.due_ms, -1);
+    q->due_histogram.Add(key.due_ms, -1);
     q->ready.emplace(key, ReadyInfo{popped.attempt, DeliveryToken{}, false,
                                     popped.lane == 0 ? Lane{} : LaneComingDueLocked(q, key, popped.lane)});
     ++ready_entries_;
@@ -79,23 +72,20 @@ void EngineImpl::PromoteLocked(int64_t now_us, std::vector<QueueState*>* touched
 // A lease that ran out makes its job ready again, with its receipt still valid until someone
 // else receives it; when that delivery was the last attempt the job goes dead instead.
 void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched) {
-  std::vector<Ulid> expired;
   const int64_t early_us = Mutant("lease-twice") ? 1'000'000 : 0;  // core/mutant.h
-  for (auto it = lease_deadlines_.begin(); it != lease_deadlines_.end() && it->first <= now.mono_us + early_us; ++it) {
-    expired.push_back(it->second);
-  }
+  const std::vector<Ulid> expired = leases_.EndedBy(now.mono_us + early_us);
   if (expired.empty()) return;
   const int64_t now_ms = now.wall_ms();
   auto batch = storage_->NewBatch();
   std::vector<std::pair<Ulid, QueueState*>> dying;
   for (const Ulid& id : expired) {
-    Lease& lease = leases_.at(id);
+    const Lease& lease = leases_.at(id);
     QueueState* q = lease.queue;
     if (lease.attempt < lease.max_attempts) {
       ++q->counters.redelivered;
       q->ready.emplace(lease.key, ReadyInfo{lease.attempt, lease.delivery, true, lease.lane});
       ++ready_entries_;
-      RemoveLeaseLocked(id);
+      leases_.Remove(id);
       AddOnce(touched, q);
       continue;
     }
@@ -115,7 +105,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
     Status s = WriteLocked(*batch, &seq);
     if (s.ok()) {
       for (auto& [id, q] : dying) {
-        RemoveLeaseLocked(id);
+        leases_.Remove(id);
         --q->live;
         NoteDeathLocked(q, now_ms);
         AddOnce(touched, q);  // a lease less: a reserve held back by max_reserved may go on
@@ -125,64 +115,32 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
     spdlog::error("moving {} jobs with expired leases to dead failed: {}", dying.size(), s.ToString());
   }
   // Leases that could not be handled yet: try again in a second.
-  for (const Ulid& id : expired) {
-    auto it = leases_.find(id);
-    if (it == leases_.end()) continue;
-    lease_deadlines_.erase({it->second.deadline_mono_us, id});
-    it->second.deadline_mono_us = now.mono_us + kRetryAfterErrorUs;
-    lease_deadlines_.emplace(it->second.deadline_mono_us, id);
-  }
+  for (const Ulid& id : expired) leases_.Extend(id, now.mono_us + kRetryAfterErrorUs);
 }
 
 void EngineImpl::PlanFlowWakeLocked(QueueState* q, int64_t mono_us) {
-  if (q->flow_wake_mono_us != Clock::kNever && q->flow_wake_mono_us <= mono_us) return;
-  DropFlowWakeLocked(q);
-  q->flow_wake_mono_us = mono_us;
-  flow_wakes_.emplace(mono_us, q);
-  PokeMonoLocked(mono_us);
-}
-
-void EngineImpl::DropFlowWakeLocked(QueueState* q) {
-  if (q->flow_wake_mono_us == Clock::kNever) return;
-  flow_wakes_.erase({q->flow_wake_mono_us, q});
-  q->flow_wake_mono_us = Clock::kNever;
+  if (flow_wakes_.SetEarlier(q, mono_us)) PokeMonoLocked(mono_us);
 }
 
 void EngineImpl::ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred) {
-  while (!waiter_deadlines_.empty() && waiter_deadlines_.begin()->first <= now_mono_us) {
-    uint64_t handle = waiter_deadlines_.begin()->second;
-    waiter_deadlines_.erase(waiter_deadlines_.begin());
-    auto it = waiters_.find(handle);
-    if (it == waiters_.end()) continue;
-    deferred.Add([done = std::move(it->second.done)] { done(std::vector<Delivery>{}); });
-    QueueState* q = it->second.queue;
-    waiters_.erase(it);  // its handle in the queue's deque is skipped later
-    DropIfUnusedLocked(q);
+  for (Waiter& w : waiters_.TimedOut(now_mono_us)) {
+    deferred.Add([done = std::move(w.done)] { done(std::vector<Delivery>{}); });
+    DropIfUnusedLocked(w.queue);
   }
 }
 
 void EngineImpl::ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred) {
-  while (!q->waiters.empty() && !q->ready.empty() && !q->meta.paused) {
-    uint64_t handle = q->waiters.front();
-    auto it = waiters_.find(handle);
-    if (it == waiters_.end()) {
-      q->waiters.pop_front();
-      continue;
-    }
-    Waiter& w = it->second;
-    int64_t lease_ms = w.request.lease_ms.value_or(ConfigOf(q).lease_ms);
-    auto result = ReserveLocked(q, w.request.max, w.request.max_bytes, lease_ms, now);
+  while (!q->ready.empty() && !q->meta.paused) {
+    const Waiter* first = waiters_.First(q);
+    if (first == nullptr) return;
+    const ReserveRequest& r = first->request;
+    auto result = ReserveLocked(q, r.max, r.max_bytes, r.lease_ms.value_or(ConfigOf(q).lease_ms), now);
     if (result.ok() && result->empty()) return;
-    q->waiters.pop_front();
-    waiter_deadlines_.erase({w.deadline_mono_us, handle});
-    if (MutantStrikes("drop-waiter-answer", 20)) {  // core/mutant.h: leased, never answered
-      waiters_.erase(it);
-      continue;
-    }
+    Waiter w = waiters_.TakeFirst(q);
+    if (MutantStrikes("drop-waiter-answer", 20)) continue;  // core/mutant.h: leased, never answered
     deferred.Add([done = std::move(w.done), result = std::move(result)]() mutable { done(std::move(result)); });
-    waiters_.erase(it);
   }
-  while (!q->waiters.empty() && !waiters_.contains(q->waiters.front())) q->waiters.pop_front();
+  waiters_.First(q);  // drops the handles of waiters that left
 }
 
 void EngineImpl::SchedulerLoop() {
