@@ -176,26 +176,41 @@ class Queue {
   virtual Status Resume(std::string_view queue) = 0;
 
   // --- Recurring schedules (delayq/schedule.h) ---
+  // Every store delayq opens has them. A store class on its own does not (kInternal): it gets
+  // them from the ScheduledQueue its opener wraps it in (src/schedule/scheduled_queue.h).
   // Creates the schedule, or replaces the one of that name: its jobs not yet due are cancelled and
   // it starts again from now (nothing counts as missed). Creates the queue when it is new. Answers
   // the schedule with its next runs. kInvalidArgument names the field (name, cron, every,
   // timezone, start_at/end_at); kTooLarge: a payload over the queue's max_payload;
   // kResourceExhausted: ScheduleLimits::kMaxPerQueue schedules, or the store's queue limit.
-  virtual Result<RecurringSchedule> PutSchedule(std::string_view queue, const ScheduleSpec& spec) = 0;
+  virtual Result<RecurringSchedule> PutSchedule(std::string_view /*queue*/, const ScheduleSpec& /*spec*/) {
+    return NoSchedules();
+  }
   // kNotFound when the queue has no schedule of that name.
-  virtual Result<RecurringSchedule> GetSchedule(std::string_view queue, std::string_view name) = 0;
+  virtual Result<RecurringSchedule> GetSchedule(std::string_view /*queue*/, std::string_view /*name*/) {
+    return NoSchedules();
+  }
   // The queue's schedules by name (an empty list for a queue without any, or that does not exist).
-  virtual Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view queue) = 0;
+  virtual Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view /*queue*/) { return NoSchedules(); }
   // Deletes it and cancels its jobs not yet due (jobs already due are left to run). kNotFound.
-  virtual Status DeleteSchedule(std::string_view queue, std::string_view name) = 0;
+  virtual Status DeleteSchedule(std::string_view /*queue*/, std::string_view /*name*/) { return NoSchedules(); }
   // Paused: no occurrence becomes a job, and the jobs not yet due are cancelled. Resumed: it runs
   // again from now (the runs the pause held back do not). kNotFound.
-  virtual Result<RecurringSchedule> PauseSchedule(std::string_view queue, std::string_view name, bool paused) = 0;
+  virtual Result<RecurringSchedule> PauseSchedule(std::string_view /*queue*/, std::string_view /*name*/,
+                                                  bool /*paused*/) {
+    return NoSchedules();
+  }
 
   // Whether the store can serve requests now: ok, or kUnavailable naming why (closed, Redis
   // unreachable or loading its data). Answers from what the store saw last (at most about a
   // second ago); it never waits on the store, so a health check cannot hang.
   virtual Status Health() = 0;
+
+ private:
+  static Status NoSchedules() {
+    return Status::Internal(
+        "this store was opened without recurring schedules (a bug: stores get them from ScheduledQueue)");
+  }
 };
 
 }  // namespace delayq

@@ -78,9 +78,9 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     redis_options.wait_replicas = o.redis_wait_replicas;
     redis_options.wait_timeout_ms = o.redis_wait_timeout_ms;
     redis_options.max_queues = o.max_queues;
-    auto redis = redis::RedisQueue::Open(redis_options);
+    auto redis = redis::ScheduledRedisQueue::Open(redis_options);
     if (!redis.ok()) return redis.status();
-    redis::RedisQueue* raw = redis->get();
+    redis::ScheduledRedisQueue* raw = redis->get();
     out.queue = std::move(*redis);
     out.close = [raw] { raw->Close(); };
     out.kind = o.store.find("-cluster://") != std::string::npos    ? "redis-cluster"

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "schedule/runner.h"
+#include "schedule/scheduled_queue.h"
 #include "store/embedded/engine_harness.h"
 
 namespace delayq {
@@ -130,6 +131,54 @@ TEST(ScheduleRunner, AReplaceKeepsTheNewRevisionsRunsThatShareAKeyWithTheOld) {
   ASSERT_TRUE(job.ok()) << "the replaced schedule's next run is a job: " << job.status().ToString();
   EXPECT_EQ(job->payload, "2");
   EXPECT_EQ(ComingRuns(h.queue(), queue), 1);
+}
+
+// A store that keeps jobs and nothing else: what a new store is before it gets schedules.
+class JobsOnly final : public ForwardingQueue<Queue> {
+ public:
+  using ForwardingQueue<Queue>::ForwardingQueue;
+  Result<RecurringSchedule> PutSchedule(std::string_view q, const ScheduleSpec& spec) override {
+    return Queue::PutSchedule(q, spec);
+  }
+  Status SetConfig(std::string_view q, const QueueConfig& c) override {
+    ++configs_set;
+    return inner().SetConfig(q, c);
+  }
+  int configs_set = 0;
+};
+
+// A store gets recurring schedules by keeping their rows (ScheduleStore): ScheduledQueue does the
+// rest, on the clock it is given, and checks a config change against the schedules first.
+TEST(ScheduledQueue, GivesAStoreThatKeepsTheRowsEveryScheduleCall) {
+  testing::EngineHarness h;
+  MemoryScheduleStore rows;
+  auto jobs_only = std::make_unique<JobsOnly>(h.queue());
+  JobsOnly* store = jobs_only.get();
+  EXPECT_EQ(store->PutSchedule("reports", Hourly()).code(), Code::kInternal) << "no schedules of its own";
+  ScheduledQueue<Queue> scheduled(std::move(jobs_only), rows, h.clock_ptr());
+  auto put = scheduled.PutSchedule("reports", Hourly());
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->next_runs.front(), (h.clock().NowUs() / 1000 / 3'600'000 + 1) * 3'600'000) << "on the given clock";
+  EXPECT_EQ(ComingRuns(h.queue(), "reports"), 1) << "its next run is a job in the store";
+  ASSERT_TRUE(scheduled.ListSchedules("reports").ok());
+  EXPECT_EQ(scheduled.ListSchedules("reports")->size(), 1u);
+  ASSERT_TRUE(scheduled.PauseSchedule("reports", "hourly", true).ok());
+  EXPECT_EQ(ComingRuns(h.queue(), "reports"), 0);
+
+  QueueConfig tiny;
+  tiny.max_payload = 0;  // out of range: refused as the request, before the schedules are read
+  EXPECT_EQ(scheduled.SetConfig("reports", tiny).code(), Code::kInvalidArgument);
+  ScheduleSpec big = Hourly();
+  big.name = "big";
+  big.payload = std::string(2'000, 'x');
+  ASSERT_TRUE(scheduled.PutSchedule("reports", big).ok());
+  QueueConfig smaller;
+  smaller.max_payload = 1'000;  // would refuse the big schedule's runs
+  EXPECT_EQ(scheduled.SetConfig("reports", smaller).code(), Code::kConflict);
+  EXPECT_EQ(store->configs_set, 0) << "refused before the store saw it";
+  ASSERT_TRUE(scheduled.DeleteSchedule("reports", "big").ok());
+  EXPECT_TRUE(scheduled.SetConfig("reports", smaller).ok());
+  EXPECT_EQ(store->configs_set, 1);
 }
 
 }  // namespace

@@ -10,18 +10,33 @@
 #include "core/errors.h"
 #include "core/mutant.h"
 #include "core/validate.h"
+#include "schedule/scheduled_queue.h"
 #include "store/embedded/engine_impl.h"
 
 namespace delayq {
+namespace {
+
+// The engine with its recurring schedules (schedule/scheduled_queue.h): what Engine::Open gives.
+class ScheduledEngine final : public ScheduledQueue<Engine> {
+ public:
+  using ScheduledQueue<Engine>::ScheduledQueue;
+  ~ScheduledEngine() override { Close(); }
+  void Close() override {
+    StopSchedules();  // first: its thread calls the store
+    store().Close();
+  }
+  bool Ready() const override { return true; }
+  EngineInfo Info() override { return store().Info(); }
+};
+
+}  // namespace
 
 EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage)
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock::Instance()),
       storage_(std::move(storage)),
       commit_(storage_.get()),
-      rng_(std::random_device{}()) {
-  schedules_ = std::make_unique<ScheduleRunner>(*this, static_cast<ScheduleStore&>(*this), clock_, options.schedules);
-}
+      rng_(std::random_device{}()) {}
 
 EngineImpl::~EngineImpl() { Close(); }
 
@@ -44,7 +59,6 @@ Status EngineImpl::Start() {
     commit_.StartInterval(options_.sync_interval_ms);
   }
   scheduler_ = std::thread([this] { SchedulerLoop(); });
-  schedules_->Start();
   return Status::Ok();
 }
 
@@ -68,7 +82,6 @@ Status EngineImpl::LoadReceiptSecretLocked() {
 }
 
 void EngineImpl::Close() {
-  schedules_->Stop();  // first: its thread calls the operations below
   {
     Deferred deferred;  // runs after the lock is released
     std::lock_guard lock(mu_);
@@ -266,7 +279,9 @@ Result<std::unique_ptr<Engine>> OpenEngineOnStorage(const EngineOptions& options
   if (!s.ok()) return Status::InvalidArgument("default queue config: " + s.message());
   auto engine = std::make_unique<EngineImpl>(options, std::move(storage));
   DELAYQ_RETURN_IF_ERROR(engine->Start());
-  return std::unique_ptr<Engine>(std::move(engine));
+  ScheduleStore& rows = engine->schedule_rows();
+  const std::shared_ptr<Clock> clock = options.clock ? options.clock : SystemClock::Instance();
+  return std::unique_ptr<Engine>(std::make_unique<ScheduledEngine>(std::move(engine), rows, clock, options.schedules));
 }
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {

@@ -37,7 +37,6 @@
 #include "core/record.h"
 #include "core/ulid.h"
 #include "delayq/engine.h"
-#include "schedule/runner.h"
 #include "schedule/schedule_store.h"
 #include "store/embedded/dead_sweeps.h"
 #include "store/embedded/deferred.h"
@@ -96,11 +95,8 @@ class EngineImpl final : public Engine, private ScheduleStore {
   Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
-  Result<RecurringSchedule> PutSchedule(std::string_view queue, const ScheduleSpec& spec) override;
-  Result<RecurringSchedule> GetSchedule(std::string_view queue, std::string_view name) override;
-  Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view queue) override;
-  Status DeleteSchedule(std::string_view queue, std::string_view name) override;
-  Result<RecurringSchedule> PauseSchedule(std::string_view queue, std::string_view name, bool paused) override;
+  // The rows its recurring schedules are kept in (engine_schedules.cc; ScheduledQueue runs them).
+  ScheduleStore& schedule_rows() { return *this; }
 
   Status Health() override;
   void Close() override;
@@ -309,9 +305,6 @@ class EngineImpl final : public Engine, private ScheduleStore {
   std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)
   std::thread scheduler_;
   uint64_t clock_listener_ = 0;
-  // Recurring schedules: made in Start, stopped first in Close (its thread calls the public
-  // operations, never under mu_).
-  std::unique_ptr<ScheduleRunner> schedules_;
 };
 
 inline Status UnknownQueue(std::string_view name) { return errors::UnknownQueue(name); }

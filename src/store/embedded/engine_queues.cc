@@ -114,7 +114,6 @@ Status EngineImpl::PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& met
 Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateConfig(config));
-  DELAYQ_RETURN_IF_ERROR(schedules_->CheckConfig(queue, config));  // its schedules' runs must still fit
   Op op(*this, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
   auto created = CreateQueueLocked(queue);

@@ -1,6 +1,6 @@
 // Schedules on the embedded store: the rows ScheduleStore asks for (keys.h: meta "sched"), each
 // the generation (8 bytes, big-endian) then the record (schedule/schedule_store.h). The rules are
-// the runner's (schedule/runner.h); the Queue schedule calls go to it.
+// the runner's (schedule/runner.h), which ScheduledQueue runs over these rows.
 #include <fmt/format.h>
 
 #include "core/validate.h"
@@ -104,22 +104,6 @@ Status EngineImpl::EraseSchedule(std::string_view queue, std::string_view name, 
   batch->Delete(Cf::kMeta, key);
   DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
   return op.Finish();
-}
-
-Result<RecurringSchedule> EngineImpl::PutSchedule(std::string_view queue, const ScheduleSpec& spec) {
-  return schedules_->Put(queue, spec);
-}
-Result<RecurringSchedule> EngineImpl::GetSchedule(std::string_view queue, std::string_view name) {
-  return schedules_->Get(queue, name);
-}
-Result<std::vector<RecurringSchedule>> EngineImpl::ListSchedules(std::string_view queue) {
-  return schedules_->List(queue);
-}
-Status EngineImpl::DeleteSchedule(std::string_view queue, std::string_view name) {
-  return schedules_->Delete(queue, name);
-}
-Result<RecurringSchedule> EngineImpl::PauseSchedule(std::string_view queue, std::string_view name, bool paused) {
-  return schedules_->SetPaused(queue, name, paused);
 }
 
 }  // namespace delayq

@@ -43,9 +43,22 @@ RedisQueue::RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> c
     : options_(std::move(options)),
       client_(std::move(client)),
       rng_(std::random_device{}()),
-      delivery_first_(std::chrono::microseconds(options_.delivery_first_max_wait_us)) {
-  schedules_ = std::make_unique<ScheduleRunner>(*this, static_cast<ScheduleStore&>(*this), SystemClock::Instance(),
-                                                options_.schedules);
+      delivery_first_(std::chrono::microseconds(options_.delivery_first_max_wait_us)) {}
+
+Result<std::unique_ptr<ScheduledRedisQueue>> ScheduledRedisQueue::Open(const RedisQueueOptions& options,
+                                                                       std::shared_ptr<Clock> clock) {
+  auto store = RedisQueue::Open(options);
+  if (!store.ok()) return store.status();
+  ScheduleStore& rows = (*store)->schedule_rows();
+  return std::make_unique<ScheduledRedisQueue>(std::move(*store), rows,
+                                               clock ? std::move(clock) : SystemClock::Instance(), options.schedules);
+}
+
+ScheduledRedisQueue::~ScheduledRedisQueue() { Close(); }
+
+void ScheduledRedisQueue::Close() {
+  StopSchedules();  // first: its thread calls the store
+  redis().Close();
 }
 
 RedisQueue::~RedisQueue() { Close(); }
@@ -91,11 +104,9 @@ std::shared_ptr<const ReceiptSigner> RedisQueue::Signer() {
 void RedisQueue::Start() {
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   subscriber_ = std::thread([this] { SubscriberLoop(); });
-  schedules_->Start();
 }
 
 void RedisQueue::Close() {
-  schedules_->Stop();  // first: its thread calls the operations below
   std::vector<ReserveCallback> pending;
   {
     std::lock_guard lock(mu_);

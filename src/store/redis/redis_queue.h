@@ -42,6 +42,7 @@
 #include "delayq/queue.h"
 #include "schedule/runner.h"
 #include "schedule/schedule_store.h"
+#include "schedule/scheduled_queue.h"
 #include "store/redis/delivery_first.h"
 #include "store/redis/redis_client.h"
 
@@ -115,11 +116,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
-  Result<RecurringSchedule> PutSchedule(std::string_view queue, const ScheduleSpec& spec) override;
-  Result<RecurringSchedule> GetSchedule(std::string_view queue, std::string_view name) override;
-  Result<std::vector<RecurringSchedule>> ListSchedules(std::string_view queue) override;
-  Status DeleteSchedule(std::string_view queue, std::string_view name) override;
-  Result<RecurringSchedule> PauseSchedule(std::string_view queue, std::string_view name, bool paused) override;
+  // The rows its recurring schedules are kept in (redis_schedules.cc; ScheduledRedisQueue runs them).
+  ScheduleStore& schedule_rows() { return *this; }
   // What the last call to Redis found: ok, or why Redis cannot serve (unreachable, loading). The
   // scheduler calls Redis at least every safety_interval_ms, so this is at most that old.
   Status Health() override;
@@ -310,8 +308,19 @@ class RedisQueue final : public Queue, private ScheduleStore {
   // Promote and reserve scripts before this process's enqueue scripts (delivery_first.h).
   DeliveryFirst delivery_first_;
   std::thread scheduler_, subscriber_;
-  // Recurring schedules: started with the threads above, stopped first in Close.
-  std::unique_ptr<ScheduleRunner> schedules_;
+};
+
+// The Redis store with its recurring schedules (schedule/scheduled_queue.h), on `clock` (nullptr:
+// the system's): what a server opens.
+class ScheduledRedisQueue final : public ScheduledQueue<Queue> {
+ public:
+  static Result<std::unique_ptr<ScheduledRedisQueue>> Open(const RedisQueueOptions& options,
+                                                           std::shared_ptr<Clock> clock = nullptr);
+  using ScheduledQueue<Queue>::ScheduledQueue;
+  ~ScheduledRedisQueue() override;
+  RedisQueue& redis() { return static_cast<RedisQueue&>(store()); }
+  // Stops the schedules, then the store (RedisQueue::Close). Idempotent.
+  void Close();
 };
 
 }  // namespace delayq::redis

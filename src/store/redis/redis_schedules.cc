@@ -114,20 +114,4 @@ Status RedisQueue::EraseSchedule(std::string_view queue, std::string_view name, 
   return Status::Ok();
 }
 
-Result<RecurringSchedule> RedisQueue::PutSchedule(std::string_view queue, const ScheduleSpec& spec) {
-  return schedules_->Put(queue, spec);
-}
-Result<RecurringSchedule> RedisQueue::GetSchedule(std::string_view queue, std::string_view name) {
-  return schedules_->Get(queue, name);
-}
-Result<std::vector<RecurringSchedule>> RedisQueue::ListSchedules(std::string_view queue) {
-  return schedules_->List(queue);
-}
-Status RedisQueue::DeleteSchedule(std::string_view queue, std::string_view name) {
-  return schedules_->Delete(queue, name);
-}
-Result<RecurringSchedule> RedisQueue::PauseSchedule(std::string_view queue, std::string_view name, bool paused) {
-  return schedules_->SetPaused(queue, name, paused);
-}
-
 }  // namespace delayq::redis

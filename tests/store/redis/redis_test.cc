@@ -55,7 +55,7 @@ class RedisHarness : public QueueHarness {
     // that causes it (a wake message, an ack, a config change), not from the once-a-second probe
     // that makes up for lost messages (a waiter served only by it was a bug the suite missed).
     o.safety_interval_ms = 60'000;
-    auto q = redis::RedisQueue::Open(o);
+    auto q = redis::ScheduledRedisQueue::Open(o);
     if (!q.ok()) throw std::runtime_error(q.status().ToString());
     queue_ = std::move(*q);
   }
@@ -69,7 +69,7 @@ class RedisHarness : public QueueHarness {
  private:
   std::string url_;
   int shards_;
-  std::unique_ptr<redis::RedisQueue> queue_;
+  std::unique_ptr<redis::ScheduledRedisQueue> queue_;
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -228,12 +228,12 @@ TEST(RedisStore, TwoServersOnOneRedisShareOneRateLimit) {
   EXPECT_LE(static_cast<double>(delivered.load()), 5 + 50 * seconds + 2) << "more than the bucket allows";
 }
 
-std::unique_ptr<redis::RedisQueue> OpenScheduling(const std::string& url, int64_t lead_ms) {
+std::unique_ptr<redis::ScheduledRedisQueue> OpenScheduling(const std::string& url, int64_t lead_ms) {
   redis::RedisQueueOptions o;
   o.url = url;
   o.schedules.lead_ms = lead_ms;
   o.schedules.refresh_ms = 300;
-  auto q = redis::RedisQueue::Open(o);
+  auto q = redis::ScheduledRedisQueue::Open(o);
   if (!q.ok()) throw std::runtime_error(q.status().ToString());
   return std::move(*q);
 }
