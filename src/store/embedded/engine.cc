@@ -36,7 +36,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> st
       clock_(options.clock ? options.clock : SystemClock::Instance()),
       storage_(std::move(storage)),
       commit_(storage_.get()),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()),
+      schedule_rows_(MakeScheduleRows()) {}
 
 EngineImpl::~EngineImpl() { Close(); }
 
@@ -201,6 +202,7 @@ QueueState* EngineImpl::GetOrCreateQueueLocked(std::string_view name) {
   return queues_.emplace(q->name, std::move(q)).first->second.get();
 }
 
+// kResourceExhausted when `name` is not a queue and there are options_.max_queues already.
 Status EngineImpl::RoomForQueueLocked(std::string_view name) {
   if (FindQueueLocked(name) == nullptr && queue_count_ >= options_.max_queues) {
     return errors::QueueLimit(name, queue_count_ + 1, options_.max_queues);
@@ -208,11 +210,13 @@ Status EngineImpl::RoomForQueueLocked(std::string_view name) {
   return Status::Ok();
 }
 
+// The queue, created if it is new (RoomForQueueLocked first).
 Result<QueueState*> EngineImpl::CreateQueueLocked(std::string_view name) {
   DELAYQ_RETURN_IF_ERROR(RoomForQueueLocked(name));
   return GetOrCreateQueueLocked(name);
 }
 
+// The queue or a provisional one, for a waiting reserve.
 QueueState* EngineImpl::QueueForWaiterLocked(std::string_view name) {
   auto it = queues_.find(name);
   if (it != queues_.end()) return it->second.get();
@@ -221,6 +225,7 @@ QueueState* EngineImpl::QueueForWaiterLocked(std::string_view name) {
   return queues_.emplace(q->name, std::move(q)).first->second.get();
 }
 
+// Drops `q` when it is provisional and no waiter is left on it.
 void EngineImpl::DropIfUnusedLocked(QueueState* q) {
   if (q == nullptr || !q->provisional) return;
   if (waiters_.AnyIn(q)) return;

@@ -51,7 +51,7 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
   };
   // The record of a job of `q`, read from disk (from its due place when it is live).
   auto read = [&](const Ulid& id, std::string* raw, JobRecord* record, const DueKey* key = nullptr) -> Status {
-    return ReadRecordLocked(q->name, id, key, record, nullptr, raw);
+    return ReadRecord(*storage_, q->name, id, key, record, nullptr, raw);
   };
   auto finish_at = [&](const PageCursor& at) { page.next_cursor = EncodePageCursor(request.state, at); };
 

@@ -169,6 +169,7 @@ Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
   return purged;
 }
 
+// Counts a job that went dead at dead_at_ms (after its write succeeded).
 void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
   ++q->dead;
   ++q->counters.dead;
@@ -178,6 +179,7 @@ void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
   }
 }
 
+// Plans the queue's next retention sweep (or drops it: no dead jobs).
 void EngineImpl::PlanDeadSweepLocked(QueueState* q) {
   dead_sweeps_.Plan(q, q->dead, q->dead_floor_ms, ConfigOf(q).dead_retention_ms);
 }

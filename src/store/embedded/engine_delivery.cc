@@ -17,6 +17,38 @@
 #include "store/embedded/engine_impl.h"
 
 namespace delayq {
+namespace {
+
+// Before an ack batch takes the lock: sizes `out`, parses and opens the receipts, and marks the
+// first of each repeated one. False (every answer in `out` says why) when the queue name is bad.
+bool OpenReceipts(const ReceiptSigner& signer, std::string_view queue, std::span<const std::string> receipts,
+                  std::vector<Result<Receipt>>* parsed, std::vector<size_t>* first, std::vector<Status>* out) {
+  out->assign(receipts.size(), Status::Ok());
+  Status valid = ValidateQueueName(queue);
+  if (!valid.ok()) {
+    std::fill(out->begin(), out->end(), valid);
+    return false;
+  }
+  // A receipt given twice is acked once, and every copy answers what the first did.
+  *parsed = ParseReceipts(receipts);
+  *first = FirstOccurrences(*parsed);
+  for (size_t i = 0; i < receipts.size(); ++i) (*parsed)[i] = signer.Open(queue, receipts[i], (*parsed)[i]);
+  return true;
+}
+
+// Each repeated receipt answers what its first did; a first that went well answers the
+// durability's outcome.
+void AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (first[i] != i) {
+      out[i] = out[first[i]];
+    } else if (out[i].ok() && !durable.ok()) {
+      out[i] = durable;
+    }
+  }
+}
+
+}  // namespace
 
 Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                                         const Instant& now) {
@@ -103,7 +135,7 @@ Status EngineImpl::PlanDueOrderLocked(QueueState* q, ReservePlan& plan) {
       keys.push_back(next->first);
     }
     chunk = std::min<size_t>(chunk * 2, 64);
-    std::vector<Status> reads = ReadRecordsLocked(q->name, keys, &raws, &in_due);
+    std::vector<Status> reads = ReadRecords(*storage_, q->name, keys, &raws, &in_due);
     for (size_t i = 0; i < candidates.size(); ++i) {
       auto picked = PlanPickLocked(q, plan, candidates[i], raws[i], reads[i], in_due[i]);
       if (!picked.ok()) return picked.status();
@@ -135,7 +167,7 @@ Status EngineImpl::PlanReadyOrderLocked(QueueState* q, const QueueConfig& config
     auto pick = q->ready.Peek(now.wall_ms(), rules);
     if (!pick) break;
     auto it = q->ready.Take(*pick);
-    std::vector<Status> reads = ReadRecordsLocked(q->name, {it->first}, &raws, &in_due);
+    std::vector<Status> reads = ReadRecords(*storage_, q->name, {it->first}, &raws, &in_due);
     auto picked = PlanPickLocked(q, plan, it, raws[0], reads[0], in_due[0]);
     if (!picked.ok() || !*picked) {
       q->ready.Restore(it);  // not taken after all (its group's turn is over, though)
@@ -254,7 +286,7 @@ void EngineImpl::CancelReserve(uint64_t handle) {
   done(std::vector<Delivery>{});
 }
 
-Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
+Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, ReceiptTarget* target, JobRecord* record,
                                        bool* have_record) {
   *have_record = false;
   auto id = [&] { return receipt.id.ToString(); };  // for the errors only
@@ -267,7 +299,7 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Ta
     return Status::Ok();
   }
   bool in_due = false;
-  Status s = ReadRecordLocked(q->name, receipt.id, nullptr, record, &in_due);
+  Status s = ReadRecord(*storage_, q->name, receipt.id, nullptr, record, &in_due);
   if (s.code() == Code::kNotFound) return errors::DeliveryJobGone(id());
   DELAYQ_RETURN_IF_ERROR(s);
   *have_record = true;
@@ -287,27 +319,11 @@ Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
   return AckBatch(queue, std::span(&r, 1)).front();
 }
 
-bool EngineImpl::OpenReceipts(std::string_view queue, std::span<const std::string> receipts,
-                              std::vector<Result<Receipt>>* parsed, std::vector<size_t>* first,
-                              std::vector<Status>* out) const {
-  out->assign(receipts.size(), Status::Ok());
-  Status valid = ValidateQueueName(queue);
-  if (!valid.ok()) {
-    std::fill(out->begin(), out->end(), valid);
-    return false;
-  }
-  // A receipt given twice is acked once, and every copy answers what the first did.
-  *parsed = ParseReceipts(receipts);
-  *first = FirstOccurrences(*parsed);
-  for (size_t i = 0; i < receipts.size(); ++i) (*parsed)[i] = signer_->Open(queue, receipts[i], (*parsed)[i]);
-  return true;
-}
-
 std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
   std::vector<Result<Receipt>> parsed;
   std::vector<size_t> first;
   std::vector<Status> out;
-  if (!OpenReceipts(queue, receipts, &parsed, &first, &out)) return out;
+  if (!OpenReceipts(*signer_, queue, receipts, &parsed, &first, &out)) return out;
   Op op(*this, Op::kWrites);
   AckBatchLocked(op, queue, receipts, parsed, first, out);
   AnswerAckBatch(first, op.Finish(), out);
@@ -318,7 +334,7 @@ void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::stri
   std::vector<Result<Receipt>> parsed;
   std::vector<size_t> first;
   std::vector<Status> out;
-  if (!OpenReceipts(queue, receipts, &parsed, &first, &out)) return done(std::move(out));
+  if (!OpenReceipts(*signer_, queue, receipts, &parsed, &first, &out)) return done(std::move(out));
   Op op(*this, Op::kWrites);
   AckBatchLocked(op, queue, receipts, parsed, first, out);
   op.FinishAsync([done = std::move(done), first = std::move(first), out = std::move(out)](Status durable) mutable {
@@ -327,16 +343,8 @@ void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::stri
   });
 }
 
-void EngineImpl::AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out) {
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (first[i] != i) {
-      out[i] = out[first[i]];
-    } else if (out[i].ok() && !durable.ok()) {
-      out[i] = durable;
-    }
-  }
-}
-
+// The locked part of an ack batch: `out` gets each first receipt's answer; the caller finishes
+// `op`, then calls AnswerAckBatch with the durability's outcome.
 void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
                                 const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
                                 std::vector<Status>& out) {
@@ -345,7 +353,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
     return;
   }
-  std::vector<Target> targets(receipts.size());
+  std::vector<ReceiptTarget> targets(receipts.size());
   std::vector<bool> kept(receipts.size());  // core/mutant.h's ack-keeps-job
   auto batch = storage_->NewBatch();
   for (size_t i = 0; i < receipts.size(); ++i) {
@@ -362,7 +370,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
       kept[i] = true;
       continue;
     }
-    const Target& t = targets[i];
+    const ReceiptTarget& t = targets[i];
     std::string key;
     bool key_indexed;
     int64_t key_ttl_ms;
@@ -379,7 +387,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     if (!t.in_due) batch->Delete(Cf::kJobs, t.id.Raw());
     batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
     if (key_indexed) {
-      ReleaseKeyLocked(queue, t.id, key, t.key.due_ms, key_ttl_ms, op.now().wall_ms(), *batch);
+      ReleaseKey(*storage_, queue, t.id, key, t.key.due_ms, key_ttl_ms, op.now().wall_ms(), *batch);
     }
   }
   if (batch->Count() > 0) {
@@ -391,7 +399,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     } else {
       for (size_t i = 0; i < receipts.size(); ++i) {
         if (first[i] != i || !out[i].ok() || kept[i]) continue;
-        const Target& t = targets[i];
+        const ReceiptTarget& t = targets[i];
         if (t.leased) {
           leases_.Remove(t.id);
         } else {
@@ -411,7 +419,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
   std::vector<Result<Receipt>> parsed;
   std::vector<size_t> first;
   std::vector<Status> out;
-  if (!OpenReceipts(queue, receipts, &parsed, &first, &out)) return out;
+  if (!OpenReceipts(*signer_, queue, receipts, &parsed, &first, &out)) return out;
   Op op(*this, Op::kWrites);
   QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
   if (!op.status().ok() || !q) {
@@ -420,7 +428,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
   }
   // Each leased delivery goes back to ready where it stood (its due key), one attempt less, with
   // no lease and no token: written first, then applied.
-  std::vector<Target> targets(receipts.size());
+  std::vector<ReceiptTarget> targets(receipts.size());
   auto batch = storage_->NewBatch();
   for (size_t i = 0; i < receipts.size(); ++i) {
     if (first[i] != i) continue;
@@ -432,7 +440,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
     bool have_record;
     out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
     if (!out[i].ok()) continue;
-    Target& t = targets[i];
+    ReceiptTarget& t = targets[i];
     if (!t.leased) {
       out[i] = errors::ReleasedTooLate(t.id.ToString());  // its lease ran out: that attempt counted
       continue;
@@ -443,7 +451,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
     std::string inline_record;  // back.record views it: it lives until the entry is encoded
     if (t.in_due) {
       bool still_inline = false;
-      out[i] = ReadRecordLocked(queue, t.id, &t.key, &record, &still_inline, &inline_record);
+      out[i] = ReadRecord(*storage_, queue, t.id, &t.key, &record, &still_inline, &inline_record);
       if (!out[i].ok()) continue;
       if (still_inline) back.record = inline_record;
     }
@@ -457,7 +465,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
         out[i] = s;
         continue;
       }
-      Target& t = targets[i];
+      ReceiptTarget& t = targets[i];
       leases_.Remove(t.id);
       q->ready.emplace(t.key, ReadyInfo{t.attempt - 1, {}, /*redelivery=*/true, t.lane});
       ++ready_entries_;
@@ -493,6 +501,7 @@ void EngineImpl::NackAsync(std::string_view queue, const NackRequest& request, N
   FinishWith(op, NackLocked(op, queue, request, receipt), std::move(done));
 }
 
+// The locked part of a nack (written, not yet durable); the caller finishes `op`.
 Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const NackRequest& request,
                                           const Result<Receipt>& receipt) {
   NackResult result;
@@ -504,11 +513,11 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
     if (!receipt.ok()) return receipt.status();
     const QueueConfig& config = ConfigOf(q);
     DELAYQ_RETURN_IF_ERROR(ValidateNack(request, config));
-    Target t;
+    ReceiptTarget t;
     JobRecord record;
     bool have_record;
     DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
-    if (!have_record) DELAYQ_RETURN_IF_ERROR(ReadRecordLocked(queue, t.id, &t.key, &record));
+    if (!have_record) DELAYQ_RETURN_IF_ERROR(ReadRecord(*storage_, queue, t.id, &t.key, &record));
     record.last_error = NackErrorText(request);
     auto batch = storage_->NewBatch();
     const bool dead = request.dead || t.attempt >= record.max_attempts;
@@ -580,7 +589,7 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
     QueueState* q = FindQueueLocked(queue);
     if (!q) return UnknownQueue(queue);
     if (!receipt.ok()) return receipt.status();
-    Target t;
+    ReceiptTarget t;
     JobRecord record;
     bool have_record;
     DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
@@ -594,7 +603,7 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
     std::string inline_record;  // an inline record is rewritten with its entry
     if (t.in_due) {
       bool still_inline = false;
-      DELAYQ_RETURN_IF_ERROR(ReadRecordLocked(queue, t.id, &t.key, &record, &still_inline, &inline_record));
+      DELAYQ_RETURN_IF_ERROR(ReadRecord(*storage_, queue, t.id, &t.key, &record, &still_inline, &inline_record));
       if (still_inline) due.record = inline_record;
     }
     batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(due));

@@ -1,22 +1,16 @@
 // The embedded engine.
 //
-// How data flows. Every live job is one entry in `due`, which holds its record while the job
-// is still where it was made (one row per scheduled job); otherwise the record is in `jobs`
-// (keys.h says which, and engine_records.cc reads them). A dead job is its record in `jobs`
-// plus one entry in `dead`. Each operation runs under one mutex: it first catches up with the clock (Tick:
-// promote what came due, expire leases, time out waiters), then reads what it needs from the
-// store, builds one WriteBatch, writes it (unsynced), and only when the write succeeded
-// applies the change to the in-memory indexes. Outside the mutex it then waits, in `sync`
-// mode, for the group commit to fsync the log. A failed write leaves memory and disk as
-// they were.
+// Every live job is one entry in `due`, holding its record while the job is still where it was
+// made (records.h); a dead job is its record in `jobs` plus one entry in `dead`. Each operation
+// runs under one mutex (Op, engine_op.h): it catches up with the clock (TickLocked: promote what
+// came due, end leases, time out waiters), reads what it needs, builds one WriteBatch, writes it,
+// and only when the write succeeded applies the change to memory; outside the mutex it then waits,
+// in `sync` mode, for the group commit. A failed write leaves memory and disk as they were.
 //
-// What memory holds per queue is in queue_state.h; over all queues, the engine holds the
-// leases (lease_table.h), the waiting reserves (waiters.h) and the timelines below.
-// `heads_` holds the first window entry of every queue, so the next due time is heads_.begin().
-//
-// The scheduler thread sleeps until the earliest of: the next due job, the next lease
-// deadline, the next waiter timeout, the next dead-retention sweep; an operation that creates
-// an earlier one wakes it, and so does a step of the wall clock.
+// Memory holds each queue's state (queue_state.h), and over all queues the leases (lease_table.h),
+// the waiting reserves (waiters.h), and `heads_`: each window's first entry, so the next due job
+// is heads_.begin(). The scheduler thread sleeps until the earliest deadline of all these, or
+// until an operation makes an earlier one or the wall clock steps.
 #pragma once
 
 #include <condition_variable>
@@ -43,9 +37,11 @@
 #include "store/embedded/enqueue_plan.h"
 #include "store/embedded/group_commit.h"
 #include "store/embedded/instant.h"
+#include "store/embedded/kept_keys.h"
 #include "store/embedded/keys.h"
 #include "store/embedded/lease_table.h"
 #include "store/embedded/queue_state.h"
+#include "store/embedded/records.h"
 #include "store/embedded/reserve_plan.h"
 #include "store/embedded/storage.h"
 #include "store/embedded/timeline.h"
@@ -53,7 +49,7 @@
 
 namespace delayq {
 
-class EngineImpl final : public Engine, private ScheduleStore {
+class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage);
   ~EngineImpl() override;
@@ -96,7 +92,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
   // The rows its recurring schedules are kept in (engine_schedules.cc; ScheduledQueue runs them).
-  ScheduleStore& schedule_rows() { return *this; }
+  ScheduleStore& schedule_rows() { return *schedule_rows_; }
 
   Status Health() override;
   void Close() override;
@@ -104,43 +100,22 @@ class EngineImpl final : public Engine, private ScheduleStore {
   EngineInfo Info() override;
 
  private:
-  // Where a receipt's delivery is now.
-  struct Target {
-    Ulid id;
-    DueKey key;
-    bool leased = false;  // reserved; else ready after its lease expired
-    int32_t attempt = 0;
-    DeliveryToken delivery;
-    bool in_due = false;  // its record is inline in its due entry
-    Lane lane;
-  };
-
-  // One operation on the engine, from its first line to its answer (engine_op.h).
-  class Op;
+  class Op;  // one operation on the engine, from its first line to its answer (engine_op.h)
 
   Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
 
-  // --- schedules (engine_schedules.cc): the rows the runner keeps them in ---
-  Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override;
-  Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) override;
-  Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override;
-  Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override;
+  class ScheduleRows;  // engine_schedules.cc
+  std::unique_ptr<ScheduleStore> MakeScheduleRows();
 
   // --- queues (engine.cc) ---
-  QueueState* FindQueueLocked(std::string_view name);         // a queue (never a provisional one)
-  QueueState* GetOrCreateQueueLocked(std::string_view name);  // no limit: recovery
-  // kResourceExhausted when `name` is not a queue and there are options_.max_queues already.
-  Status RoomForQueueLocked(std::string_view name);
-  // The queue, created if it is new (RoomForQueueLocked first).
-  Result<QueueState*> CreateQueueLocked(std::string_view name);
-  // The queue or a provisional one, for a waiting reserve.
-  QueueState* QueueForWaiterLocked(std::string_view name);
-  // Drops `q` when it is provisional and no waiter is left on it.
-  void DropIfUnusedLocked(QueueState* q);
-  size_t queue_count_ = 0;  // queues, not counting provisional ones
-  const QueueConfig& ConfigOf(const QueueState* q) const {
-    return q->meta.has_config ? q->meta.config : options_.default_queue_config;
-  }
+  QueueState* FindQueueLocked(std::string_view name);            // a queue (never a provisional one)
+  QueueState* GetOrCreateQueueLocked(std::string_view name);     // no limit: recovery
+  Status RoomForQueueLocked(std::string_view name);              // kResourceExhausted: max_queues
+  Result<QueueState*> CreateQueueLocked(std::string_view name);  // RoomForQueueLocked first
+  QueueState* QueueForWaiterLocked(std::string_view name);       // or a provisional one
+  void DropIfUnusedLocked(QueueState* q);                        // a provisional one no one waits on
+  size_t queue_count_ = 0;                                       // queues, not counting provisional ones
+  const QueueConfig& ConfigOf(const QueueState* q) const { return q->ConfigOr(options_.default_queue_config); }
   Status CheckOpenLocked() const;
   Status LoadReceiptSecretLocked();
   Status PersistMetaLocked(Op& op, QueueState* q, const QueueMeta& meta);
@@ -151,10 +126,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
                    int64_t now_us, Lane lane);
   void UnplaceLocked(QueueState* q, const DueKey& key);
   void WindowInsertLocked(QueueState* q, const DueKey& key, int32_t attempt, uint8_t lane);
-  // The lane of a job that comes due from the window: its priority is in the entry's lane byte;
-  // a group is read from its due entry (an error is logged and leaves it in the default group).
   Lane LaneComingDueLocked(QueueState* q, const DueKey& key, uint8_t lane_byte);
-  // Whether a group has group_max_reserved jobs leased, counting `extra` more.
   void GroupsLocked(const QueueState* q, QueueStats* s) const;  // QueueStats::groups
   bool GroupFullLocked(const QueueState* q, std::string_view group, int64_t cap, int64_t extra) const;
   void WindowEraseLocked(QueueState* q, const DueKey& key);
@@ -163,24 +135,8 @@ class EngineImpl final : public Engine, private ScheduleStore {
   void RefillOrRetryLocked(QueueState* q);
   void EvictLocked();
   void AddLeaseLocked(const Ulid& id, Lease lease);  // and wakes the scheduler for its end
-  // Wakes the scheduler when the deadline is earlier than its planned wake-up.
-  void PokeWallLocked(int64_t wall_us);
+  void PokeWallLocked(int64_t wall_us);              // wakes the scheduler when earlier than it planned
   void PokeMonoLocked(int64_t mono_us);
-
-  // --- where records are (engine_records.cc; the layout is in keys.h) ---
-  // Reads job `id`'s record. With its due place `key` (when the caller knows it): inline there
-  // when that is the id's place and the entry holds it, else from `jobs`. With no key: from
-  // `jobs`, else inline at the id's place. *in_due (when given) tells where it was; *raw (when
-  // given) gets the encoded record. kNotFound: the job has no record.
-  Status ReadRecordLocked(std::string_view queue, const Ulid& id, const DueKey* key, JobRecord* record,
-                          bool* in_due = nullptr, std::string* raw = nullptr);
-  // The encoded records of the live jobs at `keys` (of one queue), read together: one Status per
-  // key, (*records)[i] its encoded record and (*in_due)[i] whether it was inline.
-  std::vector<Status> ReadRecordsLocked(std::string_view queue, const std::vector<DueKey>& keys,
-                                        std::vector<std::string>* records, std::vector<bool>* in_due);
-  // Puts a new job's record and due entry into `batch`: one inline row when the job is at its
-  // id's place and the record is small, else the two-row layout.
-  static void PutNewJob(WriteBatch& batch, std::string_view queue, const DueKey& key, const JobRecord& record);
 
   // --- the scheduler (engine_scheduler.cc) ---
   Deadline TickLocked(const Instant& now, Deferred& deferred);
@@ -188,14 +144,10 @@ class EngineImpl final : public Engine, private ScheduleStore {
   void ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>* touched);
   void ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred);
   void ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred);
-  // Wakes the queue's waiting reserves at mono_us (a token comes), unless planned earlier.
   void PlanFlowWakeLocked(QueueState* q, int64_t mono_us);
   // --- dead letters (engine_dead.cc) ---
-  // Counts a job that went dead at dead_at_ms (after its write succeeded).
   void NoteDeathLocked(QueueState* q, int64_t dead_at_ms);
-  // Plans the queue's next retention sweep in dead_sweeps_ (or drops it: no dead jobs).
   void PlanDeadSweepLocked(QueueState* q);
-  // Deletes the dead jobs whose retention ran out, at most kSweepPerTick in all.
   void SweepDeadLocked(int64_t now_ms);
   void SchedulerLoop();
 
@@ -212,19 +164,10 @@ class EngineImpl final : public Engine, private ScheduleStore {
   Status ApplyReserveLocked(QueueState* q, const QueueConfig& config, ReservePlan& plan, const Instant& now);
   void RecordLatenessLocked(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
                             const Instant& now);
-  Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, Target* target, JobRecord* record,
+  Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, ReceiptTarget* target, JobRecord* record,
                              bool* have_record);
-  // The job `ref` names in `q` and its record (*in_due: where it was, see ReadRecordLocked).
   Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record, bool* in_due = nullptr);
   Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
-  // The key of a job leaving for good (ack, cancel): deleted, or with a key_ttl_ms kept taken
-  // until now + key_ttl_ms (and up to two kept keys whose time ran out are deleted first, so
-  // they cannot pile up; a failed read only skips that). engine_jobs.cc.
-  void ReleaseKeyLocked(std::string_view queue, const Ulid& id, std::string_view key, int64_t due_ms,
-                        int64_t key_ttl_ms, int64_t now_ms, WriteBatch& batch);
-  // Whether the keys entry `value` holds its key at now_ms: a live job's, or a kept key not yet
-  // free.
-  static bool HoldsKey(std::string_view value, int64_t now_ms);
   void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt, int64_t now_ms,
                             WriteBatch& batch);
   Status WriteLocked(WriteBatch& batch, uint64_t* seq);
@@ -234,32 +177,20 @@ class EngineImpl final : public Engine, private ScheduleStore {
                                                  bool batch);
   void EnqueueAsyncImpl(std::string_view queue, std::span<const EnqueueRequest> requests, bool is_batch,
                         EnqueueCallback done);
-  // The locked part of an enqueue (written, not yet durable); the caller finishes `op`.
+  // The locked parts (...Locked(Op&, ...)) are written, not yet durable: the caller finishes `op`.
   Result<std::vector<EnqueueResult>> EnqueueLocked(Op& op, std::string_view queue,
                                                    std::span<const EnqueueRequest> requests, bool is_batch);
-  // Before an ack batch takes the lock: sizes `out`, parses and opens the receipts, and marks the
-  // first of each repeated one. False (every answer in `out` says why) when the queue name is bad.
-  bool OpenReceipts(std::string_view queue, std::span<const std::string> receipts, std::vector<Result<Receipt>>* parsed,
-                    std::vector<size_t>* first, std::vector<Status>* out) const;
-  // The locked part of an ack batch: `out` gets each first receipt's answer; the caller finishes
-  // `op`, then calls AnswerAckBatch with the durability's outcome.
   void AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
                       const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
                       std::vector<Status>& out);
-  // The locked parts of a cancel and a reschedule (written, not yet durable); the caller
-  // finishes `op`.
   Status CancelLocked(Op& op, std::string_view queue, const JobRef& ref);
   Result<Job> RescheduleLocked(Op& op, std::string_view queue, const JobRef& ref, const When& when);
-  // The locked parts of a nack and a touch (written, not yet durable); the caller finishes `op`.
   Result<NackResult> NackLocked(Op& op, std::string_view queue, const NackRequest& request,
                                 const Result<Receipt>& receipt);
   Result<TouchResult> TouchLocked(Op& op, std::string_view queue, const Result<Receipt>& receipt,
                                   std::optional<int64_t> lease_ms);
-  // Finishes `op` for a result of the locked part: `done` gets it once the write is durable (or
-  // the error at once).
   template <typename T>
   static void FinishWith(Op& op, Result<T> result, std::function<void(Result<T>)> done);  // engine_op.h
-  static void AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std::vector<Status>& out);
   Result<EnqueuePlan> PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,
                                         std::span<const EnqueueRequest> requests, bool is_batch, int64_t now_ms);
   Result<bool> PlanTakenKeyLocked(std::string_view queue, const EnqueueRequest& r, const std::string& idem,
@@ -305,6 +236,7 @@ class EngineImpl final : public Engine, private ScheduleStore {
   std::mt19937_64 rng_;  // back-off jitter only (receipts come from the OS CSPRNG)
   std::thread scheduler_;
   uint64_t clock_listener_ = 0;
+  std::unique_ptr<ScheduleStore> schedule_rows_;
 };
 
 inline Status UnknownQueue(std::string_view name) { return errors::UnknownQueue(name); }

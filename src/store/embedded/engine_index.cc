@@ -19,6 +19,8 @@ void EngineImpl::PlaceLocked(QueueState* q, const DueKey& key, int32_t attempt, 
   }
 }
 
+// The lane of a job that comes due from the window: its priority is in the entry's lane byte;
+// a group is read from its due entry (an error is logged and leaves it in the default group).
 Lane EngineImpl::LaneComingDueLocked(QueueState* q, const DueKey& key, uint8_t lane_byte) {
   Lane lane{lane_byte & 0x0f, {}};
   if ((lane_byte & kLaneHasGroup) == 0) return lane;
@@ -35,6 +37,7 @@ Lane EngineImpl::LaneComingDueLocked(QueueState* q, const DueKey& key, uint8_t l
   return lane;
 }
 
+// Whether a group has group_max_reserved jobs leased, counting `extra` more.
 bool EngineImpl::GroupFullLocked(const QueueState* q, std::string_view group, int64_t cap, int64_t extra) const {
   if (cap <= 0) return false;
   return q->leases.InGroup(group) + extra >= cap;

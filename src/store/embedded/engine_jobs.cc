@@ -100,7 +100,7 @@ Result<bool> EngineImpl::PlanTakenKeyLocked(std::string_view queue, const Enqueu
   }
   const Ulid id = Ulid::FromRaw(existing);
   JobRecord record;
-  s = ReadRecordLocked(queue, id, nullptr, &record);
+  s = ReadRecord(*storage_, queue, id, nullptr, &record);
   if (s.code() == Code::kNotFound) return false;
   DELAYQ_RETURN_IF_ERROR(s);
   if (!r.replace && !r.debounce) {
@@ -192,6 +192,7 @@ void EngineImpl::ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, cons
   }
 }
 
+// The job `ref` names in `q` and its record (*in_due: where it was, see ReadRecord).
 Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record, bool* in_due) {
   std::string raw;
   if (!ref.id.empty()) {
@@ -207,7 +208,7 @@ Status EngineImpl::ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, 
     if (raw.size() != 16) return errors::NoJobWithKey(q->name, ref.key);  // kept after its job was done
     *id = Ulid::FromRaw(raw);
   }
-  Status s = ReadRecordLocked(q->name, *id, nullptr, record, in_due);
+  Status s = ReadRecord(*storage_, q->name, *id, nullptr, record, in_due);
   if (s.code() == Code::kNotFound) return errors::NoSuchJob(q->name, id->ToString());
   DELAYQ_RETURN_IF_ERROR(s);
   // A job of another queue does not exist in this one (the Redis store cannot tell either).
@@ -286,6 +287,7 @@ void EngineImpl::CancelAsync(std::string_view queue, const JobRef& ref, CancelCa
   op.FinishAsync(std::move(done));
 }
 
+// The locked part of a cancel (written, not yet durable); the caller finishes `op`.
 Status EngineImpl::CancelLocked(Op& op, std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(op.status());
   {
@@ -304,7 +306,7 @@ Status EngineImpl::CancelLocked(Op& op, std::string_view queue, const JobRef& re
     } else {
       batch->Delete(Cf::kDue, DueIndexKey(queue, key));
       if (record.key_indexed) {
-        ReleaseKeyLocked(queue, id, record.key, record.due_at_ms, record.key_ttl_ms, op.now().wall_ms(), *batch);
+        ReleaseKey(*storage_, queue, id, record.key, record.due_at_ms, record.key_ttl_ms, op.now().wall_ms(), *batch);
       }
     }
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
@@ -367,46 +369,6 @@ Result<Job> EngineImpl::RescheduleLocked(Op& op, std::string_view queue, const J
     result = JobViewLocked(q, id, record);
   }
   return result;
-}
-
-bool EngineImpl::HoldsKey(std::string_view value, int64_t now_ms) {
-  KeptKey kept;
-  return !DecodeKeptKey(value, &kept) || kept.expiry_ms > now_ms;
-}
-
-void EngineImpl::ReleaseKeyLocked(std::string_view queue, const Ulid& id, std::string_view key, int64_t due_ms,
-                                  int64_t key_ttl_ms, int64_t now_ms, WriteBatch& batch) {
-  const std::string idem = IdemKey(queue, key);
-  if (key_ttl_ms <= 0) {
-    batch.Delete(Cf::kKeys, idem);
-    return;
-  }
-  // First up to two kept keys whose time ran out (before the new one is written: a sweep never
-  // deletes what this batch puts). Each kept key is deleted only if it is still the one its
-  // index entry names (the key may have been taken by a new job since).
-  std::string end = KeptKeyPrefix();
-  PutBigEndian64(&end, static_cast<uint64_t>(now_ms + 1));
-  auto cursor = storage_->Scan(Cf::kMeta, KeptKeyPrefix(), end);
-  for (int n = 0; cursor->Valid() && n < 2; cursor->Next(), ++n) {
-    const std::string_view entry = cursor->key();
-    const std::string_view rest = entry.substr(KeptKeyPrefix().size() + 8);
-    const size_t nul = rest.find('\0');
-    const int64_t expiry = static_cast<int64_t>(GetBigEndian64(entry.substr(KeptKeyPrefix().size(), 8)));
-    if (nul != std::string_view::npos) {
-      const std::string other = IdemKey(rest.substr(0, nul), rest.substr(nul + 1));
-      std::string value;
-      KeptKey kept;
-      if (other != idem && storage_->Get(Cf::kKeys, other, &value).ok() && DecodeKeptKey(value, &kept) &&
-          kept.expiry_ms == expiry) {
-        batch.Delete(Cf::kKeys, other);
-      }
-    }
-    batch.Delete(Cf::kMeta, entry);
-  }
-  if (!cursor->status().ok()) spdlog::warn("sweeping kept idempotency keys: {}", cursor->status().ToString());
-  const int64_t expiry = now_ms + key_ttl_ms;
-  batch.Put(Cf::kKeys, idem, EncodeKeptKey({id, due_ms, expiry}));
-  batch.Put(Cf::kMeta, KeptKeyIndex(expiry, queue, key), "");
 }
 
 }  // namespace delayq

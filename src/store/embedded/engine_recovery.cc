@@ -104,7 +104,7 @@ Status EngineImpl::RecoverLocked() {
   for (const PendingLease& p : pending) {
     JobRecord record;
     bool in_due = false;
-    Status s = ReadRecordLocked(p.queue->name, p.key.id, &p.key, &record, &in_due);
+    Status s = ReadRecord(*storage_, p.queue->name, p.key.id, &p.key, &record, &in_due);
     if (!s.ok()) {
       return Status::Corruption(
           fmt::format("reserved job {} has no readable record: {}", p.key.id.ToString(), s.ToString()));

@@ -90,7 +90,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
       continue;
     }
     JobRecord record;
-    Status s = ReadRecordLocked(q->name, id, &lease.key, &record);
+    Status s = ReadRecord(*storage_, q->name, id, &lease.key, &record);
     if (!s.ok()) {
       spdlog::error("job {}: reading it to move it to dead failed: {}", id.ToString(), s.ToString());
       continue;  // retried below
@@ -118,6 +118,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
   for (const Ulid& id : expired) leases_.Extend(id, now.mono_us + kRetryAfterErrorUs);
 }
 
+// Wakes the queue's waiting reserves at mono_us (a token comes), unless planned earlier.
 void EngineImpl::PlanFlowWakeLocked(QueueState* q, int64_t mono_us) {
   if (flow_wakes_.SetEarlier(q, mono_us)) PokeMonoLocked(mono_us);
 }

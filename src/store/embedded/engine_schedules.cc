@@ -24,12 +24,28 @@ Status Changed(std::string_view queue, std::string_view name) {
 
 }  // namespace
 
-Result<std::optional<StoredSchedule>> EngineImpl::LoadSchedule(std::string_view queue, std::string_view name) {
+// The engine's schedule rows, with its lock and its queues (a first schedule creates its queue).
+class EngineImpl::ScheduleRows final : public ScheduleStore {
+ public:
+  explicit ScheduleRows(EngineImpl& engine) : e_(engine) {}
+  Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override;
+  Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) override;
+  Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override;
+  Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override;
+
+ private:
+  EngineImpl& e_;
+};
+
+std::unique_ptr<ScheduleStore> EngineImpl::MakeScheduleRows() { return std::make_unique<ScheduleRows>(*this); }
+
+Result<std::optional<StoredSchedule>> EngineImpl::ScheduleRows::LoadSchedule(std::string_view queue,
+                                                                             std::string_view name) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Op op(*this, Op::kReads);
+  Op op(e_, Op::kReads);
   DELAYQ_RETURN_IF_ERROR(op.status());
   std::string raw;
-  Status s = storage_->Get(Cf::kMeta, ScheduleKey(queue, name), &raw);
+  Status s = e_.storage_->Get(Cf::kMeta, ScheduleKey(queue, name), &raw);
   if (s.code() == Code::kNotFound) return std::optional<StoredSchedule>{};
   DELAYQ_RETURN_IF_ERROR(s);
   StoredSchedule out;
@@ -37,11 +53,11 @@ Result<std::optional<StoredSchedule>> EngineImpl::LoadSchedule(std::string_view 
   return std::optional(std::move(out));
 }
 
-Result<std::vector<StoredSchedule>> EngineImpl::LoadSchedules(std::string_view queue) {
-  Op op(*this, Op::kReads);
+Result<std::vector<StoredSchedule>> EngineImpl::ScheduleRows::LoadSchedules(std::string_view queue) {
+  Op op(e_, Op::kReads);
   DELAYQ_RETURN_IF_ERROR(op.status());
   std::vector<StoredSchedule> out;
-  auto cursor = storage_->Scan(Cf::kMeta, SchedulePrefix(queue), SchedulePrefixEnd(queue));
+  auto cursor = e_.storage_->Scan(Cf::kMeta, SchedulePrefix(queue), SchedulePrefixEnd(queue));
   const size_t prefix = SchedulePrefix("").size();
   for (; cursor->Valid(); cursor->Next()) {
     // "sched" \0 queue \0 name: the queue is what lies between the two NULs.
@@ -56,20 +72,20 @@ Result<std::vector<StoredSchedule>> EngineImpl::LoadSchedules(std::string_view q
   return out;
 }
 
-Status EngineImpl::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
+Status EngineImpl::ScheduleRows::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(s.queue));
-  Op op(*this, Op::kWrites);
+  Op op(e_, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
   const std::string key = ScheduleKey(s.queue, s.spec.name);
   std::string raw;
-  Status found = storage_->Get(Cf::kMeta, key, &raw);
+  Status found = e_.storage_->Get(Cf::kMeta, key, &raw);
   if (!found.ok() && found.code() != Code::kNotFound) return found;
   const uint64_t generation = found.ok() && raw.size() >= 8 ? GetBigEndian64(raw.substr(0, 8)) : 0;
   if (generation != expected) return Changed(s.queue, s.spec.name);
-  auto batch = storage_->NewBatch();
+  auto batch = e_.storage_->NewBatch();
   if (expected == 0) {  // a new schedule: within the limits, and its queue exists
     size_t count = 0;
-    auto cursor = storage_->Scan(Cf::kMeta, SchedulePrefix(s.queue), SchedulePrefixEnd(s.queue));
+    auto cursor = e_.storage_->Scan(Cf::kMeta, SchedulePrefix(s.queue), SchedulePrefixEnd(s.queue));
     for (; cursor->Valid(); cursor->Next()) ++count;
     DELAYQ_RETURN_IF_ERROR(cursor->status());
     if (count >= ScheduleLimits::kMaxPerQueue) {
@@ -77,8 +93,8 @@ Status EngineImpl::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
           fmt::format("queue {} has {} schedules, the most a queue may have; delete one first", s.queue,
                       ScheduleLimits::kMaxPerQueue));
     }
-    const bool existed = FindQueueLocked(s.queue) != nullptr;
-    auto q = CreateQueueLocked(s.queue);
+    const bool existed = e_.FindQueueLocked(s.queue) != nullptr;
+    auto q = e_.CreateQueueLocked(s.queue);
     if (!q.ok()) return q.status();
     if (!existed) batch->Put(Cf::kMeta, MetaQueueKey(s.queue), EncodeQueueMeta((*q)->meta));  // kept on restart
   }
@@ -90,17 +106,17 @@ Status EngineImpl::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
   return op.Finish();
 }
 
-Status EngineImpl::EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) {
+Status EngineImpl::ScheduleRows::EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  Op op(*this, Op::kWrites);
+  Op op(e_, Op::kWrites);
   DELAYQ_RETURN_IF_ERROR(op.status());
   const std::string key = ScheduleKey(queue, name);
   std::string raw;
-  Status found = storage_->Get(Cf::kMeta, key, &raw);
+  Status found = e_.storage_->Get(Cf::kMeta, key, &raw);
   if (found.code() == Code::kNotFound) return Status::NotFound("no such schedule");
   DELAYQ_RETURN_IF_ERROR(found);
   if (raw.size() < 8 || GetBigEndian64(raw.substr(0, 8)) != expected) return Changed(queue, name);
-  auto batch = storage_->NewBatch();
+  auto batch = e_.storage_->NewBatch();
   batch->Delete(Cf::kMeta, key);
   DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
   return op.Finish();

@@ -33,6 +33,17 @@ struct Lease {
   Lane lane;
 };
 
+// Where a receipt's delivery is now (EngineImpl::LocateReceiptLocked).
+struct ReceiptTarget {
+  Ulid id;
+  DueKey key;
+  bool leased = false;  // reserved; else ready after its lease expired
+  int32_t attempt = 0;
+  DeliveryToken delivery;
+  bool in_due = false;  // its record is inline in its due entry
+  Lane lane;
+};
+
 class LeaseTable {
  public:
   // A job has at most one lease.

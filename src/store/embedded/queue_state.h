@@ -26,6 +26,7 @@ struct QueueState {
   explicit QueueState(std::string n) : name(std::move(n)) {}
   std::string name;
   QueueMeta meta;  // config (when has_config) and paused
+  const QueueConfig& ConfigOr(const QueueConfig& defaults) const { return meta.has_config ? meta.config : defaults; }
 
   DueWindow window;                // scheduled, due bucket <= window_end -> attempt
   int64_t window_end = kNoBucket;  // last due bucket held whole in the window

@@ -1,7 +1,7 @@
 // Where a job's record is: inline in its due entry while the job is still at the place its id
 // is tagged with (one row per scheduled job), else in `jobs`. The layout and its rule are in
 // keys.h; this file is the only one that decides where to read a record from.
-#include "store/embedded/engine_impl.h"
+#include "store/embedded/records.h"
 
 namespace delayq {
 namespace {
@@ -19,14 +19,14 @@ Status TakeInlineRecord(std::string&& value, std::string* record) {
 
 }  // namespace
 
-Status EngineImpl::ReadRecordLocked(std::string_view queue, const Ulid& id, const DueKey* key, JobRecord* record,
-                                    bool* in_due, std::string* raw) {
+Status ReadRecord(Storage& storage, std::string_view queue, const Ulid& id, const DueKey* key, JobRecord* record,
+                  bool* in_due, std::string* raw) {
   std::string local;
   std::string& bytes = raw ? *raw : local;
   bool inside = false;
   auto from_due = [&](const DueKey& place) -> Status {
     std::string value;
-    DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, place), &value));
+    DELAYQ_RETURN_IF_ERROR(storage.Get(Cf::kDue, DueIndexKey(queue, place), &value));
     DELAYQ_RETURN_IF_ERROR(TakeInlineRecord(std::move(value), &bytes));
     inside = true;
     return Status::Ok();
@@ -35,9 +35,9 @@ Status EngineImpl::ReadRecordLocked(std::string_view queue, const Ulid& id, cons
   if (key && AtIdPlace(*key)) {
     s = from_due(*key);
     // Moved away and back to its id's place: the record is in `jobs`.
-    if (s.code() == Code::kNotFound) s = storage_->Get(Cf::kJobs, id.Raw(), &bytes);
+    if (s.code() == Code::kNotFound) s = storage.Get(Cf::kJobs, id.Raw(), &bytes);
   } else {
-    s = storage_->Get(Cf::kJobs, id.Raw(), &bytes);
+    s = storage.Get(Cf::kJobs, id.Raw(), &bytes);
     if (!key && s.code() == Code::kNotFound && IdTag(id) != kNoBucketTag) s = from_due(IdPlace(id));
   }
   if (!s.ok()) return s;
@@ -45,8 +45,8 @@ Status EngineImpl::ReadRecordLocked(std::string_view queue, const Ulid& id, cons
   return DecodeJobRecord(bytes, record);
 }
 
-std::vector<Status> EngineImpl::ReadRecordsLocked(std::string_view queue, const std::vector<DueKey>& keys,
-                                                  std::vector<std::string>* records, std::vector<bool>* in_due) {
+std::vector<Status> ReadRecords(Storage& storage, std::string_view queue, const std::vector<DueKey>& keys,
+                                std::vector<std::string>* records, std::vector<bool>* in_due) {
   const size_t n = keys.size();
   std::vector<Status> out(n);
   records->assign(n, {});
@@ -64,7 +64,7 @@ std::vector<Status> EngineImpl::ReadRecordsLocked(std::string_view queue, const 
   }
   std::vector<std::string> values;
   if (!lookups.empty()) {
-    std::vector<Status> reads = storage_->MultiGet(Cf::kDue, lookups, &values);
+    std::vector<Status> reads = storage.MultiGet(Cf::kDue, lookups, &values);
     for (size_t j = 0; j < at_place.size(); ++j) {
       const size_t i = at_place[j];
       Status s = reads[j].ok() ? TakeInlineRecord(std::move(values[j]), &(*records)[i]) : reads[j];
@@ -79,7 +79,7 @@ std::vector<Status> EngineImpl::ReadRecordsLocked(std::string_view queue, const 
   if (!in_jobs.empty()) {
     lookups.clear();
     for (size_t i : in_jobs) lookups.emplace_back(keys[i].id.Raw());
-    std::vector<Status> reads = storage_->MultiGet(Cf::kJobs, lookups, &values);
+    std::vector<Status> reads = storage.MultiGet(Cf::kJobs, lookups, &values);
     for (size_t j = 0; j < in_jobs.size(); ++j) {
       out[in_jobs[j]] = std::move(reads[j]);
       (*records)[in_jobs[j]] = std::move(values[j]);
@@ -88,7 +88,7 @@ std::vector<Status> EngineImpl::ReadRecordsLocked(std::string_view queue, const 
   return out;
 }
 
-void EngineImpl::PutNewJob(WriteBatch& batch, std::string_view queue, const DueKey& key, const JobRecord& record) {
+void PutNewJob(WriteBatch& batch, std::string_view queue, const DueKey& key, const JobRecord& record) {
   const std::string encoded = EncodeJobRecord(record);
   DueRecord due{key.due_ms, 0, {}, 0};
   due.priority = record.priority;
