@@ -35,9 +35,6 @@ DEBT = {
     "src/cli/schedule.cc:AddScheduleCommand": 113,
     "src/store/embedded/engine_recovery.cc:EngineImpl::RecoverLocked": 103,
     "src/cli/config_file.cc:LoadServeConfigFile": 101,
-    "src/store/redis/redis_delivery.cc:RedisQueue::ReserveNow": 82,
-    "src/store/embedded/engine_delivery.cc:EngineImpl::AckBatchLocked": 69,
-    "src/store/embedded/engine_delivery.cc:EngineImpl::ReleaseBatch": 68,
 }
 START = re.compile(r"^( {0,2})(?!(?:if|for|while|switch|return|case|else|do|namespace|struct|class|enum|union|using|template)\b)"
                    r"[A-Za-z_~][\w:<>,*&~ ]*?\b((?:[A-Za-z_]\w*::)*~?[A-Za-z_]\w*)\s*\(")

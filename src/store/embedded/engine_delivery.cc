@@ -48,6 +48,15 @@ void AnswerAckBatch(const std::vector<size_t>& first, const Status& durable, std
   }
 }
 
+// A first delivery's lateness: late until a limit (the queue's, or its group's cap) started
+// holding it, then held back by the limit (SplitLateness).
+void RecordLateness(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
+                    const Instant& now) {
+  int64_t since = plan.limited_since_us;
+  if (auto g = plan.group_since.find(group); g != plan.group_since.end()) since = std::min(since, g->second);
+  q->flow.RecordFirstDelivery(q->lateness, due_ms * 1000, since, now.wall_us);
+}
+
 }  // namespace
 
 Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
@@ -208,7 +217,7 @@ Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, 
                    Lease{q, key, info.attempt + 1, p.max_attempts, p.delivery, plan.deadline_ms, plan.deadline_mono_us,
                          plan.out[i].key, p.key_indexed, p.key_ttl_ms, p.in_due, std::move(info.lane)});
     ++q->counters.delivered;
-    if (!info.redelivery) RecordLatenessLocked(q, plan, key.due_ms, plan.out[i].group, now);
+    if (!info.redelivery) RecordLateness(q, plan, key.due_ms, plan.out[i].group, now);
   }
   for (ReadyJobs::iterator it : plan.broken) {
     (void)q->ready.Extract(it, ordered);
@@ -216,15 +225,6 @@ Status EngineImpl::ApplyReserveLocked(QueueState* q, const QueueConfig& config, 
     --q->live;
   }
   return Status::Ok();
-}
-
-// A first delivery's lateness: late until a limit (the queue's, or its group's cap) started
-// holding it, then held back by the limit (SplitLateness).
-void EngineImpl::RecordLatenessLocked(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
-                                      const Instant& now) {
-  int64_t since = plan.limited_since_us;
-  if (auto g = plan.group_since.find(group); g != plan.group_since.end()) since = std::min(since, g->second);
-  q->flow.RecordFirstDelivery(q->lateness, due_ms * 1000, since, now.wall_us);
 }
 
 Result<std::vector<Delivery>> EngineImpl::Reserve(std::string_view queue, const ReserveRequest& request) {
@@ -343,6 +343,58 @@ void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::stri
   });
 }
 
+// Locates each first receipt of a batch (its answer in out[i] when it cannot be) and hands the
+// located ones to `fn`, whose Status becomes the answer: ack and release plan their batches so.
+void EngineImpl::ForEachDeliveryLocked(QueueState* q, const std::vector<Result<Receipt>>& parsed,
+                                       const std::vector<size_t>& first, std::vector<ReceiptTarget>& targets,
+                                       std::vector<Status>& out, const DeliveryFn& fn) {
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    if (first[i] != i) continue;
+    if (!parsed[i].ok()) {
+      out[i] = parsed[i].status();
+      continue;
+    }
+    JobRecord record;
+    bool have_record;
+    out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
+    if (out[i].ok()) out[i] = fn(i, targets[i], record);
+  }
+}
+
+namespace {
+
+// An ack's writes: the job's rows go, and its key is released (kept_keys.h). The key is the
+// lease's, or the record's when the lease ran out.
+void PutAck(Storage& storage, std::string_view queue, const ReceiptTarget& t, const Lease* lease,
+            const JobRecord& record, int64_t now_ms, WriteBatch& batch) {
+  const std::string& key = lease ? lease->idem_key : record.key;
+  const bool key_indexed = lease ? lease->key_indexed : record.key_indexed;
+  const int64_t key_ttl_ms = lease ? lease->key_ttl_ms : record.key_ttl_ms;
+  if (!t.in_due) batch.Delete(Cf::kJobs, t.id.Raw());
+  batch.Delete(Cf::kDue, DueIndexKey(queue, t.key));
+  if (key_indexed) ReleaseKey(storage, queue, t.id, key, t.key.due_ms, key_ttl_ms, now_ms, batch);
+}
+
+// A release's write: the delivery goes back to ready where it stood (its due key), one attempt
+// less, with no lease and no token; an inline record is rewritten with its entry.
+Status PutRelease(Storage& storage, std::string_view queue, const ReceiptTarget& t, JobRecord& record,
+                  WriteBatch& batch) {
+  if (!t.leased) return errors::ReleasedTooLate(t.id.ToString());  // its lease ran out: that attempt counted
+  DueRecord back{t.key.due_ms, t.attempt - 1, {}, 0};
+  back.priority = t.lane.priority;
+  back.group = t.lane.group;
+  std::string inline_record;  // back.record views it: it lives until the entry is encoded
+  if (t.in_due) {
+    bool still_inline = false;
+    DELAYQ_RETURN_IF_ERROR(ReadRecord(storage, queue, t.id, &t.key, &record, &still_inline, &inline_record));
+    if (still_inline) back.record = inline_record;
+  }
+  batch.Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(back));
+  return Status::Ok();
+}
+
+}  // namespace
+
 // The locked part of an ack batch: `out` gets each first receipt's answer; the caller finishes
 // `op`, then calls AnswerAckBatch with the durability's outcome.
 void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
@@ -356,63 +408,35 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
   std::vector<ReceiptTarget> targets(receipts.size());
   std::vector<bool> kept(receipts.size());  // core/mutant.h's ack-keeps-job
   auto batch = storage_->NewBatch();
-  for (size_t i = 0; i < receipts.size(); ++i) {
-    if (first[i] != i) continue;
-    if (!parsed[i].ok()) {
-      out[i] = parsed[i].status();
-      continue;
-    }
-    JobRecord record;
-    bool have_record;
-    out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
-    if (!out[i].ok()) continue;
+  ForEachDeliveryLocked(q, parsed, first, targets, out, [&](size_t i, const ReceiptTarget& t, JobRecord& record) {
     if (MutantStrikes("ack-keeps-job", 10)) {
       kept[i] = true;
-      continue;
+      return Status::Ok();
     }
+    PutAck(*storage_, queue, t, t.leased ? &leases_.at(t.id) : nullptr, record, op.now().wall_ms(), *batch);
+    return Status::Ok();
+  });
+  if (batch->Count() == 0) return;
+  if (Status s = op.Write(*batch); !s.ok()) {
+    for (auto& st : out) {
+      if (st.ok()) st = s;
+    }
+    return;
+  }
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i || !out[i].ok() || kept[i]) continue;
     const ReceiptTarget& t = targets[i];
-    std::string key;
-    bool key_indexed;
-    int64_t key_ttl_ms;
     if (t.leased) {
-      const Lease& lease = leases_.at(t.id);
-      key = lease.idem_key;
-      key_indexed = lease.key_indexed;
-      key_ttl_ms = lease.key_ttl_ms;
+      leases_.Remove(t.id);
     } else {
-      key = record.key;
-      key_indexed = record.key_indexed;
-      key_ttl_ms = record.key_ttl_ms;
+      q->ready.erase(t.key);
+      --ready_entries_;
     }
-    if (!t.in_due) batch->Delete(Cf::kJobs, t.id.Raw());
-    batch->Delete(Cf::kDue, DueIndexKey(queue, t.key));
-    if (key_indexed) {
-      ReleaseKey(*storage_, queue, t.id, key, t.key.due_ms, key_ttl_ms, op.now().wall_ms(), *batch);
-    }
+    --q->live;
+    ++q->counters.acked;
   }
-  if (batch->Count() > 0) {
-    Status s = op.Write(*batch);
-    if (!s.ok()) {
-      for (auto& st : out) {
-        if (st.ok()) st = s;
-      }
-    } else {
-      for (size_t i = 0; i < receipts.size(); ++i) {
-        if (first[i] != i || !out[i].ok() || kept[i]) continue;
-        const ReceiptTarget& t = targets[i];
-        if (t.leased) {
-          leases_.Remove(t.id);
-        } else {
-          q->ready.erase(t.key);
-          --ready_entries_;
-        }
-        --q->live;
-        ++q->counters.acked;
-      }
-      // Leases ended: reserves held back by max_reserved or group_max_reserved may go on.
-      if (HasLeaseCaps(ConfigOf(q))) ServeWaitersLocked(q, op.now(), op.deferred());
-    }
-  }
+  // Leases ended: reserves held back by max_reserved or group_max_reserved may go on.
+  if (HasLeaseCaps(ConfigOf(q))) ServeWaitersLocked(q, op.now(), op.deferred());
 }
 
 std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) {
@@ -426,46 +450,20 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
     std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
     return out;
   }
-  // Each leased delivery goes back to ready where it stood (its due key), one attempt less, with
-  // no lease and no token: written first, then applied.
   std::vector<ReceiptTarget> targets(receipts.size());
   auto batch = storage_->NewBatch();
-  for (size_t i = 0; i < receipts.size(); ++i) {
-    if (first[i] != i) continue;
-    if (!parsed[i].ok()) {
-      out[i] = parsed[i].status();
-      continue;
-    }
-    JobRecord record;
-    bool have_record;
-    out[i] = LocateReceiptLocked(q, *parsed[i], &targets[i], &record, &have_record);
-    if (!out[i].ok()) continue;
-    ReceiptTarget& t = targets[i];
-    if (!t.leased) {
-      out[i] = errors::ReleasedTooLate(t.id.ToString());  // its lease ran out: that attempt counted
-      continue;
-    }
-    DueRecord back{t.key.due_ms, t.attempt - 1, {}, 0};
-    back.priority = t.lane.priority;
-    back.group = t.lane.group;
-    std::string inline_record;  // back.record views it: it lives until the entry is encoded
-    if (t.in_due) {
-      bool still_inline = false;
-      out[i] = ReadRecord(*storage_, queue, t.id, &t.key, &record, &still_inline, &inline_record);
-      if (!out[i].ok()) continue;
-      if (still_inline) back.record = inline_record;
-    }
-    batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(back));
-  }
+  ForEachDeliveryLocked(q, parsed, first, targets, out, [&](size_t, const ReceiptTarget& t, JobRecord& record) {
+    return PutRelease(*storage_, queue, t, record, *batch);
+  });
   if (batch->Count() > 0) {
-    Status s = op.Write(*batch);
+    const Status s = op.Write(*batch);
     for (size_t i = 0; i < receipts.size(); ++i) {
       if (first[i] != i || !out[i].ok()) continue;
       if (!s.ok()) {
         out[i] = s;
         continue;
       }
-      ReceiptTarget& t = targets[i];
+      const ReceiptTarget& t = targets[i];
       leases_.Remove(t.id);
       q->ready.emplace(t.key, ReadyInfo{t.attempt - 1, {}, /*redelivery=*/true, t.lane});
       ++ready_entries_;
@@ -473,14 +471,7 @@ std::vector<Status> EngineImpl::ReleaseBatch(std::string_view queue, std::span<c
     }
     if (s.ok()) ServeWaitersLocked(q, op.now(), op.deferred());
   }
-  Status durable = op.Finish();
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (first[i] != i) {
-      out[i] = out[first[i]];
-    } else if (out[i].ok() && !durable.ok()) {
-      out[i] = durable;
-    }
-  }
+  AnswerAckBatch(first, op.Finish(), out);
   return out;
 }
 

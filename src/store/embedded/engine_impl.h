@@ -54,8 +54,7 @@ class EngineImpl final : public Engine {
   EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> storage);
   ~EngineImpl() override;
 
-  // Recovers the in-memory state from the store and starts the threads.
-  Status Start();
+  Status Start();  // recovers memory from the store and starts the threads
 
   Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
   Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
@@ -162,10 +161,12 @@ class EngineImpl final : public Engine {
   Result<bool> PlanPickLocked(QueueState* q, ReservePlan& plan, ReadyJobs::iterator it, const std::string& raw,
                               const Status& read, bool in_due);
   Status ApplyReserveLocked(QueueState* q, const QueueConfig& config, ReservePlan& plan, const Instant& now);
-  void RecordLatenessLocked(QueueState* q, const ReservePlan& plan, int64_t due_ms, const std::string& group,
-                            const Instant& now);
   Status LocateReceiptLocked(QueueState* q, const Receipt& receipt, ReceiptTarget* target, JobRecord* record,
                              bool* have_record);
+  using DeliveryFn = std::function<Status(size_t i, const ReceiptTarget& t, JobRecord& record)>;
+  void ForEachDeliveryLocked(QueueState* q, const std::vector<Result<Receipt>>& parsed,
+                             const std::vector<size_t>& first, std::vector<ReceiptTarget>& targets,
+                             std::vector<Status>& out, const DeliveryFn& fn);
   Status ResolveRefLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record, bool* in_due = nullptr);
   Result<Job> JobViewLocked(QueueState* q, const Ulid& id, const JobRecord& record);
   void DeadTransitionLocked(QueueState* q, const Ulid& id, JobRecord* record, int32_t attempt, int64_t now_ms,

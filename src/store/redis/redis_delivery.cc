@@ -18,6 +18,75 @@
 
 namespace delayq::redis {
 
+namespace {
+
+// Flow control on a sharded queue: each shard holds an even share of the queue's rate, burst and
+// max_reserved (rounded up; the reserve script keeps each shard's bucket and counts its leases).
+struct ShardLimits {
+  double rate = 0;
+  int64_t burst = 0;
+  int64_t cap = 0;
+  int64_t group_cap = 0;
+};
+
+ShardLimits LimitsPerShard(const QueueConfig& c, int shards) {
+  ShardLimits l;
+  l.rate = c.rate_per_s / shards;
+  l.burst = l.rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(EffectiveBurst(c) / shards))) : 0;
+  l.cap = c.max_reserved > 0 ? (c.max_reserved + shards - 1) / shards : 0;
+  l.group_cap = c.group_max_reserved > 0 ? (c.group_max_reserved + shards - 1) / shards : 0;
+  return l;
+}
+
+// The reserve script's arguments for `want` jobs of at most max_bytes (`first`: the answer is
+// still empty, so one job comes whatever its size).
+std::vector<std::string> ReserveArgs(const std::string& consumer, int32_t want, int64_t lease_ms, int64_t max_bytes,
+                                     bool first, const ShardLimits& l, int64_t priority_aging_ms) {
+  std::vector<std::string> args = {consumer,
+                                   std::to_string(want),
+                                   std::to_string(lease_ms),
+                                   std::to_string(kClaimIdleMs),
+                                   std::to_string(max_bytes),
+                                   first ? "1" : "0",
+                                   fmt::format("{}", l.rate),
+                                   std::to_string(l.burst),
+                                   std::to_string(l.cap),
+                                   std::to_string(l.group_cap),
+                                   std::to_string(priority_aging_ms)};
+  // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
+  // receipt acts only when its token equals the stored one.
+  for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
+  return args;
+}
+
+// One delivery of the reserve script's answer: {id, record, attempt, token, due, lease deadline,
+// max_attempts, key}; its receipt signed for `queue`.
+Result<Delivery> DecodeDelivery(const std::vector<Value>& a, const ReceiptSigner& signer, const std::string& queue) {
+  JobRecord record;
+  if (!a[1].str.empty()) DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(a[1].str, &record));
+  auto receipt = Receipt::Parse(a[0].str + "." + a[3].str);
+  if (!receipt.ok()) {
+    return Status::Internal("the reserve script answered a malformed delivery: " + receipt.status().message());
+  }
+  Delivery d;
+  d.id = a[0].str;
+  d.receipt = signer.Issue(queue, *receipt);
+  d.payload = std::move(record.payload);
+  d.binary = record.binary;
+  d.headers = std::move(record.headers);
+  d.attempt = static_cast<int32_t>(a[2].AsInt());
+  d.due_at_ms = a[4].AsInt();
+  d.lease_deadline_ms = a[5].AsInt();
+  d.max_attempts = static_cast<int32_t>(a[6].AsInt());
+  d.key = a[7].str;
+  d.priority = record.priority;
+  d.group = std::move(record.group);
+  return d;
+}
+
+}  // namespace
+
+// Shard by shard from a random one, until `max` jobs or max_bytes of records are answered.
 Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, const ReserveRequest& request) {
   auto info = Info(queue, false);  // a reserve creates no queue
   if (!info.ok() && info.status().code() == Code::kNotFound) return std::vector<Delivery>{};
@@ -30,14 +99,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     start = q.shards > 1 ? static_cast<int>(rng_() % static_cast<uint64_t>(q.shards)) : 0;
   }
   const auto signer = Signer();
-  // Flow control: each shard holds an even share of the queue's rate, burst and max_reserved
-  // (rounded up; the reserve script keeps each shard's bucket and counts its leases).
-  const QueueConfig& c = q.config;
-  const double rate = c.rate_per_s / q.shards;
-  const int64_t burst =
-      rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(EffectiveBurst(c) / q.shards))) : 0;
-  const int64_t cap = c.max_reserved > 0 ? (c.max_reserved + q.shards - 1) / q.shards : 0;
-  const int64_t group_cap = c.group_max_reserved > 0 ? (c.group_max_reserved + q.shards - 1) / q.shards : 0;
+  const ShardLimits limits = LimitsPerShard(q.config, q.shards);
   std::vector<Delivery> out;
   int64_t bytes = 0;  // of the stored records answered, against request.max_bytes
   for (int k = 0;
@@ -45,20 +107,8 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
        ++k) {
     const int shard = (start + k) % q.shards;
     const int32_t want = request.max - static_cast<int32_t>(out.size());
-    std::vector<std::string> args = {options_.consumer,
-                                     std::to_string(want),
-                                     std::to_string(lease),
-                                     std::to_string(kClaimIdleMs),
-                                     std::to_string(request.max_bytes - bytes),
-                                     out.empty() ? "1" : "0",
-                                     fmt::format("{}", rate),
-                                     std::to_string(burst),
-                                     std::to_string(cap),
-                                     std::to_string(group_cap),
-                                     std::to_string(c.priority_aging_ms)};
-    // Delivery tokens from the OS CSPRNG (128 bits): the scripts store them as given, and a
-    // receipt acts only when its token equals the stored one.
-    for (int32_t i = 0; i < want; ++i) args.push_back(DeliveryToken::Random().Hex());
+    auto args = ReserveArgs(options_.consumer, want, lease, request.max_bytes - bytes, out.empty(), limits,
+                            q.config.priority_aging_ms);
     auto v = [&] {
       DeliveryFirst::Delivery first(delivery_first_);
       return Run(kReserveScript, q, shard, args, true);
@@ -71,30 +121,12 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
         NoteFlowLimited(queue, shard, row.integer);
         continue;
       }
-      const auto& a = row.array;
-      if (a.size() < 8) continue;
-      JobRecord record;
-      bytes += static_cast<int64_t>(a[1].str.size());
-      if (!a[1].str.empty()) DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(a[1].str, &record));
-      Delivery d;
-      d.id = a[0].str;
-      auto receipt = Receipt::Parse(a[0].str + "." + a[3].str);
-      if (!receipt.ok()) {
-        return Status::Internal("the reserve script answered a malformed delivery: " + receipt.status().message());
-      }
-      d.receipt = signer->Issue(queue, *receipt);
-      d.payload = std::move(record.payload);
-      d.binary = record.binary;
-      d.headers = std::move(record.headers);
-      d.attempt = static_cast<int32_t>(a[2].AsInt());
-      d.due_at_ms = a[4].AsInt();
-      d.lease_deadline_ms = a[5].AsInt();
-      deadline = d.lease_deadline_ms;
-      d.max_attempts = static_cast<int32_t>(a[6].AsInt());
-      d.key = a[7].str;
-      d.priority = record.priority;
-      d.group = std::move(record.group);
-      out.push_back(std::move(d));
+      if (row.array.size() < 8) continue;
+      bytes += static_cast<int64_t>(row.array[1].str.size());
+      auto d = DecodeDelivery(row.array, *signer, queue);
+      if (!d.ok()) return d.status();
+      deadline = d->lease_deadline_ms;
+      out.push_back(std::move(*d));
     }
     if (deadline >= 0) NoteLease(queue, shard, deadline);  // the same for the whole batch
   }
