@@ -36,8 +36,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> st
       clock_(options.clock ? options.clock : SystemClock::Instance()),
       storage_(std::move(storage)),
       commit_(storage_.get()),
-      rng_(std::random_device{}()),
-      schedule_rows_(MakeScheduleRows()) {}
+      rng_(std::random_device{}()) {}
 
 EngineImpl::~EngineImpl() { Close(); }
 

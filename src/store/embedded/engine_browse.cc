@@ -22,10 +22,153 @@ PageCursor At(int64_t ms, const Ulid& id) { return {ms, id.ToString()}; }
 
 }  // namespace
 
+// One page of a queue's jobs in one state, walked the way that state is kept.
+class EngineImpl::Lister {
+ public:
+  Lister(EngineImpl& engine, QueueState* q, const ListRequest& request, std::optional<DueKey> after)
+      : e_(engine), q_(q), request_(request), after_(after) {}
+  Result<JobPage> InMemory();   // ready or reserved
+  Result<JobPage> Dead();       // the dead index
+  Result<JobPage> Scheduled();  // the due index, a bucket at a time
+
+ private:
+  // Reads the job's record (from its due place `key` when it is live) and adds the job; false
+  // when the page is full (by count or bytes) after it.
+  Result<bool> Add(const Ulid& id, const DueKey* key);
+  // Lists the collected bucket; false when the page is full.
+  Result<bool> Flush(std::vector<DueKey>& bucket);
+  void FinishAt(const PageCursor& at) { page_.next_cursor = EncodePageCursor(request_.state, at); }
+
+  EngineImpl& e_;
+  QueueState* q_;
+  const ListRequest& request_;
+  const std::optional<DueKey> after_;  // the page starts after it (exclusive); none: from the start
+  JobPage page_;
+  int64_t bytes_ = 0;
+};
+
+Result<bool> EngineImpl::Lister::Add(const Ulid& id, const DueKey* key) {
+  std::string raw;
+  JobRecord record;
+  DELAYQ_RETURN_IF_ERROR(ReadRecord(*e_.storage_, q_->name, id, key, &record, nullptr, &raw));
+  auto job = e_.JobViewLocked(q_, id, record);
+  if (!job.ok()) return job.status();
+  page_.jobs.push_back(std::move(*job));
+  bytes_ += static_cast<int64_t>(raw.size());
+  return static_cast<int32_t>(page_.jobs.size()) < request_.limit && bytes_ < Limits::kMaxListBytes;
+}
+
+Result<JobPage> EngineImpl::Lister::InMemory() {
+  // The keys first: JobViewLocked and reads do not change the sets, but copying keeps the walk
+  // independent of them.
+  std::vector<DueKey> keys;
+  auto collect = [&](const auto& set) {
+    auto it = after_ ? set.upper_bound(*after_) : set.begin();
+    for (; it != set.end() && static_cast<int32_t>(keys.size()) < request_.limit; ++it) {
+      if constexpr (requires { it->first; }) {
+        keys.push_back(it->first);
+      } else {
+        keys.push_back(*it);
+      }
+    }
+    return it != set.end();
+  };
+  bool more = request_.state == JobState::kReady ? collect(q_->ready.map()) : collect(q_->leases.keys());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto room = Add(keys[i].id, &keys[i]);
+    if (!room.ok()) return room.status();
+    if (!*room && i + 1 < keys.size()) more = true;
+    if (!*room) break;
+  }
+  if (more) FinishAt(At(keys[page_.jobs.size() - 1].due_ms, keys[page_.jobs.size() - 1].id));
+  return std::move(page_);
+}
+
+Result<JobPage> EngineImpl::Lister::Dead() {
+  const std::string start = after_ ? DeadIndexKey(q_->name, after_->due_ms, after_->id) : QueuePrefix(q_->name);
+  auto cursor = e_.storage_->Scan(Cf::kDead, start, QueuePrefixEnd(q_->name));
+  if (after_ && cursor->Valid() && cursor->key() == start) cursor->Next();
+  for (; cursor->Valid(); cursor->Next()) {
+    std::string_view name;
+    int64_t dead_at;
+    Ulid id;
+    if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
+      return Status::Corruption("a dead-index entry of queue " + q_->name + " is malformed");
+    }
+    auto room = Add(id, nullptr);
+    if (!room.ok()) return room.status();
+    if (!*room) {
+      cursor->Next();
+      if (cursor->Valid()) FinishAt(At(dead_at, id));
+      break;
+    }
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  return std::move(page_);
+}
+
+Result<bool> EngineImpl::Lister::Flush(std::vector<DueKey>& bucket) {
+  std::sort(bucket.begin(), bucket.end());
+  for (const DueKey& key : bucket) {
+    if (after_ && !(*after_ < key)) continue;
+    auto room = Add(key.id, &key);
+    if (!room.ok()) return room.status();
+    if (!*room) {
+      // More in this bucket, or maybe in later ones: the next page starts after this job.
+      FinishAt(At(key.due_ms, key.id));
+      return false;
+    }
+  }
+  bucket.clear();
+  return true;
+}
+
+// Whole buckets from the cursor's, each sorted by (due, id); only entries after the cursor. A
+// cursor at the very end of a bucket (a page that stopped between buckets) starts at the next one,
+// so that the bucket is not read again.
+Result<JobPage> EngineImpl::Lister::Scheduled() {
+  int64_t first_bucket = after_ ? DueBucket(after_->due_ms) : 0;
+  if (after_ && after_->id == DueKey::Max().id && DueBucket(after_->due_ms + 1) != first_bucket) ++first_bucket;
+  auto cursor = e_.storage_->Scan(Cf::kDue, DueBucketKey(q_->name, first_bucket), QueuePrefixEnd(q_->name));
+  size_t scanned = 0;
+  std::vector<DueKey> bucket;
+  int64_t bucket_no = kNoBucket;
+  for (; cursor->Valid(); cursor->Next()) {
+    std::string_view name;
+    int64_t b;
+    Ulid id;
+    DueRecord rec;
+    if (!ParseTimeIdKey(cursor->key(), &name, &b, &id) || !DecodeDueRecord(cursor->value(), &rec).ok()) {
+      return Status::Corruption("a due-index entry of queue " + q_->name + " is malformed");
+    }
+    if (b != bucket_no && bucket_no != kNoBucket) {
+      auto room = Flush(bucket);
+      if (!room.ok()) return room.status();
+      if (!*room) return std::move(page_);
+      if (scanned >= kScanBudget) {
+        // Stop between buckets: the next page starts after every job of the last one.
+        FinishAt(At(((bucket_no + 1) << kDueBucketShift) - 1, DueKey::Max().id));
+        return std::move(page_);
+      }
+    }
+    bucket_no = b;
+    const DueKey key{rec.due_ms, id};
+    if (after_ && !(*after_ < key)) continue;  // before the cursor: not this page's work
+    ++scanned;
+    // Ready and reserved jobs are in the due index too (as in RefillLocked).
+    if (rec.lease_deadline_ms != 0 || e_.leases_.contains(id) || q_->ready.contains(key)) continue;
+    bucket.push_back(key);
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  auto room = Flush(bucket);
+  if (!room.ok()) return room.status();
+  // A full last page may have been the end; the next one is then empty, which is correct.
+  return std::move(page_);
+}
+
 Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& request) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   DELAYQ_RETURN_IF_ERROR(ValidateListRequest(request));
-  // After `after` (exclusive); nothing given: from the start.
   std::optional<DueKey> after;
   if (!request.cursor.empty()) {
     auto at = DecodePageCursor(request.cursor, request.state);
@@ -38,144 +181,14 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
   DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
   if (!q) return UnknownQueue(queue);
-
-  JobPage page;
-  int64_t bytes = 0;
-  // Adds the job; false when the page is full (by count or bytes) after it.
-  auto add = [&](const Ulid& id, std::string_view raw, const JobRecord& record) -> Result<bool> {
-    auto job = JobViewLocked(q, id, record);
-    if (!job.ok()) return job.status();
-    page.jobs.push_back(std::move(*job));
-    bytes += static_cast<int64_t>(raw.size());
-    return static_cast<int32_t>(page.jobs.size()) < request.limit && bytes < Limits::kMaxListBytes;
-  };
-  // The record of a job of `q`, read from disk (from its due place when it is live).
-  auto read = [&](const Ulid& id, std::string* raw, JobRecord* record, const DueKey* key = nullptr) -> Status {
-    return ReadRecord(*storage_, q->name, id, key, record, nullptr, raw);
-  };
-  auto finish_at = [&](const PageCursor& at) { page.next_cursor = EncodePageCursor(request.state, at); };
-
+  Lister lister(*this, q, request, after);
   switch (request.state) {
     case JobState::kReady:
-    case JobState::kReserved: {
-      // The ids first: JobViewLocked and reads do not change the sets, but copying keeps the
-      // walk independent of them.
-      std::vector<DueKey> keys;
-      auto collect = [&](const auto& set) {
-        auto it = after ? set.upper_bound(*after) : set.begin();
-        for (; it != set.end() && static_cast<int32_t>(keys.size()) < request.limit; ++it) {
-          if constexpr (requires { it->first; }) {
-            keys.push_back(it->first);
-          } else {
-            keys.push_back(*it);
-          }
-        }
-        return it != set.end();
-      };
-      bool more = request.state == JobState::kReady ? collect(q->ready.map()) : collect(q->leases.keys());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        std::string raw;
-        JobRecord record;
-        DELAYQ_RETURN_IF_ERROR(read(keys[i].id, &raw, &record, &keys[i]));
-        auto room = add(keys[i].id, raw, record);
-        if (!room.ok()) return room.status();
-        if (!*room && i + 1 < keys.size()) more = true;
-        if (!*room) break;
-      }
-      if (more) finish_at(At(keys[page.jobs.size() - 1].due_ms, keys[page.jobs.size() - 1].id));
-      return page;
-    }
-    case JobState::kDead: {
-      const std::string start = after ? DeadIndexKey(q->name, after->due_ms, after->id) : QueuePrefix(q->name);
-      auto cursor = storage_->Scan(Cf::kDead, start, QueuePrefixEnd(q->name));
-      if (after && cursor->Valid() && cursor->key() == start) cursor->Next();
-      for (; cursor->Valid(); cursor->Next()) {
-        std::string_view name;
-        int64_t dead_at;
-        Ulid id;
-        if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) {
-          return Status::Corruption("a dead-index entry of queue " + q->name + " is malformed");
-        }
-        std::string raw;
-        JobRecord record;
-        DELAYQ_RETURN_IF_ERROR(read(id, &raw, &record));
-        auto room = add(id, raw, record);
-        if (!room.ok()) return room.status();
-        if (!*room) {
-          cursor->Next();
-          if (cursor->Valid()) finish_at(At(dead_at, id));
-          break;
-        }
-      }
-      DELAYQ_RETURN_IF_ERROR(cursor->status());
-      return page;
-    }
-    case JobState::kScheduled: {
-      // Whole buckets from the cursor's, each sorted by (due, id); only entries after the cursor.
-      // A cursor at the very end of a bucket (a page that stopped between buckets) starts at the
-      // next one, so that the bucket is not read again.
-      int64_t first_bucket = after ? DueBucket(after->due_ms) : 0;
-      if (after && after->id == DueKey::Max().id && DueBucket(after->due_ms + 1) != first_bucket) ++first_bucket;
-      auto cursor = storage_->Scan(Cf::kDue, DueBucketKey(q->name, first_bucket), QueuePrefixEnd(q->name));
-      size_t scanned = 0;
-      std::vector<DueKey> bucket;
-      int64_t bucket_no = kNoBucket;
-      // Lists the collected bucket; false when the page is full.
-      auto flush = [&]() -> Result<bool> {
-        std::sort(bucket.begin(), bucket.end());
-        for (size_t i = 0; i < bucket.size(); ++i) {
-          const DueKey& key = bucket[i];
-          if (after && !(*after < key)) continue;
-          std::string raw;
-          JobRecord record;
-          DELAYQ_RETURN_IF_ERROR(read(key.id, &raw, &record, &key));
-          auto room = add(key.id, raw, record);
-          if (!room.ok()) return room.status();
-          if (!*room) {
-            // More in this bucket, or maybe in later ones: the next page starts after this job.
-            finish_at(At(key.due_ms, key.id));
-            return false;
-          }
-        }
-        bucket.clear();
-        return true;
-      };
-      for (; cursor->Valid(); cursor->Next()) {
-        std::string_view name;
-        int64_t b;
-        Ulid id;
-        DueRecord rec;
-        if (!ParseTimeIdKey(cursor->key(), &name, &b, &id) || !DecodeDueRecord(cursor->value(), &rec).ok()) {
-          return Status::Corruption("a due-index entry of queue " + q->name + " is malformed");
-        }
-        if (b != bucket_no) {
-          if (bucket_no != kNoBucket) {
-            auto room = flush();
-            if (!room.ok()) return room.status();
-            if (!*room) return page;
-            if (scanned >= kScanBudget) {
-              // Stop between buckets: the next page starts after every job of the last one.
-              finish_at(At(((bucket_no + 1) << kDueBucketShift) - 1, DueKey::Max().id));
-              return page;
-            }
-          }
-          bucket_no = b;
-        }
-        const DueKey key{rec.due_ms, id};
-        if (after && !(*after < key)) continue;  // before the cursor: not this page's work
-        ++scanned;
-        // Ready and reserved jobs are in the due index too (as in RefillLocked).
-        if (rec.lease_deadline_ms != 0 || leases_.contains(id) || q->ready.contains(key)) continue;
-        bucket.push_back(key);
-      }
-      DELAYQ_RETURN_IF_ERROR(cursor->status());
-      auto room = flush();
-      if (!room.ok()) return room.status();
-      // A full last page may have been the end; the next one is then empty, which is correct.
-      return page;
-    }
+    case JobState::kReserved: return lister.InMemory();
+    case JobState::kDead: return lister.Dead();
+    case JobState::kScheduled: return lister.Scheduled();
   }
-  return page;
+  return JobPage{};
 }
 
 }  // namespace delayq

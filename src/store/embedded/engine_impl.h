@@ -91,7 +91,7 @@ class EngineImpl final : public Engine {
   Status Pause(std::string_view queue) override;
   Status Resume(std::string_view queue) override;
   // The rows its recurring schedules are kept in (engine_schedules.cc; ScheduledQueue runs them).
-  ScheduleStore& schedule_rows() { return *schedule_rows_; }
+  ScheduleStore& schedule_rows();  // made at the first call, before any other thread has the engine
 
   Status Health() override;
   void Close() override;
@@ -100,11 +100,10 @@ class EngineImpl final : public Engine {
 
  private:
   class Op;  // one operation on the engine, from its first line to its answer (engine_op.h)
-
   Instant NowLocked() const { return {clock_->NowUs(), clock_->MonoUs()}; }
 
   class ScheduleRows;  // engine_schedules.cc
-  std::unique_ptr<ScheduleStore> MakeScheduleRows();
+  class Lister;        // engine_browse.cc: ListJobs per state
 
   // --- queues (engine.cc) ---
   QueueState* FindQueueLocked(std::string_view name);            // a queue (never a provisional one)
@@ -199,7 +198,7 @@ class EngineImpl final : public Engine {
   void ApplyEnqueueLocked(QueueState* q, const EnqueuePlan& plan, const Instant& now);
   QueueStats StatsLocked(QueueState* q, const Instant& now);
 
-  // --- recovery (engine_recovery.cc) ---
+  class Recovery;  // engine_recovery.cc: RecoverLocked's passes
   Status RecoverLocked();
   void HealLocked(Deferred& deferred);
 

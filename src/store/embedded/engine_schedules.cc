@@ -37,7 +37,10 @@ class EngineImpl::ScheduleRows final : public ScheduleStore {
   EngineImpl& e_;
 };
 
-std::unique_ptr<ScheduleStore> EngineImpl::MakeScheduleRows() { return std::make_unique<ScheduleRows>(*this); }
+ScheduleStore& EngineImpl::schedule_rows() {
+  if (!schedule_rows_) schedule_rows_ = std::make_unique<ScheduleRows>(*this);
+  return *schedule_rows_;
+}
 
 Result<std::optional<StoredSchedule>> EngineImpl::ScheduleRows::LoadSchedule(std::string_view queue,
                                                                              std::string_view name) {
