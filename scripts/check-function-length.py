@@ -27,13 +27,7 @@ HOT = (
     "src/schedule/runner.cc",
 )
 # file:function -> its length when the rule came (issue 28). Shrink these; never add one.
-DEBT = {
-    "src/cli/bench.cc:Burst": 151,
-    "src/server/serve.cc:Serve": 130,
-    "src/cli/serve.cc:AddServeCommand": 120,
-    "src/cli/schedule.cc:AddScheduleCommand": 113,
-    "src/cli/config_file.cc:LoadServeConfigFile": 101,
-}
+DEBT = {}  # every function is within its limit; a longer one listed here may only shrink
 START = re.compile(r"^( {0,2})(?!(?:if|for|while|switch|return|case|else|do|namespace|struct|class|enum|union|using|template)\b)"
                    r"[A-Za-z_~][\w:<>,*&~ ]*?\b((?:[A-Za-z_]\w*::)*~?[A-Za-z_]\w*)\s*\(")
 

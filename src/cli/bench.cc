@@ -61,120 +61,103 @@ void Progress(bool on, const char* fmt_text, int64_t a, int64_t b) {
   std::fprintf(stderr, "\r%s", fmt::format(fmt::runtime(fmt_text), a, b).c_str());
 }
 
-Status Burst(const Global& g, const BenchArgs& a, const std::string& queue) {
-  auto w = ParseDuration(a.window);
-  auto grace = ParseDuration(a.grace);
-  if (!w.ok()) return w.status();
-  if (!grace.ok()) return grace.status();
-  const int64_t window_ms = std::max<int64_t>(1, *w);
+// A burst run's plan and what its consumers saw.
+struct Burst {
+  const Global& g;
+  const BenchArgs& a;
+  const std::string& queue;
+  int64_t window_ms = 0;
+  int64_t start_ms = 0;  // the window's start
+  int64_t end_ms = 0;    // the window's end and the grace after it: consumers stop
   SystemClock clock;
-  int64_t lead_ms = 3000 + a.jobs / 30;  // by default, time to enqueue everything first
-  if (!a.lead.empty()) {
-    auto l = ParseDuration(a.lead);
-    if (!l.ok()) return l.status();
-    lead_ms = *l;
-  }
-  const int64_t start_ms = clock.NowMs() + lead_ms;
-  const std::string payload_text = std::string(static_cast<size_t>(std::max(0, a.payload_bytes - 2)), 'x');
 
   std::mutex mu;
-  LatencyHistogram hist;
-  std::unordered_set<std::string> seen;
-  std::atomic<int64_t> received{0}, duplicates{0}, early{0}, errors{0};
+  LatencyHistogram hist;                 // under mu
+  std::unordered_set<std::string> seen;  // under mu
+  std::atomic<int64_t> received{0}, duplicates{0}, early{0}, errors{0}, enqueued{0}, next{0};
   std::atomic<int64_t> last_receive_ms{0};
   std::atomic<bool> done{false};
-  const int64_t end_ms = start_ms + window_ms + *grace;
 
-  std::vector<std::thread> consumers;
-  for (int c = 0; c < a.consumers; ++c) {
-    consumers.emplace_back([&] {
-      auto client = MakeClient(g);
-      if (!client.ok()) return;
-      LatencyHistogram local;
-      std::vector<std::string> receipts;
-      while (!done && clock.NowMs() < end_ms) {
-        auto got = (*client)->Reserve(queue, {a.reserve_max, 1000, std::nullopt});
-        const int64_t now_us = clock.NowUs();
-        if (!got.ok()) {
-          ++errors;
-          continue;
-        }
-        receipts.clear();
-        {
-          std::lock_guard lock(mu);
-          for (auto& d : *got) {
-            const int64_t late = now_us - d.due_at_ms * 1000;
-            if (late < -1000) ++early;
-            if (!seen.insert(d.id).second) {
-              ++duplicates;
-            } else {
-              local.Record(late);
-            }
-            receipts.push_back(std::move(d.receipt));
-          }
-        }
-        if (!receipts.empty()) {
-          last_receive_ms = now_us / 1000;
-          received += static_cast<int64_t>(receipts.size());
-          for (const Status& s : (*client)->AckBatch(queue, receipts)) {
-            if (!s.ok()) ++errors;
-          }
-        }
-        if (received.load() >= a.jobs) done = true;
-      }
-      std::lock_guard lock(mu);
-      hist.Merge(local);
-    });
-  }
+  void Consume();
+  void Produce(int p, const std::string& payload);
+  void Report(double enqueue_seconds, bool enqueue_late) const;
+};
 
-  // Enqueue: due times spread uniformly over [start, start + window).
-  std::atomic<int64_t> enqueued{0}, next{0};
-  const auto enqueue_started = Steady::now();
-  std::vector<std::thread> producers;
-  for (int p = 0; p < a.producers; ++p) {
-    producers.emplace_back([&, p] {
-      auto client = MakeClient(g);
-      if (!client.ok()) return;
-      std::mt19937_64 rng(static_cast<uint64_t>(p) * 7919 + 1);
-      std::vector<EnqueueRequest> reqs;
-      while (true) {
-        const int64_t first = next.fetch_add(a.batch);
-        if (first >= a.jobs) break;
-        const int64_t n = std::min<int64_t>(a.batch, a.jobs - first);
-        reqs.assign(static_cast<size_t>(n), {});
-        for (auto& r : reqs) {
-          r.payload = "\"" + payload_text + "\"";
-          r.when.deliver_at_ms = start_ms + static_cast<int64_t>(rng() % static_cast<uint64_t>(window_ms));
-        }
-        Status res;
-        if (a.batch == 1) {
-          auto one = (*client)->Enqueue(queue, reqs[0]);
-          if (!one.ok()) res = one.status();
-        } else {
-          auto many = (*client)->EnqueueBatch(queue, reqs);
-          if (!many.ok()) res = many.status();
-        }
-        if (!res.ok()) {
-          std::fprintf(stderr, "\nenqueue failed: %s\n", res.message().c_str());
-          ++errors;
-          continue;
-        }
-        int64_t total = enqueued += n;
-        if (p == 0) Progress(a.progress, "enqueued {}/{}   ", total, a.jobs);
-      }
-    });
-  }
-  for (auto& t : producers) t.join();
-  const double enqueue_seconds = Seconds(enqueue_started, Steady::now());
-  const bool enqueue_late = clock.NowMs() > start_ms;
+// A consumer: long-polls, notes each delivery's lateness (or that it came early or twice), and
+// acks, until every job came or the window and grace are over.
+void Burst::Consume() {
+  auto client = MakeClient(g);
+  if (!client.ok()) return;
+  LatencyHistogram local;
+  std::vector<std::string> receipts;
   while (!done && clock.NowMs() < end_ms) {
-    Progress(a.progress, "received {}/{}   ", received.load(), a.jobs);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // progress display only
+    auto got = (*client)->Reserve(queue, {a.reserve_max, 1000, std::nullopt});
+    const int64_t now_us = clock.NowUs();
+    if (!got.ok()) {
+      ++errors;
+      continue;
+    }
+    receipts.clear();
+    {
+      std::lock_guard lock(mu);
+      for (auto& d : *got) {
+        const int64_t late = now_us - d.due_at_ms * 1000;
+        if (late < -1000) ++early;
+        if (!seen.insert(d.id).second) {
+          ++duplicates;
+        } else {
+          local.Record(late);
+        }
+        receipts.push_back(std::move(d.receipt));
+      }
+    }
+    if (!receipts.empty()) {
+      last_receive_ms = now_us / 1000;
+      received += static_cast<int64_t>(receipts.size());
+      for (const Status& s : (*client)->AckBatch(queue, receipts)) {
+        if (!s.ok()) ++errors;
+      }
+    }
+    if (received.load() >= a.jobs) done = true;
   }
-  done = true;
-  for (auto& t : consumers) t.join();
-  if (a.progress) std::fprintf(stderr, "\r%60s\r", "");
+  std::lock_guard lock(mu);
+  hist.Merge(local);
+}
 
+// A producer: batches of jobs due uniformly over [start, start + window).
+void Burst::Produce(int p, const std::string& payload) {
+  auto client = MakeClient(g);
+  if (!client.ok()) return;
+  std::mt19937_64 rng(static_cast<uint64_t>(p) * 7919 + 1);
+  std::vector<EnqueueRequest> reqs;
+  while (true) {
+    const int64_t first = next.fetch_add(a.batch);
+    if (first >= a.jobs) break;
+    const int64_t n = std::min<int64_t>(a.batch, a.jobs - first);
+    reqs.assign(static_cast<size_t>(n), {});
+    for (auto& r : reqs) {
+      r.payload = payload;
+      r.when.deliver_at_ms = start_ms + static_cast<int64_t>(rng() % static_cast<uint64_t>(window_ms));
+    }
+    Status res;
+    if (a.batch == 1) {
+      auto one = (*client)->Enqueue(queue, reqs[0]);
+      if (!one.ok()) res = one.status();
+    } else {
+      auto many = (*client)->EnqueueBatch(queue, reqs);
+      if (!many.ok()) res = many.status();
+    }
+    if (!res.ok()) {
+      std::fprintf(stderr, "\nenqueue failed: %s\n", res.message().c_str());
+      ++errors;
+      continue;
+    }
+    int64_t total = enqueued += n;
+    if (p == 0) Progress(a.progress, "enqueued {}/{}   ", total, a.jobs);
+  }
+}
+
+void Burst::Report(double enqueue_seconds, bool enqueue_late) const {
   auto client = MakeClient(g);
   const double rss = client.ok() ? MetricValue(**client, "delayq_process_resident_memory_bytes") : -1;
   const int64_t unique = static_cast<int64_t>(seen.size());
@@ -194,22 +177,57 @@ Status Burst(const Global& g, const BenchArgs& a, const std::string& queue) {
     j.Key("p99").Double(ms(0.99)).Key("p999").Double(ms(0.999)).Key("max").Double(hist.max_us() / 1000.0);
     j.EndObject().Key("server_rss_bytes").Double(rss).EndObject();
     std::printf("%s\n", j.str().c_str());
-  } else {
-    std::printf("burst: %lld jobs of %d bytes due over %s, %d producers (batches of %d), %d consumers\n",
-                static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers, a.batch, a.consumers);
-    std::printf("  enqueue     %.0f jobs/s%s\n", enqueued.load() / enqueue_seconds,
-                enqueue_late ? "  (finished after the window began: jobs came due while others were still being "
-                               "enqueued; --lead sets how long enqueueing runs before the window)"
-                             : "");
-    std::printf("  delivery    %.0f jobs/s\n", unique / delivery_seconds);
-    std::printf("  lateness    p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n", ms(0.5), ms(0.9),
-                ms(0.99), ms(0.999), hist.max_us() / 1000.0);
-    std::printf("  delivered %lld, lost %lld, duplicates %lld, early %lld, errors %lld\n",
-                static_cast<long long>(unique), static_cast<long long>(a.jobs - unique),
-                static_cast<long long>(duplicates.load()), static_cast<long long>(early.load()),
-                static_cast<long long>(errors.load()));
-    std::printf("  server RSS  %.1f MiB\n", rss / 1048576.0);
+    return;
   }
+  std::printf("burst: %lld jobs of %d bytes due over %s, %d producers (batches of %d), %d consumers\n",
+              static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers, a.batch, a.consumers);
+  std::printf("  enqueue     %.0f jobs/s%s\n", enqueued.load() / enqueue_seconds,
+              enqueue_late ? "  (finished after the window began: jobs came due while others were still being "
+                             "enqueued; --lead sets how long enqueueing runs before the window)"
+                           : "");
+  std::printf("  delivery    %.0f jobs/s\n", unique / delivery_seconds);
+  std::printf("  lateness    p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n", ms(0.5), ms(0.9),
+              ms(0.99), ms(0.999), hist.max_us() / 1000.0);
+  std::printf("  delivered %lld, lost %lld, duplicates %lld, early %lld, errors %lld\n", static_cast<long long>(unique),
+              static_cast<long long>(a.jobs - unique), static_cast<long long>(duplicates.load()),
+              static_cast<long long>(early.load()), static_cast<long long>(errors.load()));
+  std::printf("  server RSS  %.1f MiB\n", rss / 1048576.0);
+}
+
+Status RunBurst(const Global& g, const BenchArgs& a, const std::string& queue) {
+  auto w = ParseDuration(a.window);
+  auto grace = ParseDuration(a.grace);
+  if (!w.ok()) return w.status();
+  if (!grace.ok()) return grace.status();
+  int64_t lead_ms = 3000 + a.jobs / 30;  // by default, time to enqueue everything first
+  if (!a.lead.empty()) {
+    auto l = ParseDuration(a.lead);
+    if (!l.ok()) return l.status();
+    lead_ms = *l;
+  }
+  Burst run{g, a, queue};
+  run.window_ms = std::max<int64_t>(1, *w);
+  run.start_ms = run.clock.NowMs() + lead_ms;
+  run.end_ms = run.start_ms + run.window_ms + *grace;
+  const std::string payload = "\"" + std::string(static_cast<size_t>(std::max(0, a.payload_bytes - 2)), 'x') + "\"";
+
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < a.consumers; ++c) consumers.emplace_back([&] { run.Consume(); });
+  const auto enqueue_started = Steady::now();
+  std::vector<std::thread> producers;
+  for (int p = 0; p < a.producers; ++p) producers.emplace_back([&, p] { run.Produce(p, payload); });
+  for (auto& t : producers) t.join();
+  const double enqueue_seconds = Seconds(enqueue_started, Steady::now());
+  const bool enqueue_late = run.clock.NowMs() > run.start_ms;
+  while (!run.done && run.clock.NowMs() < run.end_ms) {
+    Progress(a.progress, "received {}/{}   ", run.received.load(), a.jobs);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // progress display only
+  }
+  run.done = true;
+  for (auto& t : consumers) t.join();
+  if (a.progress) std::fprintf(stderr, "\r%60s\r", "");
+  run.Report(enqueue_seconds, enqueue_late);
+  const int64_t unique = static_cast<int64_t>(run.seen.size());
   return unique == a.jobs ? Status::Ok() : Status::Internal(fmt::format("{} jobs were not delivered", a.jobs - unique));
 }
 
@@ -337,7 +355,7 @@ void AddBenchCommand(CLI::App& app, Global& g, int& rc) {
   b->callback([a, &g, &rc] {
     const std::string queue = a->queue.empty() ? "bench." + std::to_string(::getpid()) : a->queue;
     if (!isatty(STDERR_FILENO)) a->progress = false;
-    Status s = a->mode == "burst"        ? Burst(g, *a, queue)
+    Status s = a->mode == "burst"        ? RunBurst(g, *a, queue)
                : a->mode == "single"     ? Single(g, *a, queue)
                : a->mode == "idle-polls" ? IdlePolls(g, *a, queue)
                                          : Status::InvalidArgument("--mode must be burst, single or idle-polls");

@@ -68,12 +68,79 @@ void AddConfigFileOption(CLI::App* serve) {
       ->type_name("FILE");
 }
 
-Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedConfig* loaded) {
-  const std::string file = ConfigFileOf(argc, argv);
-  if (file.empty()) return Status::Ok();
-  toml::table table;
+namespace {
+
+// Whether the value's kind is the option's: true or false for a switch and only for it, a number
+// where a number is due, and a string where text is (CLI11 would read "100" as 100, and 1234 as the
+// token "1234"), and never a NUL in a string (the environment would cut it).
+Status CheckKind(const CLI::Option& option, const toml::node& node, const std::string& key, const std::string& file) {
+  // A switch takes true or false, and only a switch does: "yes", 1 or "false" would otherwise
+  // be read by rules of CLI11's own (a quoted "false" still turns a switch on).
+  const bool is_switch = option.get_expected_max() == 0;  // add_flag: expected(0)
+  if (is_switch && !node.is_boolean()) {
+    return Status::InvalidArgument(fmt::format("{}: {} is a switch: write {} = true or {} = false (not a {})",
+                                               Where(file, node.source()), key, key, key,
+                                               node.is_string() ? "string" : KindOf(node)));
+  }
+  if (!is_switch && node.is_boolean()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: {} takes a value (delayq serve --help), not true or false", Where(file, node.source()), key));
+  }
+  const std::string type = option.get_type_name();
+  const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+  const bool number = whole || type.rfind("FLOAT", 0) == 0 || type.rfind("NUMBER", 0) == 0;
+  if (!is_switch && !node.is_array()) {
+    if (number && !node.is_number()) {
+      return Status::InvalidArgument(fmt::format("{}: {} takes a number ({} = 100), not a {}",
+                                                 Where(file, node.source()), key, key,
+                                                 node.is_string() ? "string" : KindOf(node)));
+    }
+    if (whole && node.is_floating_point()) {
+      return Status::InvalidArgument(fmt::format("{}: {} takes a whole number, not {}", Where(file, node.source()), key,
+                                                 node.as_floating_point()->get()));
+    }
+    if (!number && node.is_number()) {
+      return Status::InvalidArgument(
+          fmt::format("{}: {} takes text: write it in quotes ({} = \"...\")", Where(file, node.source()), key, key));
+    }
+  }
+  if (auto s = node.as_string(); s && s->get().find('\0') != std::string::npos) {
+    return Status::InvalidArgument(fmt::format("{}: {} holds a NUL character", Where(file, node.source()), key));
+  }
+  return Status::Ok();
+}
+
+// The value as the option's environment variable would hold it (an array: its strings joined by
+// commas).
+Result<std::string> TextOf(const CLI::Option& option, const toml::node& node, const std::string& key,
+                           const std::string& file) {
+  std::string text;
+  if (const toml::array* array = node.as_array()) {
+    if (option.get_items_expected_max() <= 1) {
+      return Status::InvalidArgument(
+          fmt::format("{}: {} takes one value, not an array", Where(file, node.source()), key));
+    }
+    std::string joined;
+    for (const toml::node& element : *array) {
+      if (!AsText(element, &text) || text.find(',') != std::string::npos) {
+        return Status::InvalidArgument(fmt::format("{}: {} holds a {}; give strings without commas",
+                                                   Where(file, element.source()), key, KindOf(element)));
+      }
+      joined += (joined.empty() ? "" : ",") + text;
+    }
+    return joined;
+  }
+  if (!AsText(node, &text)) {
+    return Status::InvalidArgument(
+        fmt::format("{}: {} is a {}; serve's options are written key = value at the top of the file (no tables)",
+                    Where(file, node.source()), key, KindOf(node)));
+  }
+  return text;
+}
+
+Result<toml::table> ParseConfigFile(const std::string& file) {
   try {
-    table = toml::parse_file(file);
+    return toml::parse_file(file);
   } catch (const toml::parse_error& e) {
     if (e.source().begin.line == 0) {  // not opened
       return Status::InvalidArgument(fmt::format(
@@ -82,6 +149,24 @@ Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedC
     return Status::InvalidArgument(
         fmt::format("{}: {} (a config file is TOML: key = value per line)", Where(file, e.source()), e.description()));
   }
+}
+
+// Serve's option of that long name (nullptr: none that a file may set).
+const CLI::Option* OptionNamed(const CLI::App& serve, const std::string& key) {
+  if (key == "help" || key == "config") return nullptr;
+  for (const CLI::Option* o : serve.get_options()) {
+    if (!o->get_lnames().empty() && o->get_lnames()[0] == key) return o;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedConfig* loaded) {
+  const std::string file = ConfigFileOf(argc, argv);
+  if (file.empty()) return Status::Ok();
+  auto table = ParseConfigFile(file);
+  if (!table.ok()) return table.status();
   std::vector<std::string> names;
   for (const CLI::Option* option : serve.get_options()) {
     if (option->get_lnames().empty()) continue;
@@ -89,7 +174,7 @@ Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedC
     if (name != "help" && name != "config") names.push_back(name);
   }
   const std::vector<std::string_view> known(names.begin(), names.end());
-  for (const auto& [k, node] : table) {
+  for (const auto& [k, node] : *table) {
     std::string key(k.str());
     for (char& c : key) c = c == '_' ? '-' : c;
     if (node.is_table()) {
@@ -97,73 +182,18 @@ Status LoadServeConfigFile(const CLI::App& serve, int argc, char** argv, LoadedC
           fmt::format("{}: [{}] is a table; serve's options are written key = value at the top of the file (no tables)",
                       Where(file, k.source()), std::string(k.str()).substr(0, 64)));
     }
-    const CLI::Option* option = nullptr;
-    for (const CLI::Option* o : serve.get_options()) {
-      if (!o->get_lnames().empty() && o->get_lnames()[0] == key && key != "help" && key != "config") option = o;
-    }
+    const CLI::Option* option = OptionNamed(serve, key);
     if (!option || option->get_envname().empty()) {
       return Status::InvalidArgument(
           fmt::format("{}: unknown key \"{}\"{}; the keys are serve's options (delayq serve --help)",
                       Where(file, k.source()), std::string(k.str()).substr(0, 64), DidYouMean(key, known)));
     }
-    // A switch takes true or false, and only a switch does: "yes", 1 or "false" would otherwise
-    // be read by rules of CLI11's own (a quoted "false" still turns a switch on).
-    const bool is_switch = option->get_expected_max() == 0;  // add_flag: expected(0)
-    if (is_switch && !node.is_boolean()) {
-      return Status::InvalidArgument(fmt::format("{}: {} is a switch: write {} = true or {} = false (not a {})",
-                                                 Where(file, node.source()), key, key, key,
-                                                 node.is_string() ? "string" : KindOf(node)));
-    }
-    if (!is_switch && node.is_boolean()) {
-      return Status::InvalidArgument(fmt::format("{}: {} takes a value (delayq serve --help), not true or false",
-                                                 Where(file, node.source()), key));
-    }
-    // A number where a number is due, and a string where text is (CLI11 would read "100" as 100,
-    // and 1234 as the token "1234"); a string never holds a NUL (the environment would cut it).
-    const std::string type = option->get_type_name();
-    const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
-    const bool number = whole || type.rfind("FLOAT", 0) == 0 || type.rfind("NUMBER", 0) == 0;
-    if (!is_switch && !node.is_array()) {
-      if (number && !node.is_number()) {
-        return Status::InvalidArgument(fmt::format("{}: {} takes a number ({} = 100), not a {}",
-                                                   Where(file, node.source()), key, key,
-                                                   node.is_string() ? "string" : KindOf(node)));
-      }
-      if (whole && node.is_floating_point()) {
-        return Status::InvalidArgument(fmt::format("{}: {} takes a whole number, not {}", Where(file, node.source()),
-                                                   key, node.as_floating_point()->get()));
-      }
-      if (!number && node.is_number()) {
-        return Status::InvalidArgument(
-            fmt::format("{}: {} takes text: write it in quotes ({} = \"...\")", Where(file, node.source()), key, key));
-      }
-    }
-    if (auto s = node.as_string(); s && s->get().find('\0') != std::string::npos) {
-      return Status::InvalidArgument(fmt::format("{}: {} holds a NUL character", Where(file, node.source()), key));
-    }
-    std::string text;
-    if (const toml::array* array = node.as_array()) {
-      if (option->get_items_expected_max() <= 1) {
-        return Status::InvalidArgument(
-            fmt::format("{}: {} takes one value, not an array", Where(file, node.source()), key));
-      }
-      std::string joined;
-      for (const toml::node& element : *array) {
-        if (!AsText(element, &text) || text.find(',') != std::string::npos) {
-          return Status::InvalidArgument(fmt::format("{}: {} holds a {}; give strings without commas",
-                                                     Where(file, element.source()), key, KindOf(element)));
-        }
-        joined += (joined.empty() ? "" : ",") + text;
-      }
-      text = joined;
-    } else if (!AsText(node, &text)) {
-      return Status::InvalidArgument(
-          fmt::format("{}: {} is a {}; serve's options are written key = value at the top of the file (no tables)",
-                      Where(file, node.source()), key, KindOf(node)));
-    }
+    DELAYQ_RETURN_IF_ERROR(CheckKind(*option, node, key, file));
+    auto text = TextOf(*option, node, key, file);
+    if (!text.ok()) return text.status();
     // A variable already set wins over the file (and the command line over both, as ever).
     if (!std::getenv(option->get_envname().c_str())) {
-      ::setenv(option->get_envname().c_str(), text.c_str(), /*overwrite=*/1);
+      ::setenv(option->get_envname().c_str(), text->c_str(), /*overwrite=*/1);
       loaded->set.push_back({key, Where(file, k.source())});
     }
   }

@@ -32,19 +32,46 @@ void Print(const RecurringSchedule& s, bool json) {
   }
 }
 
-}  // namespace
+struct ScheduleArgs {
+  std::string queue, name, cron, every, timezone = "UTC", payload, misfire = "run_once", start_at, end_at;
+  std::vector<std::string> headers;
+  int32_t max_attempts = 0, priority = 0;
+  std::string group;
+};
 
-void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
-  struct Args {
-    std::string queue, name, cron, every, timezone = "UTC", payload, misfire = "run_once", start_at, end_at;
-    std::vector<std::string> headers;
-    int32_t max_attempts = 0, priority = 0;
-    std::string group;
-  };
-  auto a = std::make_shared<Args>();
-  auto* sched = app.add_subcommand("schedule", "Recurring schedules: set, ls, get, rm, pause, resume");
-  sched->require_subcommand(1);
+// The spec `set` asks for, from its flags (a payload that is not JSON goes as a JSON string).
+Result<ScheduleSpec> SpecOf(const ScheduleArgs& a) {
+  ScheduleSpec spec;
+  spec.name = a.name;
+  spec.cron = a.cron;
+  if (!a.every.empty()) spec.every_ms = Duration("--every", a.every);
+  spec.timezone = a.timezone;
+  if (!a.payload.empty()) {
+    if (wire::IsJsonValue(a.payload)) {
+      spec.payload = a.payload;
+    } else {
+      wire::JsonWriter w;
+      w.String(a.payload);
+      spec.payload = w.Take();
+    }
+  }
+  for (const auto& h : a.headers) {
+    auto eq = h.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::InvalidArgument("--header \"" + h + "\" must be name=value");
+    spec.headers[h.substr(0, eq)] = h.substr(eq + 1);
+  }
+  if (a.max_attempts) spec.max_attempts = a.max_attempts;
+  spec.priority = a.priority;
+  spec.group = a.group;
+  auto misfire = ParseMisfire(a.misfire);
+  if (!misfire) return Status::InvalidArgument("--misfire \"" + a.misfire + "\" is not skip, run_once or run_all");
+  spec.misfire = *misfire;
+  if (!a.start_at.empty()) spec.start_at_ms = Timestamp("--start-at", a.start_at);
+  if (!a.end_at.empty()) spec.end_at_ms = Timestamp("--end-at", a.end_at);
+  return spec;
+}
 
+void AddSetCommand(CLI::App* sched, const std::shared_ptr<ScheduleArgs>& a, Global& g, int& rc) {
   auto* set = sched->add_subcommand(
       "set", "Create or replace a schedule: delayq schedule set reports nightly --cron '0 3 * * *' --tz Europe/Berlin");
   set->add_option("queue", a->queue, "Queue name")->required();
@@ -62,41 +89,24 @@ void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
   set->add_option("--start-at", a->start_at, "No run before this time (RFC 3339 or epoch ms)");
   set->add_option("--end-at", a->end_at, "No run after this time");
   set->callback(Run(rc, [a, &g]() -> Status {
-    ScheduleSpec spec;
-    spec.name = a->name;
-    spec.cron = a->cron;
-    if (!a->every.empty()) spec.every_ms = Duration("--every", a->every);
-    spec.timezone = a->timezone;
-    if (!a->payload.empty()) {
-      if (wire::IsJsonValue(a->payload)) {
-        spec.payload = a->payload;
-      } else {
-        wire::JsonWriter w;
-        w.String(a->payload);
-        spec.payload = w.Take();
-      }
-    }
-    for (const auto& h : a->headers) {
-      auto eq = h.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return Status::InvalidArgument("--header \"" + h + "\" must be name=value");
-      spec.headers[h.substr(0, eq)] = h.substr(eq + 1);
-    }
-    if (a->max_attempts) spec.max_attempts = a->max_attempts;
-    spec.priority = a->priority;
-    spec.group = a->group;
-    auto misfire = ParseMisfire(a->misfire);
-    if (!misfire) return Status::InvalidArgument("--misfire \"" + a->misfire + "\" is not skip, run_once or run_all");
-    spec.misfire = *misfire;
-    if (!a->start_at.empty()) spec.start_at_ms = Timestamp("--start-at", a->start_at);
-    if (!a->end_at.empty()) spec.end_at_ms = Timestamp("--end-at", a->end_at);
+    auto spec = SpecOf(*a);
+    if (!spec.ok()) return spec.status();
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();
-    auto s = (*client)->PutSchedule(a->queue, spec);
+    auto s = (*client)->PutSchedule(a->queue, *spec);
     if (!s.ok()) return s.status();
     Print(*s, g.json);
     return Status::Ok();
   }));
+}
+
+}  // namespace
+
+void AddScheduleCommand(CLI::App& app, Global& g, int& rc) {
+  auto a = std::make_shared<ScheduleArgs>();
+  auto* sched = app.add_subcommand("schedule", "Recurring schedules: set, ls, get, rm, pause, resume");
+  sched->require_subcommand(1);
+  AddSetCommand(sched, a, g, rc);
 
   auto* ls = sched->add_subcommand("ls", "A queue's schedules with their next runs");
   ls->add_option("queue", a->queue, "Queue name")->required();

@@ -10,23 +10,50 @@
 
 namespace delayq::cli {
 
-void AddServeCommand(CLI::App& app, int& rc) {
-  struct Args {
-    server::ServeOptions serve;
-    std::string durability = "sync";
-  };
-  auto a = std::make_shared<Args>();
-  server::ServeOptions& serve = a->serve;
-  auto* s = app.add_subcommand("serve", "Run the delayq server (HTTP API, metrics, dashboard).");
+namespace {
+
+struct ServeArgs {
+  server::ServeOptions serve;
+  std::string durability = "sync";
+};
+
+// Where it listens (the API, the port file, the metrics) and what it stores in: the embedded
+// store's files, or Redis.
+void AddStoreOptions(CLI::App* s, ServeArgs& a) {
+  server::ServeOptions& serve = a.serve;
   s->add_option("--listen", serve.listen, "HOST:PORT to listen on")->capture_default_str();
   s->add_option("--data", serve.data, "Directory of the embedded store")->capture_default_str();
   s->add_option("--store", serve.store,
                 "embedded | redis://[USER:PASSWORD@]HOST:PORT[/DB] | rediss://... (TLS) | "
                 "redis-sentinel://H:P,.../MASTER | redis-cluster://H:P,... (docs/operations.md)")
       ->capture_default_str();
-  s->add_option("--durability", a->durability, "sync | interval | none")->capture_default_str();
+  s->add_option("--durability", a.durability, "sync | interval | none")->capture_default_str();
   s->add_option("--sync-interval-ms", serve.sync_interval_ms, "fsync period with --durability interval")
       ->capture_default_str();
+  s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
+  s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
+      ->capture_default_str();
+  s->add_option("--redis-wait-replicas", serve.redis_wait_replicas,
+                "With a Redis store: every write a client is answered ok for (enqueue, reserve, ack, nack, "
+                "touch, cancel, reschedule, replay, purge) first reaches this many replicas (Redis WAIT), so a "
+                "failover cannot lose it")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
+  s->add_option("--redis-wait-timeout-ms", serve.redis_wait_timeout_ms,
+                "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 60'000));
+  s->add_option("--metrics-listen", serve.metrics_listen,
+                "HOST:PORT that serves GET /metrics, /healthz and /readyz without the API token (for Prometheus); "
+                "without it /metrics needs the token");
+  s->add_option("--redis-password-file", serve.redis_password_file,
+                "With a Redis store whose URL gives no password: read it from this file (else from the "
+                "environment variable DELAYQ_REDIS_PASSWORD), so it is not in `ps`")
+      ->check(CLI::ExistingFile);
+}
+
+// Who may use it: the token, TLS, the host names it answers to.
+void AddSecurityOptions(CLI::App* s, server::ServeOptions& serve) {
   s->add_option("--auth-token", serve.auth_token, "Require this bearer token (or DELAYQ_AUTH_TOKEN)")
       ->envname("DELAYQ_AUTH_TOKEN");
   s->add_option("--auth-token-file", serve.auth_token_file,
@@ -44,6 +71,10 @@ void AddServeCommand(CLI::App& app, int& rc) {
       ->envname("DELAYQ_ACCESS_LOG");
   s->add_flag("--insecure-no-auth", serve.insecure_no_auth,
               "Allow --listen beyond loopback without a token (anyone who reaches the port can use the API)");
+}
+
+// Limits: threads, bodies, connections, waiting reserves, queues.
+void AddLimitOptions(CLI::App* s, server::ServeOptions& serve) {
   s->add_option("--threads", serve.threads, "Server threads (0: max(4, CPU cores); on Redis max(8, CPU cores))")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
@@ -77,29 +108,11 @@ void AddServeCommand(CLI::App& app, int& rc) {
                 "reserves never create a queue)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
-  s->add_option("--port-file", serve.port_file, "Write the bound port to this file");
-  s->add_option("--redis-shards", serve.redis_shards, "With a Redis store: shards of each new queue (1..256)")
-      ->capture_default_str();
-  s->add_option("--redis-wait-replicas", serve.redis_wait_replicas,
-                "With a Redis store: every write a client is answered ok for (enqueue, reserve, ack, nack, "
-                "touch, cancel, reschedule, replay, purge) first reaches this many replicas (Redis WAIT), so a "
-                "failover cannot lose it")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 16));
-  s->add_option("--redis-wait-timeout-ms", serve.redis_wait_timeout_ms,
-                "With --redis-wait-replicas: how long a write waits for its replicas before it answers 503")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 60'000));
-  s->add_option("--metrics-listen", serve.metrics_listen,
-                "HOST:PORT that serves GET /metrics, /healthz and /readyz without the API token (for Prometheus); "
-                "without it /metrics needs the token");
-  s->add_option("--redis-password-file", serve.redis_password_file,
-                "With a Redis store whose URL gives no password: read it from this file (else from the "
-                "environment variable DELAYQ_REDIS_PASSWORD), so it is not in `ps`")
-      ->check(CLI::ExistingFile);
-  AddConfigFileOption(s);
-  // Every flag of serve can come from the environment too: --max-body-memory is
-  // DELAYQ_MAX_BODY_MEMORY (for systemd's Environment= and containers). The flag wins.
+}
+
+// Every flag of serve can come from the environment too: --max-body-memory is
+// DELAYQ_MAX_BODY_MEMORY (for systemd's Environment= and containers). The flag wins.
+void AddEnvironmentNames(CLI::App* s) {
   for (CLI::Option* option : s->get_options()) {
     if (option->get_lnames().empty() || !option->get_envname().empty() || option->get_lnames()[0] == "help" ||
         option->get_lnames()[0] == "config") {
@@ -110,20 +123,36 @@ void AddServeCommand(CLI::App& app, int& rc) {
     option->envname(env);
     option->description(option->get_description() + " [env " + env + "]");
   }
-  s->callback([a, s, &rc] {
-    // An option that turns on a protection, given empty (often an empty DELAYQ_* line, which
-    // CLI11 takes for "not given"), would turn it off without a word: refused instead.
-    for (const char* name : {"auth-token", "auth-token-file", "tls-cert", "tls-key", "tls-client-ca"}) {
-      const CLI::Option* option = s->get_option(std::string("--") + name);
-      const char* env = std::getenv(option->get_envname().c_str());
-      const bool empty_flag = option->count() > 0 && option->as<std::string>().empty();
-      if (empty_flag || (option->count() == 0 && env != nullptr && *env == '\0')) {
-        throw CLI::ValidationError(std::string("--") + name,
-                                   std::string("is given empty (") +
-                                       (empty_flag ? "on the command line" : option->get_envname()) +
-                                       " or the config file): give it a value, or leave it out");
-      }
+}
+
+// An option that turns on a protection, given empty (often an empty DELAYQ_* line, which CLI11
+// takes for "not given"), would turn it off without a word: refused instead.
+void RefuseEmptyProtections(const CLI::App* s) {
+  for (const char* name : {"auth-token", "auth-token-file", "tls-cert", "tls-key", "tls-client-ca"}) {
+    const CLI::Option* option = s->get_option(std::string("--") + name);
+    const char* env = std::getenv(option->get_envname().c_str());
+    const bool empty_flag = option->count() > 0 && option->as<std::string>().empty();
+    if (empty_flag || (option->count() == 0 && env != nullptr && *env == '\0')) {
+      throw CLI::ValidationError(std::string("--") + name,
+                                 std::string("is given empty (") +
+                                     (empty_flag ? "on the command line" : option->get_envname()) +
+                                     " or the config file): give it a value, or leave it out");
     }
+  }
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int& rc) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* s = app.add_subcommand("serve", "Run the delayq server (HTTP API, metrics, dashboard).");
+  AddStoreOptions(s, *a);
+  AddSecurityOptions(s, a->serve);
+  AddLimitOptions(s, a->serve);
+  AddConfigFileOption(s);
+  AddEnvironmentNames(s);
+  s->callback([a, s, &rc] {
+    RefuseEmptyProtections(s);
     if (!ParseDurability(a->durability, &a->serve.durability)) {
       throw CLI::ValidationError("--durability", "must be sync, interval or none, not " + a->durability);
     }

@@ -101,17 +101,11 @@ Result<std::string> ReadTokenFile(const std::string& path) {
 
 }  // namespace
 
-int Serve(const ServeOptions& options) {
-  // Buffers of 1 MiB and more (a large request's body and parse) are mmapped and so go back to
-  // the system when freed; glibc would otherwise raise this threshold after the first large free
-  // and keep later ones in its heap.
-  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  ServeOptions o = options;
-  HttpServerOptions http;
-  if (!SplitHostPort(o.listen, &http.host, &http.port)) {
-    spdlog::error("--listen \"{}\" is not HOST:PORT (for example 127.0.0.1:7070)", o.listen);
-    return 2;
-  }
+namespace {
+
+// The token in force (from --auth-token-file when given) and whether the listen address may go
+// without one; 0, or the exit code after saying what is wrong.
+int CheckAuth(ServeOptions& o, const std::string& host) {
   if (!o.auth_token_file.empty()) {
     if (!o.auth_token.empty()) {
       spdlog::error("give --auth-token or --auth-token-file, not both");
@@ -129,7 +123,7 @@ int Serve(const ServeOptions& options) {
     return 2;
   }
   // Anyone who can reach the port can use the whole API when there is no token.
-  if (o.auth_token.empty() && !IsLoopback(http.host) && !o.insecure_no_auth) {
+  if (o.auth_token.empty() && !IsLoopback(host) && !o.insecure_no_auth) {
     spdlog::error(
         "--listen {} is reachable beyond this machine and no token is set: give --auth-token-file "
         "(or --auth-token / DELAYQ_AUTH_TOKEN), listen on 127.0.0.1, or accept the risk with "
@@ -137,6 +131,83 @@ int Serve(const ServeOptions& options) {
         o.listen);
     return 2;
   }
+  return 0;
+}
+
+// The API server's options from the serve options (host and port are already set).
+void ApplyHttpOptions(const ServeOptions& o, HttpServerOptions& http) {
+  // Enqueues and acks no longer hold a thread through their fsync, so threads beyond the cores
+  // mostly wake each other up (8 on 2 cores: 35 % fewer single-job requests/s than 4; see
+  // docs/performance.md); a few spare ones cover the handlers that still wait. The Redis store
+  // answers every call on the handler's thread while Redis replies, so it keeps 8.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  http.threads = o.threads > 0 ? o.threads : std::max(o.store == "embedded" ? 4 : 8, cores);
+  http.max_body_bytes = o.max_body_bytes;
+  http.max_connections = o.max_connections;
+  http.max_body_memory = o.max_body_memory;
+  http.max_connections_per_address = o.max_connections_per_address;
+  http.header_timeout_s = o.header_timeout_s;
+  http.tls_cert_file = o.tls_cert;
+  http.tls_key_file = o.tls_key;
+  http.tls_client_ca_file = o.tls_client_ca;
+}
+
+// The monitoring address: /metrics, /healthz, /readyz without the token, plain HTTP, on a thread
+// of its own. nullptr with nothing to start; an error when the address is bad or taken.
+Result<std::unique_ptr<HttpServer>> StartMonitoring(const std::string& listen, http::Api& api, std::thread& thread) {
+  if (listen.empty()) return std::unique_ptr<HttpServer>{};
+  HttpServerOptions m;
+  if (!SplitHostPort(listen, &m.host, &m.port)) {
+    return Status::InvalidArgument(
+        fmt::format("--metrics-listen \"{}\" is not HOST:PORT (e.g. 127.0.0.1:9090)", listen));
+  }
+  m.threads = 1;
+  m.max_body_bytes = 64 * 1024;
+  m.max_connections = 256;
+  auto monitoring = std::make_unique<HttpServer>(
+      [&api](http::HttpRequest request, http::Reply reply) {
+        return api.HandleMonitoring(std::move(request), std::move(reply));
+      },
+      m);
+  if (Status started = monitoring->Start(); !started.ok()) {
+    return Status::InvalidArgument("--metrics-listen: " + started.message());
+  }
+  thread = std::thread([server = monitoring.get()] { server->Run(false); });
+  spdlog::info("metrics, health and readiness on http://{}:{} (no token)", m.host, monitoring->port());
+  return monitoring;
+}
+
+// The first lines a user sees: where it serves, and try: lines that work as printed, with the
+// certificate to trust and the token to send.
+void PrintWelcome(const ServeOptions& o, const std::string& url, const std::string& store) {
+  std::string curl = "curl -s";
+  if (!o.tls_cert.empty()) curl += " --cacert " + o.tls_cert;
+  if (!o.tls_client_ca.empty()) curl += " --cert CLIENT.pem --key CLIENT.key";
+  if (!o.auth_token.empty()) curl += " -H \"Authorization: Bearer $DELAYQ_AUTH_TOKEN\"";
+  std::printf(
+      "delayq serving %s (store: %s%s%s)\n"
+      "try:  %s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
+      "      %s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
+      url.c_str(), store.c_str(), o.auth_token.empty() ? "" : ", bearer token required",
+      o.tls_client_ca.empty() ? "" : ", client certificate required", curl.c_str(), url.c_str(), curl.c_str(),
+      url.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int Serve(const ServeOptions& options) {
+  // Buffers of 1 MiB and more (a large request's body and parse) are mmapped and so go back to
+  // the system when freed; glibc would otherwise raise this threshold after the first large free
+  // and keep later ones in its heap.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  ServeOptions o = options;
+  HttpServerOptions http;
+  if (!SplitHostPort(o.listen, &http.host, &http.port)) {
+    spdlog::error("--listen \"{}\" is not HOST:PORT (for example 127.0.0.1:7070)", o.listen);
+    return 2;
+  }
+  if (int refused = CheckAuth(o, http.host); refused != 0) return refused;
   auto store = OpenStore(o);
   if (!store.ok()) {
     spdlog::error("{}", store.status().message());
@@ -155,50 +226,18 @@ int Serve(const ServeOptions& options) {
   http::Api api(queue, api_options);
   HistorySampler sampler(queue, api.history());
 
-  // Enqueues and acks no longer hold a thread through their fsync, so threads beyond the cores
-  // mostly wake each other up (8 on 2 cores: 35 % fewer single-job requests/s than 4; see
-  // docs/performance.md); a few spare ones cover the handlers that still wait. The Redis store
-  // answers every call on the handler's thread while Redis replies, so it keeps 8.
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  http.threads = o.threads > 0 ? o.threads : std::max(o.store == "embedded" ? 4 : 8, cores);
-  http.max_body_bytes = o.max_body_bytes;
-  http.max_connections = o.max_connections;
-  http.max_body_memory = o.max_body_memory;
-  http.max_connections_per_address = o.max_connections_per_address;
-  http.header_timeout_s = o.header_timeout_s;
-  http.tls_cert_file = o.tls_cert;
-  http.tls_key_file = o.tls_key;
-  http.tls_client_ca_file = o.tls_client_ca;
+  ApplyHttpOptions(o, http);
   HttpServer server(api, http);
   Status s = server.Start();
   if (!s.ok()) {
     spdlog::error("{}", s.message());
     return s.code() == Code::kInvalidArgument ? 2 : 1;
   }
-  // The monitoring address: /metrics, /healthz, /readyz without the token, plain HTTP.
-  std::unique_ptr<HttpServer> monitoring;
   std::thread monitoring_thread;
-  if (!o.metrics_listen.empty()) {
-    HttpServerOptions m;
-    if (!SplitHostPort(o.metrics_listen, &m.host, &m.port)) {
-      spdlog::error("--metrics-listen \"{}\" is not HOST:PORT (e.g. 127.0.0.1:9090)", o.metrics_listen);
-      return 2;
-    }
-    m.threads = 1;
-    m.max_body_bytes = 64 * 1024;
-    m.max_connections = 256;
-    monitoring = std::make_unique<HttpServer>(
-        [&api](http::HttpRequest request, http::Reply reply) {
-          return api.HandleMonitoring(std::move(request), std::move(reply));
-        },
-        m);
-    Status started = monitoring->Start();
-    if (!started.ok()) {
-      spdlog::error("--metrics-listen: {}", started.message());
-      return 2;
-    }
-    monitoring_thread = std::thread([&monitoring] { monitoring->Run(false); });
-    spdlog::info("metrics, health and readiness on http://{}:{} (no token)", m.host, monitoring->port());
+  auto monitoring = StartMonitoring(o.metrics_listen, api, monitoring_thread);
+  if (!monitoring.ok()) {
+    spdlog::error("{}", monitoring.status().message());
+    return 2;
   }
   const std::string url =
       fmt::format("{}://{}:{}", o.tls_cert.empty() ? "http" : "https",
@@ -206,25 +245,13 @@ int Serve(const ServeOptions& options) {
   if (!o.port_file.empty()) {
     std::ofstream(o.port_file) << server.port() << "\n";
   }
-  // The try: lines work as printed: with the certificate to trust and the token to send.
-  std::string curl = "curl -s";
-  if (!o.tls_cert.empty()) curl += " --cacert " + o.tls_cert;
-  if (!o.tls_client_ca.empty()) curl += " --cert CLIENT.pem --key CLIENT.key";
-  if (!o.auth_token.empty()) curl += " -H \"Authorization: Bearer $DELAYQ_AUTH_TOKEN\"";
-  std::printf(
-      "delayq serving %s (store: %s%s%s)\n"
-      "try:  %s --json '{\"payload\":{\"hello\":\"world\"},\"delay\":\"5s\"}' %s/v1/queues/demo/jobs\n"
-      "      %s --json '{\"wait_ms\":10000}' %s/v1/queues/demo/reserve\n",
-      url.c_str(), store->description.c_str(), o.auth_token.empty() ? "" : ", bearer token required",
-      o.tls_client_ca.empty() ? "" : ", client certificate required", curl.c_str(), url.c_str(), curl.c_str(),
-      url.c_str());
-  std::fflush(stdout);
+  PrintWelcome(o, url, store->description);
   server.Run(true, [&] {
     ready = false;
     store->close();  // answers waiting reserves, flushes
   });
-  if (monitoring) {
-    monitoring->Stop();
+  if (*monitoring) {
+    (*monitoring)->Stop();
     monitoring_thread.join();
   }
   store->close();
