@@ -41,7 +41,7 @@ int64_t NextTokenUs(const QueueConfig& c, const TokenBucket& bucket, int64_t now
 LatenessSplit SplitLateness(int64_t due_us, int64_t held_since_us, int64_t now_us) {
   if (held_since_us >= now_us) return {now_us - due_us, -1};  // Clock::kNever is the largest
   const int64_t held_from = std::max(due_us, held_since_us);
-  return {std::max<int64_t>(0, held_from - due_us), now_us - held_from};
+  return {std::max<int64_t>(0, held_from - due_us), std::max<int64_t>(0, now_us - held_from)};
 }
 
 }  // namespace delayq

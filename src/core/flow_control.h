@@ -40,12 +40,20 @@ int64_t NextTokenUs(const QueueConfig& config, const TokenBucket& bucket, int64_
 // A first delivery's wait, due at due_us and delivered at now_us: late until a limit (the
 // queue's, or its group's cap) started holding it at held_since_us, then held back by the limit
 // (not late). held_since_us Clock::kNever (or not before now_us): not held, all of it is lateness
-// and limit_wait_us is -1. The Redis reserve script splits it the same way (lateness_split in
-// src/store/redis/lua/reserve.lua).
+// and limit_wait_us is -1; a held job's parts are never negative (a wall clock that stepped back
+// counts 0). The Redis scripts split it the same way (lateness_split in
+// src/store/redis/lua/prelude.lua).
 struct LatenessSplit {
   int64_t late_us = 0;
   int64_t limit_wait_us = -1;
 };
 LatenessSplit SplitLateness(int64_t due_us, int64_t held_since_us, int64_t now_us);
+
+// Whether a record of record_bytes still goes into a reserve's answer of `bytes` under max_bytes:
+// `first`, it is the answer's first job, which always comes (the Redis reserve script's
+// answer_fits is the twin).
+inline bool AnswerFits(int64_t bytes, int64_t record_bytes, int64_t max_bytes, bool first) {
+  return first || bytes + record_bytes <= max_bytes;
+}
 
 }  // namespace delayq

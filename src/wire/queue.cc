@@ -178,69 +178,99 @@ std::string WriteConfigBody(const QueueConfig& config) {
   return w.Take();
 }
 
+namespace {
+
+// A number field of a config object: its name, the member it reads into, and (for an integer)
+// what its value must be. A table, so that a field is added in one line and listed in the "did
+// you mean" of an unknown one.
+template <typename T>
+struct NumberField {
+  std::string_view name;
+  int64_t T::*whole = nullptr;
+  double T::*real = nullptr;
+  std::string_view what = "a number";
+};
+
+constexpr NumberField<QueueConfig> kConfigFields[] = {
+    {"lease_ms", &QueueConfig::lease_ms, nullptr, "an integer number of milliseconds"},
+    {"max_payload", &QueueConfig::max_payload, nullptr, "an integer number of bytes"},
+    {"dead_retention_ms", &QueueConfig::dead_retention_ms, nullptr, "an integer number of milliseconds"},
+    {"max_delay_ms", &QueueConfig::max_delay_ms, nullptr, "an integer number of milliseconds"},
+    {"rate_per_s", nullptr, &QueueConfig::rate_per_s},
+    {"burst", &QueueConfig::burst, nullptr, "an integer number of jobs"},
+    {"max_reserved", &QueueConfig::max_reserved, nullptr, "an integer number of jobs"},
+    {"group_max_reserved", &QueueConfig::group_max_reserved, nullptr, "an integer number of jobs"},
+    {"priority_aging_ms", &QueueConfig::priority_aging_ms, nullptr, "an integer number of milliseconds"},
+};
+constexpr NumberField<BackoffPolicy> kBackoffFields[] = {
+    {"base_ms", &BackoffPolicy::base_ms, nullptr, "an integer number of milliseconds"},
+    {"max_ms", &BackoffPolicy::max_ms, nullptr, "an integer number of milliseconds"},
+    {"factor", nullptr, &BackoffPolicy::factor},
+    {"jitter", nullptr, &BackoffPolicy::jitter},
+};
+
+// Reads `v` into the table's field named `key` of *out; false when the table has no such field.
+template <typename T, size_t N>
+Result<bool> ReadNumberField(const NumberField<T> (&table)[N], std::string_view key, sj::value v,
+                             std::string_view field, T* out) {
+  for (const NumberField<T>& f : table) {
+    if (f.name != key) continue;
+    if (f.whole) {
+      DELAYQ_RETURN_IF_ERROR(GetInt(v, field, &(out->*f.whole), f.what));
+    } else if (v.get_double().get(out->*f.real)) {
+      return TypeError(field, f.what);
+    }
+    return true;
+  }
+  return false;
+}
+
+template <typename T, size_t N>
+std::vector<std::string_view> NamesOf(const NumberField<T> (&table)[N], std::initializer_list<std::string_view> more) {
+  std::vector<std::string_view> names(more);
+  for (const NumberField<T>& f : table) names.push_back(f.name);
+  return names;
+}
+
+Status ParseBackoff(sj::value v, Fields fields, BackoffPolicy* backoff) {
+  sj::object b;
+  if (v.get_object().get(b)) return TypeError("backoff", "an object");
+  for (auto bf : b) {
+    std::string_view bkey;
+    sj::value bv;
+    if (bf.unescaped_key().get(bkey) || bf.value().get(bv)) return Status::InvalidArgument("malformed field");
+    auto known = ReadNumberField(kBackoffFields, bkey, bv, fmt::format("backoff.{}", bkey), backoff);
+    if (!known.ok()) return known.status();
+    if (!*known && fields == Fields::kClosed) return UnknownField("backoff.", bkey, NamesOf(kBackoffFields, {}));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<QueueConfig> ParseConfig(std::string_view body, const QueueConfig& base, Fields fields) {
-  constexpr std::string_view kFields[] = {"max_attempts",      "lease_ms",           "max_payload",      "backoff",
-                                          "dead_retention_ms", "max_delay_ms",       "rate_per_s",       "burst",
-                                          "max_reserved",      "group_max_reserved", "priority_aging_ms"};
-  constexpr std::string_view kBackoffFields[] = {"base_ms", "max_ms", "factor", "jitter"};
   auto d = OpenRequest(body);
   if (!d.ok()) return d.status();
   sj::object obj;
   if ((*d)->doc.get_object().get(obj)) return Status::InvalidArgument("the body must be a JSON object");
   QueueConfig c = base;
-  auto get_double = [](sj::value v, std::string_view field, double* out) -> Status {
-    if (v.get_double().get(*out)) return TypeError(field, "a number");
-    return Status::Ok();
-  };
   for (auto f : obj) {
     std::string_view key;
     sj::value v;
     if (f.unescaped_key().get(key) || f.value().get(v)) return Status::InvalidArgument("malformed field");
-    int64_t n;
     if (key == "max_attempts") {
+      int64_t n;
       DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &n, "an integer"));
       DELAYQ_RETURN_IF_ERROR(ValidateMaxAttempts(n));  // before it is narrowed to 32 bits
       c.max_attempts = static_cast<int32_t>(n);
-    } else if (key == "lease_ms") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.lease_ms, "an integer number of milliseconds"));
-    } else if (key == "max_payload") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.max_payload, "an integer number of bytes"));
-    } else if (key == "dead_retention_ms") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.dead_retention_ms, "an integer number of milliseconds"));
-    } else if (key == "max_delay_ms") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.max_delay_ms, "an integer number of milliseconds"));
-    } else if (key == "rate_per_s") {
-      DELAYQ_RETURN_IF_ERROR(get_double(v, key, &c.rate_per_s));
-    } else if (key == "burst") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.burst, "an integer number of jobs"));
-    } else if (key == "max_reserved") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.max_reserved, "an integer number of jobs"));
-    } else if (key == "group_max_reserved") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.group_max_reserved, "an integer number of jobs"));
-    } else if (key == "priority_aging_ms") {
-      DELAYQ_RETURN_IF_ERROR(GetInt(v, key, &c.priority_aging_ms, "an integer number of milliseconds"));
     } else if (key == "backoff") {
-      sj::object b;
-      if (v.get_object().get(b)) return TypeError("backoff", "an object");
-      for (auto bf : b) {
-        std::string_view bkey;
-        sj::value bv;
-        if (bf.unescaped_key().get(bkey) || bf.value().get(bv)) return Status::InvalidArgument("malformed field");
-        const std::string field = fmt::format("backoff.{}", bkey);
-        if (bkey == "base_ms") {
-          DELAYQ_RETURN_IF_ERROR(GetInt(bv, field, &c.backoff.base_ms, "an integer number of milliseconds"));
-        } else if (bkey == "max_ms") {
-          DELAYQ_RETURN_IF_ERROR(GetInt(bv, field, &c.backoff.max_ms, "an integer number of milliseconds"));
-        } else if (bkey == "factor") {
-          DELAYQ_RETURN_IF_ERROR(get_double(bv, field, &c.backoff.factor));
-        } else if (bkey == "jitter") {
-          DELAYQ_RETURN_IF_ERROR(get_double(bv, field, &c.backoff.jitter));
-        } else if (fields == Fields::kClosed) {
-          return UnknownField("backoff.", bkey, kBackoffFields);
-        }
+      DELAYQ_RETURN_IF_ERROR(ParseBackoff(v, fields, &c.backoff));
+    } else {
+      auto known = ReadNumberField(kConfigFields, key, v, key, &c);
+      if (!known.ok()) return known.status();
+      if (!*known && fields == Fields::kClosed) {
+        return UnknownField("", key, NamesOf(kConfigFields, {"max_attempts", "backoff"}));
       }
-    } else if (fields == Fields::kClosed) {
-      return UnknownField("", key, kFields);
     }
   }
   return c;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -119,5 +120,36 @@ inline std::vector<Delivery> TakeUntilHeldBack(Queue& q, const std::string& queu
 
 // Enough jobs that every shard of a sharded queue has several.
 inline constexpr int kJobsForEveryShard = 64;
+
+// A reserve of up to 10 jobs whose answer stops at `max_bytes`.
+inline std::vector<Delivery> MustReserveBytes(Queue& q, const std::string& queue, int64_t max_bytes) {
+  ReserveRequest r;
+  r.max = 10;
+  r.max_bytes = max_bytes;
+  auto res = q.Reserve(queue, r);
+  EXPECT_TRUE(res.ok()) << res.status().ToString();
+  return res.ok() ? *res : std::vector<Delivery>{};
+}
+
+// Reserves until `n` jobs were received, letting time pass in small steps.
+inline std::vector<Delivery> ReceiveAll(QueueHarness& h, const std::string& queue, size_t n, int64_t step_ms,
+                                        int max_steps = 400) {
+  std::vector<Delivery> got;
+  for (int i = 0; i < max_steps && got.size() < n; ++i) {
+    auto batch = MustReserve(h.queue(), queue);
+    const int64_t now = h.NowMs();
+    for (auto& d : batch) {
+      EXPECT_GE(now, d.due_at_ms) << "job " << d.id << " delivered before it was due";
+      got.push_back(std::move(d));
+    }
+    if (got.size() < n) h.Advance(step_ms);
+  }
+  return got;
+}
+
+inline std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 }  // namespace delayq::testing

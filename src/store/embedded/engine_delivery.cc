@@ -91,7 +91,9 @@ int32_t EngineImpl::ReserveAllowanceLocked(QueueState* q, const QueueConfig& con
 Result<bool> EngineImpl::PlanPickLocked(QueueState* q, ReservePlan& plan, ReadyJobs::iterator it,
                                         const std::string& raw, const Status& read, bool in_due) {
   const DueKey& key = it->first;
-  if (read.ok() && !plan.out.empty() && plan.bytes + static_cast<int64_t>(raw.size()) > plan.max_bytes) return false;
+  if (read.ok() && !AnswerFits(plan.bytes, static_cast<int64_t>(raw.size()), plan.max_bytes, plan.out.empty())) {
+    return false;
+  }
   if (read.code() == Code::kNotFound) {  // a bug: the index outlived its job
     spdlog::error("queue {}: ready job {} has no record; dropping it", q->name, key.id.ToString());
     plan.broken.push_back(it);

@@ -124,10 +124,14 @@ void EngineImpl::PlanFlowWakeLocked(QueueState* q, int64_t mono_us) {
 }
 
 void EngineImpl::ExpireWaitersLocked(int64_t now_mono_us, Deferred& deferred) {
+  std::vector<QueueState*> left;  // each queue once: dropping a provisional one frees it
   for (Waiter& w : waiters_.TimedOut(now_mono_us)) {
     deferred.Add([done = std::move(w.done)] { done(std::vector<Delivery>{}); });
-    DropIfUnusedLocked(w.queue);
+    left.push_back(w.queue);
   }
+  std::sort(left.begin(), left.end());
+  left.erase(std::unique(left.begin(), left.end()), left.end());
+  for (QueueState* q : left) DropIfUnusedLocked(q);
 }
 
 void EngineImpl::ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred) {

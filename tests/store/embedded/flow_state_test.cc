@@ -87,6 +87,10 @@ TEST(SplitLateness, TakesTheExtremes) {
   EXPECT_EQ(SplitLateness(20, 9, 30).late_us, 0);  // held before due: never late
   EXPECT_EQ(SplitLateness(20, 9, 30).limit_wait_us, 10);
   EXPECT_EQ(SplitLateness(kMax - 1, 0, kMax).limit_wait_us, 1);
+  // Due after now (the wall clock stepped back) and held: neither part is negative, and the
+  // wait still counts (found in review: it was dropped, one limit_wait sample fewer).
+  EXPECT_EQ(SplitLateness(30, 9, 20).late_us, 0);
+  EXPECT_EQ(SplitLateness(30, 9, 20).limit_wait_us, 0);
 }
 
 }  // namespace

@@ -165,6 +165,34 @@ TEST(EngineWaiters, EveryWayOutOfAnOperationAnswersTheWaitersItServed) {
   }
 }
 
+// Found in review when the waiters became a part of their own: waiters that time out in one tick
+// were all taken out first, and then each one's provisional queue was dropped when "its" last
+// waiter left: the first drop freed the queue the second still pointed at (AddressSanitizer:
+// heap-use-after-free). Two workers long-polling a queue that does not exist yet, with the same
+// wait, do just that.
+TEST(EngineWaiters, WaitersOfOneProvisionalQueueThatTimeOutTogetherAreAllAnswered) {
+  auto clock = std::make_shared<QuietClock>();
+  EngineHarness h(Durability::kNone, [&](EngineOptions& o) { o.clock = clock; });
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Answer> answers;
+    for (int i = 0; i < 4; ++i) answers.push_back(WaitFor(h.queue(), "not-yet", 1'000));
+    answers.push_back(WaitFor(h.queue(), "other-not-yet", 1'000));
+    clock->AdvanceMs(1'001);
+    ASSERT_TRUE(h.queue().Stats("elsewhere").code() == Code::kNotFound);  // an operation: it ticks
+    for (Answer& a : answers) {
+      auto got = Await(a);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_TRUE(got->empty());
+    }
+    auto queues = h.queue().ListQueues();
+    ASSERT_TRUE(queues.ok());
+    EXPECT_TRUE(queues->empty()) << "a provisional queue is never listed, and none is left";
+  }
+  // The names are free: a real queue is made by its first write.
+  ASSERT_TRUE(h.queue().Enqueue("not-yet", Job("x")).ok());
+  EXPECT_TRUE(h.queue().Stats("not-yet").ok());
+}
+
 TEST(EngineWaiters, WaitsAndLeasesRunOnTheMonotonicClockWhenTheWallClockSteps) {
   EngineHarness h;
   Queue& q = h.queue();

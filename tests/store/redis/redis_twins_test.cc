@@ -487,5 +487,81 @@ return out
   EXPECT_EQ(compared, 6u * 4 * 40);
 }
 
+// A first delivery's wait split into lateness and limit wait: the reserve script's lateness_split
+// against core/flow_control.cc's SplitLateness, over due times, holds and nows around each other
+// (the script says "not held" with -1 where C++ says Clock::kNever).
+TEST(RedisScripts, TheLatenessSplitIsTheCppOne) {
+  auto q = OpenStore();
+  const redis::Script probe = redis::ProbeScript("probe_lateness_split", R"LUA(
+-- ARGV: triples of (due_us, since, now); returns per triple {late, wait}
+local out = {}
+for i = 1, #ARGV, 3 do
+  local late, wait = lateness_split(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))
+  out[#out + 1] = { late, wait }
+end
+return out
+)LUA");
+  const int64_t base = 1'700'000'000'000'000;  // µs, as the script sees Redis time
+  std::vector<std::string> args;
+  std::vector<LatenessSplit> want;
+  for (int64_t due : {base - 5'000'000, base - 1, base, base + 3'000}) {
+    for (int64_t since : {int64_t{-1}, base - 9'000'000, base - 5'000'000, base - 1'000, base, base + 1}) {
+      for (int64_t now : {base, base + 1, base + 2'500'000}) {
+        args.push_back(std::to_string(due));
+        args.push_back(std::to_string(since));
+        args.push_back(std::to_string(now));
+        want.push_back(SplitLateness(due, since < 0 ? Clock::kNever : since, now));
+      }
+    }
+  }
+  auto got = q->client().Eval(probe, {"dq:{probe}:due"}, args);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(got->is_error()) << got->str;
+  ASSERT_EQ(got->array.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::string at = "due " + args[3 * i] + " since " + args[3 * i + 1] + " now " + args[3 * i + 2];
+    EXPECT_EQ(got->array[i].array[0].AsInt(), want[i].late_us) << at;
+    EXPECT_EQ(got->array[i].array[1].AsInt(), want[i].limit_wait_us) << at;
+  }
+}
+
+// A reserve's answer stops before the record that would take it over max_bytes, but its first job
+// always comes: the reserve script's answer_fits against core/flow_control.h's AnswerFits, at and
+// around the cap, with int64 extremes.
+TEST(RedisScripts, TheAnswerByteCapIsTheCppOne) {
+  auto q = OpenStore();
+  const redis::Script probe = redis::ProbeScript("probe_answer_fits", R"LUA(
+-- ARGV: quadruples of (bytes, n, max_bytes, first 1|0); returns 1 or 0 per quadruple
+local out = {}
+for i = 1, #ARGV, 4 do
+  local fits = answer_fits(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 3] == '1')
+  out[#out + 1] = fits and 1 or 0
+end
+return out
+)LUA");
+  std::vector<std::string> args;
+  std::vector<bool> want;
+  const int64_t kMaxBytes = Limits::kMaxReserveBytes;
+  for (int64_t max_bytes : {int64_t{1}, int64_t{100}, int64_t{65'536}, kMaxBytes}) {
+    for (int64_t bytes : {int64_t{0}, max_bytes - 1, max_bytes}) {
+      for (int64_t n : {int64_t{0}, int64_t{1}, max_bytes - bytes, max_bytes - bytes + 1, int64_t{64} << 20}) {
+        for (bool first : {false, true}) {
+          args.insert(args.end(),
+                      {std::to_string(bytes), std::to_string(n), std::to_string(max_bytes), first ? "1" : "0"});
+          want.push_back(AnswerFits(bytes, n, max_bytes, first));
+        }
+      }
+    }
+  }
+  auto got = q->client().Eval(probe, {"dq:{probe}:due"}, args);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(got->is_error()) << got->str;
+  ASSERT_EQ(got->array.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got->array[i].AsInt() == 1, want[i]) << "bytes " << args[4 * i] << " n " << args[4 * i + 1] << " max "
+                                                   << args[4 * i + 2] << " first " << args[4 * i + 3];
+  }
+}
+
 }  // namespace
 }  // namespace delayq::testing

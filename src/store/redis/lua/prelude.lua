@@ -307,6 +307,21 @@ local function lateness_add(acc, late_us)
   acc.max = math.max(acc.max or 0, math.floor(late_us))  -- set even for 0: lateness_flush reads it
 end
 
+-- A first delivery's wait split (core/flow_control.h's SplitLateness, RedisScripts twin test):
+-- late until a limit started holding it at `since` (-1: not held), then held back by the limit.
+-- Returns the lateness and the limit wait (-1: not held), in µs.
+local function lateness_split(due_us, since, now)
+  if since < 0 or since >= now then return now - due_us, -1 end
+  local held_from = math.max(due_us, since)
+  return math.max(0, held_from - due_us), math.max(0, now - held_from)
+end
+
+-- Whether a record of n bytes still goes into an answer of `bytes` under max_bytes (`free`: it is
+-- the answer's first job, which always comes): core/flow_control.h's AnswerFits.
+local function answer_fits(bytes, n, max_bytes, free)
+  return free or bytes + n <= max_bytes
+end
+
 -- `prefix` '' for the lateness, 'w' for the time flow control held first deliveries back.
 local function lateness_flush(acc, prefix)
   if not acc.count then return end
