@@ -14,8 +14,9 @@ int64_t Allowance(const QueueConfig& c, TokenBucket& bucket, int64_t now_us, int
   int64_t allowed = kUnlimited;
   if (c.rate_per_s > 0) {
     const double burst = EffectiveBurst(c);
-    if (bucket.at_us < 0) {
+    if (bucket.at_us == Clock::kNever) {  // never used: full
       bucket.tokens = burst;
+      bucket.at_us = now_us;
     } else if (now_us > bucket.at_us) {
       bucket.tokens = std::min(burst, bucket.tokens + static_cast<double>(now_us - bucket.at_us) * c.rate_per_s / 1e6);
     } else {
@@ -34,7 +35,7 @@ void Take(const QueueConfig& c, TokenBucket& bucket, int64_t n) {
 
 int64_t NextTokenUs(const QueueConfig& c, const TokenBucket& bucket, int64_t now_us) {
   if (c.rate_per_s <= 0 || bucket.tokens >= 1.0) return now_us;
-  const int64_t at = bucket.at_us < 0 ? now_us : bucket.at_us;  // the time `tokens` is of
+  const int64_t at = bucket.at_us == Clock::kNever ? now_us : bucket.at_us;  // the time `tokens` is of
   return at + static_cast<int64_t>(std::ceil((1.0 - bucket.tokens) * 1e6 / c.rate_per_s));
 }
 

@@ -6,14 +6,15 @@
 
 #include <cstdint>
 
+#include "delayq/clock.h"
 #include "delayq/job.h"
 
 namespace delayq {
 
-// The bucket's state: `tokens` at `at_us` (a clock in µs). at_us < 0: never used (full).
+// The bucket's state: `tokens` at `at_us` (a clock in µs). at_us Clock::kNever: never used (full).
 struct TokenBucket {
   double tokens = 0;
-  int64_t at_us = -1;
+  int64_t at_us = Clock::kNever;
 };
 
 // The bucket size in force: `burst`, or when that is 0 the rate rounded up (at least 1).

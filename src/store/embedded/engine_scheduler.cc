@@ -17,6 +17,9 @@ void AddOnce(std::vector<QueueState*>* touched, QueueState* q) {
 }  // namespace
 
 Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
+  // First: a waiter that timed out may drop its provisional queue, so no queue is collected in
+  // `touched` before (their answers come after the lock either way).
+  ExpireWaitersLocked(now.mono_us, deferred);
   std::vector<QueueState*> touched;
   // Windows whose refill from disk failed are retried every kRetryAfterErrorUs.
   if (!refill_pending_.empty() && now.mono_us >= refill_retry_mono_us_) {
@@ -31,7 +34,6 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   PromoteLocked(now.wall_us, &touched);
   ExpireLeasesLocked(now, &touched);
   while (auto q = flow_wakes_.PopDue(now.mono_us)) touched.push_back(*q);
-  ExpireWaitersLocked(now.mono_us, deferred);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (QueueState* q : touched) ServeWaitersLocked(q, now, deferred);

@@ -34,7 +34,7 @@ Result<RedisQueue::QueueView> RedisQueue::Info(std::string_view queue_view, bool
     std::lock_guard lock(mu_);
     if (closed_) return errors::StoreClosed();
     auto it = queues_.find(queue);
-    if (it != queues_.end() && it->second.config_read_at >= 0 &&
+    if (it != queues_.end() && it->second.config_read_at != Clock::kNever &&
         SteadyMs() - it->second.config_read_at < kConfigFreshMs) {
       return it->second.view;
     }

@@ -115,7 +115,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
     }();
     if (!v.ok()) return v.status();
     if (v->is_error()) return ScriptError(*v);
-    int64_t deadline = -1;
+    int64_t deadline = Clock::kNever;
     for (const auto& row : v->array) {
       if (row.type == Value::kInteger) {  // flow control held ready jobs back
         NoteFlowLimited(queue, shard, row.integer);
@@ -128,7 +128,7 @@ Result<std::vector<Delivery>> RedisQueue::ReserveNow(const std::string& queue, c
       deadline = d->lease_deadline_ms;
       out.push_back(std::move(*d));
     }
-    if (deadline >= 0) NoteLease(queue, shard, deadline);  // the same for the whole batch
+    if (deadline != Clock::kNever) NoteLease(queue, shard, deadline);  // the same for the whole batch
   }
   return out;
 }

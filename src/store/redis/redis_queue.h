@@ -139,44 +139,46 @@ class RedisQueue final : public Queue, private ScheduleStore {
     int ShardOfId(const Ulid& id) const { return id.bytes[15] % shards; }
     int ShardOfKey(std::string_view key) const;
   };
-  // When something next happens on one shard (Redis ms; -1 none): a job comes due, a lease runs
+  // When something next happens on one shard (Redis ms; Clock::kNever: nothing): a job comes due, a lease runs
   // out, the oldest dead job died. A script's answer is what Redis held when the script ran; a
   // note (a wake message, this process's own reserve) can come between that and the answer
   // being taken in, and must not be overwritten by it (that stranded a lease or a retry until
   // the safety interval). So the notes since the turn's scripts were launched are kept apart
   // and merged into each answer: a script launched after a note ran after what it announced.
   struct NextAt {
-    int64_t at = -1;
-    int64_t noted = -1;  // the earliest note since Launched()
-    static int64_t Earliest(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : std::min(a, b); }
+    int64_t at = Clock::kNever;
+    int64_t noted = Clock::kNever;  // the earliest note since Launched()
     // Returns whether it moved `at` earlier (the scheduler must look again).
     bool Note(int64_t t) {
-      noted = Earliest(noted, t);
-      if (at >= 0 && at <= t) return false;
+      noted = std::min(noted, t);
+      if (at <= t) return false;
       at = t;
       return true;
     }
-    void Launched() { noted = -1; }
-    void Answered(int64_t t) { at = Earliest(t, noted); }
-    bool By(int64_t now) const { return at >= 0 && at <= now; }
+    void Launched() { noted = Clock::kNever; }
+    // A script's answer; it says -1 when the shard has nothing.
+    void Answered(int64_t t) { at = std::min(t < 0 ? Clock::kNever : t, noted); }
+    bool By(int64_t now) const { return at <= now; }
   };
   // The cache entry of a queue: its view and what the scheduler knows of it.
   struct QueueInfo {
     QueueView view;
-    int64_t config_read_at = -1;     // steady ms; re-read after a second (other processes)
-    std::vector<NextAt> next_due;    // per shard
-    std::vector<NextAt> next_lease;  // per shard
-    std::vector<NextAt> next_dead;   // per shard: when its oldest dead job died
+    int64_t config_read_at = Clock::kNever;  // steady ms; re-read after a second (other processes)
+    std::vector<NextAt> next_due;            // per shard
+    std::vector<NextAt> next_lease;          // per shard
+    std::vector<NextAt> next_dead;           // per shard: when its oldest dead job died
     std::deque<uint64_t> waiters;
     bool check = true;  // run promote/reap at the next tick
     // Redis ms: flow control held this queue's ready jobs back until its next token; its waiting
-    // reserves try again then. -1: none.
-    int64_t flow_wake = -1;
+    // reserves try again then. Clock::kNever: none.
+    int64_t flow_wake = Clock::kNever;
     // Not a queue in Redis when last read (waiters wait on it): read again after this (steady
     // ms) or when its wake channel speaks, not at every tick.
     int64_t absent_until = 0;
     // Its config was read and the scheduler knows its shards: it can be promoted and reaped.
-    bool Loaded() const { return config_read_at >= 0 && next_due.size() >= static_cast<size_t>(view.shards); }
+    bool Loaded() const {
+      return config_read_at != Clock::kNever && next_due.size() >= static_cast<size_t>(view.shards);
+    }
   };
   struct Waiter {
     std::string queue;

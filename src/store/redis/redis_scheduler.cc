@@ -54,7 +54,7 @@ void RedisQueue::NoteFlowLimited(const std::string& queue, int /*shard*/, int64_
   std::lock_guard lock(mu_);
   auto q = queues_.find(queue);
   if (q == queues_.end()) return;
-  if (q->second.flow_wake < 0 || at < q->second.flow_wake) {
+  if (at < q->second.flow_wake) {
     q->second.flow_wake = at;
     Poke();
   }
@@ -62,7 +62,7 @@ void RedisQueue::NoteFlowLimited(const std::string& queue, int /*shard*/, int64_
 
 void RedisQueue::DropIfUnusedLocked(const std::string& queue) {
   auto q = queues_.find(queue);
-  if (q == queues_.end() || q->second.config_read_at >= 0) return;
+  if (q == queues_.end() || q->second.config_read_at != Clock::kNever) return;
   for (uint64_t handle : q->second.waiters) {
     if (waiters_.contains(handle)) return;
   }
@@ -171,8 +171,8 @@ RedisQueue::SchedulerTurn RedisQueue::CollectTurnLocked(int64_t steady, Schedule
       if (promoting || reaping || expiring) q.next_dead[i].Launched();
     }
     q.check = false;
-    if (q.flow_wake >= 0 && q.flow_wake <= redis_now) {
-      q.flow_wake = -1;
+    if (q.flow_wake <= redis_now) {
+      q.flow_wake = Clock::kNever;
       if (!q.waiters.empty()) ready_notices_.insert(name);
     }
   }
@@ -317,11 +317,13 @@ int64_t RedisQueue::NextTickLocked(const SchedulerTimers& timers) {
       continue;
     }
     if (q.check) wake = now_steady;
-    if (q.flow_wake >= 0 && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
+    if (q.flow_wake != Clock::kNever && !q.waiters.empty()) wake = std::min(wake, to_steady(q.flow_wake));
     for (size_t s = 0; s < q.next_due.size(); ++s) {
-      if (q.next_due[s].at >= 0) wake = std::min(wake, to_steady(q.next_due[s].at));
-      if (q.next_lease[s].at >= 0) wake = std::min(wake, to_steady(q.next_lease[s].at));
-      if (q.next_dead[s].at >= 0) wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
+      if (q.next_due[s].at != Clock::kNever) wake = std::min(wake, to_steady(q.next_due[s].at));
+      if (q.next_lease[s].at != Clock::kNever) wake = std::min(wake, to_steady(q.next_lease[s].at));
+      if (q.next_dead[s].at != Clock::kNever) {
+        wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
+      }
     }
   }
   for (auto& [h, w] : waiters_) wake = std::min(wake, w.deadline);
