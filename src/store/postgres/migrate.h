@@ -1,0 +1,30 @@
+// The schema delayq: created and upgraded by versions (`delayq migrate`, and `serve` unless
+// --no-migrate). Version N is the SQL files sql/v<N>_*.sql, run in one transaction, after
+// which delayq.meta says schema_version N. Servers of one database migrate one at a time (an
+// advisory lock), and a server refuses a schema newer than it knows.
+#pragma once
+
+#include <string>
+
+#include "delayq/status.h"
+#include "store/postgres/pg_connection.h"
+
+namespace delayq::postgres {
+
+// The schema version this build writes and reads.
+int CurrentSchemaVersion();
+
+struct MigrateReport {
+  int from = 0;  // 0: there was no schema delayq
+  int to = 0;
+};
+
+// Brings the schema to CurrentSchemaVersion(). kIoError naming both versions when the database
+// holds a newer one (upgrade delayq first); what the server refused otherwise.
+Result<MigrateReport> Migrate(Connection& c);
+// The database's schema version (0: none), without changing anything.
+Result<int> SchemaVersion(Connection& c);
+// kOk when the schema is this build's version; else what to do (run delayq migrate, or upgrade).
+Status CheckSchema(Connection& c);
+
+}  // namespace delayq::postgres

@@ -1,0 +1,97 @@
+#include "store/postgres/pg_common.h"
+
+#include <nlohmann/json.hpp>
+
+namespace delayq::postgres {
+
+std::string HexOf(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string FromHex(std::string_view hex) {
+  auto digit = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return 0;
+  };
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1])));
+  return out;
+}
+
+QueueConfig ConfigFromRow(const Rows& r, int row, int col) {
+  QueueConfig c;
+  c.max_attempts = static_cast<int32_t>(r.Int(row, col + 0));
+  c.backoff.base_ms = r.Int(row, col + 1);
+  c.backoff.factor = r.Double(row, col + 2);
+  c.backoff.max_ms = r.Int(row, col + 3);
+  c.backoff.jitter = r.Double(row, col + 4);
+  c.lease_ms = r.Int(row, col + 5);
+  c.max_payload = r.Int(row, col + 6);
+  c.dead_retention_ms = r.Int(row, col + 7);
+  c.max_delay_ms = r.Int(row, col + 8);
+  c.rate_per_s = r.Double(row, col + 9);
+  c.burst = r.Int(row, col + 10);
+  c.max_reserved = r.Int(row, col + 11);
+  c.group_max_reserved = r.Int(row, col + 12);
+  c.priority_aging_ms = r.Int(row, col + 13);
+  return c;
+}
+
+Param HeadersParam(const Headers& headers) {
+  if (headers.empty()) return Param::Null();
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : headers) j[k] = v;
+  // Bytes that are not UTF-8 cannot be JSON text: replaced rather than refused here (the
+  // HTTP API only takes JSON strings, so only a C++ caller can give such bytes).
+  return Param::Of(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+Result<Headers> ParseHeaders(std::string_view json) {
+  Headers out;
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_object()) return Status::Corruption("a job's headers in PostgreSQL are not a JSON object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+Result<Job> JobFromRow(const std::string& queue, const Rows& r, int row, int64_t now_ms) {
+  Job j;
+  j.id = r.Str(row, 0);
+  j.queue = queue;
+  const std::string_view state = r.Text(row, 1);
+  j.due_at_ms = r.Int(row, 2);
+  j.state = state == "r"   ? JobState::kReserved
+            : state == "d" ? JobState::kDead
+            : j.due_at_ms <= now_ms ? JobState::kReady
+                                    : JobState::kScheduled;
+  j.attempt = static_cast<int32_t>(r.Int(row, 3));
+  j.max_attempts = static_cast<int32_t>(r.Int(row, 4));
+  j.key = r.Str(row, 5);
+  j.payload = r.Bytes(row, 6);
+  j.binary = r.Bool(row, 7);
+  if (!r.IsNull(row, 8)) {
+    auto h = ParseHeaders(r.Text(row, 8));
+    if (!h.ok()) return h.status();
+    j.headers = std::move(*h);
+  }
+  j.created_at_ms = r.Int(row, 9);
+  j.last_error = r.Str(row, 10);
+  if (j.state == JobState::kReserved) j.lease_deadline_ms = r.Int(row, 11);
+  if (j.state == JobState::kDead) j.dead_at_ms = r.Int(row, 12);
+  j.priority = static_cast<int32_t>(r.Int(row, 13));
+  j.group = r.Str(row, 14);
+  return j;
+}
+
+}  // namespace delayq::postgres

@@ -1,0 +1,161 @@
+#include "store/postgres/pg_connection.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <regex>
+
+namespace delayq::postgres {
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string Field(const PGresult* r, int code) {
+  const char* v = PQresultErrorField(r, code);
+  return v ? v : "";
+}
+
+}  // namespace
+
+int64_t Rows::Int(int row, int col) const {
+  if (IsNull(row, col)) return 0;
+  return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10);
+}
+
+double Rows::Double(int row, int col) const {
+  if (IsNull(row, col)) return 0;
+  return std::strtod(PQgetvalue(r_.get(), row, col), nullptr);
+}
+
+std::string Rows::Bytes(int row, int col) const {
+  std::string_view t = Text(row, col);
+  std::string out;
+  if (t.size() < 2 || t[0] != '\\' || t[1] != 'x') return out;
+  out.reserve((t.size() - 2) / 2);
+  for (size_t i = 2; i + 1 < t.size(); i += 2) {
+    out.push_back(static_cast<char>(HexDigit(t[i]) << 4 | HexDigit(t[i + 1])));
+  }
+  return out;
+}
+
+std::string RedactUrl(std::string_view url) {
+  // postgres://user:password@host... -> postgres://user:***@host...; password=... in key/value form too.
+  static const std::regex uri(R"(^([a-z]+://[^:/@]*:)[^@]*@)");
+  static const std::regex kv(R"(password=[^ &]*)");
+  std::string out = std::regex_replace(std::string(url), uri, "$1***@");
+  return std::regex_replace(out, kv, "password=***");
+}
+
+Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int connect_timeout_s) {
+  const std::string timeout = std::to_string(connect_timeout_s);
+  // The URI comes last and is expanded (expand_dbname): its own parameters override these defaults.
+  const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
+  const char* values[] = {timeout.c_str(), "delayq", url.c_str(), nullptr};
+  PGconn* c = PQconnectdbParams(keys, values, 1);
+  if (c == nullptr) return Status::Unavailable("cannot allocate a PostgreSQL connection");
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::string why = PQerrorMessage(c);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    PQfinish(c);
+    return Status::Unavailable(fmt::format("cannot connect to PostgreSQL at {}: {}", RedactUrl(url), why));
+  }
+  return std::unique_ptr<Connection>(new Connection(c));
+}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+bool Connection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+
+Status Connection::Failed(PGresult* r, std::string_view sql) {
+  last_error_ = {};
+  if (r != nullptr) {
+    last_error_ = {Field(r, PG_DIAG_SQLSTATE), Field(r, PG_DIAG_MESSAGE_PRIMARY), Field(r, PG_DIAG_MESSAGE_DETAIL)};
+    PQclear(r);
+  }
+  if (last_error_.sqlstate.empty() || broken()) {
+    std::string why = PQerrorMessage(conn_);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    last_error_.sqlstate = "08006";
+    if (last_error_.message.empty()) last_error_.message = why.empty() ? "the connection was lost" : why;
+  }
+  (void)sql;
+  return ToStatus(last_error_);
+}
+
+Result<Rows> Connection::Exec(std::string_view sql, const std::vector<Param>& params) {
+  std::vector<const char*> values(params.size());
+  std::vector<int> lengths(params.size()), formats(params.size());
+  std::vector<Oid> types(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    values[i] = params[i].null ? nullptr : params[i].value.data();
+    lengths[i] = static_cast<int>(params[i].value.size());
+    formats[i] = params[i].bytes ? 1 : 0;
+    types[i] = params[i].bytes ? 17 : 0;  // bytea; the rest as the statement says
+  }
+  const std::string text(sql);
+  PGresult* r = PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()), types.data(), values.data(),
+                             lengths.data(), formats.data(), 0);
+  const auto status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) return Failed(r, sql);
+  return Rows(r);
+}
+
+Status Connection::Run(std::string_view sql) {
+  const std::string text(sql);
+  PGresult* r = PQexec(conn_, text.c_str());
+  const auto status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) return Failed(r, sql);
+  PQclear(r);
+  return Status::Ok();
+}
+
+Status ToStatus(const ServerError& e) {
+  const std::string& s = e.sqlstate;
+  if (s == "22023") return Status::InvalidArgument(e.message);
+  if (s == "DQ413") return Status::TooLarge(e.message);
+  if (s == "DQ429") return Status::ResourceExhausted(e.message);
+  if (s == "DQ409" || s == "55000") return Status::Conflict(e.message);
+  // Another transaction got in the way (a serialization failure, a deadlock): nothing was
+  // applied, and the same call again can succeed.
+  if (s == "40001" || s == "40P01") return Status::Unavailable("PostgreSQL: " + e.message + "; try again");
+  // Connection exceptions, a server shutting down or out of resources.
+  if (s.rfind("08", 0) == 0 || s.rfind("57P", 0) == 0 || s.rfind("53", 0) == 0) {
+    return Status::Unavailable("PostgreSQL: " + e.message);
+  }
+  return Status::IoError(fmt::format("PostgreSQL error {}: {}", s, e.message));
+}
+
+Result<Pool::Lease> Pool::Take() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !idle_.empty() || lent_ < max_; });
+  if (!idle_.empty()) {
+    auto c = std::move(idle_.back());
+    idle_.pop_back();
+    ++lent_;
+    return Lease(this, std::move(c));
+  }
+  ++lent_;
+  lock.unlock();
+  auto c = Connection::Open(url_, connect_timeout_s_);
+  if (!c.ok()) {
+    std::lock_guard relock(mu_);
+    --lent_;
+    cv_.notify_one();
+    return c.status();
+  }
+  return Lease(this, std::move(*c));
+}
+
+void Pool::Give(std::unique_ptr<Connection> c) {
+  std::lock_guard lock(mu_);
+  --lent_;
+  if (!c->broken()) idle_.push_back(std::move(c));
+  cv_.notify_one();
+}
+
+}  // namespace delayq::postgres

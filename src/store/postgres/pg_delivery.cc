@@ -1,0 +1,379 @@
+// Deliveries on the PostgreSQL store: reserve (now, or waiting in this process), ack, release,
+// nack, touch. The twin of the Redis store's redis_delivery.cc; reserve and ack are
+// delayq._reserve and _ack, the others one UPDATE that names the delivery it settles.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "core/backoff.h"
+#include "core/errors.h"
+#include "core/flow_control.h"
+#include "core/validate.h"
+#include "store/postgres/pg_common.h"
+#include "store/postgres/postgres_queue.h"
+
+namespace delayq::postgres {
+namespace {
+
+// A Postgres text[] literal of ids or hex tokens (neither needs quoting).
+std::string ArrayOf(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    out += items[i];
+  }
+  out.push_back('}');
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Delivery>> PostgresQueue::Reserve(std::string_view queue, const ReserveRequest& request) {
+  std::promise<Result<std::vector<Delivery>>> answer;
+  auto got = answer.get_future();
+  ReserveAsync(queue, request, [&answer](Result<std::vector<Delivery>> r) { answer.set_value(std::move(r)); });
+  return got.get();
+}
+
+uint64_t PostgresQueue::ReserveAsync(std::string_view queue_view, const ReserveRequest& request, ReserveCallback done) {
+  if (Status s = ValidateQueueName(queue_view); !s.ok()) {
+    done(s);
+    return 0;
+  }
+  if (Status s = ValidateReserve(request); !s.ok()) {
+    done(s);
+    return 0;
+  }
+  const std::string queue(queue_view);
+  auto now = ReserveNow(queue, request);
+  if (!now.ok() || !now->empty() || request.wait_ms <= 0) {
+    done(std::move(now));
+    return 0;
+  }
+  std::unique_lock lock(mu_);
+  if (closed_) {
+    lock.unlock();
+    done(std::vector<Delivery>{});
+    return 0;
+  }
+  const uint64_t handle = next_waiter_++;
+  waiters_[handle] = Waiter{queue, request, SteadyMs() + request.wait_ms, std::move(done)};
+  waiting_[queue].push_back(handle);
+  // Looked at once more now that it waits: a job that came between the reserve above and this
+  // (its notification found no waiter) is served.
+  to_serve_.insert(queue);
+  poked_ = true;
+  cv_.notify_all();
+  return handle;
+}
+
+void PostgresQueue::CancelReserve(uint64_t handle) {
+  ReserveCallback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = waiters_.find(handle);
+    if (it == waiters_.end()) return;
+    done = std::move(it->second.done);
+    auto& line = waiting_[it->second.queue];
+    std::erase(line, handle);
+    if (line.empty()) waiting_.erase(it->second.queue);
+    waiters_.erase(it);
+  }
+  done(std::vector<Delivery>{});
+}
+
+Result<std::vector<Delivery>> PostgresQueue::ReserveNow(const std::string& queue, const ReserveRequest& request) {
+  auto r = Exec(
+      "SELECT id, payload, is_binary, headers, attempt, max_attempts, due_at_ms, key, lease_deadline_ms, priority, "
+      "grp, first, now_ms, token FROM delayq._reserve($1, $2, $3, $4)",
+      {Param::Of(queue), Param::Of(static_cast<int64_t>(request.max)), Param::Maybe(request.lease_ms),
+       Param::Of(request.max_bytes)});
+  if (!r.ok()) return r.status();
+  std::vector<Delivery> out;
+  if (r->empty()) return out;
+  std::shared_ptr<const ReceiptSigner> signer;
+  {
+    std::lock_guard lock(mu_);
+    signer = signer_;
+  }
+  out.reserve(static_cast<size_t>(r->size()));
+  int64_t lease_end = Clock::kNever;
+  std::vector<int64_t> lateness_us;
+  for (int i = 0; i < r->size(); ++i) {
+    Delivery d;
+    d.id = r->Str(i, 0);
+    auto id = Ulid::Parse(d.id);
+    auto token = DeliveryToken::Parse(r->Text(i, 13));
+    if (!id || !token) return Status::Corruption("delayq._reserve answered a job id or token delayq cannot read");
+    d.receipt = signer->Issue(queue, Receipt{*id, *token, std::nullopt});
+    d.payload = r->Bytes(i, 1);
+    d.binary = r->Bool(i, 2);
+    if (!r->IsNull(i, 3)) {
+      auto h = ParseHeaders(r->Text(i, 3));
+      if (!h.ok()) return h.status();
+      d.headers = std::move(*h);
+    }
+    d.attempt = static_cast<int32_t>(r->Int(i, 4));
+    d.max_attempts = static_cast<int32_t>(r->Int(i, 5));
+    d.due_at_ms = r->Int(i, 6);
+    d.key = r->Str(i, 7);
+    d.lease_deadline_ms = r->Int(i, 8);
+    d.priority = static_cast<int32_t>(r->Int(i, 9));
+    d.group = r->Str(i, 10);
+    if (r->Bool(i, 11)) lateness_us.push_back(std::max<int64_t>(0, r->Int(i, 12) - d.due_at_ms) * 1000);
+    lease_end = std::min(lease_end, d.lease_deadline_ms);
+    out.push_back(std::move(d));
+  }
+  {
+    std::lock_guard lock(mu_);
+    Metrics& m = MetricsLocked(queue);
+    m.counters.delivered += out.size();
+    for (int64_t us : lateness_us) m.lateness.Record(us);
+  }
+  NoteLease(lease_end);
+  return out;
+}
+
+Result<Receipt> PostgresQueue::OpenReceipt(const std::string& queue, std::string_view receipt) {
+  std::shared_ptr<const ReceiptSigner> signer;
+  {
+    std::lock_guard lock(mu_);
+    signer = signer_;
+  }
+  return signer->Open(queue, receipt);
+}
+
+Status PostgresQueue::DeliveryError(const std::string& queue, const std::string& id) {
+  auto r = Exec("SELECT state, attempt, max_attempts FROM delayq.jobs WHERE queue = $1 AND id = $2",
+                {Param::Of(queue), Param::Of(id)});
+  if (!r.ok()) return r.status();
+  if (r->empty()) return errors::DeliveryJobGone(id);
+  const std::string_view state = r->Text(0, 0);
+  const auto attempt = static_cast<int32_t>(r->Int(0, 1)), max = static_cast<int32_t>(r->Int(0, 2));
+  if (state == "d") return errors::DeliveryWentDead(id, attempt, max);
+  if (state == "r") return errors::DeliveredAgain(id, attempt);
+  return errors::DeliveryOver(id);
+}
+
+Status PostgresQueue::Ack(std::string_view queue, std::string_view receipt) {
+  std::string r(receipt);
+  return AckBatch(queue, std::span(&r, 1)).front();
+}
+
+// Each receipt opened (repeats answer what the first did), then one call of delayq._ack for all.
+std::vector<Status> PostgresQueue::AckBatch(std::string_view queue_view, std::span<const std::string> receipts) {
+  std::vector<Status> out(receipts.size());
+  if (Status s = ValidateQueueName(queue_view); !s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  const std::string queue(queue_view);
+  const auto parsed = ParseReceipts(receipts);
+  const auto first = FirstOccurrences(std::span<const Result<Receipt>>(parsed));
+  std::shared_ptr<const ReceiptSigner> signer;
+  {
+    std::lock_guard lock(mu_);
+    signer = signer_;
+  }
+  std::vector<std::string> ids, tokens;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) continue;
+    auto opened = signer->Open(queue, receipts[i], parsed[i]);
+    if (!opened.ok()) {
+      out[i] = opened.status();
+      continue;
+    }
+    ids.push_back(opened->id.ToString());
+    tokens.push_back(opened->token.Hex());
+    at.push_back(i);
+  }
+  if (!ids.empty()) {
+    auto r = Exec("SELECT outcome, state, attempt, max_attempts FROM delayq._ack($1, $2::text[], $3::text[])",
+                  {Param::Of(queue), Param::Of(ArrayOf(ids)), Param::Of(ArrayOf(tokens))});
+    uint64_t acked = 0;
+    for (size_t k = 0; k < at.size(); ++k) {
+      if (!r.ok()) {
+        out[at[k]] = r.status();
+        continue;
+      }
+      const auto row = static_cast<int>(k);
+      const std::string_view outcome = r->Text(row, 0), state = r->Text(row, 1);
+      const auto attempt = static_cast<int32_t>(r->Int(row, 2)), max = static_cast<int32_t>(r->Int(row, 3));
+      if (outcome == "O") {
+        ++acked;
+      } else if (outcome == "N") {
+        out[at[k]] = errors::DeliveryJobGone(ids[k]);
+      } else if (state == "d") {
+        out[at[k]] = errors::DeliveryWentDead(ids[k], attempt, max);
+      } else if (state == "r") {
+        out[at[k]] = errors::DeliveredAgain(ids[k], attempt);
+      } else {
+        out[at[k]] = errors::DeliveryOver(ids[k]);
+      }
+    }
+    if (acked > 0) {
+      {
+        std::lock_guard lock(mu_);
+        MetricsLocked(queue).counters.acked += acked;
+      }
+      auto config = ConfigOf(queue);
+      if (config.ok() && HasLeaseCaps(*config)) AnnounceReady(queue);  // room under max_reserved
+    }
+  }
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) out[i] = out[first[i]];
+  }
+  return out;
+}
+
+// Each delivery that is still current and whose lease has not run out is undone: the job waits
+// again in its place, and the delivery counts neither as an attempt nor as a delivery.
+std::vector<Status> PostgresQueue::ReleaseBatch(std::string_view queue_view, std::span<const std::string> receipts) {
+  std::vector<Status> out(receipts.size());
+  if (Status s = ValidateQueueName(queue_view); !s.ok()) {
+    std::fill(out.begin(), out.end(), s);
+    return out;
+  }
+  const std::string queue(queue_view);
+  const auto first = FirstOccurrences(receipts);
+  uint64_t released = 0;
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (first[i] != i) {
+      out[i] = out[first[i]];
+      continue;
+    }
+    auto receipt = OpenReceipt(queue, receipts[i]);
+    if (!receipt.ok()) {
+      out[i] = receipt.status();
+      continue;
+    }
+    const std::string id = receipt->id.ToString();
+    auto r = Exec(
+        "UPDATE delayq.jobs SET state = 's', attempt = attempt - 1, token = NULL, lease_deadline_ms = NULL "
+        "WHERE queue = $1 AND id = $2 AND state = 'r' AND token = $3 AND lease_deadline_ms > delayq.now_ms() "
+        "RETURNING id",
+        {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex())});
+    if (!r.ok()) {
+      out[i] = r.status();
+    } else if (!r->empty()) {
+      ++released;
+    } else {
+      auto check = Exec("SELECT state = 'r' AND token = $3 FROM delayq.jobs WHERE queue = $1 AND id = $2",
+                        {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex())});
+      if (!check.ok()) {
+        out[i] = check.status();
+      } else if (!check->empty() && check->Bool(0, 0)) {
+        out[i] = errors::ReleasedTooLate(id);  // still its delivery, but the lease ran out
+      } else {
+        out[i] = DeliveryError(queue, id);
+      }
+    }
+  }
+  if (released > 0) {
+    {
+      std::lock_guard lock(mu_);
+      Metrics& m = MetricsLocked(queue);
+      m.counters.delivered -= std::min(m.counters.delivered, released);
+    }
+    AnnounceReady(queue);
+  }
+  return out;
+}
+
+Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRequest& request) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  const std::string queue(queue_view);
+  auto config = ConfigOf(queue);
+  if (!config.ok()) return config.status();
+  auto receipt = OpenReceipt(queue, request.receipt);
+  if (!receipt.ok()) return receipt.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateNack(request, *config));
+  const std::string id = receipt->id.ToString();
+  double unit;  // uniform in [0, 1), as the embedded store draws it for BackoffDelayMs
+  {
+    std::lock_guard lock(mu_);
+    unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  NackResult result;
+  std::optional<Status> refused;
+  Status s;
+  {
+  auto c = pool_.Take();
+  if (!c.ok()) return c.status();
+  s = InTransaction(**c, [&]() -> Status {
+    auto r = (*c)->Exec(
+        "SELECT attempt, max_attempts, due_at_ms, delayq.now_ms() FROM delayq.jobs "
+        "WHERE queue = $1 AND id = $2 AND state <> 'd' AND token = $3 FOR UPDATE",
+        {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex())});
+    if (!r.ok()) return r.status();
+    if (r->empty()) {
+      refused = Status::Ok();
+      return Status::Ok();
+    }
+    const auto attempt = static_cast<int32_t>(r->Int(0, 0)), max = static_cast<int32_t>(r->Int(0, 1));
+    const int64_t due = r->Int(0, 2), now = r->Int(0, 3);
+    const std::string error = NackErrorText(request);
+    if (request.dead || attempt >= max) {
+      result = {JobState::kDead, due};
+      return (*c)
+          ->Exec("UPDATE delayq.jobs SET state = 'd', dead_at_ms = $3, last_error = $4, token = NULL, "
+                 "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2",
+                 {Param::Of(queue), Param::Of(id), Param::Of(now), Param::Of(error)})
+          .status();
+    }
+    const int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(config->backoff, attempt, unit));
+    result = {JobState::kScheduled, now + delay};
+    return (*c)
+        ->Exec("UPDATE delayq.jobs SET state = 's', due_at_ms = $3, last_error = $4, token = NULL, "
+               "lease_deadline_ms = NULL, waited = true WHERE queue = $1 AND id = $2",
+               {Param::Of(queue), Param::Of(id), Param::Of(now + delay), Param::Of(error)})
+        .status();
+  });
+  }  // the connection is given back before the statements below take one
+  if (!s.ok()) return s;
+  if (refused) return DeliveryError(queue, id);
+  {
+    std::lock_guard lock(mu_);
+    Metrics& m = MetricsLocked(queue);
+    ++m.counters.nacked;
+    if (result.state == JobState::kDead) ++m.counters.dead;
+  }
+  if (result.state == JobState::kDead) {
+    spdlog::warn("{}", errors::DeadJobWarning(queue, id, 0, NackErrorText(request)));
+  }
+  int64_t now;
+  {
+    std::lock_guard lock(mu_);
+    now = DbNowLocked();
+  }
+  if (result.state == JobState::kDead || result.due_at_ms <= now) {
+    AnnounceReady(queue);
+  } else {
+    (void)Exec("SELECT delayq._wake($1, $2, delayq.now_ms())", {Param::Of(queue), Param::Of(result.due_at_ms)});
+  }
+  return result;
+}
+
+Result<TouchResult> PostgresQueue::Touch(std::string_view queue_view, std::string_view receipt_text,
+                                         std::optional<int64_t> lease_ms) {
+  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  const std::string queue(queue_view);
+  auto config = ConfigOf(queue);
+  if (!config.ok()) return config.status();
+  auto receipt = OpenReceipt(queue, receipt_text);
+  if (!receipt.ok()) return receipt.status();
+  const std::string id = receipt->id.ToString();
+  auto r = Exec(
+      "UPDATE delayq.jobs SET lease_deadline_ms = delayq.now_ms() + $4 WHERE queue = $1 AND id = $2 AND state = 'r' "
+      "AND token = $3 AND lease_deadline_ms > delayq.now_ms() RETURNING lease_deadline_ms",
+      {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex()), Param::Of(lease_ms.value_or(config->lease_ms))});
+  if (!r.ok()) return r.status();
+  if (r->empty()) return DeliveryError(queue, id);
+  NoteLease(r->Int(0, 0));
+  return TouchResult{r->Int(0, 0)};
+}
+
+}  // namespace delayq::postgres

@@ -1,0 +1,180 @@
+// Jobs on the PostgreSQL store: enqueue (one or a batch), get, cancel, reschedule. The twin of the
+// embedded store's engine_jobs.cc and the Redis store's redis_jobs.cc; the transitions are
+// delayq._put, _cancel and _reschedule (sql/v1_2_functions.sql), which the SQL API calls too.
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/postgres/pg_common.h"
+#include "store/postgres/postgres_queue.h"
+
+namespace delayq::postgres {
+namespace {
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* OnKey(const EnqueueRequest& r) {
+  if (r.debounce) return "debounce";
+  if (r.replace) return "replace";
+  return "dedupe";
+}
+
+std::vector<Param> PutParams(const std::string& queue, const std::string& id, const EnqueueRequest& r) {
+  return {Param::Of(queue),
+          Param::Of(id),
+          Param::Bytes(r.payload),
+          Param::Of(r.binary),
+          HeadersParam(r.headers),
+          Param::Maybe(r.when.delay_ms),
+          Param::Maybe(r.when.deliver_at_ms),
+          Param::Maybe(r.max_attempts),
+          r.key.empty() ? Param::Null() : Param::Of(r.key),
+          Param::Of(OnKey(r)),
+          Param::Of(r.key_ttl_ms),
+          Param::Of(static_cast<int64_t>(r.priority)),
+          Param::Of(r.group)};
+}
+
+constexpr const char* kPut =
+    "SELECT id, due_at_ms, duplicate, replaced FROM delayq._put($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, "
+    "$12, $13, false)";
+
+}  // namespace
+
+Result<EnqueueResult> PostgresQueue::Enqueue(std::string_view queue, const EnqueueRequest& request) {
+  auto r = EnqueueBatch(queue, std::span(&request, 1));
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+// Validation and ids first (nothing is written when a request is invalid), then one transaction:
+// a batch is all or nothing. A key given twice in one batch names the job its first request made.
+Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view queue_view,
+                                                               std::span<const EnqueueRequest> requests) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  DELAYQ_RETURN_IF_ERROR(ValidateBatchSize(requests.size()));
+  const std::string queue(queue_view);
+  const bool batch = requests.size() > 1;
+  auto prefix = [batch](size_t i) { return batch ? fmt::format("jobs[{}].", i) : std::string(); };
+  auto known = ConfigOf(queue);
+  if (!known.ok() && known.code() != Code::kNotFound) return known.status();
+  const QueueConfig config = known.ok() ? *known : QueueConfig{};
+  const int64_t now = WallMs();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
+    // Judged again by delayq._put on the database's clock; here on this host's, so that one far
+    // too late is refused before its queue is made.
+    DELAYQ_RETURN_IF_ERROR(ResolveDue(requests[i].when, now, config, prefix(i)).status());
+  }
+  std::vector<std::string> ids(requests.size());
+  {
+    std::lock_guard lock(mu_);
+    for (auto& id : ids) id = ids_.Next(now).ToString();
+  }
+  auto c = pool_.Take();
+  if (!c.ok()) return c.status();
+  std::vector<EnqueueResult> results(requests.size());
+  std::map<std::string_view, size_t> first_of_key;
+  int64_t added = 0;
+  Status s = InTransaction(**c, [&]() -> Status {
+    int64_t wake = Clock::kNever;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const EnqueueRequest& r = requests[i];
+      if (!r.key.empty()) {
+        auto [it, fresh] = first_of_key.emplace(r.key, i);
+        if (!fresh) {
+          results[i] = {results[it->second].id, results[it->second].due_at_ms, true, false};
+          continue;
+        }
+      }
+      auto row = (*c)->Exec(kPut, PutParams(queue, ids[i], r));
+      if (!row.ok()) {
+        const ServerError& e = (*c)->last_error();
+        if (e.sqlstate == "DQ409") return errors::ReservedCannotReplace(prefix(i), r.key, e.detail);
+        if (e.sqlstate == "22023" && e.detail.rfind("TOO_FAR:", 0) == 0) {
+          auto due = ResolveDue(r.when, std::atoll(e.detail.c_str() + 8), config, prefix(i));
+          if (!due.ok()) return due.status();
+        }
+        return row.status();
+      }
+      results[i] = {row->Str(0, 0), row->Int(0, 1), row->Bool(0, 2), row->Bool(0, 3)};
+      if (!results[i].duplicate) ++added;
+      if (!results[i].duplicate || results[i].replaced) wake = std::min(wake, results[i].due_at_ms);
+    }
+    if (wake == Clock::kNever) return Status::Ok();
+    return (*c)->Exec("SELECT delayq._wake($1, $2, delayq.now_ms())", {Param::Of(queue), Param::Of(wake)}).status();
+  });
+  if (!s.ok()) return s;
+  std::lock_guard lock(mu_);
+  MetricsLocked(queue).counters.enqueued += static_cast<uint64_t>(added);
+  return results;
+}
+
+Result<Job> PostgresQueue::GetById(const std::string& queue, const std::string& id) {
+  auto r = Exec(std::string("SELECT ") + kJobColumns + ", delayq.now_ms() FROM delayq.jobs WHERE queue = $1 AND id = $2",
+                {Param::Of(queue), Param::Of(id)});
+  if (!r.ok()) return r.status();
+  if (r->empty()) return errors::NoSuchJob(queue, id);
+  return JobFromRow(queue, *r, 0, r->Int(0, 15));
+}
+
+Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  const std::string queue(queue_view);
+  auto config = ConfigOf(queue);
+  if (!config.ok()) return config.status();
+  if (!ref.id.empty()) {
+    auto id = Ulid::Parse(ref.id);
+    if (!id) return errors::NotAJobId("id", ref.id);
+    return GetById(queue, id->ToString());
+  }
+  DELAYQ_RETURN_IF_ERROR(ValidateKey(ref.key));
+  auto r = Exec(std::string("SELECT ") + kJobColumns +
+                    ", delayq.now_ms() FROM delayq.jobs WHERE queue = $1 AND key = $2 AND state <> 'd'",
+                {Param::Of(queue), Param::Of(ref.key)});
+  if (!r.ok()) return r.status();
+  if (r->empty()) return errors::NoJobWithKey(queue, ref.key);
+  return JobFromRow(queue, *r, 0, r->Int(0, 15));
+}
+
+Status PostgresQueue::Cancel(std::string_view queue_view, const JobRef& ref) {
+  auto job = Get(queue_view, ref);  // the clear errors: no queue, not an id, no such job
+  if (!job.ok()) return job.status();
+  const std::string queue(queue_view);
+  auto r = Exec("SELECT delayq._cancel($1, $2, NULL)", {Param::Of(queue), Param::Of(job->id)});
+  if (!r.ok()) return r.status();
+  const std::string_view outcome = r->Text(0, 0);
+  if (outcome == "N") return errors::NoSuchJob(queue, job->id);
+  if (outcome != "O") return errors::ReservedCannotCancel(job->id);
+  return Status::Ok();
+}
+
+Result<Job> PostgresQueue::Reschedule(std::string_view queue_view, const JobRef& ref, const When& when) {
+  auto job = Get(queue_view, ref);
+  if (!job.ok()) return job.status();
+  const std::string queue(queue_view);
+  auto config = ConfigOf(queue);
+  if (!config.ok()) return config.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateWhen(when, *config));  // a deliver_at: _reschedule, on the database's clock
+  auto r = Exec("SELECT outcome, id, due_at_ms FROM delayq._reschedule($1, $2, NULL, $3, $4, true)",
+                {Param::Of(queue), Param::Of(job->id),
+                 when.deliver_at_ms ? Param::Null() : Param::Of(when.delay_ms.value_or(0)),
+                 Param::Maybe(when.deliver_at_ms)});
+  if (!r.ok()) return r.status();
+  const std::string_view outcome = r->Text(0, 0);
+  if (outcome == "N") return errors::NoSuchJob(queue, job->id);
+  if (outcome == "R") return errors::ReservedCannotReschedule(job->id);
+  if (outcome == "D") return errors::DeadCannotReschedule(job->id);
+  if (outcome == "F") {  // too far ahead: the refusal ResolveDue gives, at the database's now
+    auto due = ResolveDue(when, r->Int(0, 2), *config);
+    if (!due.ok()) return due.status();
+  }
+  return GetById(queue, job->id);
+}
+
+}  // namespace delayq::postgres

@@ -1,0 +1,238 @@
+// The PostgreSQL store's two threads: the listener (LISTEN delayq: which queues have jobs coming
+// due) and the scheduler (serves waiting reserves when their jobs come due, ends leases that ran
+// out, deletes dead jobs past retention). Both keep to this process: everything they change is one
+// statement any server could run at the same time.
+#include <fmt/format.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+#include "core/errors.h"
+#include "store/postgres/pg_common.h"
+#include "store/postgres/postgres_queue.h"
+
+namespace delayq::postgres {
+
+void PostgresQueue::Poke() {
+  std::lock_guard lock(mu_);
+  poked_ = true;
+  cv_.notify_all();
+}
+
+void PostgresQueue::NoteLease(int64_t deadline_ms) {
+  if (deadline_ms == Clock::kNever) return;
+  std::lock_guard lock(mu_);
+  if (deadline_ms < next_lease_) {
+    next_lease_ = deadline_ms;
+    poked_ = true;
+    cv_.notify_all();
+  }
+}
+
+void PostgresQueue::SchedulerLoop() {
+  int64_t next_safety = 0;  // steady ms
+  std::unique_lock lock(mu_);
+  while (!closed_) {
+    const int64_t steady = SteadyMs(), db_now = DbNowLocked();
+    std::vector<ReserveCallback> expired;
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.deadline > steady) {
+        ++it;
+        continue;
+      }
+      auto line = waiting_.find(it->second.queue);
+      if (line != waiting_.end()) {
+        std::erase(line->second, it->first);
+        if (line->second.empty()) waiting_.erase(line);
+      }
+      expired.push_back(std::move(it->second.done));
+      it = waiters_.erase(it);
+    }
+    const bool safety = steady >= next_safety;
+    if (safety) {
+      next_safety = steady + options_.safety_interval_ms;
+      for (const auto& [queue, line] : waiting_) to_serve_.insert(queue);
+    }
+    for (auto it = wake_at_.begin(); it != wake_at_.end();) {
+      if (it->second <= db_now || !waiting_.contains(it->first)) {
+        if (it->second <= db_now) to_serve_.insert(it->first);
+        it = wake_at_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::set<std::string, std::less<>> serve;
+    serve.swap(to_serve_);
+    const bool reap = next_lease_ <= db_now || safety;
+    poked_ = false;
+    lock.unlock();
+    for (auto& done : expired) done(std::vector<Delivery>{});
+    if (reap) ReapLeases();
+    if (safety) {
+      Sweep();
+      MeasureClock();
+    }
+    for (const auto& queue : serve) ServeWaiters(queue);
+    lock.lock();
+    if (poked_ || !to_serve_.empty()) continue;
+    int64_t until = next_safety;
+    for (const auto& [handle, w] : waiters_) until = std::min(until, w.deadline);
+    for (const auto& [queue, at] : wake_at_) until = std::min(until, at - clock_offset_ms_);
+    if (next_lease_ != Clock::kNever) until = std::min(until, next_lease_ - clock_offset_ms_);
+    const int64_t wait = until - SteadyMs();
+    if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return closed_ || poked_; });
+  }
+}
+
+void PostgresQueue::ServeWaiters(const std::string& queue) {
+  for (;;) {
+    ReserveRequest request;
+    uint64_t handle = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto line = waiting_.find(queue);
+      if (closed_ || line == waiting_.end() || line->second.empty()) return;
+      handle = line->second.front();
+      request = waiters_.at(handle).request;
+    }
+    auto got = ReserveNow(queue, request);
+    ReserveCallback done;
+    {
+      std::lock_guard lock(mu_);
+      auto it = waiters_.find(handle);
+      if (it != waiters_.end() && (!got.ok() || !got->empty())) {
+        done = std::move(it->second.done);
+        auto line = waiting_.find(queue);
+        std::erase(line->second, handle);
+        if (line->second.empty()) waiting_.erase(line);
+        waiters_.erase(it);
+      }
+    }
+    if (done) {
+      done(std::move(got));
+      continue;
+    }
+    if (got.ok() && !got->empty()) {  // its waiter was cancelled meanwhile: the jobs go back
+      std::vector<std::string> receipts;
+      for (const auto& d : *got) receipts.push_back(d.receipt);
+      (void)ReleaseBatch(queue, receipts);
+      continue;
+    }
+    if (!got.ok()) return;  // the waiter was cancelled, or its answer was given
+    // Nothing ready: look again when the next job comes due (notifications say so too).
+    auto next = Exec("SELECT min(due_at_ms) FILTER (WHERE due_at_ms > delayq.now_ms()) FROM delayq.jobs "
+                     "WHERE queue = $1 AND state = 's'",
+                     {Param::Of(queue)});
+    if (next.ok() && !next->IsNull(0, 0)) {
+      std::lock_guard lock(mu_);
+      auto [at, fresh] = wake_at_.emplace(queue, next->Int(0, 0));
+      if (!fresh) at->second = std::min(at->second, next->Int(0, 0));
+    }
+    return;
+  }
+}
+
+void PostgresQueue::ReapLeases() {
+  constexpr int kPerTurn = 1000;
+  auto r = Exec("SELECT queue, id, died, attempt, last_error FROM delayq._reap($1)",
+                {Param::Of(static_cast<int64_t>(kPerTurn))});
+  if (!r.ok()) return;
+  std::set<std::string> touched;
+  {
+    std::lock_guard lock(mu_);
+    for (int i = 0; i < r->size(); ++i) {
+      const std::string queue = r->Str(i, 0);
+      Metrics& m = MetricsLocked(queue);
+      if (r->Bool(i, 2)) {
+        ++m.counters.dead;
+        spdlog::warn("{}", errors::DeadJobWarning(queue, r->Str(i, 1), static_cast<int32_t>(r->Int(i, 3)),
+                                                  r->Str(i, 4)));
+      } else {
+        ++m.counters.redelivered;
+      }
+      touched.insert(queue);
+    }
+  }
+  for (const auto& queue : touched) AnnounceReady(queue);  // requeued jobs, or room under max_reserved
+  auto next = Exec("SELECT min(lease_deadline_ms) FROM delayq.jobs WHERE state = 'r'");
+  std::lock_guard lock(mu_);
+  if (r->size() == kPerTurn) {
+    poked_ = true;  // more to do at once
+  } else if (next.ok()) {
+    next_lease_ = next->IsNull(0, 0) ? Clock::kNever : next->Int(0, 0);
+  }
+}
+
+void PostgresQueue::Sweep() {
+  (void)Exec(
+      "DELETE FROM delayq.jobs j USING delayq.queues q WHERE j.queue = q.name AND j.state = 'd' "
+      "AND j.dead_at_ms <= delayq.now_ms() - q.dead_retention_ms");
+  (void)Exec("DELETE FROM delayq.kept_keys WHERE until_ms <= delayq.now_ms()");
+}
+
+void PostgresQueue::HandleNotification(std::string_view payload) {
+  const size_t space = payload.rfind(' ');
+  if (space == std::string_view::npos) return;
+  const std::string_view queue = payload.substr(0, space), due_text = payload.substr(space + 1);
+  int64_t due = 0;
+  if (std::from_chars(due_text.data(), due_text.data() + due_text.size(), due).ec != std::errc()) return;
+  std::lock_guard lock(mu_);
+  if (!waiting_.contains(queue)) return;
+  if (due <= DbNowLocked()) {
+    to_serve_.emplace(queue);
+  } else {
+    auto [at, fresh] = wake_at_.emplace(std::string(queue), due);
+    if (!fresh && due >= at->second) return;
+    at->second = due;
+  }
+  poked_ = true;
+  cv_.notify_all();
+}
+
+void PostgresQueue::ListenerLoop() {
+  int64_t backoff_ms = 100;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (closed_) return;
+    }
+    auto c = Connection::Open(options_.url, options_.connect_timeout_s);
+    if (c.ok()) {
+      backoff_ms = 100;
+      Listen(**c);
+      continue;
+    }
+    std::unique_lock lock(mu_);
+    health_ = c.status();
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return closed_; });
+    backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
+  }
+}
+
+void PostgresQueue::Listen(Connection& c) {
+  if (!c.Run("LISTEN delayq").ok()) return;
+  {
+    // Whatever was announced while no one listened: every waiting queue looks once.
+    std::lock_guard lock(mu_);
+    for (const auto& [queue, line] : waiting_) to_serve_.insert(queue);
+    poked_ = true;
+    cv_.notify_all();
+  }
+  pollfd fd{c.socket(), POLLIN, 0};
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return;
+    }
+    const int ready = ::poll(&fd, 1, 100);  // a tenth of a second: how soon Close() is seen
+    if (ready < 0 && errno != EINTR) return;
+    if (PQconsumeInput(c.raw()) == 0) return;  // the connection broke: a new one
+    while (PGnotify* n = PQnotifies(c.raw())) {
+      HandleNotification(n->extra);
+      PQfreemem(n);
+    }
+  }
+}
+
+}  // namespace delayq::postgres

@@ -1,0 +1,167 @@
+// The PostgreSQL store's lifecycle, its queue configs and receipts (postgres_queue.h).
+#include "store/postgres/postgres_queue.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "core/errors.h"
+#include "core/validate.h"
+#include "store/postgres/migrate.h"
+#include "store/postgres/pg_common.h"
+
+namespace delayq::postgres {
+
+Result<std::unique_ptr<PostgresQueue>> PostgresQueue::Open(const PostgresQueueOptions& options) {
+  std::unique_ptr<PostgresQueue> q(new PostgresQueue(options));
+  DELAYQ_RETURN_IF_ERROR(q->Start());
+  return q;
+}
+
+PostgresQueue::PostgresQueue(PostgresQueueOptions options)
+    : options_(std::move(options)),
+      pool_(options_.url, std::max<size_t>(options_.pool_size, 2), options_.connect_timeout_s),
+      rng_(std::random_device{}()) {}
+
+PostgresQueue::~PostgresQueue() { Close(); }
+
+Status PostgresQueue::Start() {
+  auto c = pool_.Take();
+  if (!c.ok()) return c.status();
+  if (options_.migrate) {
+    auto report = Migrate(**c);
+    if (!report.ok()) return report.status();
+    if (report->to != report->from) {
+      spdlog::info("PostgreSQL: delayq schema migrated from version {} to {}", report->from, report->to);
+    }
+  } else {
+    DELAYQ_RETURN_IF_ERROR(CheckSchema(**c));
+  }
+  DELAYQ_RETURN_IF_ERROR((*c)
+                             ->Exec("INSERT INTO delayq.meta (name, value) VALUES ('max_queues', $1) "
+                                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                                    {Param::Of(static_cast<int64_t>(options_.max_queues))})
+                             .status());
+  DELAYQ_RETURN_IF_ERROR(LoadReceiptSecret(**c));
+  MeasureClock();
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+  listener_ = std::thread([this] { ListenerLoop(); });
+  return Status::Ok();
+}
+
+Status PostgresQueue::LoadReceiptSecret(Connection& c) {
+  const std::string fresh = HexOf(ReceiptSigner::NewSecret());
+  auto v = c.Exec(
+      "INSERT INTO delayq.meta (name, value) VALUES ('receipt_secret', $1) ON CONFLICT (name) DO NOTHING; ",
+      {Param::Of(fresh)});
+  if (!v.ok()) return v.status();
+  auto got = c.Exec("SELECT value FROM delayq.meta WHERE name = 'receipt_secret'");
+  if (!got.ok()) return got.status();
+  const std::string secret = FromHex(got->Str(0, 0));
+  if (secret.size() != ReceiptSigner::kSecretBytes) {
+    return Status::Corruption("delayq.meta's receipt_secret is not a delayq receipt secret");
+  }
+  std::lock_guard lock(mu_);
+  signer_ = std::make_shared<const ReceiptSigner>(secret);
+  return Status::Ok();
+}
+
+void PostgresQueue::Close() {
+  std::vector<Waiter> answered;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [handle, w] : waiters_) answered.push_back(std::move(w));
+    waiters_.clear();
+    waiting_.clear();
+  }
+  cv_.notify_all();
+  for (auto& w : answered) w.done(std::vector<Delivery>{});
+  if (scheduler_.joinable()) scheduler_.join();
+  if (listener_.joinable()) listener_.join();
+}
+
+Status PostgresQueue::Health() {
+  std::lock_guard lock(mu_);
+  if (closed_) return errors::StoreClosed();
+  return health_;
+}
+
+Result<Rows> PostgresQueue::Exec(std::string_view sql, const std::vector<Param>& params) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return errors::StoreClosed();
+  }
+  auto c = pool_.Take();
+  if (!c.ok()) {
+    std::lock_guard lock(mu_);
+    health_ = c.status();
+    return c.status();
+  }
+  auto r = (*c)->Exec(sql, params);
+  std::lock_guard lock(mu_);
+  health_ = r.ok() || r.code() != Code::kUnavailable ? Status::Ok() : r.status();
+  return r;
+}
+
+Result<int64_t> PostgresQueue::DatabaseNowMs() {
+  auto r = Exec("SELECT delayq.now_ms()");
+  if (!r.ok()) return r.status();
+  return r->Int(0, 0);
+}
+
+void PostgresQueue::MeasureClock() {
+  const int64_t before = SteadyMs();
+  auto now = DatabaseNowMs();
+  const int64_t after = SteadyMs();
+  if (!now.ok()) return;
+  std::lock_guard lock(mu_);
+  clock_offset_ms_ = *now - (before + after) / 2;
+}
+
+int64_t PostgresQueue::DbNowLocked() const { return SteadyMs() + clock_offset_ms_; }
+
+Result<QueueConfig> PostgresQueue::ConfigOf(const std::string& queue) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = configs_.find(queue);
+    if (it != configs_.end() && SteadyMs() - it->second.read_at < 1000) return it->second.config;
+  }
+  auto r = Exec(std::string("SELECT ") + kConfigColumns + " FROM delayq.queues WHERE name = $1", {Param::Of(queue)});
+  if (!r.ok()) return r.status();
+  if (r->empty()) return errors::UnknownQueue(queue);
+  QueueConfig config = ConfigFromRow(*r, 0, 0);
+  std::lock_guard lock(mu_);
+  configs_[queue] = {config, SteadyMs()};
+  return config;
+}
+
+void PostgresQueue::ForgetConfig(const std::string& queue) {
+  std::lock_guard lock(mu_);
+  configs_.erase(queue);
+}
+
+void PostgresQueue::AnnounceReady(const std::string& queue) {
+  (void)Exec("SELECT pg_notify('delayq', $1 || ' ' || delayq.now_ms())", {Param::Of(queue)});
+}
+
+Result<std::unique_ptr<ScheduledPostgresQueue>> ScheduledPostgresQueue::Open(const PostgresQueueOptions& options,
+                                                                             std::shared_ptr<Clock> clock) {
+  auto store = PostgresQueue::Open(options);
+  if (!store.ok()) return store.status();
+  ScheduleStore& rows = (*store)->schedule_rows();
+  return std::make_unique<ScheduledPostgresQueue>(std::move(*store), rows,
+                                                  clock ? std::move(clock) : SystemClock::Instance(),
+                                                  options.schedules);
+}
+
+ScheduledPostgresQueue::~ScheduledPostgresQueue() { Close(); }
+
+void ScheduledPostgresQueue::Close() {
+  StopSchedules();  // first: its thread calls the store
+  postgres().Close();
+}
+
+}  // namespace delayq::postgres

@@ -1,0 +1,206 @@
+// The PostgreSQL store (docs/postgres.md): the Queue interface on tables of the schema delayq,
+// the embedded and Redis stores' sibling. Several servers may share one database.
+//
+// How data flows. Every transition is one statement: a function of sql/v1_2_functions.sql
+// (enqueue, reserve, ack, cancel, reschedule, lease expiry) or one UPDATE/DELETE that names the
+// row and the state it must be in, so two servers never both apply one. Due times and leases are
+// on the database's clock (delayq.now_ms()). A job waits in state 's' and is ready once its due
+// time has passed: nothing moves it then, so there is no promotion to run late.
+//
+// Waking. A reserve that finds nothing waits in this process. Every enqueue that makes a job due
+// within a minute sends NOTIFY delayq "<queue> <due ms>" at its commit (the SQL API's too); a
+// listener thread hears it and the scheduler thread serves the queue's waiting reserves at that
+// due time. A notification can be lost (a reconnect), so each queue with waiters is also looked
+// at every safety_interval_ms. The scheduler also ends the leases that ran out (delayq._reap)
+// and deletes dead jobs past their queue's retention.
+//
+// Files: postgres_queue.cc (lifecycle, configs, receipts), pg_jobs.cc, pg_delivery.cc,
+// pg_browse.cc, pg_admin.cc, pg_scheduler.cc (the scheduler, the listener, waiting reserves),
+// pg_schedules.cc; pg_connection.h (libpq), migrate.h (the schema's versions).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "core/histogram.h"
+#include "core/receipt.h"
+#include "core/receipt_signer.h"
+#include "core/ulid.h"
+#include "delayq/queue.h"
+#include "schedule/runner.h"
+#include "schedule/schedule_store.h"
+#include "schedule/scheduled_queue.h"
+#include "store/postgres/pg_connection.h"
+
+namespace delayq::postgres {
+
+struct PostgresQueueOptions {
+  std::string url;  // a libpq URI: postgres://user:password@host:port/db?sslmode=...
+  // Connections this server opens at most (statements beyond wait for one). Default 16.
+  size_t pool_size = 16;
+  int connect_timeout_s = 5;
+  // The longest a lost notification can delay a waiting reserve, a lease's end or a dead job's
+  // deletion. Default 1000.
+  int64_t safety_interval_ms = 1000;
+  bool migrate = true;  // create or upgrade the schema on open (else refuse one not current)
+  // Queues at most (shared by every server of the database: the last one opened sets it).
+  // Default 10 000.
+  size_t max_queues = 10'000;
+  ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
+};
+
+class PostgresQueue final : public Queue, private ScheduleStore {
+ public:
+  // Connects, migrates (or checks) the schema and starts the threads. kUnavailable when the
+  // database cannot be reached; kIoError when its schema is newer than this delayq's.
+  static Result<std::unique_ptr<PostgresQueue>> Open(const PostgresQueueOptions& options);
+  ~PostgresQueue() override;
+  // Answers the waiting reserves (empty) and stops the threads. Idempotent.
+  void Close();
+
+  Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
+                                                  std::span<const EnqueueRequest> requests) override;
+  Result<Job> Get(std::string_view queue, const JobRef& ref) override;
+  Status Cancel(std::string_view queue, const JobRef& ref) override;
+  Result<Job> Reschedule(std::string_view queue, const JobRef& ref, const When& when) override;
+  Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
+  uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
+  void CancelReserve(uint64_t handle) override;
+  Status Ack(std::string_view queue, std::string_view receipt) override;
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
+  Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
+  Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
+  Result<int64_t> PurgeDead(std::string_view queue) override;
+  Result<QueueStats> Stats(std::string_view queue) override;
+  Result<std::vector<QueueStats>> ListQueues() override;
+  Result<ScheduleHistogram> Schedule(std::string_view queue, int64_t bucket_ms, int32_t buckets) override;
+  Result<QueueConfig> GetConfig(std::string_view queue) override;
+  Status SetConfig(std::string_view queue, const QueueConfig& config) override;
+  Result<int64_t> DeleteQueue(std::string_view queue, bool force) override;
+  Status Pause(std::string_view queue) override;
+  Status Resume(std::string_view queue) override;
+  Status Health() override;
+
+  // The rows its recurring schedules are kept in (ScheduledPostgresQueue runs them).
+  ScheduleStore& schedule_rows() { return *this; }
+  // The database's clock, in ms since the epoch (one query).
+  Result<int64_t> DatabaseNowMs();
+
+ private:
+  // What this server counted of a queue since it opened the store (QueueStats' counters and
+  // lateness are this server's).
+  struct Metrics {
+    QueueCounters counters;
+    LatencyHistogram lateness, limit_wait;
+  };
+  struct CachedConfig {
+    QueueConfig config;
+    int64_t read_at = 0;  // steady ms
+  };
+  struct Waiter {
+    std::string queue;
+    ReserveRequest request;
+    int64_t deadline = 0;  // steady ms
+    ReserveCallback done;
+  };
+
+  explicit PostgresQueue(PostgresQueueOptions options);
+  Status Start();
+  Status LoadReceiptSecret(Connection& c);
+
+  // --- configs (postgres_queue.cc) ---
+  // The queue's config (cached for a second: other servers may change it); kNotFound when no
+  // queue has that name.
+  Result<QueueConfig> ConfigOf(const std::string& queue);
+  void ForgetConfig(const std::string& queue);
+  // Runs `sql` on a pooled connection.
+  Result<Rows> Exec(std::string_view sql, const std::vector<Param>& params = {});
+  // Tells every server (and this one) that jobs of `queue` are ready now (a release, a nack or a
+  // replay made them so, or a lease ended and made room).
+  void AnnounceReady(const std::string& queue);
+  Metrics& MetricsLocked(const std::string& queue) { return metrics_[queue]; }
+
+  // --- jobs (pg_jobs.cc) ---
+  Result<Job> ToJob(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
+  Result<Job> GetById(const std::string& queue, const std::string& id);
+
+  // --- deliveries (pg_delivery.cc) ---
+  Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
+  // The receipt's delivery, if this store issued it for `queue` (else kInvalidArgument).
+  Result<Receipt> OpenReceipt(const std::string& queue, std::string_view receipt);
+  // Why a receipt's delivery could not be settled, from the job as it is now.
+  Status DeliveryError(const std::string& queue, const std::string& id);
+
+  // --- schedules (pg_schedules.cc) ---
+  Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override;
+  Result<std::vector<StoredSchedule>> LoadSchedules(std::string_view queue) override;
+  Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override;
+  Status EraseSchedule(std::string_view queue, std::string_view name, uint64_t expected) override;
+
+  // --- the scheduler, the listener and waiting reserves (pg_scheduler.cc) ---
+  void SchedulerLoop();
+  void ListenerLoop();
+  // One listener connection's life: LISTEN, then notifications until it breaks or the store closes.
+  void Listen(Connection& c);
+  void HandleNotification(std::string_view payload);
+  // Serves the waiting reserves of `queue` in arrival order while jobs are ready.
+  void ServeWaiters(const std::string& queue);
+  // Ends the leases that ran out; answers the earliest lease still running (Clock::kNever: none).
+  void ReapLeases();
+  // Deletes dead jobs past their retention and kept keys past their time.
+  void Sweep();
+  void MeasureClock();
+  // The scheduler's view of the database's clock, in ms.
+  int64_t DbNowLocked() const;
+  void NoteLease(int64_t deadline_ms);
+  void Poke();
+
+  const PostgresQueueOptions options_;
+  Pool pool_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  bool poked_ = false;
+  Status health_;  // what the last statement found (Health())
+  std::map<std::string, CachedConfig, std::less<>> configs_;
+  std::map<std::string, Metrics, std::less<>> metrics_;
+  std::unordered_map<uint64_t, Waiter> waiters_;
+  std::map<std::string, std::deque<uint64_t>, std::less<>> waiting_;  // per queue, in arrival order
+  std::map<std::string, int64_t, std::less<>> wake_at_;  // db ms when a queue's waiters should look
+  std::set<std::string, std::less<>> to_serve_;          // queues whose waiters should look now
+  uint64_t next_waiter_ = 1;
+  int64_t next_lease_ = Clock::kNever;  // db ms: the earliest lease end this server knows of
+  int64_t clock_offset_ms_ = 0;         // database ms - steady ms
+  UlidGenerator ids_;
+  std::mt19937_64 rng_;  // back-off jitter only (tokens: the OS CSPRNG); under mu_
+  std::shared_ptr<const ReceiptSigner> signer_;
+  std::thread scheduler_, listener_;
+};
+
+// The PostgreSQL store with its recurring schedules (schedule/scheduled_queue.h), on `clock`
+// (nullptr: the system's): what a server opens.
+class ScheduledPostgresQueue final : public ScheduledQueue<Queue> {
+ public:
+  static Result<std::unique_ptr<ScheduledPostgresQueue>> Open(const PostgresQueueOptions& options,
+                                                              std::shared_ptr<Clock> clock = nullptr);
+  using ScheduledQueue<Queue>::ScheduledQueue;
+  ~ScheduledPostgresQueue() override;
+  PostgresQueue& postgres() { return static_cast<PostgresQueue&>(store()); }
+  void Close();
+};
+
+}  // namespace delayq::postgres
