@@ -44,7 +44,14 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
   });
   }  // the connection is given back before announcing
   ForgetConfig(queue);
-  if (s.ok()) AnnounceReady(queue);  // a limit raised lets waiting reserves on
+  if (!s.ok()) return s;
+  AnnounceReady(queue);  // a limit raised lets waiting reserves on
+  {
+    std::lock_guard lock(mu_);  // a shorter dead retention may have run out already
+    next_sweep_ = 0;  // at once
+    poked_ = true;
+    cv_.notify_all();
+  }
   return s;
 }
 
@@ -115,9 +122,9 @@ Result<int64_t> PostgresQueue::ReplayDead(std::string_view queue_view, std::span
   Param which = Param::Null();
   if (!ids.empty()) {
     std::string list = "{";
-    for (const auto& text : ids) {
-      auto id = Ulid::Parse(text);
-      if (!id) continue;  // unknown ids are skipped, and text that is no id names no job
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto id = Ulid::Parse(ids[i]);
+      if (!id) return errors::NotAJobId(fmt::format("ids[{}]", i), ids[i]);
       if (list.size() > 1) list.push_back(',');
       list += id->ToString();
     }

@@ -27,6 +27,21 @@ std::string FromHex(std::string_view hex) {
   return out;
 }
 
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out.push_back(',');
+    out.push_back('"');
+    for (char ch : items[i]) {
+      if (ch == '"' || ch == '\\') out.push_back('\\');
+      out.push_back(ch);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
+
 QueueConfig ConfigFromRow(const Rows& r, int row, int col) {
   QueueConfig c;
   c.max_attempts = static_cast<int32_t>(r.Int(row, col + 0));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "delayq/job.h"
 #include "store/postgres/pg_connection.h"
@@ -32,6 +33,9 @@ inline constexpr const char* kJobColumns =
     "lease_deadline_ms, dead_at_ms, priority, grp";
 // The job of that row at `now_ms` (a waiting job is ready once due). Headers are the jsonb's text.
 Result<Job> JobFromRow(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
+
+// A PostgreSQL text[] literal of `items`, each quoted ('"' and '\\' escaped): any text goes.
+std::string TextArray(const std::vector<std::string>& items);
 
 // Headers as the jsonb text the table keeps (NULL: none), and back.
 Param HeadersParam(const Headers& headers);

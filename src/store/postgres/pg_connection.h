@@ -29,6 +29,7 @@ struct Param {
   static Param Null() { return {{}, true, false}; }
   static Param Bytes(std::string b) { return {std::move(b), false, true}; }
   static Param Of(std::string_view s) { return {std::string(s), false, false}; }
+  static Param Of(const char* s) { return {std::string(s), false, false}; }  // not the bool overload
   static Param Of(int64_t v) { return {std::to_string(v), false, false}; }
   static Param Of(bool v) { return {v ? "t" : "f", false, false}; }
   template <typename T>

@@ -83,45 +83,59 @@ void PostgresQueue::CancelReserve(uint64_t handle) {
   done(std::vector<Delivery>{});
 }
 
-Result<std::vector<Delivery>> PostgresQueue::ReserveNow(const std::string& queue, const ReserveRequest& request) {
+Result<std::vector<Delivery>> PostgresQueue::ReserveNow(const std::string& queue, const ReserveRequest& request,
+                                                        int64_t* look_again_ms) {
   auto r = Exec(
       "SELECT id, payload, is_binary, headers, attempt, max_attempts, due_at_ms, key, lease_deadline_ms, priority, "
       "grp, first, now_ms, token FROM delayq._reserve($1, $2, $3, $4)",
       {Param::Of(queue), Param::Of(static_cast<int64_t>(request.max)), Param::Maybe(request.lease_ms),
        Param::Of(request.max_bytes)});
   if (!r.ok()) return r.status();
+  if (r->size() == 1 && r->IsNull(0, 0)) {  // flow control or ready order: the shared C++ rules
+    int64_t ignored = Clock::kNever;
+    return ReserveControlled(queue, request, look_again_ms ? look_again_ms : &ignored);
+  }
+  return Deliveries(queue, *r, {});
+}
+
+Result<std::vector<Delivery>> PostgresQueue::Deliveries(const std::string& queue, const Rows& r,
+                                                        const std::map<std::string, LatenessSplit>& splits) {
   std::vector<Delivery> out;
-  if (r->empty()) return out;
+  if (r.empty()) return out;
   std::shared_ptr<const ReceiptSigner> signer;
   {
     std::lock_guard lock(mu_);
     signer = signer_;
   }
-  out.reserve(static_cast<size_t>(r->size()));
+  out.reserve(static_cast<size_t>(r.size()));
   int64_t lease_end = Clock::kNever;
-  std::vector<int64_t> lateness_us;
-  for (int i = 0; i < r->size(); ++i) {
+  std::vector<LatenessSplit> samples;
+  for (int i = 0; i < r.size(); ++i) {
     Delivery d;
-    d.id = r->Str(i, 0);
+    d.id = r.Str(i, 0);
     auto id = Ulid::Parse(d.id);
-    auto token = DeliveryToken::Parse(r->Text(i, 13));
-    if (!id || !token) return Status::Corruption("delayq._reserve answered a job id or token delayq cannot read");
+    auto token = DeliveryToken::Parse(r.Text(i, 13));
+    if (!id || !token) return Status::Corruption("a reserve answered a job id or token delayq cannot read");
     d.receipt = signer->Issue(queue, Receipt{*id, *token, std::nullopt});
-    d.payload = r->Bytes(i, 1);
-    d.binary = r->Bool(i, 2);
-    if (!r->IsNull(i, 3)) {
-      auto h = ParseHeaders(r->Text(i, 3));
+    d.payload = r.Bytes(i, 1);
+    d.binary = r.Bool(i, 2);
+    if (!r.IsNull(i, 3)) {
+      auto h = ParseHeaders(r.Text(i, 3));
       if (!h.ok()) return h.status();
       d.headers = std::move(*h);
     }
-    d.attempt = static_cast<int32_t>(r->Int(i, 4));
-    d.max_attempts = static_cast<int32_t>(r->Int(i, 5));
-    d.due_at_ms = r->Int(i, 6);
-    d.key = r->Str(i, 7);
-    d.lease_deadline_ms = r->Int(i, 8);
-    d.priority = static_cast<int32_t>(r->Int(i, 9));
-    d.group = r->Str(i, 10);
-    if (r->Bool(i, 11)) lateness_us.push_back(std::max<int64_t>(0, r->Int(i, 12) - d.due_at_ms) * 1000);
+    d.attempt = static_cast<int32_t>(r.Int(i, 4));
+    d.max_attempts = static_cast<int32_t>(r.Int(i, 5));
+    d.due_at_ms = r.Int(i, 6);
+    d.key = r.Str(i, 7);
+    d.lease_deadline_ms = r.Int(i, 8);
+    d.priority = static_cast<int32_t>(r.Int(i, 9));
+    d.group = r.Str(i, 10);
+    if (r.Bool(i, 11)) {
+      auto split = splits.find(d.id);
+      samples.push_back(split != splits.end() ? split->second
+                                              : LatenessSplit{std::max<int64_t>(0, r.Int(i, 12) - d.due_at_ms) * 1000, -1});
+    }
     lease_end = std::min(lease_end, d.lease_deadline_ms);
     out.push_back(std::move(d));
   }
@@ -129,7 +143,10 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveNow(const std::string& queue
     std::lock_guard lock(mu_);
     Metrics& m = MetricsLocked(queue);
     m.counters.delivered += out.size();
-    for (int64_t us : lateness_us) m.lateness.Record(us);
+    for (const LatenessSplit& s : samples) {
+      m.lateness.Record(s.late_us);
+      if (s.limit_wait_us >= 0) m.limit_wait.Record(s.limit_wait_us);
+    }
   }
   NoteLease(lease_end);
   return out;
@@ -169,6 +186,10 @@ std::vector<Status> PostgresQueue::AckBatch(std::string_view queue_view, std::sp
     return out;
   }
   const std::string queue(queue_view);
+  if (auto known = ConfigOf(queue); !known.ok()) {  // no such queue
+    std::fill(out.begin(), out.end(), known.status());
+    return out;
+  }
   const auto parsed = ParseReceipts(receipts);
   const auto first = FirstOccurrences(std::span<const Result<Receipt>>(parsed));
   std::shared_ptr<const ReceiptSigner> signer;
@@ -237,6 +258,10 @@ std::vector<Status> PostgresQueue::ReleaseBatch(std::string_view queue_view, std
     return out;
   }
   const std::string queue(queue_view);
+  if (auto known = ConfigOf(queue); !known.ok()) {  // no such queue
+    std::fill(out.begin(), out.end(), known.status());
+    return out;
+  }
   const auto first = FirstOccurrences(receipts);
   uint64_t released = 0;
   for (size_t i = 0; i < receipts.size(); ++i) {
@@ -297,6 +322,7 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
     unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
   NackResult result;
+  int64_t now_of_death = 0;
   std::optional<Status> refused;
   Status s;
   {
@@ -317,6 +343,7 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
     const std::string error = NackErrorText(request);
     if (request.dead || attempt >= max) {
       result = {JobState::kDead, due};
+      now_of_death = now;
       return (*c)
           ->Exec("UPDATE delayq.jobs SET state = 'd', dead_at_ms = $3, last_error = $4, token = NULL, "
                  "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2",
@@ -341,6 +368,7 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
     if (result.state == JobState::kDead) ++m.counters.dead;
   }
   if (result.state == JobState::kDead) {
+    NoteDeath(queue, now_of_death);
     spdlog::warn("{}", errors::DeadJobWarning(queue, id, 0, NackErrorText(request)));
   }
   int64_t now;

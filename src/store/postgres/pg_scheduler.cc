@@ -30,6 +30,18 @@ void PostgresQueue::NoteLease(int64_t deadline_ms) {
   }
 }
 
+void PostgresQueue::NoteDeath(const std::string& queue, int64_t dead_at_ms) {
+  auto config = ConfigOf(queue);
+  if (!config.ok()) return;
+  std::lock_guard lock(mu_);
+  const int64_t at = dead_at_ms + config->dead_retention_ms;
+  if (at < next_sweep_) {
+    next_sweep_ = at;
+    poked_ = true;
+    cv_.notify_all();
+  }
+}
+
 void PostgresQueue::SchedulerLoop() {
   int64_t next_safety = 0;  // steady ms
   std::unique_lock lock(mu_);
@@ -65,14 +77,13 @@ void PostgresQueue::SchedulerLoop() {
     std::set<std::string, std::less<>> serve;
     serve.swap(to_serve_);
     const bool reap = next_lease_ <= db_now || safety;
+    const bool sweep = next_sweep_ <= db_now || safety;
     poked_ = false;
     lock.unlock();
     for (auto& done : expired) done(std::vector<Delivery>{});
     if (reap) ReapLeases();
-    if (safety) {
-      Sweep();
-      MeasureClock();
-    }
+    if (sweep) Sweep();
+    if (safety) MeasureClock();
     for (const auto& queue : serve) ServeWaiters(queue);
     lock.lock();
     if (poked_ || !to_serve_.empty()) continue;
@@ -80,6 +91,7 @@ void PostgresQueue::SchedulerLoop() {
     for (const auto& [handle, w] : waiters_) until = std::min(until, w.deadline);
     for (const auto& [queue, at] : wake_at_) until = std::min(until, at - clock_offset_ms_);
     if (next_lease_ != Clock::kNever) until = std::min(until, next_lease_ - clock_offset_ms_);
+    if (next_sweep_ != Clock::kNever) until = std::min(until, next_sweep_ - clock_offset_ms_);
     const int64_t wait = until - SteadyMs();
     if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return closed_ || poked_; });
   }
@@ -96,7 +108,8 @@ void PostgresQueue::ServeWaiters(const std::string& queue) {
       handle = line->second.front();
       request = waiters_.at(handle).request;
     }
-    auto got = ReserveNow(queue, request);
+    int64_t look_again = Clock::kNever;
+    auto got = ReserveNow(queue, request, &look_again);
     ReserveCallback done;
     {
       std::lock_guard lock(mu_);
@@ -120,6 +133,11 @@ void PostgresQueue::ServeWaiters(const std::string& queue) {
       continue;
     }
     if (!got.ok()) return;  // the waiter was cancelled, or its answer was given
+    if (look_again != Clock::kNever) {  // held back by the rate: look again when a token comes
+      std::lock_guard lock(mu_);
+      auto [at, fresh] = wake_at_.emplace(queue, look_again);
+      if (!fresh) at->second = std::min(at->second, look_again);
+    }
     // Nothing ready: look again when the next job comes due (notifications say so too).
     auto next = Exec("SELECT min(due_at_ms) FILTER (WHERE due_at_ms > delayq.now_ms()) FROM delayq.jobs "
                      "WHERE queue = $1 AND state = 's'",
@@ -139,6 +157,7 @@ void PostgresQueue::ReapLeases() {
                 {Param::Of(static_cast<int64_t>(kPerTurn))});
   if (!r.ok()) return;
   std::set<std::string> touched;
+  std::vector<std::string> died;
   {
     std::lock_guard lock(mu_);
     for (int i = 0; i < r->size(); ++i) {
@@ -146,6 +165,7 @@ void PostgresQueue::ReapLeases() {
       Metrics& m = MetricsLocked(queue);
       if (r->Bool(i, 2)) {
         ++m.counters.dead;
+        died.push_back(queue);
         spdlog::warn("{}", errors::DeadJobWarning(queue, r->Str(i, 1), static_cast<int32_t>(r->Int(i, 3)),
                                                   r->Str(i, 4)));
       } else {
@@ -155,6 +175,10 @@ void PostgresQueue::ReapLeases() {
     }
   }
   for (const auto& queue : touched) AnnounceReady(queue);  // requeued jobs, or room under max_reserved
+  if (!died.empty()) {
+    auto now = DatabaseNowMs();
+    for (const auto& queue : died) NoteDeath(queue, now.ok() ? *now : 0);
+  }
   auto next = Exec("SELECT min(lease_deadline_ms) FROM delayq.jobs WHERE state = 'r'");
   std::lock_guard lock(mu_);
   if (r->size() == kPerTurn) {
@@ -164,11 +188,19 @@ void PostgresQueue::ReapLeases() {
   }
 }
 
+// Dead jobs past their queue's retention go, and kept keys past their time; then the next
+// retention to run out (per queue an index probe of its oldest death).
 void PostgresQueue::Sweep() {
   (void)Exec(
       "DELETE FROM delayq.jobs j USING delayq.queues q WHERE j.queue = q.name AND j.state = 'd' "
       "AND j.dead_at_ms <= delayq.now_ms() - q.dead_retention_ms");
   (void)Exec("DELETE FROM delayq.kept_keys WHERE until_ms <= delayq.now_ms()");
+  auto next = Exec(
+      "SELECT min((SELECT min(j.dead_at_ms) FROM delayq.jobs j WHERE j.queue = q.name AND j.state = 'd') "
+      "+ q.dead_retention_ms) FROM delayq.queues q");
+  if (!next.ok()) return;
+  std::lock_guard lock(mu_);
+  next_sweep_ = next->IsNull(0, 0) ? Clock::kNever : next->Int(0, 0);
 }
 
 void PostgresQueue::HandleNotification(std::string_view payload) {

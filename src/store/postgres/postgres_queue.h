@@ -31,6 +31,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/flow_control.h"
 #include "core/histogram.h"
 #include "core/receipt.h"
 #include "core/receipt_signer.h"
@@ -138,7 +139,17 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   Result<Job> GetById(const std::string& queue, const std::string& id);
 
   // --- deliveries (pg_delivery.cc) ---
-  Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
+  // A reserve now; when a limit held ready jobs back, *look_again_ms says when a token comes (db
+  // ms; Clock::kNever: when a lease ends, which is announced).
+  Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request,
+                                           int64_t* look_again_ms = nullptr);
+  // The reserve of a queue with flow control or ready order (pg_controlled_reserve.cc).
+  Result<std::vector<Delivery>> ReserveControlled(const std::string& queue, const ReserveRequest& request,
+                                                  int64_t* look_again_ms);
+  // The deliveries of reserve rows (delayq._reserve's columns), counted: lateness of first
+  // deliveries, split by `splits` where a limit held them (else late since due).
+  Result<std::vector<Delivery>> Deliveries(const std::string& queue, const Rows& rows,
+                                           const std::map<std::string, LatenessSplit>& splits);
   // The receipt's delivery, if this store issued it for `queue` (else kInvalidArgument).
   Result<Receipt> OpenReceipt(const std::string& queue, std::string_view receipt);
   // Why a receipt's delivery could not be settled, from the job as it is now.
@@ -166,6 +177,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // The scheduler's view of the database's clock, in ms.
   int64_t DbNowLocked() const;
   void NoteLease(int64_t deadline_ms);
+  // A job of `queue` went dead at dead_at_ms: the sweep deletes it once its retention has run out.
+  void NoteDeath(const std::string& queue, int64_t dead_at_ms);
   void Poke();
 
   const PostgresQueueOptions options_;
@@ -184,6 +197,7 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   std::set<std::string, std::less<>> to_serve_;          // queues whose waiters should look now
   uint64_t next_waiter_ = 1;
   int64_t next_lease_ = Clock::kNever;  // db ms: the earliest lease end this server knows of
+  int64_t next_sweep_ = Clock::kNever;  // db ms: when the oldest dead job's retention runs out
   int64_t clock_offset_ms_ = 0;         // database ms - steady ms
   UlidGenerator ids_;
   std::mt19937_64 rng_;  // back-off jitter only (tokens: the OS CSPRNG); under mu_

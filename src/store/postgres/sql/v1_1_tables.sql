@@ -39,6 +39,8 @@ CREATE TABLE delayq.queues (
   held_since_us bigint,
   -- The next turn number a group gets (core/ready_order.h).
   next_turn bigint NOT NULL DEFAULT 1,
+  -- A job of this queue has had a priority or a group: its reserves follow core/ready_order.h.
+  ordered boolean NOT NULL DEFAULT false,
   created_at_ms bigint NOT NULL
 );
 
@@ -73,6 +75,8 @@ ALTER TABLE delayq.jobs ALTER COLUMN payload SET STORAGE EXTERNAL;  -- no compre
 CREATE INDEX jobs_waiting ON delayq.jobs (queue, due_at_ms, id) WHERE state = 's';
 CREATE INDEX jobs_reserved ON delayq.jobs (queue, due_at_ms, id) WHERE state = 'r';
 CREATE INDEX jobs_leases ON delayq.jobs (lease_deadline_ms) WHERE state = 'r';
+-- The heads of each group's priority levels (core/ready_order.h), for queues that have them.
+CREATE INDEX jobs_lanes ON delayq.jobs (queue, grp, priority, due_at_ms, id) WHERE state = 's' AND (grp <> '' OR priority <> 0);
 CREATE INDEX jobs_dead ON delayq.jobs (queue, dead_at_ms, id) WHERE state = 'd';
 -- No two live jobs share a key; a dead job released its key (it keeps it to show).
 CREATE UNIQUE INDEX jobs_live_key ON delayq.jobs (queue, key) WHERE key IS NOT NULL AND state <> 'd';
@@ -88,11 +92,13 @@ CREATE TABLE delayq.kept_keys (
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02);
 CREATE INDEX kept_keys_until ON delayq.kept_keys (until_ms);
 
--- Each group's turn (core/ready_order.h): the group whose turn is oldest goes next.
+-- Each group's turn (core/ready_order.h): the group whose turn is oldest goes next. held_since_us:
+-- since when its group_max_reserved has held its ready jobs back (NULL: it does not).
 CREATE TABLE delayq.group_turns (
   queue text NOT NULL,
   grp text NOT NULL,
   turn bigint NOT NULL,
+  held_since_us bigint,
   PRIMARY KEY (queue, grp)
 );
 

@@ -93,6 +93,9 @@ DECLARE
   due bigint := now;
   ex record;
 BEGIN
+  IF NOT cfg.ordered AND (p_priority <> 0 OR p_group <> '') THEN
+    UPDATE delayq.queues SET ordered = true WHERE name = q;
+  END IF;
   IF octet_length(p_payload) > cfg.max_payload THEN
     RAISE EXCEPTION USING ERRCODE = 'DQ413',
       MESSAGE = format('payload has %s bytes; this queue accepts at most %s (its config max_payload)',
@@ -261,7 +264,9 @@ $$;
 -- Reserves up to n ready jobs of q, due first (then by id), for lease_ms (NULL: the queue's),
 -- stopping before the job that would take the answer's stored bytes over max_bytes (the first
 -- always comes). Each delivery gets a fresh token. Skips rows another reserve has locked: two
--- servers never hand out one job. first: the job came due since its last delivery.
+-- servers never hand out one job. first: the job came due since its last delivery. A queue with
+-- flow control or with priorities or groups answers one row with a NULL id instead: the server
+-- reserves those with the C++ rules (pg_controlled_reserve.cc).
 CREATE FUNCTION delayq._reserve(q text, n int, p_lease_ms bigint, p_max_bytes bigint)
 RETURNS TABLE (id text, payload bytea, is_binary boolean, headers jsonb, attempt int, max_attempts int,
                due_at_ms bigint, key text, lease_deadline_ms bigint, priority int, grp text, first boolean,
@@ -276,8 +281,14 @@ DECLARE
   t text;
   r record;
 BEGIN
-  SELECT c.paused, c.lease_ms INTO cfg FROM delayq.queues c WHERE c.name = q;
+  SELECT c.paused, c.lease_ms, c.ordered OR c.rate_per_s > 0 OR c.max_reserved > 0 OR c.group_max_reserved > 0
+         AS controlled INTO cfg FROM delayq.queues c WHERE c.name = q;
   IF NOT FOUND OR cfg.paused THEN RETURN; END IF;
+  IF cfg.controlled THEN
+    RETURN QUERY SELECT NULL::text, NULL::bytea, NULL::boolean, NULL::jsonb, NULL::int, NULL::int, NULL::bigint,
+                        NULL::text, NULL::bigint, NULL::int, NULL::text, NULL::boolean, now, NULL::text;
+    RETURN;
+  END IF;
   lease := coalesce(p_lease_ms, cfg.lease_ms);
   FOR r IN SELECT j.id, j.payload, j.is_binary, j.headers, j.attempt, j.max_attempts, j.due_at_ms, j.key,
                   j.priority, j.grp, j.waited
@@ -479,7 +490,8 @@ END $$;
 
 -- Makes dead jobs of q waiting again with attempt 0 (ids NULL: all of them; unknown ids are
 -- skipped). A replayed job takes its key back unless a live job holds it by then (then it comes
--- back without one). Answers how many were replayed.
+-- back without one; a key kept after its job finished holds as a live job's does). Answers how
+-- many were replayed.
 CREATE FUNCTION delayq._replay(q text, p_ids text[]) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
   r record;
@@ -490,6 +502,8 @@ BEGIN
              ORDER BY j.dead_at_ms, j.id FOR UPDATE LOOP
     UPDATE delayq.jobs j SET state = 's', attempt = 0, dead_at_ms = NULL, token = NULL, waited = true,
       key = CASE WHEN EXISTS (SELECT 1 FROM delayq.jobs o WHERE o.queue = q AND o.key = r.key AND o.state <> 'd')
+                   OR EXISTS (SELECT 1 FROM delayq.kept_keys k WHERE k.queue = q AND k.key = r.key
+                                AND k.until_ms > delayq.now_ms())
                  THEN NULL ELSE r.key END
       WHERE j.queue = q AND j.id = r.id;
     n := n + 1;
