@@ -103,6 +103,7 @@ void AddDeadCommand(CLI::App& app, Global& g, int& rc);
 void AddScheduleCommand(CLI::App& app, Global& g, int& rc);  // set | ls | get | rm | pause | resume
 void AddJobsCommand(CLI::App& app, Global& g, int& rc);      // dead list | replay | purge
 void AddDoctorCommand(CLI::App& app, Global& g, int& rc);
+void AddMigrateCommand(CLI::App& app, int& rc);
 void AddWorkCommand(CLI::App& app, Global& g, int& rc);
 void AddBenchCommand(CLI::App& app, Global& g, int& rc);
 void AddForwardCommand(CLI::App& app, int& rc);

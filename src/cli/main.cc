@@ -77,6 +77,7 @@ int Main(int argc, char** argv) {
   AddScheduleCommand(app, g, rc);
   AddJobsCommand(app, g, rc);
   AddDoctorCommand(app, g, rc);
+  AddMigrateCommand(app, rc);
   AddWorkCommand(app, g, rc);
   AddBenchCommand(app, g, rc);
   AddForwardCommand(app, rc);

@@ -25,8 +25,12 @@ void AddStoreOptions(CLI::App* s, ServeArgs& a) {
   s->add_option("--data", serve.data, "Directory of the embedded store")->capture_default_str();
   s->add_option("--store", serve.store,
                 "embedded | redis://[USER:PASSWORD@]HOST:PORT[/DB] | rediss://... (TLS) | "
-                "redis-sentinel://H:P,.../MASTER | redis-cluster://H:P,... (docs/operations.md)")
+                "redis-sentinel://H:P,.../MASTER | redis-cluster://H:P,... (docs/operations.md) | "
+                "postgres://USER[:PASSWORD]@HOST:PORT/DB[?sslmode=...] (docs/postgres.md; or the password in PGPASSWORD)")
       ->capture_default_str();
+  s->add_flag("--no-migrate", serve.no_migrate,
+              "With a PostgreSQL store: do not create or upgrade the schema delayq (run `delayq migrate` for that); "
+              "refuse to start unless it is this delayq's version");
   s->add_option("--durability", a.durability, "sync | interval | none")->capture_default_str();
   s->add_option("--sync-interval-ms", serve.sync_interval_ms, "fsync period with --durability interval")
       ->capture_default_str();

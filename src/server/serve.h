@@ -12,7 +12,8 @@ namespace delayq::server {
 struct ServeOptions {
   std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free one
   std::string data = "./delayq-data";     // the embedded store's directory
-  std::string store = "embedded";         // embedded | redis://HOST:PORT | redis-cluster://...
+  std::string store = "embedded";         // embedded | redis://HOST:PORT | redis-cluster://... | postgres://...
+  bool no_migrate = false;                // postgres: refuse a schema not current instead of migrating it
   Durability durability = Durability::kSync;
   int64_t sync_interval_ms = 50;
   std::string auth_token;                  // empty: no authentication

@@ -11,6 +11,8 @@
 
 #include "delayq/engine.h"
 #include "store/redis/redis_client.h"
+#include "store/postgres/pg_connection.h"
+#include "store/postgres/postgres_queue.h"
 #include "store/redis/redis_queue.h"
 
 namespace delayq::server {
@@ -93,8 +95,23 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
         o.redis_wait_replicas > 0 ? fmt::format(", writes wait for {} replica(s)", o.redis_wait_replicas) : "");
     return out;
   }
+  if (o.store.rfind("postgres://", 0) == 0 || o.store.rfind("postgresql://", 0) == 0) {
+    postgres::PostgresQueueOptions pg;
+    pg.url = o.store;
+    pg.migrate = !o.no_migrate;
+    pg.max_queues = o.max_queues;
+    auto store = postgres::ScheduledPostgresQueue::Open(pg);
+    if (!store.ok()) return store.status();
+    postgres::ScheduledPostgresQueue* raw = store->get();
+    out.queue = std::move(*store);
+    out.close = [raw] { raw->Close(); };
+    out.kind = "postgres";
+    out.durability = "postgres";
+    out.description = fmt::format("PostgreSQL at {}", postgres::RedactUrl(o.store));
+    return out;
+  }
   return Status::InvalidArgument(fmt::format(
-      "--store \"{}\" is not embedded, redis://HOST:PORT (rediss:// for TLS), redis-sentinel://HOST:PORT,.../MASTER "
+      "--store \"{}\" is not embedded, postgres://USER:PASSWORD@HOST:PORT/DB, redis://HOST:PORT (rediss:// for TLS), redis-sentinel://HOST:PORT,.../MASTER "
       "or redis-cluster://HOST:PORT,...",
       redis::RedisUrl::Redacted(o.store)));
 }

@@ -170,8 +170,8 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string
       }
     }
     const int64_t allowed = std::min<int64_t>(request.max, Allowance(config, q.bucket, q.now_us, reserved));
-    auto candidates = q.ordered ? LaneHeads(conn, queue, now_ms, std::max<int64_t>(allowed, 1))
-                                : DueHeads(conn, queue, now_ms, std::max<int64_t>(allowed, 1));
+    // One more than it may take: whether a limit held any back.
+    auto candidates = q.ordered ? LaneHeads(conn, queue, now_ms, allowed + 1) : DueHeads(conn, queue, now_ms, allowed + 1);
     if (!candidates.ok()) return candidates.status();
     if (q.ordered) {
       auto turns = conn.Exec("SELECT grp, turn, held_since_us FROM delayq.group_turns WHERE queue = $1",

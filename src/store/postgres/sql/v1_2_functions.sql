@@ -337,7 +337,7 @@ END $$;
 
 CREATE FUNCTION delayq._bad(field text, what text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = field || ' ' || what, HINT = 'delayq: see SPEC §11.2';
+  RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = field || ' ' || what, HINT = 'delayq.enqueue, cancel, cancel_job and reschedule: docs/postgres.md';
 END $$;
 
 CREATE FUNCTION delayq._check_queue(q text) RETURNS void LANGUAGE plpgsql AS $$
@@ -488,7 +488,7 @@ BEGIN
   RETURN r.due_at_ms;
 END $$;
 
--- Makes dead jobs of q waiting again with attempt 0 (ids NULL: all of them; unknown ids are
+-- Makes dead jobs of q ready again (due now) with attempt 0 (ids NULL: all of them; unknown ids are
 -- skipped). A replayed job takes its key back unless a live job holds it by then (then it comes
 -- back without one; a key kept after its job finished holds as a live job's does). Answers how
 -- many were replayed.
@@ -501,6 +501,7 @@ BEGIN
              WHERE j.queue = q AND j.state = 'd' AND (p_ids IS NULL OR j.id = ANY (p_ids))
              ORDER BY j.dead_at_ms, j.id FOR UPDATE LOOP
     UPDATE delayq.jobs j SET state = 's', attempt = 0, dead_at_ms = NULL, token = NULL, waited = true,
+      due_at_ms = delayq.now_ms(),
       key = CASE WHEN EXISTS (SELECT 1 FROM delayq.jobs o WHERE o.queue = q AND o.key = r.key AND o.state <> 'd')
                    OR EXISTS (SELECT 1 FROM delayq.kept_keys k WHERE k.queue = q AND k.key = r.key
                                 AND k.until_ms > delayq.now_ms())

@@ -1,0 +1,248 @@
+// The SQL API (SPEC §11.2) on the application's own connection and transaction: what commits is
+// delivered and woken at once, what rolls back leaves nothing, bad input is refused with SQLSTATE
+// 22023 naming the field (as the C++ rules refuse it: the twin test), and the role
+// delayq_producer can call the four functions and nothing else.
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "core/validate.h"
+#include "store/postgres/pg_fixture.h"
+#include "store/postgres/postgres_queue.h"
+
+namespace delayq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The application's connection: statements and the error of the last one.
+class AppConnection {
+ public:
+  explicit AppConnection(const std::string& url) : c_(PQconnectdb(url.c_str())) {
+    if (PQstatus(c_) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(c_));
+  }
+  ~AppConnection() { PQfinish(c_); }
+  // The first column of the first row ("" when none); false (and sqlstate(), message()) on error.
+  bool Run(const std::string& sql, std::string* value = nullptr) {
+    PGresult* r = PQexec(c_, sql.c_str());
+    const auto st = PQresultStatus(r);
+    const bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
+    sqlstate_ = ok ? "" : (PQresultErrorField(r, PG_DIAG_SQLSTATE) ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : "");
+    message_ = ok ? "" : (PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : PQerrorMessage(c_));
+    if (ok && value) *value = st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    PQclear(r);
+    return ok;
+  }
+  std::string Value(const std::string& sql) {
+    std::string v;
+    if (!Run(sql, &v)) throw std::runtime_error(sql + ": " + message_);
+    return v;
+  }
+  const std::string& sqlstate() const { return sqlstate_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  PGconn* c_;
+  std::string sqlstate_, message_;
+};
+
+class SqlApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = SharedPostgres().NewDatabase();
+    postgres::PostgresQueueOptions o;
+    o.url = url_;
+    o.safety_interval_ms = 60'000;  // every wake-up must come from its notification
+    auto q = postgres::PostgresQueue::Open(o);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    store_ = std::move(*q);
+    app_ = std::make_unique<AppConnection>(url_);
+  }
+  std::string url_;
+  std::unique_ptr<postgres::PostgresQueue> store_;
+  std::unique_ptr<AppConnection> app_;
+};
+
+TEST_F(SqlApi, ACommittedEnqueueIsDeliveredAtOnceAndARolledBackOneLeavesNothing) {
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  const std::string lost = app_->Value("SELECT id FROM delayq.enqueue('orders', '{\"order\": 1}')");
+  ASSERT_TRUE(app_->Run("ROLLBACK"));
+  EXPECT_EQ(store_->Get("orders", JobRef::ById(lost)).code(), Code::kNotFound) << "a rolled-back enqueue left a job";
+
+  // A reserve waits; the transaction enqueues a job due now but has not committed: nothing is
+  // delivered until it does, then the notification at commit wakes the reserve at once.
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  const std::string id = app_->Value("SELECT id FROM delayq.enqueue('orders', '{\"order\": 2}', key => 'order-2')");
+  auto waiting = std::async(std::launch::async, [&] { return store_->Reserve("orders", {.max = 1, .wait_ms = 10'000}); });
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "delivered before the commit";
+  const auto committed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(app_->Run("COMMIT"));
+  auto got = waiting.get();
+  const auto took = std::chrono::steady_clock::now() - committed;
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, id);
+  EXPECT_EQ((*got)[0].payload, "{\"order\": 2}") << "the payload's JSON text is kept as given";
+  EXPECT_EQ((*got)[0].key, "order-2");
+  EXPECT_LT(took, 1000ms) << "woken by the notification, not by the safety probe (60 s here)";
+}
+
+TEST_F(SqlApi, ACancelTakesEffectOnlyIfItsTransactionCommits) {
+  app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', delay_ms => 60000, key => 'timeout-7')");
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  EXPECT_EQ(app_->Value("SELECT delayq.cancel('orders', 'timeout-7')"), "t");
+  ASSERT_TRUE(app_->Run("ROLLBACK"));
+  EXPECT_TRUE(store_->Get("orders", JobRef::ByKey("timeout-7")).ok()) << "a rolled-back cancel took effect";
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  EXPECT_EQ(app_->Value("SELECT delayq.cancel('orders', 'timeout-7')"), "t");
+  ASSERT_TRUE(app_->Run("COMMIT"));
+  EXPECT_EQ(store_->Get("orders", JobRef::ByKey("timeout-7")).code(), Code::kNotFound);
+  EXPECT_EQ(app_->Value("SELECT delayq.cancel('orders', 'timeout-7')"), "f") << "a second cancel finds nothing";
+}
+
+TEST_F(SqlApi, CancelJobAndRescheduleActOnTheSameRowsAsTheServer) {
+  EnqueueRequest r;
+  r.payload = "from the server";
+  r.key = "shared";
+  r.when.delay_ms = 60'000;
+  auto made = store_->Enqueue("orders", r);
+  ASSERT_TRUE(made.ok());
+  // The key rule is one SQL function for both: the application's enqueue finds the server's job.
+  const std::string dup = app_->Value("SELECT id || ' ' || duplicate FROM delayq.enqueue('orders', '{}', key => 'shared')");
+  EXPECT_EQ(dup, made->id + " true");
+  const int64_t due = std::stoll(app_->Value("SELECT delayq.reschedule('orders', 'shared', delay_ms => 120000)"));
+  auto job = store_->Get("orders", JobRef::ById(made->id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->due_at_ms, due);
+  EXPECT_EQ(app_->Value("SELECT delayq.cancel_job('orders', '" + made->id + "')"), "t");
+  EXPECT_EQ(store_->Get("orders", JobRef::ById(made->id)).code(), Code::kNotFound);
+}
+
+TEST_F(SqlApi, AReservedJobCannotBeCancelledAndSaysSo) {
+  app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', key => 'busy')");
+  auto got = store_->Reserve("orders", {.max = 1});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_FALSE(app_->Run("SELECT delayq.cancel('orders', 'busy')"));
+  EXPECT_EQ(app_->sqlstate(), "55000");
+  EXPECT_NE(app_->message().find("reserved"), std::string::npos) << app_->message();
+}
+
+// Each hostile call is refused with 22023 naming its field, creates nothing, and the C++ rules
+// (core/validate.h, what HTTP applies) refuse the same request: the two languages agree.
+TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
+  struct Case {
+    std::string args;   // after the queue
+    std::string field;  // what the message names first
+    EnqueueRequest cpp;  // the same request to the C++ rules (empty payload: not comparable)
+  };
+  auto req = [](auto&& change) {
+    EnqueueRequest r;
+    r.payload = "{}";
+    change(r);
+    return r;
+  };
+  const std::string big_key(513, 'k'), big_group(129, 'g');
+  std::vector<Case> cases = {
+      {"'{}', delay_ms => -1", "delay_ms", req([](EnqueueRequest& r) { r.when.delay_ms = -1; })},
+      {"'{}', key => '" + big_key + "'", "key", req([&](EnqueueRequest& r) { r.key = big_key; })},
+      {"'{}', max_attempts => 0", "max_attempts", req([](EnqueueRequest& r) { r.max_attempts = 0; })},
+      {"'{}', max_attempts => 1001", "max_attempts", req([](EnqueueRequest& r) { r.max_attempts = 1001; })},
+      {"'{}', priority => -1", "priority", req([](EnqueueRequest& r) { r.priority = -1; })},
+      {"'{}', priority => 10", "priority", req([](EnqueueRequest& r) { r.priority = 10; })},
+      {"'{}', \"group\" => '" + big_group + "'", "group", req([&](EnqueueRequest& r) { r.group = big_group; })},
+      {"'{}', on_key => 'replace'", "on_key", req([](EnqueueRequest& r) { r.replace = true; })},
+      {"'{}', headers => '{\"\": \"x\"}'", "headers", req([](EnqueueRequest& r) { r.headers[""] = "x"; })},
+      {"'{}', delay_ms => 5, deliver_at => now()", "delay_ms", req([](EnqueueRequest& r) {
+         r.when.delay_ms = 5;
+         r.when.deliver_at_ms = 1;
+       })},
+      {"'{}', on_key => 'upsert', key => 'k'", "on_key", EnqueueRequest{}},
+      {"'{}', headers => '[1]'", "headers", EnqueueRequest{}},
+      {"'{}', headers => '{\"a\": 1}'", "headers", EnqueueRequest{}},
+      {"'{}', deliver_at => 'infinity'", "deliver_at", EnqueueRequest{}},
+      {"NULL", "payload", EnqueueRequest{}},
+      {"'{}', delay_ms => 9223372036854775807", "delay_ms", req([](EnqueueRequest& r) {
+         r.when.delay_ms = INT64_MAX;
+       })},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    EXPECT_FALSE(app_->Run("SELECT * FROM delayq.enqueue('hostile', " + c.args + ")"));
+    EXPECT_EQ(app_->sqlstate(), "22023") << app_->message();
+    EXPECT_EQ(app_->message().rfind(c.field, 0), 0u) << app_->message();
+    if (!c.cpp.payload.empty()) {
+      const QueueConfig defaults;
+      Status cpp = ValidateEnqueue(c.cpp, defaults);
+      if (cpp.ok()) cpp = ResolveDue(c.cpp.when, 0, defaults).status();
+      EXPECT_FALSE(cpp.ok()) << "the C++ rules accept what SQL refuses";
+    }
+  }
+  for (const char* queue : {"''", "'bad queue'", "NULL", "'" "x" "'||repeat('q', 128)"}) {
+    EXPECT_FALSE(app_->Run(std::string("SELECT * FROM delayq.enqueue(") + queue + ", '{}')"));
+    EXPECT_EQ(app_->sqlstate(), "22023");
+    EXPECT_EQ(app_->message().rfind("queue", 0), 0u) << app_->message();
+  }
+  EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.queues"), "0") << "a refused call made a queue";
+  EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.jobs"), "0");
+}
+
+TEST_F(SqlApi, AQueuesLimitsApplyToTheSqlApiToo) {
+  QueueConfig small;
+  small.max_payload = 10;
+  small.max_delay_ms = 1000;
+  ASSERT_TRUE(store_->SetConfig("small", small).ok());
+  EXPECT_FALSE(app_->Run("SELECT * FROM delayq.enqueue('small', '\"a payload longer than ten bytes\"')"));
+  EXPECT_EQ(app_->sqlstate(), "DQ413");
+  EXPECT_FALSE(app_->Run("SELECT * FROM delayq.enqueue('small', '1', delay_ms => 5000)"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_FALSE(app_->Run("SELECT * FROM delayq.enqueue('small', '1', deliver_at => now() + interval '1 hour')"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.jobs"), "0");
+}
+
+TEST_F(SqlApi, TheProducerRoleMayCallTheApiAndNothingElse) {
+  SharedPostgres().Psql(url_.substr(url_.rfind('/') + 1),
+                        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'app') THEN "
+                        "CREATE ROLE app LOGIN; END IF; END $$; GRANT delayq_producer TO app");
+  std::string app_url = url_;
+  app_url.replace(app_url.find("postgres@"), 9, "app@");
+  AppConnection app(app_url);
+  const std::string id = app.Value("SELECT id FROM delayq.enqueue('orders', '{}', key => 'k1')");
+  EXPECT_EQ(id.size(), 26u);
+  EXPECT_EQ(app.Value("SELECT delayq.reschedule('orders', 'k1', delay_ms => 1000) > 0"), "t");
+  EXPECT_EQ(app.Value("SELECT delayq.cancel('orders', 'k1')"), "t");
+  for (const char* forbidden :
+       {"SELECT count(*) FROM delayq.jobs", "DELETE FROM delayq.queues",
+        "SELECT * FROM delayq._put('orders', 'X', 'x'::bytea, false, NULL, 0, NULL, NULL, NULL, 'dedupe', 0, 0, '', true)",
+        "SELECT * FROM delayq._reserve('orders', 1, NULL, 1000)", "UPDATE delayq.meta SET value = 'x'"}) {
+    SCOPED_TRACE(forbidden);
+    EXPECT_FALSE(app.Run(forbidden));
+    EXPECT_EQ(app.sqlstate(), "42501") << app.message();  // insufficient_privilege
+  }
+}
+
+// Producers racing on one key in their own transactions: one job, and every caller is told its id.
+TEST_F(SqlApi, RacingTransactionsOnOneKeyMakeOneJob) {
+  constexpr int kProducers = 8;
+  std::vector<std::string> ids(kProducers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProducers; ++i) {
+    threads.emplace_back([&, i] {
+      AppConnection c(url_);
+      c.Run("BEGIN");
+      ids[static_cast<size_t>(i)] = c.Value("SELECT id FROM delayq.enqueue('race', '{}', delay_ms => 60000, key => 'once')");
+      c.Run("COMMIT");
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& id : ids) EXPECT_EQ(id, ids[0]);
+  EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.jobs WHERE queue = 'race'"), "1");
+}
+
+}  // namespace
+}  // namespace delayq::testing
