@@ -23,10 +23,11 @@ void AddStoreOptions(CLI::App* s, ServeArgs& a) {
   server::ServeOptions& serve = a.serve;
   s->add_option("--listen", serve.listen, "HOST:PORT to listen on")->capture_default_str();
   s->add_option("--data", serve.data, "Directory of the embedded store")->capture_default_str();
-  s->add_option("--store", serve.store,
-                "embedded | redis://[USER:PASSWORD@]HOST:PORT[/DB] | rediss://... (TLS) | "
-                "redis-sentinel://H:P,.../MASTER | redis-cluster://H:P,... (docs/operations.md) | "
-                "postgres://USER[:PASSWORD]@HOST:PORT/DB[?sslmode=...] (docs/postgres.md; or the password in PGPASSWORD)")
+  s->add_option(
+       "--store", serve.store,
+       "embedded | redis://[USER:PASSWORD@]HOST:PORT[/DB] | rediss://... (TLS) | "
+       "redis-sentinel://H:P,.../MASTER | redis-cluster://H:P,... (docs/operations.md) | "
+       "postgres://USER[:PASSWORD]@HOST:PORT/DB[?sslmode=...] (docs/postgres.md; or the password in PGPASSWORD)")
       ->capture_default_str();
   s->add_flag("--no-migrate", serve.no_migrate,
               "With a PostgreSQL store: do not create or upgrade the schema delayq (run `delayq migrate` for that); "

@@ -10,9 +10,9 @@
 #include <mutex>
 
 #include "delayq/engine.h"
-#include "store/redis/redis_client.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/postgres_queue.h"
+#include "store/redis/redis_client.h"
 #include "store/redis/redis_queue.h"
 
 namespace delayq::server {
@@ -110,10 +110,11 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
     out.description = fmt::format("PostgreSQL at {}", postgres::RedactUrl(o.store));
     return out;
   }
-  return Status::InvalidArgument(fmt::format(
-      "--store \"{}\" is not embedded, postgres://USER:PASSWORD@HOST:PORT/DB, redis://HOST:PORT (rediss:// for TLS), redis-sentinel://HOST:PORT,.../MASTER "
-      "or redis-cluster://HOST:PORT,...",
-      redis::RedisUrl::Redacted(o.store)));
+  return Status::InvalidArgument(
+      fmt::format("--store \"{}\" is not embedded, postgres://USER:PASSWORD@HOST:PORT/DB, redis://HOST:PORT (rediss:// "
+                  "for TLS), redis-sentinel://HOST:PORT,.../MASTER "
+                  "or redis-cluster://HOST:PORT,...",
+                  redis::RedisUrl::Redacted(o.store)));
 }
 
 }  // namespace delayq::server

@@ -39,9 +39,11 @@ bool NotificationsArrive(Connection& c) {
 void CheckDurability(Connection& c, std::vector<DoctorFinding>& out) {
   auto sync = Setting(c, "synchronous_commit");
   if (sync.ok() && *sync == "off") {
-    out.push_back({"synchronous_commit", "is off: a crash of PostgreSQL loses the last commits, jobs acknowledged to "
-                                          "producers among them",
-                   "ALTER SYSTEM SET synchronous_commit = on (or ALTER ROLE <delayq's role> SET synchronous_commit = on)"});
+    out.push_back(
+        {"synchronous_commit",
+         "is off: a crash of PostgreSQL loses the last commits, jobs acknowledged to "
+         "producers among them",
+         "ALTER SYSTEM SET synchronous_commit = on (or ALTER ROLE <delayq's role> SET synchronous_commit = on)"});
   }
   auto fsync = Setting(c, "fsync");
   if (fsync.ok() && *fsync == "off") {
@@ -61,7 +63,8 @@ void CheckTimeouts(Connection& c, std::vector<DoctorFinding>& out) {
   }
   auto in_tx = Setting(c, "idle_in_transaction_session_timeout");
   if (in_tx.ok() && !in_tx->empty() && *in_tx != "0") {
-    auto ms = c.Exec("SELECT extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000");
+    auto ms =
+        c.Exec("SELECT extract(epoch FROM current_setting('idle_in_transaction_session_timeout')::interval) * 1000");
     if (ms.ok() && ms->Double(0, 0) < 60'000) {
       out.push_back({"idle_in_transaction_session_timeout",
                      fmt::format("is {}: under a minute, it can end an application's transaction that enqueues and "
@@ -75,8 +78,9 @@ void CheckTimeouts(Connection& c, std::vector<DoctorFinding>& out) {
 void CheckVacuum(Connection& c, std::vector<DoctorFinding>& out) {
   auto on = Setting(c, "autovacuum");
   if (on.ok() && *on == "off") {
-    out.push_back({"autovacuum", "is off: delayq's tables churn (every job is inserted, updated and deleted) and grow "
-                                 "without bound",
+    out.push_back({"autovacuum",
+                   "is off: delayq's tables churn (every job is inserted, updated and deleted) and grow "
+                   "without bound",
                    "ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf()"});
   }
   auto tables = c.Exec(

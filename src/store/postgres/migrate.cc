@@ -70,9 +70,10 @@ Result<MigrateReport> Migrate(Connection& c) {
         }
       }
       return c
-          .Exec("INSERT INTO delayq.meta (name, value) VALUES ('schema_version', $1) "
-                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                {Param::Of(static_cast<int64_t>(version))})
+          .Exec(
+              "INSERT INTO delayq.meta (name, value) VALUES ('schema_version', $1) "
+              "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+              {Param::Of(static_cast<int64_t>(version))})
           .status();
     });
     if (!s.ok()) {

@@ -23,32 +23,32 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
   const BackoffPolicy& b = config.backoff;
   Status s;
   {
-  auto c = pool_.Take();
-  if (!c.ok()) return c.status();
-  s = InTransaction(**c, [&]() -> Status {
-    DELAYQ_RETURN_IF_ERROR((*c)->Exec("SELECT delayq._queue_for_write($1)", {Param::Of(queue)}).status());
-    return (*c)
-        ->Exec(
-            "UPDATE delayq.queues SET max_attempts = $2, backoff_base_ms = $3, backoff_factor = $4, "
-            "backoff_max_ms = $5, backoff_jitter = $6, lease_ms = $7, max_payload = $8, dead_retention_ms = $9, "
-            "max_delay_ms = $10, rate_per_s = $11, burst = $12, max_reserved = $13, group_max_reserved = $14, "
-            "priority_aging_ms = $15, tokens = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens END "
-            "WHERE name = $1",
-            {Param::Of(queue), Param::Of(static_cast<int64_t>(config.max_attempts)), Param::Of(b.base_ms),
-             Param::Of(fmt::format("{}", b.factor)), Param::Of(b.max_ms), Param::Of(fmt::format("{}", b.jitter)),
-             Param::Of(config.lease_ms), Param::Of(config.max_payload), Param::Of(config.dead_retention_ms),
-             Param::Of(config.max_delay_ms), Param::Of(fmt::format("{}", config.rate_per_s)), Param::Of(config.burst),
-             Param::Of(config.max_reserved), Param::Of(config.group_max_reserved),
-             Param::Of(config.priority_aging_ms)})
-        .status();
-  });
+    auto c = pool_.Take();
+    if (!c.ok()) return c.status();
+    s = InTransaction(**c, [&]() -> Status {
+      DELAYQ_RETURN_IF_ERROR((*c)->Exec("SELECT delayq._queue_for_write($1)", {Param::Of(queue)}).status());
+      return (*c)
+          ->Exec(
+              "UPDATE delayq.queues SET max_attempts = $2, backoff_base_ms = $3, backoff_factor = $4, "
+              "backoff_max_ms = $5, backoff_jitter = $6, lease_ms = $7, max_payload = $8, dead_retention_ms = $9, "
+              "max_delay_ms = $10, rate_per_s = $11, burst = $12, max_reserved = $13, group_max_reserved = $14, "
+              "priority_aging_ms = $15, tokens = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens END "
+              "WHERE name = $1",
+              {Param::Of(queue), Param::Of(static_cast<int64_t>(config.max_attempts)), Param::Of(b.base_ms),
+               Param::Of(fmt::format("{}", b.factor)), Param::Of(b.max_ms), Param::Of(fmt::format("{}", b.jitter)),
+               Param::Of(config.lease_ms), Param::Of(config.max_payload), Param::Of(config.dead_retention_ms),
+               Param::Of(config.max_delay_ms), Param::Of(fmt::format("{}", config.rate_per_s)), Param::Of(config.burst),
+               Param::Of(config.max_reserved), Param::Of(config.group_max_reserved),
+               Param::Of(config.priority_aging_ms)})
+          .status();
+    });
   }  // the connection is given back before announcing
   ForgetConfig(queue);
   if (!s.ok()) return s;
   AnnounceReady(queue);  // a limit raised lets waiting reserves on
   {
     std::lock_guard lock(mu_);  // a shorter dead retention may have run out already
-    next_sweep_ = 0;  // at once
+    next_sweep_ = 0;            // at once
     poked_ = true;
     cv_.notify_all();
   }
@@ -142,8 +142,9 @@ Result<int64_t> PostgresQueue::PurgeDead(std::string_view queue_view) {
   const std::string queue(queue_view);
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();
-  auto r = Exec("WITH d AS (DELETE FROM delayq.jobs WHERE queue = $1 AND state = 'd' RETURNING 1) SELECT count(*) FROM d",
-                {Param::Of(queue)});
+  auto r =
+      Exec("WITH d AS (DELETE FROM delayq.jobs WHERE queue = $1 AND state = 'd' RETURNING 1) SELECT count(*) FROM d",
+           {Param::Of(queue)});
   if (!r.ok()) return r.status();
   return r->Int(0, 0);
 }

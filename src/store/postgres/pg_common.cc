@@ -23,7 +23,8 @@ std::string FromHex(std::string_view hex) {
     return 0;
   };
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1])));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1])));
   return out;
 }
 
@@ -86,8 +87,8 @@ Result<Job> JobFromRow(const std::string& queue, const Rows& r, int row, int64_t
   j.queue = queue;
   const std::string_view state = r.Text(row, 1);
   j.due_at_ms = r.Int(row, 2);
-  j.state = state == "r"   ? JobState::kReserved
-            : state == "d" ? JobState::kDead
+  j.state = state == "r"            ? JobState::kReserved
+            : state == "d"          ? JobState::kDead
             : j.due_at_ms <= now_ms ? JobState::kReady
                                     : JobState::kScheduled;
   j.attempt = static_cast<int32_t>(r.Int(row, 3));

@@ -1,6 +1,7 @@
 #include "store/postgres/pg_connection.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <regex>
@@ -64,6 +65,10 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int
     PQfinish(c);
     return Status::Unavailable(fmt::format("cannot connect to PostgreSQL at {}: {}", RedactUrl(url), why));
   }
+  // The server's notices (a connection ended by an administrator, a shutdown) go to the log at
+  // debug, not to stderr: the store reports what they mean through its Statuses.
+  PQsetNoticeProcessor(
+      c, [](void*, const char* message) { spdlog::debug("PostgreSQL: {}", message); }, nullptr);
   return std::unique_ptr<Connection>(new Connection(c));
 }
 

@@ -38,21 +38,21 @@ constexpr const char* kSize =
 // The first `per_lane` ready jobs of each (group, priority) of the queue: every job a reserve of
 // that many could take. The lanes are found by a loose scan of jobs_lanes (one probe per lane).
 Result<std::vector<Candidate>> LaneHeads(Connection& c, const std::string& queue, int64_t now_ms, int64_t per_lane) {
-  auto r = c.Exec(fmt::format(
-                      "WITH RECURSIVE lanes AS ("
-                      " (SELECT grp, priority FROM delayq.jobs WHERE queue = $1 AND state = 's' AND (grp <> '' OR "
-                      "priority <> 0) ORDER BY grp, priority LIMIT 1)"
-                      " UNION ALL SELECT x.grp, x.priority FROM lanes l, LATERAL (SELECT grp, priority FROM delayq.jobs"
-                      " WHERE queue = $1 AND state = 's' AND (grp <> '' OR priority <> 0) AND (grp, priority) > "
-                      "(l.grp, l.priority) ORDER BY grp, priority LIMIT 1) x) "
-                      "SELECT j.id, j.grp, j.priority, j.due_at_ms, j.size FROM lanes l, LATERAL (SELECT id, grp, "
-                      "priority, due_at_ms, {} AS size FROM delayq.jobs WHERE queue = $1 AND state = 's' AND "
-                      "(grp <> '' OR priority <> 0) AND grp = l.grp AND priority = l.priority AND due_at_ms <= $2 "
-                      "ORDER BY due_at_ms, id LIMIT $3) j "
-                      "UNION ALL (SELECT id, grp, priority, due_at_ms, {} FROM delayq.jobs WHERE queue = $1 AND "
-                      "state = 's' AND grp = '' AND priority = 0 AND due_at_ms <= $2 ORDER BY due_at_ms, id LIMIT $3)",
-                      kSize, kSize),
-                  {Param::Of(queue), Param::Of(now_ms), Param::Of(per_lane)});
+  auto r = c.Exec(
+      fmt::format("WITH RECURSIVE lanes AS ("
+                  " (SELECT grp, priority FROM delayq.jobs WHERE queue = $1 AND state = 's' AND (grp <> '' OR "
+                  "priority <> 0) ORDER BY grp, priority LIMIT 1)"
+                  " UNION ALL SELECT x.grp, x.priority FROM lanes l, LATERAL (SELECT grp, priority FROM delayq.jobs"
+                  " WHERE queue = $1 AND state = 's' AND (grp <> '' OR priority <> 0) AND (grp, priority) > "
+                  "(l.grp, l.priority) ORDER BY grp, priority LIMIT 1) x) "
+                  "SELECT j.id, j.grp, j.priority, j.due_at_ms, j.size FROM lanes l, LATERAL (SELECT id, grp, "
+                  "priority, due_at_ms, {} AS size FROM delayq.jobs WHERE queue = $1 AND state = 's' AND "
+                  "(grp <> '' OR priority <> 0) AND grp = l.grp AND priority = l.priority AND due_at_ms <= $2 "
+                  "ORDER BY due_at_ms, id LIMIT $3) j "
+                  "UNION ALL (SELECT id, grp, priority, due_at_ms, {} FROM delayq.jobs WHERE queue = $1 AND "
+                  "state = 's' AND grp = '' AND priority = 0 AND due_at_ms <= $2 ORDER BY due_at_ms, id LIMIT $3)",
+                  kSize, kSize),
+      {Param::Of(queue), Param::Of(now_ms), Param::Of(per_lane)});
   if (!r.ok()) return r.status();
   std::vector<Candidate> out;
   for (int i = 0; i < r->size(); ++i) {
@@ -84,9 +84,10 @@ struct QueueRow {
 };
 
 Result<std::optional<QueueRow>> LockQueue(Connection& c, const std::string& queue) {
-  auto r = c.Exec(std::string("SELECT paused, ordered, tokens, tokens_at_us, held_since_us, next_turn, delayq.now_us(), ") +
-                      kConfigColumns + " FROM delayq.queues WHERE name = $1 FOR UPDATE",
-                  {Param::Of(queue)});
+  auto r =
+      c.Exec(std::string("SELECT paused, ordered, tokens, tokens_at_us, held_since_us, next_turn, delayq.now_us(), ") +
+                 kConfigColumns + " FROM delayq.queues WHERE name = $1 FOR UPDATE",
+             {Param::Of(queue)});
   if (!r.ok()) return r.status();
   if (r->empty()) return std::optional<QueueRow>{};
   QueueRow q;
@@ -108,9 +109,8 @@ struct GroupState {
   bool full = false;  // held by group_max_reserved at the end of this reserve
 };
 
-Status SaveControlState(Connection& c, const std::string& queue, const TokenBucket& bucket,
-                                       int64_t held_since_us, int64_t next_turn,
-                                       const std::map<std::string, GroupState, std::less<>>& groups) {
+Status SaveControlState(Connection& c, const std::string& queue, const TokenBucket& bucket, int64_t held_since_us,
+                        int64_t next_turn, const std::map<std::string, GroupState, std::less<>>& groups) {
   DELAYQ_RETURN_IF_ERROR(
       c.Exec("UPDATE delayq.queues SET tokens = $2, tokens_at_us = $3, held_since_us = $4, next_turn = $5 "
              "WHERE name = $1",
@@ -139,6 +139,63 @@ Status SaveControlState(Connection& c, const std::string& queue, const TokenBuck
       .status();
 }
 
+// The candidates in ready order: groups join in turn order, then those without a turn (new
+// ones, at the back) in the order their first ready job came due, each taking the next turn.
+struct Lineup {
+  ReadyOrder order;
+  std::map<std::string, const Candidate*, std::less<>> by_id;
+};
+void LineUp(const std::vector<Candidate>& candidates, std::map<std::string, GroupState, std::less<>>& groups,
+            int64_t& next_turn, Lineup& out) {
+  std::map<std::string, std::pair<int64_t, std::string>, std::less<>> head;  // per group: its first (due, id)
+  for (const auto& cand : candidates) {
+    groups[cand.group].has_ready = true;
+    auto [it, fresh] = head.emplace(cand.group, std::pair(cand.due_ms, cand.id));
+    if (!fresh) it->second = std::min(it->second, std::pair(cand.due_ms, cand.id));
+  }
+  std::vector<std::pair<std::tuple<int64_t, int64_t, std::string>, std::string>> join;
+  for (const auto& [name, h] : head) {
+    const GroupState& g = groups[name];
+    join.push_back({{g.turn == 0 ? INT64_MAX : g.turn, h.first, h.second}, name});
+  }
+  std::sort(join.begin(), join.end());
+  for (const auto& [rank, name] : join) {
+    if (groups[name].turn == 0) groups[name].turn = next_turn++;  // joins at the back
+    for (const auto& cand : candidates) {
+      if (cand.group != name) continue;
+      auto id = Ulid::Parse(cand.id);
+      if (!id) continue;
+      out.order.Add(cand.group, cand.priority, ReadyKey{cand.due_ms, *id});
+      out.by_id[cand.id] = &cand;
+    }
+  }
+}
+
+// Each group's leases (and so the queue's) and, with ready order, its turn and hold.
+Result<int64_t> LoadGroups(Connection& c, const std::string& queue, const QueueRow& q,
+                           std::map<std::string, GroupState, std::less<>>& groups) {
+  int64_t reserved = 0;
+  if (q.config.max_reserved > 0 || q.config.group_max_reserved > 0) {
+    auto leases = c.Exec("SELECT grp, count(*) FROM delayq.jobs WHERE queue = $1 AND state = 'r' GROUP BY grp",
+                         {Param::Of(queue)});
+    if (!leases.ok()) return leases.status();
+    for (int i = 0; i < leases->size(); ++i) {
+      groups[leases->Str(i, 0)].leased = leases->Int(i, 1);
+      reserved += leases->Int(i, 1);
+    }
+  }
+  if (q.ordered) {
+    auto turns = c.Exec("SELECT grp, turn, held_since_us FROM delayq.group_turns WHERE queue = $1", {Param::Of(queue)});
+    if (!turns.ok()) return turns.status();
+    for (int i = 0; i < turns->size(); ++i) {
+      GroupState& g = groups[turns->Str(i, 0)];
+      g.turn = turns->Int(i, 1);
+      if (!turns->IsNull(i, 2)) g.held_since_us = turns->Int(i, 2);
+    }
+  }
+  return reserved;
+}
+
 }  // namespace
 
 // One transaction: the queue's row locked, the allowance, the candidates, the picks by the shared
@@ -158,59 +215,18 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string
     q = **locked;
     const QueueConfig& config = q.config;
     const int64_t now_ms = q.now_us / 1000;
-    int64_t reserved = 0;
     std::map<std::string, GroupState, std::less<>> groups;
-    if (config.max_reserved > 0 || config.group_max_reserved > 0) {
-      auto leases = conn.Exec("SELECT grp, count(*) FROM delayq.jobs WHERE queue = $1 AND state = 'r' GROUP BY grp",
-                              {Param::Of(queue)});
-      if (!leases.ok()) return leases.status();
-      for (int i = 0; i < leases->size(); ++i) {
-        groups[leases->Str(i, 0)].leased = leases->Int(i, 1);
-        reserved += leases->Int(i, 1);
-      }
-    }
-    const int64_t allowed = std::min<int64_t>(request.max, Allowance(config, q.bucket, q.now_us, reserved));
+    auto reserved = LoadGroups(conn, queue, q, groups);
+    if (!reserved.ok()) return reserved.status();
+    const int64_t allowed = std::min<int64_t>(request.max, Allowance(config, q.bucket, q.now_us, *reserved));
     // One more than it may take: whether a limit held any back.
-    auto candidates = q.ordered ? LaneHeads(conn, queue, now_ms, allowed + 1) : DueHeads(conn, queue, now_ms, allowed + 1);
+    auto candidates =
+        q.ordered ? LaneHeads(conn, queue, now_ms, allowed + 1) : DueHeads(conn, queue, now_ms, allowed + 1);
     if (!candidates.ok()) return candidates.status();
-    if (q.ordered) {
-      auto turns = conn.Exec("SELECT grp, turn, held_since_us FROM delayq.group_turns WHERE queue = $1",
-                             {Param::Of(queue)});
-      if (!turns.ok()) return turns.status();
-      for (int i = 0; i < turns->size(); ++i) {
-        GroupState& g = groups[turns->Str(i, 0)];
-        g.turn = turns->Int(i, 1);
-        if (!turns->IsNull(i, 2)) g.held_since_us = turns->Int(i, 2);
-      }
-    }
-    for (const auto& cand : *candidates) groups[cand.group].has_ready = true;
-    // Groups join in turn order; those without a turn after them, in the order their first
-    // ready job came due (candidates of each lane come due first).
-    std::vector<std::pair<std::tuple<int64_t, int64_t, std::string>, std::string>> join;
-    std::map<std::string, std::pair<int64_t, std::string>, std::less<>> head;
-    for (const auto& cand : *candidates) {
-      auto [it, fresh] = head.emplace(cand.group, std::pair(cand.due_ms, cand.id));
-      if (!fresh) it->second = std::min(it->second, std::pair(cand.due_ms, cand.id));
-    }
-    for (const auto& [name, h] : head) {
-      const GroupState& g = groups[name];
-      join.push_back({{g.turn == 0 ? INT64_MAX : g.turn, h.first, h.second}, name});
-    }
-    std::sort(join.begin(), join.end());
-    for (const auto& [rank, name] : join) {
-      if (groups[name].turn == 0) groups[name].turn = q.next_turn++;  // joins at the back
-    }
-    ReadyOrder order;
-    std::map<std::string_view, const Candidate*> by_id;
-    for (const auto& [rank, name] : join) {
-      for (const auto& cand : *candidates) {
-        if (cand.group != name) continue;
-        auto id = Ulid::Parse(cand.id);
-        if (!id) continue;
-        order.Add(cand.group, cand.priority, ReadyKey{cand.due_ms, *id});
-        by_id[cand.id] = &cand;
-      }
-    }
+    Lineup lineup;
+    LineUp(*candidates, groups, q.next_turn, lineup);
+    ReadyOrder& order = lineup.order;
+    auto& by_id = lineup.by_id;
     ReadyOrderRules rules;
     rules.aging_ms = config.priority_aging_ms;
     const int64_t group_cap = config.group_max_reserved;
@@ -257,8 +273,8 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string
         "id = ANY ($2::text[]) AND state = 's' FOR UPDATE) o WHERE j.queue = $1 AND j.id = o.id RETURNING j.id, "
         "j.payload, j.is_binary, j.headers, j.attempt, j.max_attempts, j.due_at_ms, j.key, j.lease_deadline_ms, "
         "j.priority, j.grp, o.waited, $4::bigint, j.token",
-        {Param::Of(queue), Param::Of(TextArray(picked)),
-         Param::Of(now_ms + request.lease_ms.value_or(config.lease_ms)), Param::Of(now_ms)});
+        {Param::Of(queue), Param::Of(TextArray(picked)), Param::Of(now_ms + request.lease_ms.value_or(config.lease_ms)),
+         Param::Of(now_ms)});
   });
   if (!rows.ok()) return rows.status();
   auto out = Deliveries(queue, *rows, splits);

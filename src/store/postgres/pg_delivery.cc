@@ -133,8 +133,9 @@ Result<std::vector<Delivery>> PostgresQueue::Deliveries(const std::string& queue
     d.group = r.Str(i, 10);
     if (r.Bool(i, 11)) {
       auto split = splits.find(d.id);
-      samples.push_back(split != splits.end() ? split->second
-                                              : LatenessSplit{std::max<int64_t>(0, r.Int(i, 12) - d.due_at_ms) * 1000, -1});
+      samples.push_back(split != splits.end()
+                            ? split->second
+                            : LatenessSplit{std::max<int64_t>(0, r.Int(i, 12) - d.due_at_ms) * 1000, -1});
     }
     lease_end = std::min(lease_end, d.lease_deadline_ms);
     out.push_back(std::move(d));
@@ -326,38 +327,40 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
   std::optional<Status> refused;
   Status s;
   {
-  auto c = pool_.Take();
-  if (!c.ok()) return c.status();
-  s = InTransaction(**c, [&]() -> Status {
-    auto r = (*c)->Exec(
-        "SELECT attempt, max_attempts, due_at_ms, delayq.now_ms() FROM delayq.jobs "
-        "WHERE queue = $1 AND id = $2 AND state <> 'd' AND token = $3 FOR UPDATE",
-        {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex())});
-    if (!r.ok()) return r.status();
-    if (r->empty()) {
-      refused = Status::Ok();
-      return Status::Ok();
-    }
-    const auto attempt = static_cast<int32_t>(r->Int(0, 0)), max = static_cast<int32_t>(r->Int(0, 1));
-    const int64_t due = r->Int(0, 2), now = r->Int(0, 3);
-    const std::string error = NackErrorText(request);
-    if (request.dead || attempt >= max) {
-      result = {JobState::kDead, due};
-      now_of_death = now;
+    auto c = pool_.Take();
+    if (!c.ok()) return c.status();
+    s = InTransaction(**c, [&]() -> Status {
+      auto r = (*c)->Exec(
+          "SELECT attempt, max_attempts, due_at_ms, delayq.now_ms() FROM delayq.jobs "
+          "WHERE queue = $1 AND id = $2 AND state <> 'd' AND token = $3 FOR UPDATE",
+          {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex())});
+      if (!r.ok()) return r.status();
+      if (r->empty()) {
+        refused = Status::Ok();
+        return Status::Ok();
+      }
+      const auto attempt = static_cast<int32_t>(r->Int(0, 0)), max = static_cast<int32_t>(r->Int(0, 1));
+      const int64_t due = r->Int(0, 2), now = r->Int(0, 3);
+      const std::string error = NackErrorText(request);
+      if (request.dead || attempt >= max) {
+        result = {JobState::kDead, due};
+        now_of_death = now;
+        return (*c)
+            ->Exec(
+                "UPDATE delayq.jobs SET state = 'd', dead_at_ms = $3, last_error = $4, token = NULL, "
+                "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2",
+                {Param::Of(queue), Param::Of(id), Param::Of(now), Param::Of(error)})
+            .status();
+      }
+      const int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(config->backoff, attempt, unit));
+      result = {JobState::kScheduled, now + delay};
       return (*c)
-          ->Exec("UPDATE delayq.jobs SET state = 'd', dead_at_ms = $3, last_error = $4, token = NULL, "
-                 "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2",
-                 {Param::Of(queue), Param::Of(id), Param::Of(now), Param::Of(error)})
+          ->Exec(
+              "UPDATE delayq.jobs SET state = 's', due_at_ms = $3, last_error = $4, token = NULL, "
+              "lease_deadline_ms = NULL, waited = true WHERE queue = $1 AND id = $2",
+              {Param::Of(queue), Param::Of(id), Param::Of(now + delay), Param::Of(error)})
           .status();
-    }
-    const int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(config->backoff, attempt, unit));
-    result = {JobState::kScheduled, now + delay};
-    return (*c)
-        ->Exec("UPDATE delayq.jobs SET state = 's', due_at_ms = $3, last_error = $4, token = NULL, "
-               "lease_deadline_ms = NULL, waited = true WHERE queue = $1 AND id = $2",
-               {Param::Of(queue), Param::Of(id), Param::Of(now + delay), Param::Of(error)})
-        .status();
-  });
+    });
   }  // the connection is given back before the statements below take one
   if (!s.ok()) return s;
   if (refused) return DeliveryError(queue, id);
@@ -397,7 +400,8 @@ Result<TouchResult> PostgresQueue::Touch(std::string_view queue_view, std::strin
   auto r = Exec(
       "UPDATE delayq.jobs SET lease_deadline_ms = delayq.now_ms() + $4 WHERE queue = $1 AND id = $2 AND state = 'r' "
       "AND token = $3 AND lease_deadline_ms > delayq.now_ms() RETURNING lease_deadline_ms",
-      {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex()), Param::Of(lease_ms.value_or(config->lease_ms))});
+      {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex()),
+       Param::Of(lease_ms.value_or(config->lease_ms))});
   if (!r.ok()) return r.status();
   if (r->empty()) return DeliveryError(queue, id);
   NoteLease(r->Int(0, 0));

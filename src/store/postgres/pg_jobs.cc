@@ -116,8 +116,9 @@ Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view 
 }
 
 Result<Job> PostgresQueue::GetById(const std::string& queue, const std::string& id) {
-  auto r = Exec(std::string("SELECT ") + kJobColumns + ", delayq.now_ms() FROM delayq.jobs WHERE queue = $1 AND id = $2",
-                {Param::Of(queue), Param::Of(id)});
+  auto r =
+      Exec(std::string("SELECT ") + kJobColumns + ", delayq.now_ms() FROM delayq.jobs WHERE queue = $1 AND id = $2",
+           {Param::Of(queue), Param::Of(id)});
   if (!r.ok()) return r.status();
   if (r->empty()) return errors::NoSuchJob(queue, id);
   return JobFromRow(queue, *r, 0, r->Int(0, 15));
@@ -161,10 +162,10 @@ Result<Job> PostgresQueue::Reschedule(std::string_view queue_view, const JobRef&
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();
   DELAYQ_RETURN_IF_ERROR(ValidateWhen(when, *config));  // a deliver_at: _reschedule, on the database's clock
-  auto r = Exec("SELECT outcome, id, due_at_ms FROM delayq._reschedule($1, $2, NULL, $3, $4, true)",
-                {Param::Of(queue), Param::Of(job->id),
-                 when.deliver_at_ms ? Param::Null() : Param::Of(when.delay_ms.value_or(0)),
-                 Param::Maybe(when.deliver_at_ms)});
+  auto r = Exec(
+      "SELECT outcome, id, due_at_ms FROM delayq._reschedule($1, $2, NULL, $3, $4, true)",
+      {Param::Of(queue), Param::Of(job->id), when.deliver_at_ms ? Param::Null() : Param::Of(when.delay_ms.value_or(0)),
+       Param::Maybe(when.deliver_at_ms)});
   if (!r.ok()) return r.status();
   const std::string_view outcome = r->Text(0, 0);
   if (outcome == "N") return errors::NoSuchJob(queue, job->id);

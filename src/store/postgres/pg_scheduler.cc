@@ -132,16 +132,17 @@ void PostgresQueue::ServeWaiters(const std::string& queue) {
       (void)ReleaseBatch(queue, receipts);
       continue;
     }
-    if (!got.ok()) return;  // the waiter was cancelled, or its answer was given
+    if (!got.ok()) return;              // the waiter was cancelled, or its answer was given
     if (look_again != Clock::kNever) {  // held back by the rate: look again when a token comes
       std::lock_guard lock(mu_);
       auto [at, fresh] = wake_at_.emplace(queue, look_again);
       if (!fresh) at->second = std::min(at->second, look_again);
     }
     // Nothing ready: look again when the next job comes due (notifications say so too).
-    auto next = Exec("SELECT min(due_at_ms) FILTER (WHERE due_at_ms > delayq.now_ms()) FROM delayq.jobs "
-                     "WHERE queue = $1 AND state = 's'",
-                     {Param::Of(queue)});
+    auto next = Exec(
+        "SELECT min(due_at_ms) FILTER (WHERE due_at_ms > delayq.now_ms()) FROM delayq.jobs "
+        "WHERE queue = $1 AND state = 's'",
+        {Param::Of(queue)});
     if (next.ok() && !next->IsNull(0, 0)) {
       std::lock_guard lock(mu_);
       auto [at, fresh] = wake_at_.emplace(queue, next->Int(0, 0));
@@ -166,8 +167,8 @@ void PostgresQueue::ReapLeases() {
       if (r->Bool(i, 2)) {
         ++m.counters.dead;
         died.push_back(queue);
-        spdlog::warn("{}", errors::DeadJobWarning(queue, r->Str(i, 1), static_cast<int32_t>(r->Int(i, 3)),
-                                                  r->Str(i, 4)));
+        spdlog::warn("{}",
+                     errors::DeadJobWarning(queue, r->Str(i, 1), static_cast<int32_t>(r->Int(i, 3)), r->Str(i, 4)));
       } else {
         ++m.counters.redelivered;
       }

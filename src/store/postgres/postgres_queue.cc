@@ -38,8 +38,7 @@ Status PostgresQueue::Start() {
   } else {
     DELAYQ_RETURN_IF_ERROR(CheckSchema(**c));
   }
-  DELAYQ_RETURN_IF_ERROR((*c)
-                             ->Exec("INSERT INTO delayq.meta (name, value) VALUES ('max_queues', $1) "
+  DELAYQ_RETURN_IF_ERROR((*c)->Exec("INSERT INTO delayq.meta (name, value) VALUES ('max_queues', $1) "
                                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                                     {Param::Of(static_cast<int64_t>(options_.max_queues))})
                              .status());
@@ -52,9 +51,8 @@ Status PostgresQueue::Start() {
 
 Status PostgresQueue::LoadReceiptSecret(Connection& c) {
   const std::string fresh = HexOf(ReceiptSigner::NewSecret());
-  auto v = c.Exec(
-      "INSERT INTO delayq.meta (name, value) VALUES ('receipt_secret', $1) ON CONFLICT (name) DO NOTHING; ",
-      {Param::Of(fresh)});
+  auto v = c.Exec("INSERT INTO delayq.meta (name, value) VALUES ('receipt_secret', $1) ON CONFLICT (name) DO NOTHING; ",
+                  {Param::Of(fresh)});
   if (!v.ok()) return v.status();
   auto got = c.Exec("SELECT value FROM delayq.meta WHERE name = 'receipt_secret'");
   if (!got.ok()) return got.status();
@@ -152,9 +150,8 @@ Result<std::unique_ptr<ScheduledPostgresQueue>> ScheduledPostgresQueue::Open(con
   auto store = PostgresQueue::Open(options);
   if (!store.ok()) return store.status();
   ScheduleStore& rows = (*store)->schedule_rows();
-  return std::make_unique<ScheduledPostgresQueue>(std::move(*store), rows,
-                                                  clock ? std::move(clock) : SystemClock::Instance(),
-                                                  options.schedules);
+  return std::make_unique<ScheduledPostgresQueue>(
+      std::move(*store), rows, clock ? std::move(clock) : SystemClock::Instance(), options.schedules);
 }
 
 ScheduledPostgresQueue::~ScheduledPostgresQueue() { Close(); }

@@ -193,8 +193,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   std::map<std::string, Metrics, std::less<>> metrics_;
   std::unordered_map<uint64_t, Waiter> waiters_;
   std::map<std::string, std::deque<uint64_t>, std::less<>> waiting_;  // per queue, in arrival order
-  std::map<std::string, int64_t, std::less<>> wake_at_;  // db ms when a queue's waiters should look
-  std::set<std::string, std::less<>> to_serve_;          // queues whose waiters should look now
+  std::map<std::string, int64_t, std::less<>> wake_at_;               // db ms when a queue's waiters should look
+  std::set<std::string, std::less<>> to_serve_;                       // queues whose waiters should look now
   uint64_t next_waiter_ = 1;
   int64_t next_lease_ = Clock::kNever;  // db ms: the earliest lease end this server knows of
   int64_t next_sweep_ = Clock::kNever;  // db ms: when the oldest dead job's retention runs out

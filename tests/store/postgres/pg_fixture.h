@@ -34,7 +34,8 @@ class PostgresServer {
     data_ = tmp_.Sub("data");
     if (::geteuid() == 0) {
       const passwd* pw = ::getpwnam("postgres");
-      if (pw == nullptr) throw std::runtime_error("running as root needs the postgres user (apt install postgresql-15)");
+      if (pw == nullptr)
+        throw std::runtime_error("running as root needs the postgres user (apt install postgresql-15)");
       uid_ = pw->pw_uid;
       gid_ = pw->pw_gid;
       if (::chown(tmp_.path().c_str(), uid_, gid_) != 0) throw std::runtime_error("cannot chown " + tmp_.path());
@@ -48,8 +49,17 @@ class PostgresServer {
   PostgresServer(const PostgresServer&) = delete;
 
   void Start() {
-    std::vector<std::string> args = {std::string(kPgBin) + "postgres", "-D", data_, "-p", std::to_string(port_),
-                                     "-k", tmp_.path(), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"};
+    std::vector<std::string> args = {std::string(kPgBin) + "postgres",
+                                     "-D",
+                                     data_,
+                                     "-p",
+                                     std::to_string(port_),
+                                     "-k",
+                                     tmp_.path(),
+                                     "-c",
+                                     "listen_addresses=127.0.0.1",
+                                     "-c",
+                                     "max_connections=300"};
     if (fast_) args.insert(args.end(), {"-c", "fsync=off", "-c", "full_page_writes=off"});
     args.insert(args.end(), extra_.begin(), extra_.end());
     child_ = std::make_unique<Child>(AsServerUser(args), tmp_.Sub("postgres.log"));

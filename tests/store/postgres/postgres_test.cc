@@ -44,7 +44,8 @@ class PostgresHarness : public QueueHarness {
 };
 
 INSTANTIATE_TEST_SUITE_P(Postgres, QueueConformance,
-                         ::testing::Values(HarnessFactory{"single", [] { return std::make_unique<PostgresHarness>(); }}),
+                         ::testing::Values(HarnessFactory{"single",
+                                                          [] { return std::make_unique<PostgresHarness>(); }}),
                          HarnessName);
 
 }  // namespace

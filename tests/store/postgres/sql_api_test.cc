@@ -32,7 +32,9 @@ class AppConnection {
     const auto st = PQresultStatus(r);
     const bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
     sqlstate_ = ok ? "" : (PQresultErrorField(r, PG_DIAG_SQLSTATE) ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : "");
-    message_ = ok ? "" : (PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : PQerrorMessage(c_));
+    message_ = ok ? ""
+                  : (PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
+                                                                    : PQerrorMessage(c_));
     if (ok && value) *value = st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
     PQclear(r);
     return ok;
@@ -77,7 +79,8 @@ TEST_F(SqlApi, ACommittedEnqueueIsDeliveredAtOnceAndARolledBackOneLeavesNothing)
   // delivered until it does, then the notification at commit wakes the reserve at once.
   ASSERT_TRUE(app_->Run("BEGIN"));
   const std::string id = app_->Value("SELECT id FROM delayq.enqueue('orders', '{\"order\": 2}', key => 'order-2')");
-  auto waiting = std::async(std::launch::async, [&] { return store_->Reserve("orders", {.max = 1, .wait_ms = 10'000}); });
+  auto waiting =
+      std::async(std::launch::async, [&] { return store_->Reserve("orders", {.max = 1, .wait_ms = 10'000}); });
   EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "delivered before the commit";
   const auto committed = std::chrono::steady_clock::now();
   ASSERT_TRUE(app_->Run("COMMIT"));
@@ -112,7 +115,8 @@ TEST_F(SqlApi, CancelJobAndRescheduleActOnTheSameRowsAsTheServer) {
   auto made = store_->Enqueue("orders", r);
   ASSERT_TRUE(made.ok());
   // The key rule is one SQL function for both: the application's enqueue finds the server's job.
-  const std::string dup = app_->Value("SELECT id || ' ' || duplicate FROM delayq.enqueue('orders', '{}', key => 'shared')");
+  const std::string dup =
+      app_->Value("SELECT id || ' ' || duplicate FROM delayq.enqueue('orders', '{}', key => 'shared')");
   EXPECT_EQ(dup, made->id + " true");
   const int64_t due = std::stoll(app_->Value("SELECT delayq.reschedule('orders', 'shared', delay_ms => 120000)"));
   auto job = store_->Get("orders", JobRef::ById(made->id));
@@ -136,8 +140,8 @@ TEST_F(SqlApi, AReservedJobCannotBeCancelledAndSaysSo) {
 // (core/validate.h, what HTTP applies) refuse the same request: the two languages agree.
 TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
   struct Case {
-    std::string args;   // after the queue
-    std::string field;  // what the message names first
+    std::string args;    // after the queue
+    std::string field;   // what the message names first
     EnqueueRequest cpp;  // the same request to the C++ rules (empty payload: not comparable)
   };
   auto req = [](auto&& change) {
@@ -166,9 +170,8 @@ TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
       {"'{}', headers => '{\"a\": 1}'", "headers", EnqueueRequest{}},
       {"'{}', deliver_at => 'infinity'", "deliver_at", EnqueueRequest{}},
       {"NULL", "payload", EnqueueRequest{}},
-      {"'{}', delay_ms => 9223372036854775807", "delay_ms", req([](EnqueueRequest& r) {
-         r.when.delay_ms = INT64_MAX;
-       })},
+      {"'{}', delay_ms => 9223372036854775807", "delay_ms",
+       req([](EnqueueRequest& r) { r.when.delay_ms = INT64_MAX; })},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
@@ -182,7 +185,10 @@ TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
       EXPECT_FALSE(cpp.ok()) << "the C++ rules accept what SQL refuses";
     }
   }
-  for (const char* queue : {"''", "'bad queue'", "NULL", "'" "x" "'||repeat('q', 128)"}) {
+  for (const char* queue : {"''", "'bad queue'", "NULL",
+                            "'"
+                            "x"
+                            "'||repeat('q', 128)"}) {
     EXPECT_FALSE(app_->Run(std::string("SELECT * FROM delayq.enqueue(") + queue + ", '{}')"));
     EXPECT_EQ(app_->sqlstate(), "22023");
     EXPECT_EQ(app_->message().rfind("queue", 0), 0u) << app_->message();
@@ -218,7 +224,8 @@ TEST_F(SqlApi, TheProducerRoleMayCallTheApiAndNothingElse) {
   EXPECT_EQ(app.Value("SELECT delayq.cancel('orders', 'k1')"), "t");
   for (const char* forbidden :
        {"SELECT count(*) FROM delayq.jobs", "DELETE FROM delayq.queues",
-        "SELECT * FROM delayq._put('orders', 'X', 'x'::bytea, false, NULL, 0, NULL, NULL, NULL, 'dedupe', 0, 0, '', true)",
+        "SELECT * FROM delayq._put('orders', 'X', 'x'::bytea, false, NULL, 0, NULL, NULL, NULL, 'dedupe', 0, 0, '', "
+        "true)",
         "SELECT * FROM delayq._reserve('orders', 1, NULL, 1000)", "UPDATE delayq.meta SET value = 'x'"}) {
     SCOPED_TRACE(forbidden);
     EXPECT_FALSE(app.Run(forbidden));
@@ -235,7 +242,8 @@ TEST_F(SqlApi, RacingTransactionsOnOneKeyMakeOneJob) {
     threads.emplace_back([&, i] {
       AppConnection c(url_);
       c.Run("BEGIN");
-      ids[static_cast<size_t>(i)] = c.Value("SELECT id FROM delayq.enqueue('race', '{}', delay_ms => 60000, key => 'once')");
+      ids[static_cast<size_t>(i)] =
+          c.Value("SELECT id FROM delayq.enqueue('race', '{}', delay_ms => 60000, key => 'once')");
       c.Run("COMMIT");
     });
   }

@@ -1,0 +1,226 @@
+// What only the PostgreSQL store has: several servers on one database, the schema's versions,
+// PostgreSQL crashing or ending connections under it, and `delayq doctor`/`serve` on it.
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "conformance/helpers.h"
+#include "integration/server_fixture.h"
+#include "store/postgres/doctor.h"
+#include "store/postgres/migrate.h"
+#include "store/postgres/pg_fixture.h"
+#include "store/postgres/postgres_queue.h"
+
+namespace delayq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<postgres::PostgresQueue> OpenStore(const std::string& url, int64_t safety_ms = 60'000) {
+  postgres::PostgresQueueOptions o;
+  o.url = url;
+  o.safety_interval_ms = safety_ms;
+  auto q = postgres::PostgresQueue::Open(o);
+  if (!q.ok()) throw std::runtime_error(q.status().ToString());
+  return std::move(*q);
+}
+
+// Four consumers on each of two servers: every job is delivered exactly once, whichever server
+// holds it, and a receipt one server issued is good on the other.
+TEST(PostgresStore, TwoServersOnOneDatabaseNeverHandOutAJobTwice) {
+  const std::string url = SharedPostgres().NewDatabase();
+  auto a = OpenStore(url), b = OpenStore(url);
+  constexpr int kJobs = 2000;
+  std::vector<EnqueueRequest> batch;
+  for (int i = 0; i < kJobs; ++i) batch.push_back(Job(std::to_string(i), (i * 13) % 700));
+  for (size_t at = 0; at < batch.size(); at += 500) {
+    ASSERT_TRUE(a->EnqueueBatch("shared", std::span(batch).subspan(at, 500)).ok());
+  }
+  std::mutex mu;
+  std::multiset<std::string> seen;
+  std::atomic<int> acked{0};
+  std::vector<std::thread> consumers;
+  for (int t = 0; t < 8; ++t) {
+    postgres::PostgresQueue* mine = t % 2 ? a.get() : b.get();
+    postgres::PostgresQueue* other = t % 2 ? b.get() : a.get();
+    consumers.emplace_back([&, mine, other, t] {
+      while (acked.load() < kJobs) {
+        auto got = mine->Reserve("shared", {.max = 50, .wait_ms = 200});
+        if (!got.ok()) continue;
+        std::vector<std::string> receipts;
+        {
+          std::lock_guard lock(mu);
+          for (const auto& d : *got) {
+            seen.insert(d.payload);
+            receipts.push_back(d.receipt);
+          }
+        }
+        // Every other consumer acks on the other server.
+        for (const Status& s : (t % 4 < 2 ? mine : other)->AckBatch("shared", receipts)) {
+          if (s.ok()) acked.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& c : consumers) c.join();
+  EXPECT_EQ(acked.load(), kJobs);
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kJobs));
+  for (int i = 0; i < kJobs; ++i) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << "job " << i;
+}
+
+TEST(PostgresStore, ANewerSchemaIsRefusedByName) {
+  const std::string url = SharedPostgres().NewDatabase();
+  OpenStore(url).reset();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  SharedPostgres().Psql(db, "UPDATE delayq.meta SET value = '99' WHERE name = 'schema_version'");
+  postgres::PostgresQueueOptions o;
+  o.url = url;
+  auto q = postgres::PostgresQueue::Open(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("version 99, newer than this delayq's"), std::string::npos)
+      << q.status().ToString();
+  EXPECT_EQ(SharedPostgres().Psql(db, "SELECT value FROM delayq.meta WHERE name = 'schema_version'"), "99")
+      << "a refusal changed the schema";
+}
+
+TEST(PostgresStore, NoMigrateRefusesADatabaseWithoutTheSchemaAndCreatesNothing) {
+  const std::string url = SharedPostgres().NewDatabase();
+  postgres::PostgresQueueOptions o;
+  o.url = url;
+  o.migrate = false;
+  auto q = postgres::PostgresQueue::Open(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("run delayq migrate"), std::string::npos) << q.status().ToString();
+  EXPECT_EQ(SharedPostgres().Psql(url.substr(url.rfind('/') + 1),
+                                  "SELECT count(*) FROM pg_namespace WHERE nspname = 'delayq'"),
+            "0");
+}
+
+TEST(PostgresStore, AnUnreachableDatabaseIsUnavailableAndNamesNoPassword) {
+  postgres::PostgresQueueOptions o;
+  o.url = "postgres://delayq:s3cret-pw@127.0.0.1:" + std::to_string(FreeTcpPort()) + "/nowhere";
+  o.connect_timeout_s = 2;
+  auto q = postgres::PostgresQueue::Open(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.code(), Code::kUnavailable);
+  EXPECT_EQ(q.status().message().find("s3cret-pw"), std::string::npos) << q.status().ToString();
+  EXPECT_NE(q.status().message().find("***"), std::string::npos) << q.status().ToString();
+}
+
+// The listener's and the pool's connections killed by the database: a waiting reserve still
+// wakes for a job enqueued afterwards (the listener reconnects and looks once), and the next
+// statements open new connections.
+TEST(PostgresStore, ConnectionsEndedByTheDatabaseAreMadeAgain) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto store = OpenStore(url);
+  ASSERT_TRUE(store->Enqueue("q", Job("before")).ok());
+  SharedPostgres().Psql(db, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '" + db +
+                                "' AND pid <> pg_backend_pid()");
+  // The first statement on a killed pooled connection may fail (kUnavailable, nothing applied);
+  // the one after it runs on a new connection.
+  for (int i = 0; i < 8; ++i) {
+    auto r = store->Reserve("q", {.max = 1});
+    if (r.ok() && !r->empty()) break;
+    ASSERT_TRUE(r.ok() || r.code() == Code::kUnavailable) << r.status().ToString();
+  }
+  // The listener is back: its connection has run LISTEN again (asked of the database).
+  for (int i = 0; i < 500; ++i) {
+    if (SharedPostgres().Psql(db, "SELECT count(*) FROM pg_stat_activity WHERE datname = '" + db +
+                                      "' AND query = 'LISTEN delayq'") == "1") {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  auto waiting = std::async(std::launch::async, [&] { return store->Reserve("q", {.max = 1, .wait_ms = 20'000}); });
+  auto other = OpenStore(url);
+  ASSERT_TRUE(other->Enqueue("q", Job("after")).ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].payload, "after");
+}
+
+// PostgreSQL crashes (SIGQUIT: pg_ctl -m immediate) with synchronous_commit on and comes back:
+// every job whose enqueue was answered ok is there, and the store serves again on its own.
+TEST(PostgresStore, ACrashOfPostgresLosesNoCommittedJob) {
+  PostgresServer pg({}, /*fast=*/false);
+  const std::string url = pg.NewDatabase();
+  auto store = OpenStore(url, 200);
+  std::vector<std::string> answered;
+  for (int i = 0; i < 200; ++i) {
+    auto r = store->Enqueue("crash", Job(std::to_string(i), 60'000));
+    ASSERT_TRUE(r.ok());
+    answered.push_back(r->id);
+  }
+  pg.Crash();
+  EXPECT_EQ(store->Enqueue("crash", Job("while down")).code(), Code::kUnavailable);
+  EXPECT_FALSE(store->Health().ok()) << "health did not see the database go";
+  pg.Start();
+  Status last;
+  for (int i = 0; i < 50; ++i) {  // a pooled connection per failed attempt is dropped, then one works
+    last = store->Get("crash", JobRef::ById(answered[0])).status();
+    if (last.ok()) break;
+  }
+  ASSERT_TRUE(last.ok()) << last.ToString();
+  for (const auto& id : answered) EXPECT_TRUE(store->Get("crash", JobRef::ById(id)).ok()) << id;
+  EXPECT_TRUE(store->Health().ok());
+}
+
+TEST(PostgresStore, DoctorNamesTheSettingsThatLoseOrDelayJobs) {
+  PostgresServer lax(
+      {"-c", "synchronous_commit=off", "-c", "idle_session_timeout=5s", "-c", "idle_in_transaction_session_timeout=2s"},
+      /*fast=*/true);  // fsync off
+  const std::string url = lax.NewDatabase();
+  auto findings = postgres::Doctor(url);
+  ASSERT_TRUE(findings.ok()) << findings.status().ToString();
+  std::set<std::string> named;
+  for (const auto& f : *findings) named.insert(f.setting);
+  for (const char* s : {"synchronous_commit", "fsync", "idle_session_timeout", "idle_in_transaction_session_timeout",
+                        "schema delayq"}) {
+    EXPECT_TRUE(named.contains(s)) << s << " not named";
+  }
+  EXPECT_FALSE(named.contains("LISTEN/NOTIFY")) << "notifications work on a direct connection";
+  const std::string db = url.substr(url.rfind('/') + 1);
+  OpenStore(url).reset();
+  lax.Psql(db, "ALTER TABLE delayq.jobs SET (autovacuum_enabled = false)");
+  findings = postgres::Doctor(url);
+  ASSERT_TRUE(findings.ok());
+  named.clear();
+  for (const auto& f : *findings) named.insert(f.setting);
+  EXPECT_TRUE(named.contains("delayq.jobs"));
+  EXPECT_FALSE(named.contains("schema delayq")) << "the schema is current now";
+}
+
+// `delayq serve --store postgres://...` end to end: a job the application enqueued in SQL is
+// delivered over HTTP, beside one enqueued over HTTP.
+TEST(PostgresStore, ServeDeliversWhatTheApplicationEnqueuedInSql) {
+  const std::string url = SharedPostgres().NewDatabase();
+  ServerProcess server({"--store", url});
+  EXPECT_NE(server.banner().find("PostgreSQL at"), std::string::npos) << server.banner();
+  auto client_owner = server.NewClient();
+  Client& client = *client_owner;
+  ASSERT_TRUE(client.Enqueue("orders", Job("\"over http\"")).ok());
+  PGconn* app = PQconnectdb(url.c_str());
+  PQclear(PQexec(app, "SELECT delayq.enqueue('orders', '\"in sql\"')"));
+  PQfinish(app);
+  std::set<std::string> got;
+  for (int i = 0; i < 10 && got.size() < 2; ++i) {
+    auto r = client.Reserve("orders", {.max = 2, .wait_ms = 2000});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    for (const auto& d : *r) {
+      got.insert(d.payload);
+      EXPECT_TRUE(client.Ack("orders", d.receipt).ok());
+    }
+  }
+  EXPECT_EQ(got, (std::set<std::string>{"\"over http\"", "\"in sql\""}));
+}
+
+}  // namespace
+}  // namespace delayq::testing
