@@ -1,0 +1,20 @@
+// Types of delayq/postgres (src/postgres.js): the SQL API on the application's own connection.
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+export interface EnqueueInOptions {
+  delay?: string | number;
+  deliverAt?: Date;
+  key?: string;
+  maxAttempts?: number;
+  headers?: Record<string, string>;
+  priority?: number;
+  group?: string;
+  onKey?: 'dedupe' | 'replace' | 'debounce';
+}
+export function enqueueIn(db: Queryable, queue: string, payload: unknown, options?: EnqueueInOptions):
+  Promise<{ id: string; dueAtMs: number; duplicate: boolean }>;
+export function cancelIn(db: Queryable, queue: string, key: string): Promise<boolean>;
+export function cancelJobIn(db: Queryable, queue: string, id: string): Promise<boolean>;
+export function rescheduleIn(db: Queryable, queue: string, key: string,
+  options?: { delay?: string | number; deliverAt?: Date }): Promise<number>;
