@@ -2,7 +2,8 @@
 # `make check-history`: delayq-check (docs/reliability.md) in every mode for DURATION each, on
 # the embedded store and on Redis. Prints each verdict, appends each result as a JSON line to
 # BUILD/check-history.jsonl, and ends with a table; exits 1 if any mode failed.
-# Needs root (FUSE for the disk faults) and redis-server (scripts/install-deps.sh installs it).
+# Needs root (FUSE for the disk faults), redis-server and PostgreSQL 15 (scripts/install-deps.sh installs
+# them).
 set -uo pipefail
 build=${1:-build}
 duration=${2:-60s}
@@ -35,6 +36,10 @@ done
 run --store redis --fault redis-failover
 run --store redis --fault redis-failover --redis-wait-replicas 1
 run --store redis-cluster --fault kill-server
+for f in none kill-server kill-consumers stop-server pg-restart pg-terminate; do
+  run --store postgres --fault "$f"
+done
+run --store postgres --servers 2 --fault kill-server
 
 echo
 python3 - "$out" <<'PY'

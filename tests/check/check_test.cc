@@ -1,5 +1,5 @@
 // The short version of `make check-history`: delayq-check in each mode for a few seconds, on
-// the embedded store and on Redis, with every fault. A run passes when every invariant of
+// the embedded store, on Redis and on PostgreSQL, with every fault. A run passes when every invariant of
 // verify.h held; a mode that loses writes by design must lose only within its bound.
 // Each run prints its verdict (the figures docs/reliability.md quotes come from the long runs).
 #include <gtest/gtest.h>
@@ -71,6 +71,15 @@ std::vector<Mode> Modes() {
   failover.options.min_deliveries = 20;
   m.push_back(failover);
   m.push_back({"redis_cluster_kill_server", Base("redis-cluster", "kill-server")});
+
+  // PostgreSQL as shipped (fsync, synchronous_commit on): no fault may lose an acknowledged job.
+  m.push_back({"postgres_kill_server", Base("postgres", "kill-server")});
+  Mode pg_two{"postgres_two_servers_kill_server", Base("postgres", "kill-server")};
+  pg_two.options.servers = 2;
+  m.push_back(pg_two);
+  m.push_back({"postgres_restart", Base("postgres", "pg-restart")});
+  m.push_back({"postgres_terminate_connections", Base("postgres", "pg-terminate")});
+  m.push_back({"postgres_stop_server", Base("postgres", "stop-server")});
   return m;
 }
 

@@ -49,14 +49,14 @@ int main(int argc, char** argv) {
   o.fuse_bin = DELAYQ_FUSE_BIN;
   o.self_bin = SelfPath(argv[0]);
   std::string duration = "20s", every = "5s", max_duration = "0s";
-  app.add_option("--store", o.store, "embedded | redis | redis-cluster")->capture_default_str();
+  app.add_option("--store", o.store, "embedded | redis | redis-cluster | postgres")->capture_default_str();
   app.add_option("--durability", o.durability, "embedded store: sync | interval | none")->capture_default_str();
   app.add_option("--fault", o.fault,
-                 "none | kill-server | kill-consumers | stop-server | redis-restart | redis-failover | "
+                 "none | kill-server | kill-consumers | stop-server | redis-restart | redis-failover | pg-restart | pg-terminate | "
                  "clock-step | disk-full | disk-error | power-cut")
       ->capture_default_str();
   app.add_option("--clients", o.clients, "worker processes (one administers)")->capture_default_str();
-  app.add_option("--servers", o.servers, "delayq servers sharing the store (Redis only)")->capture_default_str();
+  app.add_option("--servers", o.servers, "delayq servers sharing the store (Redis and PostgreSQL)")->capture_default_str();
   app.add_option("--duration", duration,
                  "the least time the traffic runs; it goes on until --min-deliveries and --min-faults were seen")
       ->capture_default_str();

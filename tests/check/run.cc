@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -173,6 +174,7 @@ class Run {
     workers_.clear();
     servers_.clear();
     redis_.clear();
+    pg_.reset();
     if (fuse_) {
       Proc umount({"fusermount3", "-u", Mount()}, root_ + "/fuse.log");
       umount.Wait();
@@ -302,6 +304,13 @@ class Run {
 
   void StartStore() {
     if (o_.store == "embedded") return;
+    if (o_.store == "postgres") {
+      pg_port_ = testing::FreeTcpPort();
+      InitPostgres();
+      pg_ = StartPostgres();
+      store_url_ = fmt::format("postgres://postgres@127.0.0.1:{}/postgres", pg_port_);
+      return;
+    }
     if (o_.store == "redis") {
       redis_ports_ = {testing::FreeTcpPort()};
       redis_.push_back(StartRedis("redis0", redis_ports_[0], RedisPersistence()));
@@ -367,6 +376,47 @@ class Run {
     }
     return p;
   }
+
+  // --- PostgreSQL: run as the postgres user when this runs as root (initdb refuses root) ---
+  std::vector<std::string> AsPostgresUser(std::vector<std::string> args) const {
+    if (::geteuid() != 0) return args;
+    std::vector<std::string> out = {"setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups", "--"};
+    out.insert(out.end(), args.begin(), args.end());
+    return out;
+  }
+  std::string PgDir() const { return root_ + "/pg"; }
+  void InitPostgres() {
+    fs::create_directories(PgDir());
+    if (::geteuid() == 0) {
+      ::chmod(root_.c_str(), 0755);  // the postgres user goes through it to its own directory
+      Proc own({"chown", "postgres:postgres", PgDir()}, root_ + "/pg-init.log");
+      own.Wait();
+    }
+    Proc init(AsPostgresUser({std::string(kPgBin) + "initdb", "-D", PgDir() + "/data", "-A", "trust", "-U", "postgres",
+                              "--no-sync"}),
+              root_ + "/pg-init.log");
+    if (init.Wait() != 0) throw std::runtime_error("initdb failed; see " + root_ + "/pg-init.log");
+  }
+  // PostgreSQL as shipped (fsync and synchronous_commit on): a crash may lose nothing acknowledged.
+  std::unique_ptr<Proc> StartPostgres() {
+    auto p = std::make_unique<Proc>(
+        AsPostgresUser({std::string(kPgBin) + "postgres", "-D", PgDir() + "/data", "-p", std::to_string(pg_port_), "-k",
+                        PgDir(), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"}),
+        root_ + "/postgres.log");
+    if (!p->WaitForLine("database system is ready to accept connections", std::chrono::seconds(60))) {
+      throw std::runtime_error("PostgreSQL did not start; see " + p->log_path());
+    }
+    return p;
+  }
+  // Ends every connection delayq has to the database (pg_terminate_backend), as an administrator
+  // or a failing network would.
+  void TerminateDelayqConnections() {
+    Proc psql({"psql", "-q", "-h", "127.0.0.1", "-p", std::to_string(pg_port_), "-U", "postgres", "-d", "postgres", "-c",
+               "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'delayq'"},
+              root_ + "/pg-terminate.log");
+    psql.Wait();
+  }
+  static constexpr const char* kPgBin = "/usr/lib/postgresql/15/bin/";
 
   // --- servers ---
   void StartServer(int i) {
@@ -539,6 +589,16 @@ class Run {
       redis_[0]->Wait();
       redis_[0] = StartRedis("redis0", redis_ports_[0], RedisPersistence());
       Fault("redis-restart", t0);
+    } else if (f == "pg-restart") {
+      // PostgreSQL crashes (SIGQUIT: pg_ctl stop -m immediate, no checkpoint) and comes back,
+      // recovering from its WAL.
+      pg_->Signal(SIGQUIT);
+      pg_->Wait();
+      pg_ = StartPostgres();
+      Fault("pg-restart", t0);
+    } else if (f == "pg-terminate") {
+      TerminateDelayqConnections();
+      Fault("pg-terminate", t0);
     } else if (f == "redis-failover") {
       // The replica falls half a second behind (replication lag, as under load or over a slow
       // link); the primary dies; the replica takes over; delayq is pointed at it (as a
@@ -699,6 +759,8 @@ class Run {
   std::unique_ptr<Proc> fuse_;
   std::vector<std::unique_ptr<Proc>> redis_;
   std::vector<int> redis_ports_;
+  std::unique_ptr<Proc> pg_;
+  int pg_port_ = 0;
   std::string store_url_;
   std::vector<std::unique_ptr<Proc>> servers_;
   std::vector<int> server_ports_;

@@ -19,6 +19,8 @@ namespace delayq::check {
 //   redis-failover    hold the replica 0.5 s behind, SIGKILL the Redis primary, promote the
 //                     replica (REPLICAOF NO ONE), restart delayq on it; the old primary comes
 //                     back as the new replica
+//   pg-restart        crash PostgreSQL (SIGQUIT: pg_ctl stop -m immediate) and start it again
+//   pg-terminate      end every connection delayq has to PostgreSQL (pg_terminate_backend)
 //   clock-step        step the server's wall clock an hour forward, then back; later an hour
 //                     back, then forward (libfaketime; the monotonic clock is untouched)
 //   disk-full         the data directory answers ENOSPC for a while (delayq-fuse)
@@ -29,11 +31,11 @@ struct RunOptions {
   std::string delayq_bin;           // the `delayq` binary
   std::string self_bin;             // this binary (workers are started from it)
   std::string fuse_bin;             // the `delayq-fuse` binary (disk faults)
-  std::string store = "embedded";   // embedded | redis | redis-cluster
+  std::string store = "embedded";   // embedded | redis | redis-cluster | postgres
   std::string durability = "sync";  // embedded: sync | interval | none
   std::string fault = "none";
   int clients = 6;  // workers; one of them administers (pause, config, dead)
-  int servers = 1;  // delayq servers sharing the store (Redis only)
+  int servers = 1;  // delayq servers sharing the store (Redis and PostgreSQL)
   // A run ends on the traffic it has seen, not on a clock: it goes on for at least duration_ms,
   // then until the workers have recorded min_deliveries deliveries and min_faults faults were
   // injected (none for fault "none"), and ends at max_duration_ms whatever it has seen (0: four

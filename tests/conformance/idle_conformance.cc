@@ -121,6 +121,22 @@ TEST_P(QueueConformance, ReservesHeldBackByFlowControlHoldNoCpu) {
   ASSERT_FALSE(TakeUntilHeldBack(q(), rated).empty());
   Waiting slow = StartWaiters(q(), rated, 1);
   ExpectIdle(*h_, slow, "a queue out of rate tokens");
+
+  // Both limits, the cap the one that holds (the bucket still has tokens): no token is awaited,
+  // only a lease's end. Found on the PostgreSQL store, whose scheduler looked again every ms.
+  const std::string both = QueueName();
+  QueueConfig b;
+  b.max_reserved = 1;
+  b.rate_per_s = 1000;
+  b.burst = 1000;
+  ASSERT_TRUE(q().SetConfig(both, b).ok());
+  for (int i = 0; i < kJobsForEveryShard; ++i) MustEnqueue(q(), both, Job("both"));
+  auto capped = TakeUntilHeldBack(q(), both);
+  ASSERT_FALSE(capped.empty());
+  Waiting at_cap = StartWaiters(q(), both, 1);
+  ExpectIdle(*h_, at_cap, "a queue at max_reserved with tokens to spare");
+  for (const Delivery& d : capped) ASSERT_TRUE(q().Ack(both, d.receipt).ok());
+  EXPECT_EQ(JobsGot(at_cap), 1) << "an ack frees room under the cap";
 }
 
 TEST_P(QueueConformance, ReservesHeldBackByAGroupCapHoldNoCpu) {

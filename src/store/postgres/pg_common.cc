@@ -1,5 +1,7 @@
 #include "store/postgres/pg_common.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 namespace delayq::postgres {
@@ -26,6 +28,57 @@ std::string FromHex(std::string_view hex) {
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     out.push_back(static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1])));
   return out;
+}
+
+namespace {
+
+// The length of the UTF-8 character at s[i..], or 0 when it is not one.
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  }
+  if (n == 2 && c < 0xC2) return 0;  // overlong
+  return n;
+}
+
+bool IsUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = Utf8Length(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ValidText(std::string_view text, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8Length(text, i);
+    const std::string_view ch = n == 0 ? std::string_view("\xEF\xBF\xBD") : text.substr(i, n);
+    i += n == 0 ? 1 : n;
+    if (ch == std::string_view("\0", 1)) continue;
+    if (out.size() + ch.size() > max_bytes) break;
+    out.append(ch);
+  }
+  return out;
+}
+
+Status ValidateText(const EnqueueRequest& r, std::string_view prefix) {
+  auto bad = [&](std::string_view field) {
+    return Status::InvalidArgument(
+        fmt::format("{}{} is not UTF-8 text; the PostgreSQL store keeps keys, groups and headers as text", prefix, field));
+  };
+  if (!IsUtf8(r.key)) return bad("key");
+  if (!IsUtf8(r.group)) return bad("group");
+  for (const auto& [name, value] : r.headers) {
+    if (!IsUtf8(name) || !IsUtf8(value)) return bad("headers");
+  }
+  return Status::Ok();
 }
 
 std::string TextArray(const std::vector<std::string>& items) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "delayq/job.h"
+#include "delayq/status.h"
 #include "store/postgres/pg_connection.h"
 
 namespace delayq::postgres {
@@ -33,6 +34,14 @@ inline constexpr const char* kJobColumns =
     "lease_deadline_ms, dead_at_ms, priority, grp";
 // The job of that row at `now_ms` (a waiting job is ready once due). Headers are the jsonb's text.
 Result<Job> JobFromRow(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
+
+// PostgreSQL keeps text as UTF-8 without NUL: `text` made so (each invalid byte becomes U+FFFD,
+// NUL is dropped), at most max_bytes long without splitting a character. For text delayq writes
+// that a caller gave (a nack's error).
+std::string ValidText(std::string_view text, size_t max_bytes);
+// kInvalidArgument when a job's key, group or a header is not UTF-8 (the HTTP API only gives
+// UTF-8; a C++ caller could give other bytes, which PostgreSQL cannot keep as text).
+Status ValidateText(const EnqueueRequest& r, std::string_view prefix);
 
 // A PostgreSQL text[] literal of `items`, each quoted ('"' and '\\' escaped): any text goes.
 std::string TextArray(const std::vector<std::string>& items);

@@ -55,8 +55,14 @@ std::string RedactUrl(std::string_view url) {
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int connect_timeout_s) {
   const std::string timeout = std::to_string(connect_timeout_s);
   // The URI comes last and is expanded (expand_dbname): its own parameters override these defaults.
-  const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
-  const char* values[] = {timeout.c_str(), "delayq", url.c_str(), nullptr};
+  // The session as delayq's statements expect it, whatever the database or role defaults say:
+  // bytea as hex (Rows::Bytes reads that), READ COMMITTED (SKIP LOCKED and the key rules rely on
+  // it), and only pg_catalog on the search path (every delayq name is schema-qualified, so no
+  // function another role put in public can stand in for a built-in).
+  const char* options =
+      "-c bytea_output=hex -c default_transaction_isolation=read\\ committed -c search_path=pg_catalog,pg_temp";
+  const char* keys[] = {"connect_timeout", "fallback_application_name", "options", "dbname", nullptr};
+  const char* values[] = {timeout.c_str(), "delayq", options, url.c_str(), nullptr};
   PGconn* c = PQconnectdbParams(keys, values, 1);
   if (c == nullptr) return Status::Unavailable("cannot allocate a PostgreSQL connection");
   if (PQstatus(c) != CONNECTION_OK) {

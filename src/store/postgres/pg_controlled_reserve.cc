@@ -86,7 +86,7 @@ struct QueueRow {
 Result<std::optional<QueueRow>> LockQueue(Connection& c, const std::string& queue) {
   auto r =
       c.Exec(std::string("SELECT paused, ordered, tokens, tokens_at_us, held_since_us, next_turn, delayq.now_us(), ") +
-                 kConfigColumns + " FROM delayq.queues WHERE name = $1 FOR UPDATE",
+                 kConfigColumns + " FROM delayq.queues WHERE name = $1 FOR NO KEY UPDATE",
              {Param::Of(queue)});
   if (!r.ok()) return r.status();
   if (r->empty()) return std::optional<QueueRow>{};
@@ -198,7 +198,8 @@ Result<int64_t> LoadGroups(Connection& c, const std::string& queue, const QueueR
 
 }  // namespace
 
-// One transaction: the queue's row locked, the allowance, the candidates, the picks by the shared
+// One transaction: the queue's row locked (FOR NO KEY UPDATE: enqueues, which only share its key,
+// go on meanwhile), the allowance, the candidates, the picks by the shared
 // rules, the leases, and the bucket, the turns and the limits' holds written back.
 Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string& queue, const ReserveRequest& request,
                                                                int64_t* look_again_ms) {
@@ -259,18 +260,18 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string
       g.full = group_cap > 0 && g.has_ready && g.leased >= group_cap;
       g.held_since_us = g.full ? std::min(g.held_since_us, q.now_us) : Clock::kNever;
     }
-    if (queue_held && config.rate_per_s > 0) {
-      Take(config, q.bucket, static_cast<int64_t>(picked.size()));
+    if (config.rate_per_s > 0) Take(config, q.bucket, static_cast<int64_t>(picked.size()));
+    // Held by the rate (no whole token left): waiting reserves look again when the next comes.
+    // Held by max_reserved alone: when a lease ends (an ack, a nack or the reaper announces it).
+    if (queue_held && config.rate_per_s > 0 && q.bucket.tokens < 1) {
       *look_again_ms = NextTokenUs(config, q.bucket, q.now_us) / 1000 + 1;
-    } else if (config.rate_per_s > 0) {
-      Take(config, q.bucket, static_cast<int64_t>(picked.size()));
     }
     DELAYQ_RETURN_IF_ERROR(SaveControlState(conn, queue, q.bucket, q.held_since_us, q.next_turn, groups));
     if (picked.empty()) return Rows();
     return conn.Exec(
         "UPDATE delayq.jobs j SET state = 'r', attempt = j.attempt + 1, token = delayq._token(), "
         "lease_deadline_ms = $3, waited = false FROM (SELECT id, waited FROM delayq.jobs WHERE queue = $1 AND "
-        "id = ANY ($2::text[]) AND state = 's' FOR UPDATE) o WHERE j.queue = $1 AND j.id = o.id RETURNING j.id, "
+        "id = ANY ($2::text[]) AND state = 's' AND due_at_ms <= $4 FOR UPDATE SKIP LOCKED) o WHERE j.queue = $1 AND j.id = o.id RETURNING j.id, "
         "j.payload, j.is_binary, j.headers, j.attempt, j.max_attempts, j.due_at_ms, j.key, j.lease_deadline_ms, "
         "j.priority, j.grp, o.waited, $4::bigint, j.token",
         {Param::Of(queue), Param::Of(TextArray(picked)), Param::Of(now_ms + request.lease_ms.value_or(config.lease_ms)),

@@ -52,7 +52,7 @@ uint64_t PostgresQueue::ReserveAsync(std::string_view queue_view, const ReserveR
     return 0;
   }
   std::unique_lock lock(mu_);
-  if (closed_) {
+  if (stopping_) {
     lock.unlock();
     done(std::vector<Delivery>{});
     return 0;
@@ -162,16 +162,16 @@ Result<Receipt> PostgresQueue::OpenReceipt(const std::string& queue, std::string
   return signer->Open(queue, receipt);
 }
 
-Status PostgresQueue::DeliveryError(const std::string& queue, const std::string& id) {
-  auto r = Exec("SELECT state, attempt, max_attempts FROM delayq.jobs WHERE queue = $1 AND id = $2",
-                {Param::Of(queue), Param::Of(id)});
+Status PostgresQueue::DeliveryError(const std::string& queue, const std::string& id, const std::string& token) {
+  auto r = Exec("SELECT state, attempt, max_attempts, token = $3 FROM delayq.jobs WHERE queue = $1 AND id = $2",
+                {Param::Of(queue), Param::Of(id), Param::Of(token)});
   if (!r.ok()) return r.status();
   if (r->empty()) return errors::DeliveryJobGone(id);
   const std::string_view state = r->Text(0, 0);
   const auto attempt = static_cast<int32_t>(r->Int(0, 1)), max = static_cast<int32_t>(r->Int(0, 2));
   if (state == "d") return errors::DeliveryWentDead(id, attempt, max);
-  if (state == "r") return errors::DeliveredAgain(id, attempt);
-  return errors::DeliveryOver(id);
+  if (state == "r" && !r->Bool(0, 3)) return errors::DeliveredAgain(id, attempt);
+  return errors::DeliveryOver(id);  // waiting again, or still this delivery with its lease run out
 }
 
 Status PostgresQueue::Ack(std::string_view queue, std::string_view receipt) {
@@ -293,7 +293,7 @@ std::vector<Status> PostgresQueue::ReleaseBatch(std::string_view queue_view, std
       } else if (!check->empty() && check->Bool(0, 0)) {
         out[i] = errors::ReleasedTooLate(id);  // still its delivery, but the lease ran out
       } else {
-        out[i] = DeliveryError(queue, id);
+        out[i] = DeliveryError(queue, id, receipt->token.Hex());
       }
     }
   }
@@ -341,7 +341,7 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
       }
       const auto attempt = static_cast<int32_t>(r->Int(0, 0)), max = static_cast<int32_t>(r->Int(0, 1));
       const int64_t due = r->Int(0, 2), now = r->Int(0, 3);
-      const std::string error = NackErrorText(request);
+      const std::string error = ValidText(NackErrorText(request), Limits::kMaxErrorText);
       if (request.dead || attempt >= max) {
         result = {JobState::kDead, due};
         now_of_death = now;
@@ -363,7 +363,7 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
     });
   }  // the connection is given back before the statements below take one
   if (!s.ok()) return s;
-  if (refused) return DeliveryError(queue, id);
+  if (refused) return DeliveryError(queue, id, receipt->token.Hex());
   {
     std::lock_guard lock(mu_);
     Metrics& m = MetricsLocked(queue);
@@ -403,7 +403,7 @@ Result<TouchResult> PostgresQueue::Touch(std::string_view queue_view, std::strin
       {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex()),
        Param::Of(lease_ms.value_or(config->lease_ms))});
   if (!r.ok()) return r.status();
-  if (r->empty()) return DeliveryError(queue, id);
+  if (r->empty()) return DeliveryError(queue, id, receipt->token.Hex());
   NoteLease(r->Int(0, 0));
   return TouchResult{r->Int(0, 0)};
 }

@@ -41,7 +41,7 @@ std::vector<Param> PutParams(const std::string& queue, const std::string& id, co
 }
 
 constexpr const char* kPut =
-    "SELECT id, due_at_ms, duplicate, replaced FROM delayq._put($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, "
+    "SELECT id, due_at_ms, duplicate, replaced FROM delayq._put($1, $2, $3, $4, $5::json, $6, $7, $8, $9, $10, $11, "
     "$12, $13, false)";
 
 }  // namespace
@@ -67,6 +67,7 @@ Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view 
   const int64_t now = WallMs();
   for (size_t i = 0; i < requests.size(); ++i) {
     DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
+    DELAYQ_RETURN_IF_ERROR(ValidateText(requests[i], prefix(i)));
     // Judged again by delayq._put on the database's clock; here on this host's, so that one far
     // too late is refused before its queue is made.
     DELAYQ_RETURN_IF_ERROR(ResolveDue(requests[i].when, now, config, prefix(i)).status());

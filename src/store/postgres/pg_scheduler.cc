@@ -45,7 +45,7 @@ void PostgresQueue::NoteDeath(const std::string& queue, int64_t dead_at_ms) {
 void PostgresQueue::SchedulerLoop() {
   int64_t next_safety = 0;  // steady ms
   std::unique_lock lock(mu_);
-  while (!closed_) {
+  while (!stopping_) {
     const int64_t steady = SteadyMs(), db_now = DbNowLocked();
     std::vector<ReserveCallback> expired;
     for (auto it = waiters_.begin(); it != waiters_.end();) {
@@ -93,7 +93,7 @@ void PostgresQueue::SchedulerLoop() {
     if (next_lease_ != Clock::kNever) until = std::min(until, next_lease_ - clock_offset_ms_);
     if (next_sweep_ != Clock::kNever) until = std::min(until, next_sweep_ - clock_offset_ms_);
     const int64_t wait = until - SteadyMs();
-    if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return closed_ || poked_; });
+    if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return stopping_ || poked_; });
   }
 }
 
@@ -104,7 +104,7 @@ void PostgresQueue::ServeWaiters(const std::string& queue) {
     {
       std::lock_guard lock(mu_);
       auto line = waiting_.find(queue);
-      if (closed_ || line == waiting_.end() || line->second.empty()) return;
+      if (stopping_ || line == waiting_.end() || line->second.empty()) return;
       handle = line->second.front();
       request = waiters_.at(handle).request;
     }
@@ -156,7 +156,11 @@ void PostgresQueue::ReapLeases() {
   constexpr int kPerTurn = 1000;
   auto r = Exec("SELECT queue, id, died, attempt, last_error FROM delayq._reap($1)",
                 {Param::Of(static_cast<int64_t>(kPerTurn))});
-  if (!r.ok()) return;
+  if (!r.ok()) {  // the database is away: try again after the safety interval, not at once
+    std::lock_guard lock(mu_);
+    next_lease_ = DbNowLocked() + options_.safety_interval_ms;
+    return;
+  }
   std::set<std::string> touched;
   std::vector<std::string> died;
   {
@@ -180,12 +184,15 @@ void PostgresQueue::ReapLeases() {
     auto now = DatabaseNowMs();
     for (const auto& queue : died) NoteDeath(queue, now.ok() ? *now : 0);
   }
-  auto next = Exec("SELECT min(lease_deadline_ms) FROM delayq.jobs WHERE state = 'r'");
+  auto next = Exec("SELECT min(lease_deadline_ms), delayq.now_ms() FROM delayq.jobs WHERE state = 'r'");
   std::lock_guard lock(mu_);
   if (r->size() == kPerTurn) {
     poked_ = true;  // more to do at once
   } else if (next.ok()) {
     next_lease_ = next->IsNull(0, 0) ? Clock::kNever : next->Int(0, 0);
+    // A lease already over that this reap could not take is another's (a server reaping it, or
+    // a transaction holding the row): look again a little later, not at once.
+    if (next_lease_ <= next->Int(0, 1)) next_lease_ = next->Int(0, 1) + 50;
   }
 }
 
@@ -228,7 +235,7 @@ void PostgresQueue::ListenerLoop() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      if (closed_) return;
+      if (stopping_) return;
     }
     auto c = Connection::Open(options_.url, options_.connect_timeout_s);
     if (c.ok()) {
@@ -238,7 +245,7 @@ void PostgresQueue::ListenerLoop() {
     }
     std::unique_lock lock(mu_);
     health_ = c.status();
-    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return closed_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return stopping_; });
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
   }
 }
@@ -256,7 +263,7 @@ void PostgresQueue::Listen(Connection& c) {
   for (;;) {
     {
       std::lock_guard lock(mu_);
-      if (closed_) return;
+      if (stopping_) return;
     }
     const int ready = ::poll(&fd, 1, 100);  // a tenth of a second: how soon Close() is seen
     if (ready < 0 && errno != EINTR) return;

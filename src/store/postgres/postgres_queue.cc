@@ -65,12 +65,14 @@ Status PostgresQueue::LoadReceiptSecret(Connection& c) {
   return Status::Ok();
 }
 
+// The threads stop first and statements are refused only after them: a waiting reserve the
+// scheduler is serving can still give back the jobs it took for a waiter that closing answered.
 void PostgresQueue::Close() {
   std::vector<Waiter> answered;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;
-    closed_ = true;
+    if (stopping_) return;
+    stopping_ = true;
     for (auto& [handle, w] : waiters_) answered.push_back(std::move(w));
     waiters_.clear();
     waiting_.clear();
@@ -79,11 +81,13 @@ void PostgresQueue::Close() {
   for (auto& w : answered) w.done(std::vector<Delivery>{});
   if (scheduler_.joinable()) scheduler_.join();
   if (listener_.joinable()) listener_.join();
+  std::lock_guard lock(mu_);
+  closed_ = true;
 }
 
 Status PostgresQueue::Health() {
   std::lock_guard lock(mu_);
-  if (closed_) return errors::StoreClosed();
+  if (stopping_) return errors::StoreClosed();
   return health_;
 }
 
@@ -110,13 +114,14 @@ Result<int64_t> PostgresQueue::DatabaseNowMs() {
   return r->Int(0, 0);
 }
 
+// The offset taken when the answer is in: the database read its clock before that, so this view
+// of its clock runs behind it by at most the round trip, never ahead (a wake-up is then late by
+// that, never early).
 void PostgresQueue::MeasureClock() {
-  const int64_t before = SteadyMs();
   auto now = DatabaseNowMs();
-  const int64_t after = SteadyMs();
   if (!now.ok()) return;
   std::lock_guard lock(mu_);
-  clock_offset_ms_ = *now - (before + after) / 2;
+  clock_offset_ms_ = *now - SteadyMs();
 }
 
 int64_t PostgresQueue::DbNowLocked() const { return SteadyMs() + clock_offset_ms_; }

@@ -153,7 +153,7 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // The receipt's delivery, if this store issued it for `queue` (else kInvalidArgument).
   Result<Receipt> OpenReceipt(const std::string& queue, std::string_view receipt);
   // Why a receipt's delivery could not be settled, from the job as it is now.
-  Status DeliveryError(const std::string& queue, const std::string& id);
+  Status DeliveryError(const std::string& queue, const std::string& id, const std::string& token);
 
   // --- schedules (pg_schedules.cc) ---
   Result<std::optional<StoredSchedule>> LoadSchedule(std::string_view queue, std::string_view name) override;
@@ -186,7 +186,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool closed_ = false;
+  bool stopping_ = false;  // Close() began: the threads end, waiters are answered
+  bool closed_ = false;    // the threads have ended: statements are refused
   bool poked_ = false;
   Status health_;  // what the last statement found (Health())
   std::map<std::string, CachedConfig, std::less<>> configs_;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -102,6 +103,30 @@ class PostgresServer {
     return out;
   }
   const std::string& dir() const { return tmp_.path(); }
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
+  // CPU seconds (user + system) the server's processes have used: the postmaster's and those of
+  // its backends alive now (/proc/PID/stat), as a store's CPU includes its database's.
+  double CpuSeconds() const {
+    double total = 0;
+    const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string stat = ReadFile(entry.path().string() + "/stat");
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream in(stat.substr(close + 2));
+      std::string field;
+      long long ppid = 0, utime = 0, stime = 0;
+      for (int i = 3; i <= 15 && in >> field; ++i) {
+        if (i == 4) ppid = std::stoll(field);
+        if (i == 14) utime = std::stoll(field);
+        if (i == 15) stime = std::stoll(field);
+      }
+      if (std::stoll(name) == pid() || ppid == pid()) total += static_cast<double>(utime + stime) / tick;
+    }
+    return total;
+  }
 
  private:
   std::vector<std::string> AsServerUser(std::vector<std::string> args) const {

@@ -224,3 +224,54 @@ TEST(PostgresStore, ServeDeliversWhatTheApplicationEnqueuedInSql) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// Found in review: text PostgreSQL refuses (a nack's error cut inside a UTF-8 character, bytes
+// that are not UTF-8, NUL in a header value) failed the call with kIoError where the other stores
+// take it. Now: the error text is kept as valid UTF-8, a header's NUL round-trips, and a key that
+// is not UTF-8 is refused by name before anything is written.
+TEST(PostgresStore, TextPostgresCannotKeepIsMadeValidOrRefusedByName) {
+  auto store = OpenStore(SharedPostgres().NewDatabase());
+  EnqueueRequest r = Job("{}");
+  r.headers["trace"] = std::string("a\0b", 3);
+  auto made = store->Enqueue("text", r);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  auto got = store->Reserve("text", {.max = 1});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].headers.at("trace"), std::string("a\0b", 3));
+  NackRequest nack;
+  nack.receipt = (*got)[0].receipt;
+  nack.error = std::string(4095, 'x') + "\xC3\xA9" + "\xFF tail";  // é across the 4096-byte cut, then a bad byte
+  auto nacked = store->Nack("text", nack);
+  ASSERT_TRUE(nacked.ok()) << nacked.status().ToString();
+  auto job = store->Get("text", JobRef::ById(made->id));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->last_error, std::string(4095, 'x')) << "cut before the character that does not fit";
+  EnqueueRequest bad = Job("{}");
+  bad.key = "\xFF\xFE";
+  auto refused = store->Enqueue("text", bad);
+  EXPECT_EQ(refused.code(), Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("key is not UTF-8"), std::string::npos) << refused.status().ToString();
+}
+
+// Found in review: the session followed the database's defaults, so bytea_output = escape gave
+// every consumer an empty payload, and SERIALIZABLE made reserves fail instead of skipping.
+TEST(PostgresStore, TheDatabasesSessionDefaultsDoNotChangeWhatTheStoreDoes) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  SharedPostgres().Psql(db, "ALTER DATABASE " + db + " SET bytea_output = 'escape'");
+  SharedPostgres().Psql(db, "ALTER DATABASE " + db + " SET default_transaction_isolation = 'serializable'");
+  SharedPostgres().Psql(db, "ALTER DATABASE " + db + " SET search_path = nowhere");
+  auto store = OpenStore(url);
+  ASSERT_TRUE(store->Enqueue("defaults", Job("payload bytes")).ok());
+  auto got = store->Reserve("defaults", {.max = 1});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].payload, "payload bytes");
+}
+
+}  // namespace
+}  // namespace delayq::testing

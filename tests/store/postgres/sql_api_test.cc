@@ -254,3 +254,49 @@ TEST_F(SqlApi, RacingTransactionsOnOneKeyMakeOneJob) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// Found in review: a dedupe locked the live job's row until the application committed, so the
+// worker holding that job could neither ack nor touch it meanwhile.
+TEST_F(SqlApi, ADedupeInAnOpenTransactionDoesNotHoldUpTheWorkerOfThatJob) {
+  app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', key => 'k')");
+  auto got = store_->Reserve("orders", {.max = 1});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  EXPECT_EQ(app_->Value("SELECT duplicate FROM delayq.enqueue('orders', '{}', key => 'k')"), "t");
+  auto ack = std::async(std::launch::async, [&] { return store_->Ack("orders", (*got)[0].receipt); });
+  EXPECT_EQ(ack.wait_for(5s), std::future_status::ready) << "the ack waited for the producer's transaction";
+  ASSERT_TRUE(app_->Run("COMMIT"));
+  EXPECT_TRUE(ack.get().ok());
+}
+
+// Found in review: a queue deleted while a transaction enqueued into it left that job in no
+// queue, invisible to every call. Now the delete waits for the transaction and refuses.
+TEST_F(SqlApi, AQueueDeletedWhileATransactionEnqueuesIntoItKeepsTheJob) {
+  app_->Value("SELECT id FROM delayq.enqueue('doomed', '{}', delay_ms => 60000)");
+  const std::string first = app_->Value("SELECT id FROM delayq.jobs");
+  ASSERT_EQ(store_->Cancel("doomed", JobRef::ById(first)).code(), Code::kOk);
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  const std::string id = app_->Value("SELECT id FROM delayq.enqueue('doomed', '{}', delay_ms => 60000)");
+  auto deleting = std::async(std::launch::async, [&] { return store_->DeleteQueue("doomed", false); });
+  EXPECT_EQ(deleting.wait_for(300ms), std::future_status::timeout) << "the delete did not wait for the enqueue";
+  ASSERT_TRUE(app_->Run("COMMIT"));
+  auto deleted = deleting.get();
+  EXPECT_EQ(deleted.code(), Code::kConflict) << (deleted.ok() ? "deleted" : deleted.status().ToString());
+  EXPECT_TRUE(store_->Get("doomed", JobRef::ById(id)).ok()) << "the committed job was lost with its queue";
+}
+
+TEST_F(SqlApi, AnEmptyKeyIsNoKeyAsOverHttp) {
+  const std::string a = app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', key => '')");
+  const std::string b = app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', key => '')");
+  EXPECT_NE(a, b) << "two jobs without a key were made one";
+  auto job = store_->Get("orders", JobRef::ById(a));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->key, "");
+}
+
+}  // namespace
+}  // namespace delayq::testing

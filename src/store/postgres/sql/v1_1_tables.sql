@@ -48,7 +48,9 @@ CREATE TABLE delayq.queues (
 -- 'd' dead. token: the current delivery's (NULL: no receipt is valid). waited: the job came due
 -- since its last delivery, so its next delivery is a first one (a lateness sample).
 CREATE TABLE delayq.jobs (
-  queue text NOT NULL,
+  -- A job cannot outlive its queue: a queue deleted while a transaction enqueues into it waits for
+  -- that transaction, and is refused when it committed a job (docs/postgres.md).
+  queue text NOT NULL REFERENCES delayq.queues (name),
   id text NOT NULL,
   state "char" NOT NULL,
   due_at_ms bigint NOT NULL,
@@ -58,7 +60,7 @@ CREATE TABLE delayq.jobs (
   key_ttl_ms bigint NOT NULL DEFAULT 0,
   payload bytea NOT NULL,
   is_binary boolean NOT NULL DEFAULT false,
-  headers jsonb,
+  headers json,
   created_at_ms bigint NOT NULL,
   last_error text,
   token text,

@@ -46,16 +46,14 @@ BEGIN
   RETURN delayq._b32(ms, 10) || delayq._b32(a, 8) || delayq._b32(b, 8);
 END $$;
 
--- The queue's row, made when it is new (within the store's max_queues, kept in delayq.meta).
+-- The queue's row, made when it is new (within the store's max_queues, kept in delayq.meta). Two
+-- transactions making new queues at the same moment may both take the last place: the limit is
+-- then passed by those few, never by more.
 CREATE FUNCTION delayq._queue_for_write(q text) RETURNS delayq.queues LANGUAGE plpgsql AS $$
 DECLARE
   cfg delayq.queues;
   lim bigint;
 BEGIN
-  SELECT * INTO cfg FROM delayq.queues WHERE name = q;
-  IF FOUND THEN RETURN cfg; END IF;
-  -- One maker of queues at a time, so that two cannot both take the last place under the limit.
-  PERFORM pg_advisory_xact_lock(hashtext('delayq.queues'));
   SELECT * INTO cfg FROM delayq.queues WHERE name = q;
   IF FOUND THEN RETURN cfg; END IF;
   SELECT value::bigint INTO lim FROM delayq.meta WHERE name = 'max_queues';
@@ -64,7 +62,10 @@ BEGIN
       MESSAGE = format('queue %s would be queue %s of at most %s (the store''s max_queues); delete a queue first',
                        q, lim + 1, lim);
   END IF;
-  INSERT INTO delayq.queues (name, created_at_ms) VALUES (q, delayq.now_ms()) RETURNING * INTO cfg;
+  -- A queue made meanwhile by a transaction that committed: that one (under REPEATABLE READ, a
+  -- serialization failure: retry the transaction).
+  INSERT INTO delayq.queues (name, created_at_ms) VALUES (q, delayq.now_ms()) ON CONFLICT (name) DO NOTHING;
+  SELECT * INTO cfg FROM delayq.queues WHERE name = q;
   RETURN cfg;
 END $$;
 
@@ -82,7 +83,7 @@ END $$;
 -- every store does (the C++ twin of the key rules is EngineImpl::PlanEnqueueLocked). Due time:
 -- now + delay_ms, or at_ms (at least now), or now. Validated by the caller, except what needs the
 -- queue's config or the clock: max_payload, max_delay_ms for at_ms.
-CREATE FUNCTION delayq._put(q text, p_id text, p_payload bytea, p_binary boolean, p_headers jsonb,
+CREATE FUNCTION delayq._put(q text, p_id text, p_payload bytea, p_binary boolean, p_headers json,
                             p_delay_ms bigint, p_at_ms bigint, p_max_attempts int, p_key text,
                             p_on_key text, p_key_ttl_ms bigint, p_priority int, p_group text,
                             p_notify boolean)
@@ -120,13 +121,19 @@ BEGIN
   -- insert do nothing (it waited for that transaction), and the second look finds its job.
   FOR try IN 1..2 LOOP
     IF p_key IS NOT NULL THEN
+      -- A dedupe only reads (it must not hold the job's row until the caller commits: a worker's
+      -- ack or touch of it would wait); a replace locks the row it rewrites.
       SELECT j.id, j.state, j.due_at_ms INTO ex FROM delayq.jobs j
-        WHERE j.queue = q AND j.key = p_key AND j.state <> 'd' FOR UPDATE;
+        WHERE j.queue = q AND j.key = p_key AND j.state <> 'd';
+      IF FOUND AND p_on_key = 'dedupe' THEN
+        RETURN QUERY SELECT ex.id, ex.due_at_ms, true, false;
+        RETURN;
+      END IF;
       IF FOUND THEN
-        IF p_on_key = 'dedupe' THEN
-          RETURN QUERY SELECT ex.id, ex.due_at_ms, true, false;
-          RETURN;
-        END IF;
+        SELECT j.id, j.state, j.due_at_ms INTO ex FROM delayq.jobs j
+          WHERE j.queue = q AND j.id = ex.id AND j.state <> 'd' FOR UPDATE;
+      END IF;
+      IF FOUND THEN
         IF ex.state = 'r' THEN
           RAISE EXCEPTION USING ERRCODE = 'DQ409', DETAIL = ex.id,
             MESSAGE = format('key %s names job %s, which is reserved (being delivered); it cannot be replaced now',
@@ -268,7 +275,7 @@ $$;
 -- flow control or with priorities or groups answers one row with a NULL id instead: the server
 -- reserves those with the C++ rules (pg_controlled_reserve.cc).
 CREATE FUNCTION delayq._reserve(q text, n int, p_lease_ms bigint, p_max_bytes bigint)
-RETURNS TABLE (id text, payload bytea, is_binary boolean, headers jsonb, attempt int, max_attempts int,
+RETURNS TABLE (id text, payload bytea, is_binary boolean, headers json, attempt int, max_attempts int,
                due_at_ms bigint, key text, lease_deadline_ms bigint, priority int, grp text, first boolean,
                now_ms bigint, token text) LANGUAGE plpgsql AS $$
 DECLARE
@@ -285,7 +292,7 @@ BEGIN
          AS controlled INTO cfg FROM delayq.queues c WHERE c.name = q;
   IF NOT FOUND OR cfg.paused THEN RETURN; END IF;
   IF cfg.controlled THEN
-    RETURN QUERY SELECT NULL::text, NULL::bytea, NULL::boolean, NULL::jsonb, NULL::int, NULL::int, NULL::bigint,
+    RETURN QUERY SELECT NULL::text, NULL::bytea, NULL::boolean, NULL::json, NULL::int, NULL::int, NULL::bigint,
                         NULL::text, NULL::bigint, NULL::int, NULL::text, NULL::boolean, now, NULL::text;
     RETURN;
   END IF;
@@ -378,7 +385,7 @@ CREATE FUNCTION delayq.enqueue(queue text, payload json, delay_ms bigint DEFAULT
 RETURNS TABLE (id text, due_at_ms bigint, duplicate boolean) LANGUAGE plpgsql AS $$
 DECLARE
   body bytea;
-  h jsonb;
+  h json;
   header_bytes bigint := 0;
   e record;
   n int := 0;
@@ -404,7 +411,7 @@ BEGIN
     PERFORM delayq._bad('on_key', format('is %s; it must be dedupe, replace or debounce',
                                          coalesce(quote_literal(on_key), 'NULL')));
   END IF;
-  IF on_key <> 'dedupe' AND key IS NULL THEN
+  IF on_key <> 'dedupe' AND nullif(key, '') IS NULL THEN
     PERFORM delayq._bad('on_key', format('is %s without a key; it needs the key of the job to change', on_key));
   END IF;
   IF headers IS NOT NULL THEN
@@ -423,13 +430,13 @@ BEGIN
     IF header_bytes > 16384 THEN
       PERFORM delayq._bad('headers', format('have %s bytes in all; at most 16384 are allowed', header_bytes));
     END IF;
-    IF n > 0 THEN h := headers::jsonb; END IF;
+    IF n > 0 THEN h := headers; END IF;
   END IF;
   RETURN QUERY SELECT p.id, p.due_at_ms, p.duplicate FROM delayq._put(
     queue, delayq._ulid(delayq.now_ms()), body, false, h,
     CASE WHEN deliver_at IS NULL THEN coalesce(delay_ms, 0) END,
     CASE WHEN deliver_at IS NOT NULL THEN delayq._at_ms(deliver_at) END,
-    max_attempts, key, on_key, 0, priority, coalesce("group", ''), true) p;
+    max_attempts, nullif(key, ''), on_key, 0, priority, coalesce("group", ''), true) p;
 END $$;
 
 CREATE FUNCTION delayq.cancel(queue text, key text) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -500,6 +507,7 @@ BEGIN
   FOR r IN SELECT j.id, j.key FROM delayq.jobs j
              WHERE j.queue = q AND j.state = 'd' AND (p_ids IS NULL OR j.id = ANY (p_ids))
              ORDER BY j.dead_at_ms, j.id FOR UPDATE LOOP
+    BEGIN
     UPDATE delayq.jobs j SET state = 's', attempt = 0, dead_at_ms = NULL, token = NULL, waited = true,
       due_at_ms = delayq.now_ms(),
       key = CASE WHEN EXISTS (SELECT 1 FROM delayq.jobs o WHERE o.queue = q AND o.key = r.key AND o.state <> 'd')
@@ -507,6 +515,10 @@ BEGIN
                                 AND k.until_ms > delayq.now_ms())
                  THEN NULL ELSE r.key END
       WHERE j.queue = q AND j.id = r.id;
+    EXCEPTION WHEN unique_violation THEN  -- a live job took the key meanwhile: back without it
+      UPDATE delayq.jobs j SET state = 's', attempt = 0, dead_at_ms = NULL, token = NULL, waited = true,
+        due_at_ms = delayq.now_ms(), key = NULL WHERE j.queue = q AND j.id = r.id;
+    END;
     n := n + 1;
   END LOOP;
   RETURN n;
