@@ -59,7 +59,7 @@ test-sanitize: deps
 # runs of the conformance suite, as under ASan: the store's threads are the ones the single-Redis
 # runs drive (the cluster's routing is single-threaded client code), and the suite grew with
 # schedules and flow control (2 x ~60 s in the plain build, several times that under TSan).
-TSAN_TARGETS ?= delayq_cli core_test engine_test http_test http_server_test client_test integration_test cli_test redis_test
+TSAN_TARGETS ?= delayq_cli core_test engine_test http_test http_server_test client_test integration_test cli_test redis_test postgres_test
 TSAN_EXCLUDE ?= _NOT_BUILT|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|PrometheusAlertRules|CitedPathsExist|FunctionLengths|RedisLua|PythonClient|NodeClient|AllOn/cluster|AllOn/tls_auth|QueueConformance\..*/https
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \

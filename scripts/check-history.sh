@@ -36,7 +36,7 @@ done
 run --store redis --fault redis-failover
 run --store redis --fault redis-failover --redis-wait-replicas 1
 run --store redis-cluster --fault kill-server
-for f in none kill-server kill-consumers stop-server pg-restart pg-terminate; do
+for f in none kill-server kill-consumers stop-server pg-restart pg-terminate pg-failover; do
   run --store postgres --fault "$f"
 done
 run --store postgres --servers 2 --fault kill-server

@@ -80,6 +80,7 @@ std::vector<Mode> Modes() {
   m.push_back({"postgres_restart", Base("postgres", "pg-restart")});
   m.push_back({"postgres_terminate_connections", Base("postgres", "pg-terminate")});
   m.push_back({"postgres_stop_server", Base("postgres", "stop-server")});
+  m.push_back({"postgres_failover_synchronous_standby", Base("postgres", "pg-failover")});
   return m;
 }
 

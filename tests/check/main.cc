@@ -52,11 +52,13 @@ int main(int argc, char** argv) {
   app.add_option("--store", o.store, "embedded | redis | redis-cluster | postgres")->capture_default_str();
   app.add_option("--durability", o.durability, "embedded store: sync | interval | none")->capture_default_str();
   app.add_option("--fault", o.fault,
-                 "none | kill-server | kill-consumers | stop-server | redis-restart | redis-failover | pg-restart | pg-terminate | "
+                 "none | kill-server | kill-consumers | stop-server | redis-restart | redis-failover | pg-restart | "
+                 "pg-terminate | pg-failover | "
                  "clock-step | disk-full | disk-error | power-cut")
       ->capture_default_str();
   app.add_option("--clients", o.clients, "worker processes (one administers)")->capture_default_str();
-  app.add_option("--servers", o.servers, "delayq servers sharing the store (Redis and PostgreSQL)")->capture_default_str();
+  app.add_option("--servers", o.servers, "delayq servers sharing the store (Redis and PostgreSQL)")
+      ->capture_default_str();
   app.add_option("--duration", duration,
                  "the least time the traffic runs; it goes on until --min-deliveries and --min-faults were seen")
       ->capture_default_str();

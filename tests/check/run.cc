@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -175,6 +175,7 @@ class Run {
     servers_.clear();
     redis_.clear();
     pg_.reset();
+    standby_.reset();
     if (fuse_) {
       Proc umount({"fusermount3", "-u", Mount()}, root_ + "/fuse.log");
       umount.Wait();
@@ -307,7 +308,8 @@ class Run {
     if (o_.store == "postgres") {
       pg_port_ = testing::FreeTcpPort();
       InitPostgres();
-      pg_ = StartPostgres();
+      pg_ = StartPostgres(PgDir() + "/data", pg_port_, o_.fault == "pg-failover");
+      if (o_.fault == "pg-failover") StartPgStandby();
       store_url_ = fmt::format("postgres://postgres@127.0.0.1:{}/postgres", pg_port_);
       return;
     }
@@ -398,21 +400,62 @@ class Run {
     if (init.Wait() != 0) throw std::runtime_error("initdb failed; see " + root_ + "/pg-init.log");
   }
   // PostgreSQL as shipped (fsync and synchronous_commit on): a crash may lose nothing acknowledged.
-  std::unique_ptr<Proc> StartPostgres() {
-    auto p = std::make_unique<Proc>(
-        AsPostgresUser({std::string(kPgBin) + "postgres", "-D", PgDir() + "/data", "-p", std::to_string(pg_port_), "-k",
-                        PgDir(), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"}),
-        root_ + "/postgres.log");
-    if (!p->WaitForLine("database system is ready to accept connections", std::chrono::seconds(60))) {
+  // `synchronous`: a commit also waits until the standby named "standby" has it.
+  std::unique_ptr<Proc> StartPostgres(const std::string& data, int port, bool synchronous = false,
+                                      const std::string& ready = "database system is ready to accept connections") {
+    std::vector<std::string> args = {std::string(kPgBin) + "postgres",
+                                     "-D",
+                                     data,
+                                     "-p",
+                                     std::to_string(port),
+                                     "-k",
+                                     PgDir(),
+                                     "-c",
+                                     "listen_addresses=127.0.0.1",
+                                     "-c",
+                                     "max_connections=300"};
+    if (synchronous) args.insert(args.end(), {"-c", "synchronous_standby_names=standby"});
+    auto p = std::make_unique<Proc>(AsPostgresUser(args), root_ + fmt::format("/postgres-{}.log", port));
+    if (!p->WaitForLine(ready, std::chrono::seconds(60))) {
       throw std::runtime_error("PostgreSQL did not start; see " + p->log_path());
     }
     return p;
   }
+  // One value from the server on `port` (psql -tA), "" when it answered none or failed.
+  static std::string Psql(int port, const std::string& sql) {
+    auto r = testing::RunProcess(
+        {"psql", "-qtA", "-h", "127.0.0.1", "-p", std::to_string(port), "-U", "postgres", "-d", "postgres", "-c", sql});
+    std::string out = r.out;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  }
+  // A streaming standby of the primary on pg_port_, named "standby" (so synchronous commits wait
+  // for it), taken by pg_basebackup; returns once the primary sees it streaming.
+  void StartPgStandby() {
+    standby_port_ = testing::FreeTcpPort();
+    standby_dir_ = PgDir() + fmt::format("/standby-{}", standby_port_);
+    Proc base(AsPostgresUser({std::string(kPgBin) + "pg_basebackup", "-h", "127.0.0.1", "-p", std::to_string(pg_port_),
+                              "-U", "postgres", "-D", standby_dir_, "-R", "-X", "stream", "--no-sync"}),
+              root_ + "/pg-basebackup.log");
+    if (base.Wait() != 0) throw std::runtime_error("pg_basebackup failed; see " + root_ + "/pg-basebackup.log");
+    std::ofstream(standby_dir_ + "/postgresql.auto.conf", std::ios::app) << fmt::format(
+        "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name=standby'\n", pg_port_);
+    standby_ = StartPostgres(standby_dir_, standby_port_, false, "started streaming WAL");
+    for (int i = 0; i < 600; ++i) {
+      if (Psql(pg_port_,
+               "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'standby' AND "
+               "state = 'streaming'") == "1") {
+        return;
+      }
+      SleepMs(50);  // a poll of the primary's view, paced
+    }
+    throw std::runtime_error("the PostgreSQL standby did not stream; see " + root_);
+  }
   // Ends every connection delayq has to the database (pg_terminate_backend), as an administrator
   // or a failing network would.
   void TerminateDelayqConnections() {
-    Proc psql({"psql", "-q", "-h", "127.0.0.1", "-p", std::to_string(pg_port_), "-U", "postgres", "-d", "postgres", "-c",
-               "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'delayq'"},
+    Proc psql({"psql", "-q", "-h", "127.0.0.1", "-p", std::to_string(pg_port_), "-U", "postgres", "-d", "postgres",
+               "-c", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'delayq'"},
               root_ + "/pg-terminate.log");
     psql.Wait();
   }
@@ -594,8 +637,29 @@ class Run {
       // recovering from its WAL.
       pg_->Signal(SIGQUIT);
       pg_->Wait();
-      pg_ = StartPostgres();
+      pg_ = StartPostgres(PgDir() + "/data", pg_port_);
       Fault("pg-restart", t0);
+    } else if (f == "pg-failover") {
+      // The primary dies; its synchronous standby (every acknowledged commit is on it) is
+      // promoted; delayq is pointed at it, as a deployment's failover would; a new standby is
+      // taken from it, and commits wait for that one from then on.
+      pg_->Signal(SIGKILL);
+      pg_->Wait();
+      Proc promote(AsPostgresUser({std::string(kPgBin) + "pg_ctl", "promote", "-w", "-D", standby_dir_}),
+                   root_ + "/pg-promote.log");
+      if (promote.Wait() != 0) throw std::runtime_error("pg_ctl promote failed; see " + root_ + "/pg-promote.log");
+      pg_ = std::move(standby_);
+      pg_port_ = standby_port_;
+      store_url_ = fmt::format("postgres://postgres@127.0.0.1:{}/postgres", pg_port_);
+      for (int i = 0; i < Servers(); ++i) {
+        servers_[static_cast<size_t>(i)]->Signal(SIGKILL);
+        servers_[static_cast<size_t>(i)]->Wait();
+        StartServer(i);
+      }
+      StartPgStandby();
+      Psql(pg_port_, "ALTER SYSTEM SET synchronous_standby_names = 'standby'");
+      Psql(pg_port_, "SELECT pg_reload_conf()");
+      Fault("pg-failover", t0);
     } else if (f == "pg-terminate") {
       TerminateDelayqConnections();
       Fault("pg-terminate", t0);
@@ -759,8 +823,9 @@ class Run {
   std::unique_ptr<Proc> fuse_;
   std::vector<std::unique_ptr<Proc>> redis_;
   std::vector<int> redis_ports_;
-  std::unique_ptr<Proc> pg_;
-  int pg_port_ = 0;
+  std::unique_ptr<Proc> pg_, standby_;
+  int pg_port_ = 0, standby_port_ = 0;
+  std::string standby_dir_;
   std::string store_url_;
   std::vector<std::unique_ptr<Proc>> servers_;
   std::vector<int> server_ports_;

@@ -21,6 +21,8 @@ namespace delayq::check {
 //                     back as the new replica
 //   pg-restart        crash PostgreSQL (SIGQUIT: pg_ctl stop -m immediate) and start it again
 //   pg-terminate      end every connection delayq has to PostgreSQL (pg_terminate_backend)
+//   pg-failover       SIGKILL the PostgreSQL primary, promote its synchronous standby
+//                     (synchronous_standby_names), restart delayq on it, take a new standby
 //   clock-step        step the server's wall clock an hour forward, then back; later an hour
 //                     back, then forward (libfaketime; the monotonic clock is untouched)
 //   disk-full         the data directory answers ENOSPC for a while (delayq-fuse)

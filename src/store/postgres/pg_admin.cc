@@ -33,7 +33,7 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
               "backoff_max_ms = $5, backoff_jitter = $6, lease_ms = $7, max_payload = $8, dead_retention_ms = $9, "
               "max_delay_ms = $10, rate_per_s = $11, burst = $12, max_reserved = $13, group_max_reserved = $14, "
               "priority_aging_ms = $15, tokens = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens END, "
-            "tokens_at_us = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens_at_us END "
+              "tokens_at_us = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens_at_us END "
               "WHERE name = $1",
               {Param::Of(queue), Param::Of(static_cast<int64_t>(config.max_attempts)), Param::Of(b.base_ms),
                Param::Of(fmt::format("{}", b.factor)), Param::Of(b.max_ms), Param::Of(fmt::format("{}", b.jitter)),
@@ -79,9 +79,10 @@ Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool for
   ForgetConfig(queue);
   if (!s.ok() && (*c)->last_error().sqlstate == "23503") {
     // A transaction enqueued into it meanwhile and committed (the jobs' reference to their queue).
-    return Status::Conflict(fmt::format("queue {} received a job while it was being deleted; nothing was deleted: "
-                                        "try again (with force to delete its jobs too)",
-                                        queue));
+    return Status::Conflict(
+        fmt::format("queue {} received a job while it was being deleted; nothing was deleted: "
+                    "try again (with force to delete its jobs too)",
+                    queue));
   }
   if (!s.ok()) return s;
   std::lock_guard lock(mu_);

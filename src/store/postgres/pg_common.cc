@@ -70,8 +70,8 @@ std::string ValidText(std::string_view text, size_t max_bytes) {
 
 Status ValidateText(const EnqueueRequest& r, std::string_view prefix) {
   auto bad = [&](std::string_view field) {
-    return Status::InvalidArgument(
-        fmt::format("{}{} is not UTF-8 text; the PostgreSQL store keeps keys, groups and headers as text", prefix, field));
+    return Status::InvalidArgument(fmt::format(
+        "{}{} is not UTF-8 text; the PostgreSQL store keeps keys, groups and headers as text", prefix, field));
   };
   if (!IsUtf8(r.key)) return bad("key");
   if (!IsUtf8(r.group)) return bad("group");

@@ -96,8 +96,12 @@ Result<std::optional<QueueRow>> LockQueue(Connection& c, const std::string& queu
   if (!r->IsNull(0, 3)) q.bucket = {r->Double(0, 2), r->Int(0, 3)};
   if (!r->IsNull(0, 4)) q.held_since_us = r->Int(0, 4);
   q.next_turn = r->Int(0, 5);
-  q.now_us = r->Int(0, 6);
   q.config = ConfigFromRow(*r, 0, 7);
+  // The clock is read once the row is ours: the statement above read it before it waited for the
+  // lock, and a lease counted from then would end early by that wait (found by delayq-check).
+  auto now = c.Exec("SELECT delayq.now_us()");
+  if (!now.ok()) return now.status();
+  q.now_us = now->Int(0, 0);
   return std::optional(q);
 }
 
@@ -271,7 +275,8 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string
     return conn.Exec(
         "UPDATE delayq.jobs j SET state = 'r', attempt = j.attempt + 1, token = delayq._token(), "
         "lease_deadline_ms = $3, waited = false FROM (SELECT id, waited FROM delayq.jobs WHERE queue = $1 AND "
-        "id = ANY ($2::text[]) AND state = 's' AND due_at_ms <= $4 FOR UPDATE SKIP LOCKED) o WHERE j.queue = $1 AND j.id = o.id RETURNING j.id, "
+        "id = ANY ($2::text[]) AND state = 's' AND due_at_ms <= $4 FOR UPDATE SKIP LOCKED) o WHERE j.queue = $1 AND "
+        "j.id = o.id RETURNING j.id, "
         "j.payload, j.is_binary, j.headers, j.attempt, j.max_attempts, j.due_at_ms, j.key, j.lease_deadline_ms, "
         "j.priority, j.grp, o.waited, $4::bigint, j.token",
         {Param::Of(queue), Param::Of(TextArray(picked)), Param::Of(now_ms + request.lease_ms.value_or(config.lease_ms)),

@@ -27,6 +27,42 @@ std::string ArrayOf(const std::vector<std::string>& items) {
   return out;
 }
 
+// What a nack did: the job's state and due time, and when it died (when it did).
+struct NackOutcome {
+  NackResult result;
+  int64_t dead_at_ms = 0;
+};
+
+// The nack of delivery (id, token) in the caller's transaction: nothing (the delivery is over) or
+// what it did. Times are read in the UPDATE, with the row held (the SELECT may have waited for it).
+Result<std::optional<NackOutcome>> ApplyNack(Connection& c, const std::string& queue, const std::string& id,
+                                             const std::string& token, const NackRequest& request,
+                                             const BackoffPolicy& backoff, double unit) {
+  auto r = c.Exec(
+      "SELECT attempt, max_attempts, due_at_ms FROM delayq.jobs "
+      "WHERE queue = $1 AND id = $2 AND state <> 'd' AND token = $3 FOR UPDATE",
+      {Param::Of(queue), Param::Of(id), Param::Of(token)});
+  if (!r.ok()) return r.status();
+  if (r->empty()) return std::optional<NackOutcome>{};
+  const auto attempt = static_cast<int32_t>(r->Int(0, 0)), max = static_cast<int32_t>(r->Int(0, 1));
+  const std::string error = ValidText(NackErrorText(request), Limits::kMaxErrorText);
+  if (request.dead || attempt >= max) {  // a job that goes dead keeps its due time
+    auto dead = c.Exec(
+        "UPDATE delayq.jobs SET state = 'd', dead_at_ms = delayq.now_ms(), last_error = $3, token = NULL, "
+        "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2 RETURNING dead_at_ms",
+        {Param::Of(queue), Param::Of(id), Param::Of(error)});
+    if (!dead.ok()) return dead.status();
+    return std::optional(NackOutcome{{JobState::kDead, r->Int(0, 2)}, dead->Int(0, 0)});
+  }
+  const int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(backoff, attempt, unit));
+  auto retry = c.Exec(
+      "UPDATE delayq.jobs SET state = 's', due_at_ms = delayq.now_ms() + $3, last_error = $4, token = NULL, "
+      "lease_deadline_ms = NULL, waited = true WHERE queue = $1 AND id = $2 RETURNING due_at_ms",
+      {Param::Of(queue), Param::Of(id), Param::Of(delay), Param::Of(error)});
+  if (!retry.ok()) return retry.status();
+  return std::optional(NackOutcome{{JobState::kScheduled, retry->Int(0, 0)}, 0});
+}
+
 }  // namespace
 
 Result<std::vector<Delivery>> PostgresQueue::Reserve(std::string_view queue, const ReserveRequest& request) {
@@ -322,48 +358,22 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
     std::lock_guard lock(mu_);
     unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
-  NackResult result;
-  int64_t now_of_death = 0;
-  std::optional<Status> refused;
+  std::optional<NackOutcome> outcome;
   Status s;
   {
     auto c = pool_.Take();
     if (!c.ok()) return c.status();
     s = InTransaction(**c, [&]() -> Status {
-      auto r = (*c)->Exec(
-          "SELECT attempt, max_attempts, due_at_ms, delayq.now_ms() FROM delayq.jobs "
-          "WHERE queue = $1 AND id = $2 AND state <> 'd' AND token = $3 FOR UPDATE",
-          {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex())});
-      if (!r.ok()) return r.status();
-      if (r->empty()) {
-        refused = Status::Ok();
-        return Status::Ok();
-      }
-      const auto attempt = static_cast<int32_t>(r->Int(0, 0)), max = static_cast<int32_t>(r->Int(0, 1));
-      const int64_t due = r->Int(0, 2), now = r->Int(0, 3);
-      const std::string error = ValidText(NackErrorText(request), Limits::kMaxErrorText);
-      if (request.dead || attempt >= max) {
-        result = {JobState::kDead, due};
-        now_of_death = now;
-        return (*c)
-            ->Exec(
-                "UPDATE delayq.jobs SET state = 'd', dead_at_ms = $3, last_error = $4, token = NULL, "
-                "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2",
-                {Param::Of(queue), Param::Of(id), Param::Of(now), Param::Of(error)})
-            .status();
-      }
-      const int64_t delay = request.retry_in_ms.value_or(BackoffDelayMs(config->backoff, attempt, unit));
-      result = {JobState::kScheduled, now + delay};
-      return (*c)
-          ->Exec(
-              "UPDATE delayq.jobs SET state = 's', due_at_ms = $3, last_error = $4, token = NULL, "
-              "lease_deadline_ms = NULL, waited = true WHERE queue = $1 AND id = $2",
-              {Param::Of(queue), Param::Of(id), Param::Of(now + delay), Param::Of(error)})
-          .status();
+      auto applied = ApplyNack(**c, queue, id, receipt->token.Hex(), request, config->backoff, unit);
+      if (!applied.ok()) return applied.status();
+      outcome = *applied;
+      return Status::Ok();
     });
   }  // the connection is given back before the statements below take one
   if (!s.ok()) return s;
-  if (refused) return DeliveryError(queue, id, receipt->token.Hex());
+  if (!outcome) return DeliveryError(queue, id, receipt->token.Hex());
+  const NackResult result = outcome->result;
+  const int64_t now_of_death = outcome->dead_at_ms;
   {
     std::lock_guard lock(mu_);
     Metrics& m = MetricsLocked(queue);
