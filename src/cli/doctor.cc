@@ -82,6 +82,7 @@ void AddMigrateCommand(CLI::App& app, int& rc) {
     } else {
       std::printf("schema delayq migrated from version %d to %d\n", report->from, report->to);
     }
+    if (!report->producer_role.empty()) std::printf("note: %s\n", report->producer_role.c_str());
     rc = 0;
   });
 }

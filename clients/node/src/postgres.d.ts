@@ -3,6 +3,7 @@ export interface Queryable {
   query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
 }
 export interface EnqueueInOptions {
+  /** "30m", "1h", or a number of milliseconds. */
   delay?: string | number;
   deliverAt?: Date;
   key?: string;
@@ -17,4 +18,4 @@ export function enqueueIn(db: Queryable, queue: string, payload: unknown, option
 export function cancelIn(db: Queryable, queue: string, key: string): Promise<boolean>;
 export function cancelJobIn(db: Queryable, queue: string, id: string): Promise<boolean>;
 export function rescheduleIn(db: Queryable, queue: string, key: string,
-  options?: { delay?: string | number; deliverAt?: Date }): Promise<number>;
+  options?: { delay?: string | number; deliverAt?: Date }): Promise<number | null>;

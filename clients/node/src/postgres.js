@@ -16,16 +16,17 @@
 import { toMs } from './index.js';
 
 /**
- * @param {{query: Function}} db
+ * @param {{query: Function}} db a pg Client or PoolClient inside your transaction (a Pool would run the
+ *   call in a transaction of its own)
  * @param {string} queue
  * @param {unknown} payload any JSON value
- * @param {{delay?: string|number, deliverAt?: Date, key?: string, maxAttempts?: number,
+ * @param {{delay?: string|number (a number: milliseconds), deliverAt?: Date, key?: string, maxAttempts?: number,
  *          headers?: Record<string,string>, priority?: number, group?: string,
  *          onKey?: 'dedupe'|'replace'|'debounce'}} [options]
  * @returns {Promise<{id: string, dueAtMs: number, duplicate: boolean}>}
  */
 export async function enqueueIn(db, queue, payload, options = {}) {
-  const delayMs = options.delay !== undefined ? toMs(options.delay, 'delay') : options.deliverAt ? null : 0;
+  const delayMs = options.delay != null ? toMs(options.delay, 'delay') : options.deliverAt ? null : 0;
   const r = await db.query(
     'SELECT id, due_at_ms, duplicate FROM delayq.enqueue($1, $2::json, delay_ms => $3, key => $4, ' +
       'deliver_at => $5, max_attempts => $6, headers => $7::json, priority => $8, "group" => $9, on_key => $10)',
@@ -48,9 +49,12 @@ export async function cancelJobIn(db, queue, id) {
   return r.rows[0].done;
 }
 
-/** Moves the job of `key` to now + delay (or deliverAt); resolves to its new due time in ms. */
+/**
+ * Moves the job of `key` to now + delay (or deliverAt, one of them); resolves to its new due time
+ * in ms, or null when no live job has that key.
+ */
 export async function rescheduleIn(db, queue, key, options = {}) {
   const r = await db.query('SELECT delayq.reschedule($1, $2, delay_ms => $3, deliver_at => $4) AS due',
-    [queue, key, options.delay !== undefined ? toMs(options.delay, 'delay') : null, options.deliverAt ?? null]);
-  return Number(r.rows[0].due);
+    [queue, key, options.delay != null ? toMs(options.delay, 'delay') : null, options.deliverAt ?? null]);
+  return r.rows[0].due === null ? null : Number(r.rows[0].due);
 }

@@ -130,3 +130,16 @@ def test_the_sql_example_runs_as_written(pg_url: str, server: Server) -> None:
     jobs = c.reserve("order-timeouts", max=10, wait="10s")
     assert [j.payload for j in jobs] == [{"orderId": 2}], "order 1 was paid, order 3 rolled back"
     c.ack("order-timeouts", jobs[0].receipt)
+
+
+def test_dict_rows_naive_times_and_a_missing_key(pg_url: str, server: Server) -> None:
+    import datetime
+    from psycopg.rows import dict_row
+    with psycopg.connect(pg_url, row_factory=dict_row) as conn:
+        with conn.transaction():
+            made = enqueue_in(conn, "timeouts", {"orderId": 9}, delay="1h", key="order-9")
+        assert len(made.id) == 26
+        with pytest.raises(ValueError, match="no time zone"):
+            enqueue_in(conn, "timeouts", {}, deliver_at=datetime.datetime.now())
+        assert reschedule_in(conn, "timeouts", "nobody", delay="1m") is None
+        assert cancel_in(conn, "timeouts", "order-9") is True

@@ -82,7 +82,10 @@ Result<MigrateReport> Migrate(Connection& c) {
     }
     report.to = version;
   }
+  auto granted = c.Exec("SELECT delayq._grant_producer()");
   unlock();
+  if (!granted.ok()) return granted.status();
+  report.producer_role = granted->Str(0, 0);
   return report;
 }
 

@@ -17,6 +17,9 @@ int CurrentSchemaVersion();
 struct MigrateReport {
   int from = 0;  // 0: there was no schema delayq
   int to = 0;
+  // Empty, or what an administrator must do for the role delayq_producer (it is missing and this
+  // role may not create it). Every migrate grants the role the SQL API once it exists.
+  std::string producer_role;
 };
 
 // Brings the schema to CurrentSchemaVersion(). kIoError naming both versions when the database

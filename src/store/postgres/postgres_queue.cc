@@ -35,6 +35,7 @@ Status PostgresQueue::Start() {
     if (report->to != report->from) {
       spdlog::info("PostgreSQL: delayq schema migrated from version {} to {}", report->from, report->to);
     }
+    if (!report->producer_role.empty()) spdlog::warn("PostgreSQL: {}", report->producer_role);
   } else {
     DELAYQ_RETURN_IF_ERROR(CheckSchema(**c));
   }

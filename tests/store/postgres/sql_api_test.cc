@@ -300,3 +300,23 @@ TEST_F(SqlApi, AnEmptyKeyIsNoKeyAsOverHttp) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// Found in review: a reschedule without a delay or a time made the job due at once (a forgotten
+// argument fired the timeout); it is refused now. A key with no job answers NULL.
+TEST_F(SqlApi, ARescheduleNeedsANewDueTimeAndAnswersNullForNoJob) {
+  app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', delay_ms => 60000, key => 'late')");
+  EXPECT_FALSE(app_->Run("SELECT delayq.reschedule('orders', 'late')"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_EQ(app_->message().rfind("delay_ms and deliver_at are both missing", 0), 0u) << app_->message();
+  auto job = store_->Get("orders", JobRef::ByKey("late"));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kScheduled) << "the refused reschedule moved the job";
+  EXPECT_EQ(app_->Value("SELECT coalesce(delayq.reschedule('orders', 'nobody', delay_ms => 1000)::text, 'null')"),
+            "null");
+}
+
+}  // namespace
+}  // namespace delayq::testing

@@ -36,27 +36,39 @@ class Enqueued:
     duplicate: bool
 
 
-def _one(conn: Any, sql: str, params: Mapping[str, Any]) -> Any:
+def _one(conn: Any, sql: str, params: Mapping[str, Any]) -> tuple:
+    """The first row as a tuple, whatever row factory the connection uses (tuples, dicts)."""
     cur = conn.cursor()
     try:
         cur.execute(sql, params)
-        return cur.fetchone()
+        row = cur.fetchone()
     finally:
         cur.close()
+    if isinstance(row, Mapping):
+        return tuple(row.values())
+    return tuple(row)
+
+
+def _aware(at: Optional[datetime.datetime]) -> Optional[datetime.datetime]:
+    if at is not None and at.tzinfo is None:
+        raise ValueError("deliver_at has no time zone; give an aware datetime "
+                         "(datetime.now(timezone.utc) + timedelta(minutes=30))")
+    return at
 
 
 def enqueue_in(conn: Any, queue: str, payload: Any, *, delay: Optional[Duration] = None,
                deliver_at: Optional[datetime.datetime] = None, key: Optional[str] = None,
                max_attempts: Optional[int] = None, headers: Optional[Mapping[str, str]] = None,
                priority: int = 0, group: Optional[str] = None, on_key: str = "dedupe") -> Enqueued:
-    """Enqueues `payload` (any JSON value) on `conn`'s transaction. on_key: dedupe (a live job
-    with `key` is returned as is), replace or debounce."""
+    """Enqueues `payload` (any JSON value; a str is a JSON string) on `conn`'s transaction.
+    delay: "30m", "1h", a timedelta, or a number of milliseconds; or deliver_at, an aware datetime.
+    on_key: dedupe (a live job with `key` is returned as is), replace or debounce."""
     row = _one(conn,
                "SELECT id, due_at_ms, duplicate FROM delayq.enqueue(%(queue)s, %(payload)s::json, "
                "delay_ms => %(delay)s, key => %(key)s, deliver_at => %(at)s, max_attempts => %(max)s, "
                "headers => %(headers)s::json, priority => %(priority)s, \"group\" => %(group)s, on_key => %(on_key)s)",
                {"queue": queue, "payload": json.dumps(payload), "delay": to_ms(delay, "delay") if delay is not None else
-                (None if deliver_at is not None else 0), "key": key, "at": deliver_at, "max": max_attempts,
+                (None if deliver_at is not None else 0), "key": key, "at": _aware(deliver_at), "max": max_attempts,
                 "headers": json.dumps(dict(headers)) if headers is not None else None, "priority": priority,
                 "group": group, "on_key": on_key})
     return Enqueued(row[0], int(row[1]), bool(row[2]))
@@ -74,8 +86,10 @@ def cancel_job_in(conn: Any, queue: str, job_id: str) -> bool:
 
 
 def reschedule_in(conn: Any, queue: str, key: str, *, delay: Optional[Duration] = None,
-                  deliver_at: Optional[datetime.datetime] = None) -> int:
-    """Moves the job of `key` to now + delay (or deliver_at); returns its new due time in ms."""
-    return int(_one(conn, "SELECT delayq.reschedule(%(queue)s, %(key)s, delay_ms => %(delay)s, deliver_at => %(at)s)",
-                    {"queue": queue, "key": key, "delay": to_ms(delay, "delay") if delay is not None else None,
-                     "at": deliver_at})[0])
+                  deliver_at: Optional[datetime.datetime] = None) -> Optional[int]:
+    """Moves the job of `key` to now + delay (or deliver_at, one of them); returns its new due
+    time in ms, or None when no live job has that key."""
+    due = _one(conn, "SELECT delayq.reschedule(%(queue)s, %(key)s, delay_ms => %(delay)s, deliver_at => %(at)s)",
+               {"queue": queue, "key": key, "delay": to_ms(delay, "delay") if delay is not None else None,
+                "at": _aware(deliver_at)})[0]
+    return None if due is None else int(due)

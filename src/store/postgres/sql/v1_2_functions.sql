@@ -480,6 +480,9 @@ BEGIN
   IF key IS NULL THEN PERFORM delayq._bad('key', 'is NULL; give the key the job was enqueued with'); END IF;
   PERFORM delayq._check_key(key);
   PERFORM delayq._check_when(delay_ms, deliver_at);
+  IF delay_ms IS NULL AND deliver_at IS NULL THEN
+    PERFORM delayq._bad('delay_ms', 'and deliver_at are both missing; give the new due time as one of them');
+  END IF;
   IF delay_ms IS NOT NULL AND delay_ms > (SELECT c.max_delay_ms FROM delayq.queues c WHERE c.name = queue) THEN
     PERFORM delayq._bad('delay_ms', format('is %s; this queue accepts at most its config max_delay_ms', delay_ms));
   END IF;
