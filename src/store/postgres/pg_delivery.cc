@@ -138,11 +138,7 @@ Result<std::vector<Delivery>> PostgresQueue::Deliveries(const std::string& queue
                                                         const std::map<std::string, LatenessSplit>& splits) {
   std::vector<Delivery> out;
   if (r.empty()) return out;
-  std::shared_ptr<const ReceiptSigner> signer;
-  {
-    std::lock_guard lock(mu_);
-    signer = signer_;
-  }
+  const std::shared_ptr<const ReceiptSigner> signer = Signer();
   out.reserve(static_cast<size_t>(r.size()));
   int64_t lease_end = Clock::kNever;
   std::vector<LatenessSplit> samples;
@@ -189,13 +185,18 @@ Result<std::vector<Delivery>> PostgresQueue::Deliveries(const std::string& queue
   return out;
 }
 
+std::shared_ptr<const ReceiptSigner> PostgresQueue::Signer() {
+  std::lock_guard lock(mu_);
+  return signer_;
+}
+
+Status PostgresQueue::KnownQueue(std::string_view queue) {
+  DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  return ConfigOf(std::string(queue)).status();
+}
+
 Result<Receipt> PostgresQueue::OpenReceipt(const std::string& queue, std::string_view receipt) {
-  std::shared_ptr<const ReceiptSigner> signer;
-  {
-    std::lock_guard lock(mu_);
-    signer = signer_;
-  }
-  return signer->Open(queue, receipt);
+  return Signer()->Open(queue, receipt);
 }
 
 Status PostgresQueue::DeliveryError(const std::string& queue, const std::string& id, const std::string& token) {
@@ -218,22 +219,14 @@ Status PostgresQueue::Ack(std::string_view queue, std::string_view receipt) {
 // Each receipt opened (repeats answer what the first did), then one call of delayq._ack for all.
 std::vector<Status> PostgresQueue::AckBatch(std::string_view queue_view, std::span<const std::string> receipts) {
   std::vector<Status> out(receipts.size());
-  if (Status s = ValidateQueueName(queue_view); !s.ok()) {
+  if (Status s = KnownQueue(queue_view); !s.ok()) {
     std::fill(out.begin(), out.end(), s);
     return out;
   }
   const std::string queue(queue_view);
-  if (auto known = ConfigOf(queue); !known.ok()) {  // no such queue
-    std::fill(out.begin(), out.end(), known.status());
-    return out;
-  }
   const auto parsed = ParseReceipts(receipts);
   const auto first = FirstOccurrences(std::span<const Result<Receipt>>(parsed));
-  std::shared_ptr<const ReceiptSigner> signer;
-  {
-    std::lock_guard lock(mu_);
-    signer = signer_;
-  }
+  const std::shared_ptr<const ReceiptSigner> signer = Signer();
   std::vector<std::string> ids, tokens;
   std::vector<size_t> at;
   for (size_t i = 0; i < receipts.size(); ++i) {
@@ -290,15 +283,11 @@ std::vector<Status> PostgresQueue::AckBatch(std::string_view queue_view, std::sp
 // again in its place, and the delivery counts neither as an attempt nor as a delivery.
 std::vector<Status> PostgresQueue::ReleaseBatch(std::string_view queue_view, std::span<const std::string> receipts) {
   std::vector<Status> out(receipts.size());
-  if (Status s = ValidateQueueName(queue_view); !s.ok()) {
+  if (Status s = KnownQueue(queue_view); !s.ok()) {
     std::fill(out.begin(), out.end(), s);
     return out;
   }
   const std::string queue(queue_view);
-  if (auto known = ConfigOf(queue); !known.ok()) {  // no such queue
-    std::fill(out.begin(), out.end(), known.status());
-    return out;
-  }
   const auto first = FirstOccurrences(receipts);
   uint64_t released = 0;
   for (size_t i = 0; i < receipts.size(); ++i) {

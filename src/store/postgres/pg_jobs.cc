@@ -7,16 +7,12 @@
 
 #include "core/errors.h"
 #include "core/validate.h"
+#include "delayq/clock.h"
 #include "store/postgres/pg_common.h"
 #include "store/postgres/postgres_queue.h"
 
 namespace delayq::postgres {
 namespace {
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 const char* OnKey(const EnqueueRequest& r) {
   if (r.debounce) return "debounce";
@@ -64,7 +60,7 @@ Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view 
   auto known = ConfigOf(queue);
   if (!known.ok() && known.code() != Code::kNotFound) return known.status();
   const QueueConfig config = known.ok() ? *known : QueueConfig{};
-  const int64_t now = WallMs();
+  const int64_t now = SystemClock::Instance()->NowMs();
   for (size_t i = 0; i < requests.size(); ++i) {
     DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
     DELAYQ_RETURN_IF_ERROR(ValidateText(requests[i], prefix(i)));

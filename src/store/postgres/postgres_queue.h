@@ -150,6 +150,10 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // deliveries, split by `splits` where a limit held them (else late since due).
   Result<std::vector<Delivery>> Deliveries(const std::string& queue, const Rows& rows,
                                            const std::map<std::string, LatenessSplit>& splits);
+  // The signer of receipts (read under mu_: a copy that stays valid).
+  std::shared_ptr<const ReceiptSigner> Signer();
+  // ok when `queue` is a valid name of a queue that exists; else why not (kNotFound, ...).
+  Status KnownQueue(std::string_view queue);
   // The receipt's delivery, if this store issued it for `queue` (else kInvalidArgument).
   Result<Receipt> OpenReceipt(const std::string& queue, std::string_view receipt);
   // Why a receipt's delivery could not be settled, from the job as it is now.
