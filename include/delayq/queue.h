@@ -1,6 +1,6 @@
 // The Queue interface: the whole job lifecycle (enqueue, deliver, settle, inspect, dead letters).
 //
-// Implemented by the embedded engine (delayq::Engine), the Redis store and the HTTP client
+// Implemented by the embedded engine (delayq::Engine), the Redis and PostgreSQL stores and the HTTP client
 // (delayq::Client); the server, the CLI and the Worker are written against this interface
 // only, and one conformance suite (tests/conformance) runs against every implementation.
 //

@@ -1,4 +1,4 @@
-// Opens the store `delayq serve` runs on: the embedded engine, or Redis (Cluster).
+// Opens the store `delayq serve` runs on: the embedded engine, Redis (Sentinel, Cluster) or PostgreSQL.
 #pragma once
 
 #include <functional>
