@@ -9,6 +9,9 @@
 #   memory  1 000 000 jobs due 1-2 h ahead: one system per in-memory structure
 #   crash   10 000 jobs due in 3 s, the consumer SIGKILLed and restarted: every system but
 #           the fsync twins (a consumer's crash does not touch the server's disk)
+# The PostgreSQL queues (delayq on PostgreSQL, by HTTP and by its SQL API; pg-boss;
+# graphile-worker) each get a fresh PostgreSQL 15 with its shipped settings, in burst, single
+# and crash; their memory is their tables', so they sit out the memory workload.
 # Runs are interleaved (repetition 1 of everything, then 2, ...) so slow drift in the machine's
 # load spreads over all systems. Writes bench/results/peers.{md,json} and peers-*.png.
 #
@@ -30,20 +33,25 @@ extra="beanstalkd gnuplot-nox"
 command -v npm >/dev/null || extra+=" nodejs npm"  # (a Node.js from elsewhere brings its own npm)
 DELAYQ_EXTRA_PACKAGES="$extra" "$root/scripts/install-deps.sh"
 peers=$root/bench/peers
-if [ ! -d "$peers/node_modules/bullmq" ] || [ ! -d "$peers/node_modules/jackd" ] || [ ! -d "$peers/node_modules/undici" ]; then
+missing=
+for m in bullmq jackd undici pg pg-boss graphile-worker; do [ -d "$peers/node_modules/$m" ] || missing=1; done
+if [ -n "$missing" ]; then
   (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error) || {
-    echo "npm ci in $peers failed: BullMQ, ioredis, jackd and undici come from the npm registry" >&2; exit 1; }
+    echo "npm ci in $peers failed: BullMQ, ioredis, jackd, undici, pg, pg-boss and graphile-worker come from the npm registry" >&2; exit 1; }
 fi
 # beanstalkd's Debian package starts a system service on 11300; the harness runs its own.
 
 all="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
 all+=" delayq-interval beanstalkd-binlog delayq-redis-everysec zset-poll-everysec"
 all+=" delayq-sync beanstalkd-binlog-sync delayq-redis-always zset-poll-always"
+# On one PostgreSQL 15 as it ships (synchronous_commit on), started afresh for each run.
+all+=" delayq-postgres delayq-postgres-sql pg-boss graphile-worker"
 selected=${SYSTEMS:-$all}
 burst1="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
 single="delayq-sync beanstalkd-binlog-sync zset-poll-always delayq-interval beanstalkd-binlog delayq-none beanstalkd"
+single+=" delayq-postgres delayq-postgres-sql pg-boss graphile-worker"
 single_seconds=${SINGLE_SECONDS:-5}
-crash="$burst1"
+crash="$burst1 delayq-postgres pg-boss graphile-worker"
 memory="delayq-none delayq-redis bullmq beanstalkd zset-poll"
 has() { [[ " $1 " == *" $2 "* ]] && [[ " $selected " == *" $2 "* ]]; }
 
@@ -91,6 +99,9 @@ versions+=" bullmq $(node -p "require('$peers/node_modules/bullmq/package.json')
 versions+=" ioredis $(node -p "require('$peers/node_modules/ioredis/package.json').version"),"
 versions+=" jackd $(node -p "require('$peers/node_modules/jackd/package.json').version")"
 versions+=", undici $(node -p "require('$peers/node_modules/undici/package.json').version")"
+versions+=", PostgreSQL $(/usr/lib/postgresql/15/bin/postgres --version | awk '{print $3}'), pg $(node -p "require('$peers/node_modules/pg/package.json').version")"
+versions+=", pg-boss $(node -p "require('$peers/node_modules/pg-boss/package.json').version")"
+versions+=", graphile-worker $(node -p "require('$peers/node_modules/graphile-worker/package.json').version")"
 machine="$(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr)"
 meta=$(node -e 'console.log(JSON.stringify({date: process.argv[1], machine: process.argv[2], repeat: +process.argv[3],
   load_before: process.argv[4], load_after: process.argv[5], versions: process.argv[6], seconds: +process.argv[7]}))' \

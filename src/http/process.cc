@@ -1,6 +1,7 @@
 #include "http/process.h"
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -38,9 +39,14 @@ ProcessFigures ReadProcess() {
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   const std::vector<std::string> f = StatFields();  // f[i] is field i + 3 of proc(5)
   if (f.size() > 20) {
-    p.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / ticks;        // utime (14) + stime (15)
     p.start_time_seconds = BootTimeSeconds() + std::stod(f[19]) / ticks;  // starttime (22)
     p.virtual_bytes = std::stoll(f[20]);                                  // vsize (23)
+  }
+  // utime + stime of /proc/self/stat count whole clock ticks (10 ms): a fresh process reads 0 and a
+  // benchmark's per-job figure is quantised. The kernel's own CPU clock counts nanoseconds.
+  timespec cpu{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0) {
+    p.cpu_seconds = static_cast<double>(cpu.tv_sec) + static_cast<double>(cpu.tv_nsec) / 1e9;
   }
   std::ifstream statm("/proc/self/statm");
   int64_t size = 0, resident = 0;

@@ -1,6 +1,7 @@
 // The HTTP API (docs/http-api.md) in-process: every route and every error, against the engine with
 // a manual clock. The same routes are exercised through the real binary in tests/integration.
 #include "http/api.h"
+#include "http/process.h"
 
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
@@ -283,6 +284,19 @@ TEST_F(ApiTest, VersionAndBuildInfoSayWhatRuns) {
     ASSERT_NE(at, std::string::npos) << name;
     EXPECT_GT(std::stod(metrics.substr(at + 1 + std::string_view(name).size())), 0) << name;
   }
+}
+
+// process_cpu_seconds_total counts the CPU a process has used to the nanosecond: from clock ticks
+// (10 ms) a fresh server read 0, and a benchmark's CPU per job came out in steps (CI failed on it).
+TEST(ProcessFigures, CpuSecondsCountLessThanAClockTick) {
+  const double before = http::ReadProcess().cpu_seconds;
+  const auto start = std::chrono::steady_clock::now();
+  volatile uint64_t spin = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2)) spin = spin + 1;
+  const double after = http::ReadProcess().cpu_seconds;
+  EXPECT_GT(before, 0);
+  EXPECT_GT(after, before) << "2 ms of CPU are counted";
+  EXPECT_LT(after - before, 1) << "the figure is in seconds";
 }
 
 // The alert rules and the Grafana dashboard in packaging/ name only metrics that /metrics has.

@@ -29,6 +29,10 @@ const LABELS = {
   'beanstalkd-binlog-sync': ['beanstalkd 1.12 -b -f 0', 'binlog, fsync every write', 'beanstalkd -f 0', 'sync'],
   'delayq-redis-always': ['delayq on Redis', 'Redis AOF, fsync every write', 'delayq on Redis, AOF always', 'sync'],
   'zset-poll-always': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis AOF, fsync every write', 'ZSET poll, AOF always', 'sync'],
+  'delayq-postgres': ['delayq on PostgreSQL', 'PostgreSQL 15, synchronous_commit on', 'delayq on PostgreSQL', 'sync'],
+  'delayq-postgres-sql': ['delayq on PostgreSQL, SQL enqueue', 'PostgreSQL 15, synchronous_commit on', 'delayq PG, SQL enqueue', 'sync'],
+  'pg-boss': ['pg-boss 10.3, 0.5 s poll', 'PostgreSQL 15, synchronous_commit on', 'pg-boss', 'sync'],
+  'graphile-worker': ['graphile-worker 0.16, 0.5 s poll', 'PostgreSQL 15, synchronous_commit on', 'graphile-worker', 'sync'],
 };
 const CLASS_TITLES = { none: 'nothing synced', interval: 'synced every 50 ms – 1 s', sync: 'synced before the answer' };
 const ORDER = Object.keys(LABELS);

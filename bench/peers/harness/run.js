@@ -164,7 +164,7 @@ async function main() {
   fs.mkdirSync(dir, { recursive: true });
   const ctx = {
     dir, delayqBin: path.resolve(a.delayq),
-    ports: { redis: await freePort(), beanstalkd: await freePort(), delayq: await freePort() },
+    ports: { redis: await freePort(), beanstalkd: await freePort(), delayq: await freePort(), postgres: await freePort() },
   };
   const leaseMs = a.workload === 'crash' ? 3000 : 30000;
   const opts = { leaseMs, workMicros: a.workload === 'crash' ? 50 : 0 };

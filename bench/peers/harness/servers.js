@@ -89,12 +89,52 @@ const startDelayq = (bin, port, dir, store, durability) => {
   return startProcess('delayq', bin, args, port, dir);
 };
 
+// PostgreSQL 15 (Debian postgresql-15) in DIR/pg on a loopback port, with the crash-safety
+// settings it ships with (fsync on, synchronous_commit on: a commit is on disk when it is
+// acknowledged), trust authentication for the superuser `postgres`, and room for the peers'
+// connection pools. initdb refuses root: as root both run as the `postgres` user, via setpriv,
+// which execs (a signal to the child is a signal to the server).
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+function asServerUser(cmd, args, dir) {
+  if (process.getuid() !== 0) return [cmd, args];
+  const { execFileSync } = require('child_process');
+  const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+  const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+  fs.chmodSync(dir, 0o711);  // mkdtemp's 0700 would keep the server user out
+  fs.chownSync(path.join(dir, 'pg'), uid, gid);
+  return ['setpriv', ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', cmd, ...args]];
+}
+async function startPostgres(port, dir) {
+  const home = path.join(dir, 'pg');
+  fs.mkdirSync(home, { recursive: true });
+  const data = path.join(home, 'data');
+  const { execFileSync } = require('child_process');
+  const [initCmd, initArgs] = asServerUser(`${PG_BIN}/initdb`,
+    ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '--encoding=UTF8', '--locale=C'], dir);
+  execFileSync(initCmd, initArgs, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const [cmd, args] = asServerUser(`${PG_BIN}/postgres`, ['-D', data, '-p', String(port), '-k', home,
+    '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300'], dir);
+  return startProcess('postgres', cmd, args, port, dir);
+}
+const postgresUrl = (port) => `postgres://postgres@127.0.0.1:${port}/postgres`;
+
+// Bytes of the database's files (tables, indexes, TOAST): what a job costs on disk.
+async function postgresBytes(port) {
+  const pg = require('pg');
+  const c = new pg.Client({ connectionString: postgresUrl(port) });
+  await c.connect();
+  try {
+    const r = await c.query('SELECT pg_database_size(current_database()) AS b');
+    return Number(r.rows[0].b);
+  } finally { await c.end(); }
+}
+
 async function redisUsedMemory(redis) {
   const info = await redis.info('memory');
   return Number(/used_memory:(\d+)/.exec(info)[1]);
 }
 
 module.exports = {
-  startRedis, startBeanstalkd, startDelayq, startProcess, stopProcess,
+  startRedis, startBeanstalkd, startDelayq, startPostgres, postgresUrl, postgresBytes, startProcess, stopProcess,
   rssBytes, peakRssBytes, dirBytes, redisUsedMemory,
 };

@@ -1,6 +1,8 @@
-// delayq over its HTTP API (the only client there is), on the embedded store or on Redis.
+// delayq over its HTTP API, on the embedded store, on Redis or on PostgreSQL.
 // Producer: POST /v1/queues/bench/jobs with batches of 100 {"payload", "deliver_at"} (one job:
-// the single-job body).
+// the single-job body); on PostgreSQL with `producer: 'sql'`, the SQL API on the producer's own
+// connection instead (docs/postgres.md): one statement of delayq.enqueue per batch, each its own
+// transaction, as an application's would be.
 // Consumer: one loop of POST .../reserve {"max":100,"wait_ms":1000,"lease_ms"} and one
 // POST .../ack {"receipts":[...]} per batch, sent while the next reserve waits (keep-alive).
 'use strict';
@@ -64,10 +66,16 @@ function nodeHttpClient(port) {
 
 // On the embedded store `durability` is delayq's --durability; on Redis the server's AOF
 // setting (`appendfsync`, see servers.startRedis) is what makes a write durable.
-function variant({ store, durability, appendfsync }) {
-  const redisText = appendfsync ? `redis-server with AOF, appendfsync ${appendfsync}` : 'redis-server without persistence';
+function describeStore(store, durability, appendfsync) {
+  if (store === 'postgres') return '--store postgres:// (PostgreSQL 15, synchronous_commit on)';
+  if (store !== 'redis') return `--durability ${durability}`;
+  return `--store redis:// (${appendfsync ? `redis-server with AOF, appendfsync ${appendfsync}` : 'redis-server without persistence'})`;
+}
+
+function variant({ store, durability, appendfsync, producer: producerKind = 'http' }) {
+  const enqueueText = producerKind === 'sql' ? 'jobs enqueued by SELECT delayq.enqueue on the producer\'s pg connection, delivered' : 'over';
   return {
-    describe: `delayq serve ${store === 'redis' ? `--store redis:// (${redisText})` : `--durability ${durability}`}, over HTTP/1.1 keep-alive from ${CLIENT}`,
+    describe: `delayq serve ${describeStore(store, durability, appendfsync)}, ${enqueueText} HTTP/1.1 keep-alive from ${CLIENT}`,
 
     async start(ctx) {
       const procs = [];
@@ -75,9 +83,15 @@ function variant({ store, durability, appendfsync }) {
       if (store === 'redis') {
         procs.push(await servers.startRedis(ctx.ports.redis, ctx.dir, appendfsync));
         storeUrl = `redis://127.0.0.1:${ctx.ports.redis}`;
+      } else if (store === 'postgres') {
+        procs.push(await servers.startPostgres(ctx.ports.postgres, ctx.dir));
+        storeUrl = servers.postgresUrl(ctx.ports.postgres);
       }
       procs.push(await servers.startDelayq(ctx.delayqBin, ctx.ports.delayq, ctx.dir, storeUrl, durability));
-      const state = { procs, conn: { port: ctx.ports.delayq, redisPort: ctx.ports.redis }, dataDir: path.join(ctx.dir, 'data') };
+      const state = {
+        procs, pgPort: ctx.ports.postgres, dataDir: path.join(ctx.dir, 'data'),
+        conn: { port: ctx.ports.delayq, redisPort: ctx.ports.redis, postgresUrl: servers.postgresUrl(ctx.ports.postgres) },
+      };
       await httpClient(ctx.ports.delayq)('PUT', `${QUEUE}/config`, { lease_ms: 30000 });  // creates the queue
       if (store === 'redis') {
         const IORedis = require('ioredis');
@@ -96,10 +110,12 @@ function variant({ store, durability, appendfsync }) {
       const delayq = state.procs[state.procs.length - 1];
       let bytes = servers.rssBytes(delayq.pid);
       if (state.redis) bytes += await servers.redisUsedMemory(state.redis);
+      if (store === 'postgres') bytes += await servers.postgresBytes(state.pgPort);
       return bytes;
     },
-    diskBytes(state) { return store === 'redis' ? null : servers.dirBytes(state.dataDir); },
-    peakServerBytes(state) { return state.procs.reduce((sum, p) => sum + servers.peakRssBytes(p.pid), 0); },
+    diskBytes(state) { return store ? null : servers.dirBytes(state.dataDir); },
+    // PostgreSQL is a process per connection: no one figure is its peak, so none is given.
+    peakServerBytes(state) { return store === 'postgres' ? null : state.procs.reduce((sum, p) => sum + servers.peakRssBytes(p.pid), 0); },
 
     // delayq's own view of lateness (delivered_at - due_at at the server), beside the
     // consumers' view: the difference is the HTTP response's trip into the consumer.
@@ -109,6 +125,7 @@ function variant({ store, durability, appendfsync }) {
     },
 
     async producer(conn) {
+      if (producerKind === 'sql') return sqlProducer(conn);
       const call = httpClient(conn.port);
       return {
         // One job is sent as a single-job request ({"payload", "deliver_at"}), more as a batch.
@@ -139,6 +156,29 @@ function variant({ store, durability, appendfsync }) {
         acking = call('POST', `${QUEUE}/ack`, { receipts: res.jobs.map((j) => j.receipt) });
       }
     },
+  };
+}
+
+// The SQL API on a connection of the producer's own: a batch is one statement (one transaction),
+// one job the single-job call, as docs/postgres.md shows them.
+async function sqlProducer(conn) {
+  const pg = require('pg');
+  const client = new pg.Client({ connectionString: conn.postgresUrl });
+  await client.connect();
+  return {
+    async enqueue(jobs) {
+      if (jobs.length === 1) {
+        await client.query("SELECT id FROM delayq.enqueue('bench', $1::json, deliver_at => to_timestamp($2::float8 / 1000))",
+          [JSON.stringify(jobs[0].payload), jobs[0].due]);
+        return;
+      }
+      const r = await client.query(
+        `SELECT count(*) AS n FROM unnest($1::text[], $2::float8[]) AS j(p, d),
+           LATERAL delayq.enqueue('bench', to_json(j.p), deliver_at => to_timestamp(j.d / 1000))`,
+        [jobs.map((j) => j.payload), jobs.map((j) => j.due)]);
+      if (Number(r.rows[0].n) !== jobs.length) throw new Error(`delayq.enqueue took ${r.rows[0].n} of ${jobs.length} jobs`);
+    },
+    close: () => client.end(),
   };
 }
 

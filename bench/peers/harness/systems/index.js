@@ -5,6 +5,8 @@ const delayq = require('./delayq');
 const bullmq = require('./bullmq');
 const beanstalkd = require('./beanstalkd');
 const zset = require('./zset');
+const pgboss = require('./pgboss');
+const graphile = require('./graphile');
 
 // Three durabilities, each system at its own setting of each: nothing synced; synced at most
 // every 50 ms (delayq interval, beanstalkd -f 50) or every second (Redis appendfsync everysec);
@@ -24,6 +26,11 @@ const systems = {
   'zset-poll-everysec': zset.variant({ mode: 'poll', appendfsync: 'everysec' }),
   'zset-poll-always': zset.variant({ mode: 'poll', appendfsync: 'always' }),
   'zset-stream': zset.variant({ mode: 'stream' }),
+  // On PostgreSQL, as it ships: a commit is on disk when it is acknowledged.
+  'delayq-postgres': delayq.variant({ store: 'postgres' }),
+  'delayq-postgres-sql': delayq.variant({ store: 'postgres', producer: 'sql' }),
+  'pg-boss': pgboss.variant(),
+  'graphile-worker': graphile.variant(),
 };
 
 function system(name) {

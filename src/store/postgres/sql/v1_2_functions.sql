@@ -175,6 +175,44 @@ BEGIN
     MESSAGE = format('key %s of queue %s was taken and released meanwhile; try again', p_key, q);
 END $$;
 
+-- Jobs without a key, many in one statement (an HTTP batch's path): what _put does for each, with
+-- one INSERT instead of a call per job, which the burst's profile showed as most of the enqueue's
+-- time (docs/postgres.md). The payloads come as one bytea, cut by p_lengths. Answers no row when a
+-- job breaks its queue's limits: the caller then puts them one by one through _put, which names
+-- the job and the limit.
+CREATE FUNCTION delayq._put_many(q text, p_ids text[], p_payloads bytea, p_lengths int[], p_binary boolean[],
+                                 p_headers text[], p_delay_ms bigint[], p_at_ms bigint[], p_max_attempts int[],
+                                 p_key_ttl_ms bigint[], p_priority int[], p_group text[])
+RETURNS TABLE (id text, due_at_ms bigint) LANGUAGE plpgsql AS $$
+DECLARE
+  now bigint := delayq.now_ms();
+  cfg delayq.queues := delayq._queue_for_write(q);
+BEGIN
+  IF EXISTS (SELECT 1 FROM unnest(p_lengths, p_delay_ms, p_at_ms) AS x(len, d, a)
+               WHERE x.len > cfg.max_payload OR x.d > cfg.max_delay_ms OR x.a > now + cfg.max_delay_ms) THEN
+    RETURN;
+  END IF;
+  IF NOT cfg.ordered AND EXISTS (SELECT 1 FROM unnest(p_priority, p_group) AS x(pr, g) WHERE x.pr <> 0 OR x.g <> '') THEN
+    UPDATE delayq.queues SET ordered = true WHERE name = q;
+  END IF;
+  RETURN QUERY
+  WITH x AS (
+    SELECT v.*, sum(v.len) OVER (ORDER BY v.i) - v.len AS off
+      FROM unnest(p_ids, p_lengths, p_binary, p_headers, p_delay_ms, p_at_ms, p_max_attempts, p_key_ttl_ms,
+                  p_priority, p_group) WITH ORDINALITY AS v(id, len, bin, h, d, a, ma, ttl, pr, g, i)
+  ), ins AS (
+    INSERT INTO delayq.jobs AS j (queue, id, state, due_at_ms, max_attempts, key, key_ttl_ms, payload, is_binary,
+                                  headers, created_at_ms, priority, grp)
+      SELECT q, x.id, 's',
+             CASE WHEN x.d IS NOT NULL THEN now + x.d WHEN x.a IS NOT NULL THEN greatest(x.a, now) ELSE now END,
+             coalesce(x.ma, cfg.max_attempts), NULL, x.ttl, substring(p_payloads FROM x.off::int + 1 FOR x.len),
+             x.bin, x.h::json, now, x.pr, x.g
+        FROM x ORDER BY x.i
+      RETURNING j.id, j.due_at_ms
+  )
+  SELECT ins.id, ins.due_at_ms FROM ins;
+END $$;
+
 -- Keeps a finished job's key taken for its key_ttl_ms.
 CREATE FUNCTION delayq._keep_key(q text, p_key text, p_id text, p_due bigint, p_ttl bigint, now bigint)
 RETURNS void LANGUAGE plpgsql AS $$
