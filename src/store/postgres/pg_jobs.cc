@@ -181,6 +181,10 @@ Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view 
           auto due = ResolveDue(r.when, std::atoll(e.detail.c_str() + 8), config, prefix(i));
           if (!due.ok()) return due.status();
         }
+        // A limit judged by the database (a config changed by another server meanwhile) names the job.
+        if (batch && (e.sqlstate == "DQ413" || e.sqlstate == "22023")) {
+          return Status(row.status().code(), prefix(i) + row.status().message());
+        }
         return row.status();
       }
       results[i] = {row->Str(0, 0), row->Int(0, 1), row->Bool(0, 2), row->Bool(0, 3)};

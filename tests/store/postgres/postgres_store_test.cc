@@ -74,6 +74,36 @@ TEST(PostgresStore, TwoServersOnOneDatabaseNeverHandOutAJobTwice) {
   for (int i = 0; i < kJobs; ++i) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << "job " << i;
 }
 
+// A server whose cached config is older than the database's: a batch without keys goes in as one
+// statement, which the database refuses whole when a job breaks the new limit; the batch is then
+// judged job by job, the refusal names the job, and nothing of the batch is kept.
+TEST(PostgresStore, ABatchAgainstALimitAnotherServerJustSetIsRefusedWholeNamingTheJob) {
+  const std::string url = SharedPostgres().NewDatabase();
+  auto a = OpenStore(url), b = OpenStore(url);
+  ASSERT_TRUE(a->Enqueue("limits", Job("warm", 60'000)).ok());  // a caches the queue's config
+  QueueConfig small;
+  small.max_payload = 50;
+  ASSERT_TRUE(b->SetConfig("limits", small).ok());
+  std::vector<EnqueueRequest> batch = {Job("short", 0), Job(std::string(100, 'x'), 0), Job("short too", 0)};
+  auto r = a->EnqueueBatch("limits", batch);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), Code::kTooLarge) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("jobs[1].payload"), std::string::npos) << r.status().message();
+  auto stats = b->Stats("limits");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->scheduled + stats->ready, 1) << "only the job enqueued before the batch";
+  // Within the limit, the same batch goes in whole, each job at its place.
+  batch[1] = Job("fits", 0);
+  auto ok = a->EnqueueBatch("limits", batch);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 3u);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto job = b->Get("limits", {.id = (*ok)[i].id});
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ(job->payload, batch[i].payload) << i;
+  }
+}
+
 TEST(PostgresStore, ANewerSchemaIsRefusedByName) {
   const std::string url = SharedPostgres().NewDatabase();
   OpenStore(url).reset();
