@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 # The build a user makes (Release), with warnings as errors: CI builds and tests exactly that.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON
 
-.PHONY: all deps build run test test-sanitize test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth clean
+.PHONY: all deps build run test test-sanitize test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn clean
 
 all: build
 
@@ -137,6 +137,11 @@ bench-peers: build
 # and --redis-shards 1, 2, 4 on a local Redis Cluster; writes bench/results/growth.{md,json,png}.
 bench-growth: build
 	@./scripts/bench-growth.sh
+
+# delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
+# bench/results/postgres/churn.md.
+bench-pg-churn: build
+	@./scripts/bench-pg-churn.sh
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) build-fuzz

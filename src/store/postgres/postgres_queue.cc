@@ -47,6 +47,7 @@ Status PostgresQueue::Start() {
   MeasureClock();
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   listener_ = std::thread([this] { ListenerLoop(); });
+  if (options_.vacuum_dead_rows > 0) vacuumer_ = std::thread([this] { VacuumLoop(); });
   return Status::Ok();
 }
 
@@ -82,6 +83,7 @@ void PostgresQueue::Close() {
   for (auto& w : answered) w.done(std::vector<Delivery>{});
   if (scheduler_.joinable()) scheduler_.join();
   if (listener_.joinable()) listener_.join();
+  if (vacuumer_.joinable()) vacuumer_.join();
   std::lock_guard lock(mu_);
   closed_ = true;
 }

@@ -56,6 +56,12 @@ struct PostgresQueueOptions {
   // Queues at most (shared by every server of the database: the last one opened sets it).
   // Default 10 000.
   size_t max_queues = 10'000;
+  // delayq.jobs is vacuumed by this server (VACUUM (SKIP_LOCKED), on a thread of its own) once it
+  // holds more than vacuum_dead_rows dead rows plus a fifth of its live ones, at most every
+  // vacuum_interval_ms: jobs churn faster than autovacuum's minute-long nap keeps up with
+  // (docs/postgres.md). 0 rows: leave it to autovacuum. Defaults 50 000 and 5 000.
+  int64_t vacuum_dead_rows = 50'000;
+  int64_t vacuum_interval_ms = 5'000;
   ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
 };
 
@@ -168,6 +174,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // --- the scheduler, the listener and waiting reserves (pg_scheduler.cc) ---
   void SchedulerLoop();
   void ListenerLoop();
+  void VacuumLoop();
+  bool VacuumDue();
   // One listener connection's life: LISTEN, then notifications until it breaks or the store closes.
   void Listen(Connection& c);
   void HandleNotification(std::string_view payload);
@@ -207,7 +215,7 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   UlidGenerator ids_;
   std::mt19937_64 rng_;  // back-off jitter only (tokens: the OS CSPRNG); under mu_
   std::shared_ptr<const ReceiptSigner> signer_;
-  std::thread scheduler_, listener_;
+  std::thread scheduler_, listener_, vacuumer_;
 };
 
 // The PostgreSQL store with its recurring schedules (schedule/scheduled_queue.h), on `clock`

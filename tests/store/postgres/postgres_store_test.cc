@@ -104,6 +104,49 @@ TEST(PostgresStore, ABatchAgainstALimitAnotherServerJustSetIsRefusedWholeNamingT
   }
 }
 
+// Jobs churned past the threshold: the server vacuums delayq.jobs itself, without waiting for
+// autovacuum's minute (here turned off, so that only the server's VACUUM can count).
+TEST(PostgresStore, ChurnedJobsGetTheirTableVacuumedByTheServer) {
+  const std::string url = SharedPostgres().NewDatabase();
+  postgres::PostgresQueueOptions o;
+  o.url = url;
+  o.vacuum_dead_rows = 200;
+  o.vacuum_interval_ms = 50;
+  auto opened = postgres::PostgresQueue::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto& q = *opened;
+  PGconn* admin = PQconnectdb(url.c_str());
+  ASSERT_EQ(PQstatus(admin), CONNECTION_OK);
+  PQclear(PQexec(admin, "ALTER TABLE delayq.jobs SET (autovacuum_enabled = false)"));
+  auto vacuums = [&] {
+    PGresult* r = PQexec(admin, "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'delayq.jobs'::regclass");
+    const int n = PQntuples(r) == 1 ? std::atoi(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    return n;
+  };
+  const int before = vacuums();
+  std::vector<EnqueueRequest> batch;
+  for (int i = 0; i < 500; ++i) batch.push_back(Job(std::to_string(i), 0));
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_TRUE(q->EnqueueBatch("churn", batch).ok());
+    for (int taken = 0; taken < 500;) {
+      auto got = q->Reserve("churn", {.max = 100, .wait_ms = 1000});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      std::vector<std::string> receipts;
+      for (const auto& d : *got) receipts.push_back(d.receipt);
+      for (const Status& s : q->AckBatch("churn", receipts)) ASSERT_TRUE(s.ok()) << s.ToString();
+      taken += static_cast<int>(got->size());
+    }
+  }
+  // PostgreSQL's statistics reach the server within its flush interval (up to 10 s when idle).
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (vacuums() <= before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);  // watching another process's statistics, not a test's sync
+  }
+  EXPECT_GT(vacuums(), before) << "2 000 jobs churned, threshold 200 dead rows";
+  PQfinish(admin);
+}
+
 TEST(PostgresStore, ANewerSchemaIsRefusedByName) {
   const std::string url = SharedPostgres().NewDatabase();
   OpenStore(url).reset();

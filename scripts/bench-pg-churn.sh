@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# delayq's tables on PostgreSQL as jobs churn (issue 29, item 4): LIVE jobs (100 000) scheduled a
+# day ahead stay, while CHURN jobs (10 000 000) are enqueued, delivered and acked through the HTTP
+# API in rounds of ROUND (`delayq bench --mode burst`, jobs due as they are handed in). After
+# each round the size of delayq's tables and indexes (pg_total_relation_size) is printed beside
+# the size with the live jobs alone; autovacuum runs with PostgreSQL's shipped settings.
+# Writes bench/results/postgres/churn.md (and churn.jsonl, one line per round).
+#
+# `make bench-pg-churn`, or scripts/bench-pg-churn.sh [build-dir]. Environment: LIVE (100000),
+# CHURN (10000000), ROUND (100000), OUT (bench/results/postgres). ~20 minutes per 10 M on 2 cores.
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+delayq=$build/delayq
+[ -x "$delayq" ] || { echo "build first: $delayq is missing (make build)" >&2; exit 1; }
+live=${LIVE:-100000}
+churn=${CHURN:-10000000}
+round=${ROUND:-100000}
+out=${OUT:-$root/bench/results/postgres}
+pgbin=/usr/lib/postgresql/15/bin
+[ -x "$pgbin/postgres" ] || "$root/scripts/install-deps.sh"
+
+work=$(mktemp -d /tmp/delayq-pg-churn.XXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+as_pg() { if [ "$(id -u)" = 0 ]; then setpriv --reuid postgres --regid postgres --clear-groups "$@"; else "$@"; fi; }
+
+# PostgreSQL as it ships, in $work (as the postgres user when root: initdb refuses root).
+[ "$(id -u)" = 0 ] && { chmod 711 "$work"; mkdir "$work/pg"; chown postgres: "$work/pg"; } || mkdir "$work/pg"
+as_pg "$pgbin/initdb" -D "$work/pg/data" -A trust -U postgres --no-sync -E UTF8 --locale=C >/dev/null
+pgport=$(free_port)
+as_pg "$pgbin/postgres" -D "$work/pg/data" -p "$pgport" -k "$work/pg" -c listen_addresses=127.0.0.1 \
+  >"$work/pg/log" 2>&1 &
+pids+=($!)
+url="postgres://postgres@127.0.0.1:$pgport/postgres"
+for _ in $(seq 100); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
+psql_() { psql -qtAX "$url" -c "$1"; }
+
+port=$(free_port)
+"$delayq" serve --listen "127.0.0.1:$port" --store "$url" --data "$work/data" >"$work/delayq.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+
+size() { psql_ "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'delayq' AND c.relkind = 'r'"; }
+psql_ "SELECT count(*) FROM generate_series(1, $live) g,
+         LATERAL delayq.enqueue('live', to_json(repeat('x', 100) || g), delay_ms => 86400000)" >/dev/null
+psql_ "VACUUM ANALYZE delayq.jobs"
+base=$(size)
+mkdir -p "$out"
+lines=$out/churn.jsonl
+: >"$lines"
+echo "live $live jobs: $base bytes of tables and indexes" >&2
+echo "{\"churned\":0,\"bytes\":$base,\"ratio\":1}" >>"$lines"
+done_n=0
+started=$(date +%s)
+while [ "$done_n" -lt "$churn" ]; do
+  "$delayq" --server "http://127.0.0.1:$port" bench --mode burst --queue churn --jobs "$round" --window 10s \
+    --lead 0ms --grace 30s --no-progress >"$work/round.txt" 2>&1 || { cat "$work/round.txt" >&2; exit 1; }
+  done_n=$((done_n + round))
+  bytes=$(size)
+  ratio=$(python3 -c "print(round($bytes / $base, 2))")
+  rate=$(sed -n 's/.*enqueue *\([0-9]*\) jobs\/s.*/\1/p' "$work/round.txt")
+  echo "churned $done_n: $bytes bytes, ${ratio}x the live jobs alone (enqueue $rate jobs/s)" >&2
+  echo "{\"churned\":$done_n,\"bytes\":$bytes,\"ratio\":$ratio,\"enqueue_per_s\":${rate:-null},\"seconds\":$(( $(date +%s) - started ))}" >>"$lines"
+done
+max=$(python3 -c "import json; print(max(json.loads(l)['ratio'] for l in open('$lines')))")
+{
+  echo "# delayq's tables on PostgreSQL through $churn churned jobs, $live live"
+  echo
+  echo "Measured by \`scripts/bench-pg-churn.sh\` (LIVE=$live CHURN=$churn ROUND=$round) on $(date -u +%Y-%m-%d),"
+  echo "$(nproc) cores, PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') as it ships (autovacuum on), delayq $(git -C "$root" rev-parse --short HEAD)."
+  echo "Tables and indexes with the live jobs alone: $base bytes. Largest since: ${max}x that."
+  echo
+  echo "| churned | bytes | × live alone | enqueue jobs/s |"
+  echo "|--:|--:|--:|--:|"
+  python3 -c "
+import json
+for l in open('$lines'):
+    r = json.loads(l)
+    print(f\"| {r['churned']:,} | {r['bytes']:,} | {r['ratio']} | {r.get('enqueue_per_s') or '–'} |\")"
+} >"$out/churn.md"
+echo "wrote $out/churn.md" >&2
