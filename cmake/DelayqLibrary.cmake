@@ -19,4 +19,16 @@ endfunction()
 function(delayq_library name folder)
   add_library(${name} STATIC ${ARGN})
   delayq_include_root(${name} ${folder})
+  delayq_unity(${name})
+endfunction()
+
+# With DELAYQ_UNITY, a target's sources compile as a few files of 8 each: the headers (Asio, Beast,
+# fmt) are read and their templates instantiated once per 8 files instead of once per file, which
+# takes the build from clean to about a third of the time under the sanitizers (a file that
+# cannot share, such as one whose class holds types of an anonymous namespace, says
+# SKIP_UNITY_BUILD_INCLUSION). The tests stay one file each: each has helpers of its own names.
+function(delayq_unity target)
+  if(DELAYQ_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
 endfunction()

@@ -7,6 +7,7 @@
 
 #include "store/postgres/doctor.h"
 #include "store/postgres/migrate.h"
+#include "store/postgres/pg_connection.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -20,9 +21,7 @@ namespace delayq::cli {
 
 namespace {
 
-bool IsPostgres(const std::string& url) {
-  return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0;
-}
+bool IsPostgres(const std::string& url) { return postgres::IsPostgresUrl(url); }
 
 // The findings, as text or JSON; the exit code.
 int Report(const Global& g, const std::string& where, const std::vector<redis::DoctorFinding>& findings) {

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <vector>
 
+#include "schedule/floor_div.h"
+
 namespace delayq {
 namespace {
 
@@ -33,8 +35,6 @@ constexpr FieldSpec kMonth{
 // 7 is Sunday too (folded into 0 after parsing).
 constexpr FieldSpec kWeekday{
     "day of week", "days of the week", 0, 7, {"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", nullptr}, 0};
-
-int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 class FieldParser {
  public:

@@ -7,11 +7,10 @@
 #include <mutex>
 
 #include "core/validate.h"
+#include "schedule/floor_div.h"
 
 namespace delayq {
 namespace {
-
-int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 Status ValidateScheduleName(std::string_view name) {
   // The same characters and length as a queue name (core/validate.h), said of a schedule.

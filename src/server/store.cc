@@ -95,7 +95,7 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
         o.redis_wait_replicas > 0 ? fmt::format(", writes wait for {} replica(s)", o.redis_wait_replicas) : "");
     return out;
   }
-  if (o.store.rfind("postgres://", 0) == 0 || o.store.rfind("postgresql://", 0) == 0) {
+  if (postgres::IsPostgresUrl(o.store)) {
     postgres::PostgresQueueOptions pg;
     pg.url = o.store;
     pg.migrate = !o.no_migrate;

@@ -57,6 +57,31 @@ TEST_P(QueueConformance, DuplicateKeyReturnsTheLiveJob) {
   EXPECT_NE(c.id, (*res)[0].id);
 }
 
+// docs/http-api.md: in a batch the first entry with a key acts, with replace too; the later ones
+// are duplicates that change nothing (a hostile try asked which one wins).
+TEST_P(QueueConformance, InABatchTheFirstEntryWithAKeyActsEvenWithReplace) {
+  const std::string queue = QueueName();
+  EnqueueRequest r = Job("v0", 100 * h_->unit_ms());
+  r.key = "k";
+  const EnqueueResult made = MustEnqueue(q(), queue, r);
+  EnqueueRequest v1 = r, v2 = r;
+  v1.payload = "v1";
+  v1.replace = true;
+  v2.payload = "v2";
+  v2.replace = true;
+  auto res = q().EnqueueBatch(queue, std::vector<EnqueueRequest>{v1, v2});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->size(), 2u);
+  EXPECT_TRUE((*res)[0].replaced);
+  EXPECT_TRUE((*res)[1].duplicate);
+  EXPECT_FALSE((*res)[1].replaced);
+  EXPECT_EQ((*res)[1].id, made.id);
+  auto job = q().Get(queue, JobRef::ByKey("k"));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->payload, "v1");
+  EXPECT_EQ(MustStats(q(), queue).scheduled, 1);
+}
+
 TEST_P(QueueConformance, ReplaceByKeyRewritesPayloadHeadersAndDueTime) {
   const std::string queue = QueueName();
   EnqueueRequest r = Job("v1", 100 * h_->unit_ms());

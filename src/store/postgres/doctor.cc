@@ -39,11 +39,11 @@ bool NotificationsArrive(Connection& c) {
 void CheckDurability(Connection& c, std::vector<DoctorFinding>& out) {
   auto sync = Setting(c, "synchronous_commit");
   if (sync.ok() && *sync == "off") {
-    out.push_back(
-        {"synchronous_commit",
-         "is off: a crash of PostgreSQL loses the last commits, jobs acknowledged to "
-         "producers among them",
-         "ALTER SYSTEM SET synchronous_commit = on (or ALTER ROLE <delayq's role> SET synchronous_commit = on)"});
+    out.push_back({"synchronous_commit",
+                   "is off: a crash of PostgreSQL loses the last commits, jobs acknowledged to "
+                   "producers among them",
+                   "ALTER SYSTEM SET synchronous_commit = on (or ALTER ROLE <the role of this URL> SET "
+                   "synchronous_commit = on)"});
   }
   auto fsync = Setting(c, "fsync");
   if (fsync.ok() && *fsync == "off") {
@@ -59,7 +59,7 @@ void CheckTimeouts(Connection& c, std::vector<DoctorFinding>& out) {
                    fmt::format("is {}: it ends delayq's listening connection whenever no job comes for that long; "
                                "wake-ups are then lost until it reconnects (at most the safety interval late)",
                                *idle),
-                   "ALTER ROLE <delayq's role> SET idle_session_timeout = 0"});
+                   "ALTER ROLE <the role of this URL> SET idle_session_timeout = 0"});
   }
   auto in_tx = Setting(c, "idle_in_transaction_session_timeout");
   if (in_tx.ok() && !in_tx->empty() && *in_tx != "0") {
@@ -70,7 +70,7 @@ void CheckTimeouts(Connection& c, std::vector<DoctorFinding>& out) {
                      fmt::format("is {}: under a minute, it can end an application's transaction that enqueues and "
                                  "then waits on other work, and with it the enqueue",
                                  *in_tx),
-                     "ALTER ROLE <delayq's role> SET idle_in_transaction_session_timeout = '5min' (or 0)"});
+                     "ALTER ROLE <the role of this URL> SET idle_in_transaction_session_timeout = '5min' (or 0)"});
     }
   }
 }
@@ -109,6 +109,12 @@ Result<std::vector<DoctorFinding>> Doctor(const std::string& url) {
   }
   CheckTimeouts(**c, out);
   CheckVacuum(**c, out);
+  // The application's role (docs/postgres.md says to check it too) may not read delayq's tables:
+  // its settings are what counts then, and "run delayq migrate" would send it to do what it may
+  // not (a hostile try found that).
+  auto readable =
+      (*c)->Exec("SELECT to_regclass('delayq.meta') IS NULL OR has_table_privilege('delayq.meta', 'SELECT')");
+  if (readable.ok() && !readable->Bool(0, 0)) return out;
   if (Status s = CheckSchema(**c); !s.ok()) {
     out.push_back({"schema delayq", s.message(), "delayq migrate " + RedactUrl(url)});
   }

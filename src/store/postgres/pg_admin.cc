@@ -11,6 +11,7 @@ namespace delayq::postgres {
 
 Result<QueueConfig> PostgresQueue::GetConfig(std::string_view queue_view) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  ForgetConfig(std::string(queue_view));  // read from the database: another server may have set it
   auto config = ConfigOf(std::string(queue_view));
   if (config.code() == Code::kNotFound) return QueueConfig{};
   return config;

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
-#include <regex>
+
+#include "core/redact.h"
 
 namespace delayq::postgres {
 namespace {
@@ -44,13 +47,33 @@ std::string Rows::Bytes(int row, int col) const {
   return out;
 }
 
-std::string RedactUrl(std::string_view url) {
-  // postgres://user:password@host... -> postgres://user:***@host...; password=... in key/value form too.
-  static const std::regex uri(R"(^([a-z]+://[^:/@]*:)[^@]*@)");
-  static const std::regex kv(R"(password=[^ &]*)");
-  std::string out = std::regex_replace(std::string(url), uri, "$1***@");
-  return std::regex_replace(out, kv, "password=***");
+std::string RedactUrl(std::string_view url) { return RedactSecrets(url); }
+
+namespace {
+
+size_t SchemeLength(std::string_view url) {
+  for (std::string_view scheme : {"postgres://", "postgresql://"}) {
+    if (url.size() >= scheme.size() && std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+          return a == std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return scheme.size();
+    }
+  }
+  return 0;
 }
+
+// The URL as libpq reads it: its scheme in lower case.
+std::string ForLibpq(std::string_view url) {
+  std::string out(url);
+  const size_t n = SchemeLength(url);
+  std::transform(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), out.begin(),
+                 [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+  return out;
+}
+
+}  // namespace
+
+bool IsPostgresUrl(std::string_view url) { return SchemeLength(url) > 0; }
 
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int connect_timeout_s) {
   const std::string timeout = std::to_string(connect_timeout_s);
@@ -62,7 +85,8 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int
   const char* options =
       "-c bytea_output=hex -c default_transaction_isolation=read\\ committed -c search_path=pg_catalog,pg_temp";
   const char* keys[] = {"connect_timeout", "fallback_application_name", "options", "dbname", nullptr};
-  const char* values[] = {timeout.c_str(), "delayq", options, url.c_str(), nullptr};
+  const std::string dbname = ForLibpq(url);
+  const char* values[] = {timeout.c_str(), "delayq", options, dbname.c_str(), nullptr};
   PGconn* c = PQconnectdbParams(keys, values, 1);
   if (c == nullptr) return Status::Unavailable("cannot allocate a PostgreSQL connection");
   if (PQstatus(c) != CONNECTION_OK) {

@@ -100,6 +100,11 @@ Status ToStatus(const ServerError& e);
 // The URL with its password replaced by "***", for logs and errors.
 std::string RedactUrl(std::string_view url);
 
+// Whether url names PostgreSQL: postgres:// or postgresql://, in any case (a URI's scheme is
+// case-insensitive, RFC 3986 §3.1; libpq knows only the lower-case ones, so Connection::Open
+// lowers it).
+bool IsPostgresUrl(std::string_view url);
+
 // Connections the store's threads share: Take() lends one (opening one when none is idle, at
 // most `max` at once; beyond that it waits). A lent connection comes back when its Lease ends,
 // unless it broke (then a new one is opened next time).

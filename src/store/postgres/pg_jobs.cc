@@ -105,6 +105,20 @@ bool AnyKey(std::span<const EnqueueRequest> requests) {
   return std::any_of(requests.begin(), requests.end(), [](const EnqueueRequest& r) { return !r.key.empty(); });
 }
 
+// The rules of every request against `config`, naming jobs[i] in a batch. Judged again by
+// delayq._put on the database's clock; here on this host's, so that a job far too late is refused
+// before its queue is made.
+Status ValidateRequests(std::span<const EnqueueRequest> requests, const QueueConfig& config, int64_t now) {
+  const bool batch = requests.size() > 1;
+  auto prefix = [batch](size_t i) { return batch ? fmt::format("jobs[{}].", i) : std::string(); };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
+    DELAYQ_RETURN_IF_ERROR(ValidateText(requests[i], prefix(i)));
+    DELAYQ_RETURN_IF_ERROR(ResolveDue(requests[i].when, now, config, prefix(i)).status());
+  }
+  return Status::Ok();
+}
+
 constexpr const char* kPut =
     "SELECT id, due_at_ms, duplicate, replaced FROM delayq._put($1, $2, $3, $4, $5::json, $6, $7, $8, $9, $10, $11, "
     "$12, $13, false)";
@@ -128,14 +142,17 @@ Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view 
   auto prefix = [batch](size_t i) { return batch ? fmt::format("jobs[{}].", i) : std::string(); };
   auto known = ConfigOf(queue);
   if (!known.ok() && known.code() != Code::kNotFound) return known.status();
-  const QueueConfig config = known.ok() ? *known : QueueConfig{};
+  QueueConfig config = known.ok() ? *known : QueueConfig{};
   const int64_t now = SystemClock::Instance()->NowMs();
-  for (size_t i = 0; i < requests.size(); ++i) {
-    DELAYQ_RETURN_IF_ERROR(ValidateEnqueue(requests[i], config, prefix(i)));
-    DELAYQ_RETURN_IF_ERROR(ValidateText(requests[i], prefix(i)));
-    // Judged again by delayq._put on the database's clock; here on this host's, so that one far
-    // too late is refused before its queue is made.
-    DELAYQ_RETURN_IF_ERROR(ResolveDue(requests[i].when, now, config, prefix(i)).status());
+  if (Status s = ValidateRequests(requests, config, now); !s.ok()) {
+    // The config may be a second old and another server may have raised the limit since: a
+    // refusal is judged again on the database's config before it is given.
+    if (!known.ok()) return s;
+    ForgetConfig(queue);
+    known = ConfigOf(queue);
+    if (!known.ok()) return known.code() == Code::kNotFound ? s : known.status();
+    config = *known;
+    DELAYQ_RETURN_IF_ERROR(ValidateRequests(requests, config, now));
   }
   std::vector<std::string> ids(requests.size());
   {

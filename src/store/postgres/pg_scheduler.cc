@@ -245,6 +245,7 @@ void PostgresQueue::ListenerLoop() {
     }
     std::unique_lock lock(mu_);
     health_ = c.status();
+    health_statement_ = ++statements_;
     cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return stopping_; });
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
   }

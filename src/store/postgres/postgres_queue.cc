@@ -94,21 +94,30 @@ Status PostgresQueue::Health() {
   return health_;
 }
 
+// Statements run on several threads at once: one that began before the database went away can
+// answer after one that found it gone, and must not make Health() say ok again (CI saw it).
 Result<Rows> PostgresQueue::Exec(std::string_view sql, const std::vector<Param>& params) {
+  uint64_t n = 0;
   {
     std::lock_guard lock(mu_);
     if (closed_) return errors::StoreClosed();
+    n = ++statements_;
   }
   auto c = pool_.Take();
   if (!c.ok()) {
-    std::lock_guard lock(mu_);
-    health_ = c.status();
+    NoteHealth(n, c.status());
     return c.status();
   }
   auto r = (*c)->Exec(sql, params);
-  std::lock_guard lock(mu_);
-  health_ = r.ok() || r.code() != Code::kUnavailable ? Status::Ok() : r.status();
+  NoteHealth(n, r.ok() || r.code() != Code::kUnavailable ? Status::Ok() : r.status());
   return r;
+}
+
+void PostgresQueue::NoteHealth(uint64_t n, const Status& found) {
+  std::lock_guard lock(mu_);
+  if (n < health_statement_) return;
+  health_statement_ = n;
+  health_ = found;
 }
 
 Result<int64_t> PostgresQueue::DatabaseNowMs() {

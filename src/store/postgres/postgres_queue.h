@@ -135,6 +135,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   void ForgetConfig(const std::string& queue);
   // Runs `sql` on a pooled connection.
   Result<Rows> Exec(std::string_view sql, const std::vector<Param>& params = {});
+  // Keeps what statement `n` found unless one that started after it has already said.
+  void NoteHealth(uint64_t n, const Status& found);
   // Tells every server (and this one) that jobs of `queue` are ready now (a release, a nack or a
   // replay made them so, or a lease ended and made room).
   void AnnounceReady(const std::string& queue);
@@ -201,7 +203,9 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   bool stopping_ = false;  // Close() began: the threads end, waiters are answered
   bool closed_ = false;    // the threads have ended: statements are refused
   bool poked_ = false;
-  Status health_;  // what the last statement found (Health())
+  Status health_;                  // what the latest statement to start found (Health())
+  uint64_t statements_ = 0;        // statements started, each numbered at its start
+  uint64_t health_statement_ = 0;  // the number of the statement health_ is from
   std::map<std::string, CachedConfig, std::less<>> configs_;
   std::map<std::string, Metrics, std::less<>> metrics_;
   std::unordered_map<uint64_t, Waiter> waiters_;

@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 
+#include "core/redact.h"
+
 namespace delayq::redis {
 namespace {
 
@@ -211,7 +213,7 @@ Status ParseOptions(std::string_view query, RedisUrl* out, std::string_view reda
 
 std::string RedisUrl::Redacted(std::string_view url) {
   const auto scheme = url.find("://");
-  if (scheme == std::string_view::npos) return std::string(url);
+  if (scheme == std::string_view::npos) return RedactSecrets(url);  // e.g. a libpq key=value string
   const auto start = scheme + 3;
   const auto end = url.find_first_of("/?", start);
   const std::string_view authority = url.substr(start, end == std::string_view::npos ? url.npos : end - start);

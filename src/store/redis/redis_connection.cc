@@ -54,10 +54,10 @@ Value ReplyToValue(const void* reply) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-int MsLeft(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+int MsLeft(SteadyClock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
 }
 
@@ -143,7 +143,7 @@ struct RedisConnection::Impl {
   }
 
   // Waits until the socket is ready for `events` or the deadline; false when it passed.
-  bool Wait(short events, Clock::time_point deadline) {
+  bool Wait(short events, SteadyClock::time_point deadline) {
     while (true) {
       pollfd p{fd, events, 0};
       const int n = ::poll(&p, 1, MsLeft(deadline));
@@ -155,7 +155,7 @@ struct RedisConnection::Impl {
 
   Status Connect(const Endpoint& node, int timeout_ms) {
     where = node.ToString();
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -188,7 +188,7 @@ struct RedisConnection::Impl {
   }
 
   Status Handshake(const RedisTls& tls, const std::string& host, int timeout_ms) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
     ssl = SSL_new(tls.ctx());
     if (!ssl || SSL_set_fd(ssl, fd) != 1)
       return Status::Internal("OpenSSL could not make a connection: " + SslErrors());
@@ -230,7 +230,7 @@ struct RedisConnection::Impl {
     }
   }
 
-  Status WriteAll(const std::string& data, Clock::time_point deadline) {
+  Status WriteAll(const std::string& data, SteadyClock::time_point deadline) {
     size_t done = 0;
     while (done < data.size()) {
       if (ssl) {
@@ -263,7 +263,7 @@ struct RedisConnection::Impl {
   }
 
   // Reads what has come into the reader: 1 some, 0 the deadline passed, -1 broken (`why`).
-  int ReadSome(Clock::time_point deadline, std::string* why) {
+  int ReadSome(SteadyClock::time_point deadline, std::string* why) {
     char buf[16384];
     while (true) {
       ssize_t n;
@@ -391,11 +391,11 @@ Status RedisConnection::Send(const std::vector<std::vector<std::string>>& comman
     redisFreeCommand(cmd);
   }
   // Sending has the read timeout's order: 30 s is far beyond any send to a live Redis.
-  return impl_->WriteAll(out, Clock::now() + std::chrono::seconds(30));
+  return impl_->WriteAll(out, SteadyClock::now() + std::chrono::seconds(30));
 }
 
 Result<std::optional<Value>> RedisConnection::Read(int timeout_ms, bool idle_ok) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
     void* reply = nullptr;
     if (redisReaderGetReply(impl_->reader, &reply) != REDIS_OK) {

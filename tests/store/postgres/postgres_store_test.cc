@@ -104,6 +104,33 @@ TEST(PostgresStore, ABatchAgainstALimitAnotherServerJustSetIsRefusedWholeNamingT
   }
 }
 
+// Raised by another server, a limit holds at once on this one: a refusal is judged again on the
+// database's config, and a read of the config is the database's (found by a hostile try: a server
+// refused jobs for a second after another had raised max_payload, and showed the old value).
+TEST(PostgresStore, ALimitAnotherServerRaisedHoldsAtOnce) {
+  const std::string url = SharedPostgres().NewDatabase();
+  auto a = OpenStore(url), b = OpenStore(url);
+  QueueConfig small;
+  small.max_payload = 50;
+  ASSERT_TRUE(a->SetConfig("raised", small).ok());
+  ASSERT_EQ(a->GetConfig("raised")->max_payload, 50);  // a has it cached now
+  ASSERT_TRUE(b->SetConfig("raised", QueueConfig{}).ok());
+  ASSERT_EQ(a->GetConfig("raised")->max_payload, QueueConfig{}.max_payload);
+  ASSERT_TRUE(a->SetConfig("raised", small).ok());
+  ASSERT_TRUE(a->Enqueue("raised", Job("fits", 0)).ok());  // caches the small config for enqueues
+  ASSERT_TRUE(b->SetConfig("raised", QueueConfig{}).ok());
+  auto big = a->Enqueue("raised", Job(std::string(100, 'x'), 0));
+  EXPECT_TRUE(big.ok()) << big.status().ToString();
+  auto batch = a->EnqueueBatch("raised", std::vector<EnqueueRequest>{Job("a", 0), Job(std::string(100, 'y'), 0)});
+  EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+  // Still refused when the database's config refuses it too, naming the job.
+  ASSERT_TRUE(b->SetConfig("raised", small).ok());
+  auto refused = a->EnqueueBatch("raised", std::vector<EnqueueRequest>{Job("a", 0), Job(std::string(100, 'z'), 0)});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), Code::kTooLarge);
+  EXPECT_NE(refused.status().message().find("jobs[1]."), std::string::npos) << refused.status().message();
+}
+
 // Jobs churned past the threshold: the server vacuums delayq.jobs itself, without waiting for
 // autovacuum's minute (here turned off, so that only the server's VACUUM can count).
 TEST(PostgresStore, ChurnedJobsGetTheirTableVacuumedByTheServer) {
@@ -275,7 +302,9 @@ TEST(PostgresStore, DoctorNamesTheSettingsThatLoseOrDelayJobs) {
 // delivered over HTTP, beside one enqueued over HTTP.
 TEST(PostgresStore, ServeDeliversWhatTheApplicationEnqueuedInSql) {
   const std::string url = SharedPostgres().NewDatabase();
-  ServerProcess server({"--store", url});
+  // The scheme in capitals, as RFC 3986 allows (a hostile try got "not redis://" for it).
+  ASSERT_EQ(url.rfind("postgres://", 0), 0u);
+  ServerProcess server({"--store", "POSTGRES://" + url.substr(11)});
   EXPECT_NE(server.banner().find("PostgreSQL at"), std::string::npos) << server.banner();
   auto client_owner = server.NewClient();
   Client& client = *client_owner;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/validate.h"
+#include "store/postgres/doctor.h"
 #include "store/postgres/pg_fixture.h"
 #include "store/postgres/postgres_queue.h"
 
@@ -170,6 +171,10 @@ TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
       {"'{}', headers => '{\"a\": 1}'", "headers", EnqueueRequest{}},
       {"'{}', deliver_at => 'infinity'", "deliver_at", EnqueueRequest{}},
       {"NULL", "payload", EnqueueRequest{}},
+      // JSON that PostgreSQL's json type keeps but HTTP's parser refuses (a hostile try found it).
+      {"'\"\\ud800\"'", "payload", EnqueueRequest{}},
+      {"'[\"\\udc00\\ud800\"]'", "payload", EnqueueRequest{}},
+      {"'{}', headers => '{\"a\": \"x\\udbff\"}'", "headers", EnqueueRequest{}},
       {"'{}', delay_ms => 9223372036854775807", "delay_ms",
        req([](EnqueueRequest& r) { r.when.delay_ms = INT64_MAX; })},
   };
@@ -231,6 +236,11 @@ TEST_F(SqlApi, TheProducerRoleMayCallTheApiAndNothingElse) {
     EXPECT_FALSE(app.Run(forbidden));
     EXPECT_EQ(app.sqlstate(), "42501") << app.message();  // insufficient_privilege
   }
+  // delayq doctor run as this role (docs/postgres.md asks for it) checks its settings, and does
+  // not take the tables it may not read for a missing schema ("run delayq migrate").
+  auto findings = postgres::Doctor(app_url);
+  ASSERT_TRUE(findings.ok()) << findings.status().ToString();
+  for (const auto& f : *findings) EXPECT_NE(f.setting, "schema delayq") << f.problem;
 }
 
 // Producers racing on one key in their own transactions: one job, and every caller is told its id.
@@ -306,11 +316,40 @@ namespace {
 
 // Found in review: a reschedule without a delay or a time made the job due at once (a forgotten
 // argument fired the timeout); it is refused now. A key with no job answers NULL.
+// What HTTP takes, SQL takes: \u0000 in a header (PostgreSQL text cannot hold it) and a surrogate
+// pair; and the errors of hostile values stay short and say their unit.
+TEST_F(SqlApi, WhatHttpTakesSqlTakesAndHostileValuesGetShortErrors) {
+  const std::string id = app_->Value(
+      "SELECT id FROM delayq.enqueue('odd', '\"\\ud83d\\ude00\"', headers => '{\"a\\u0000b\": \"x\\u0000y\"}')");
+  auto job = store_->Get("odd", JobRef::ById(id));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->payload, "\"\\ud83d\\ude00\"");
+  ASSERT_EQ(job->headers.size(), 1u);
+  EXPECT_EQ(job->headers.begin()->first, std::string("a\0b", 3));
+  EXPECT_EQ(job->headers.begin()->second, std::string("x\0y", 3));
+
+  EXPECT_FALSE(app_->Run("SELECT delayq.cancel_job('odd', repeat('x', 10000))"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_LT(app_->message().size(), 200u) << "the error echoes the whole id";
+  EXPECT_EQ(app_->message().rfind("id ", 0), 0u) << app_->message();
+
+  app_->Value("SELECT id FROM delayq.enqueue('odd', '{}', delay_ms => 60000, key => 'k')");
+  EXPECT_FALSE(app_->Run("SELECT delayq.reschedule('odd', 'k', delay_ms => 9223372036854775807)"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_NE(app_->message().find("9223372036854775807 ms"), std::string::npos) << app_->message();
+  EXPECT_NE(app_->message().find(std::to_string(QueueConfig{}.max_delay_ms) + " ms"), std::string::npos)
+      << app_->message();
+}
+
 TEST_F(SqlApi, ARescheduleNeedsANewDueTimeAndAnswersNullForNoJob) {
   app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', delay_ms => 60000, key => 'late')");
   EXPECT_FALSE(app_->Run("SELECT delayq.reschedule('orders', 'late')"));
   EXPECT_EQ(app_->sqlstate(), "22023");
   EXPECT_EQ(app_->message().rfind("delay_ms and deliver_at are both missing", 0), 0u) << app_->message();
+  // Both given: the hint must not offer "neither", which a reschedule refuses (found by a hostile try).
+  EXPECT_FALSE(app_->Run("SELECT delayq.reschedule('orders', 'late', 5, now())"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_EQ(app_->message(), "delay_ms and deliver_at are both given; give one of them") << app_->message();
   auto job = store_->Get("orders", JobRef::ByKey("late"));
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->state, JobState::kScheduled) << "the refused reschedule moved the job";

@@ -400,18 +400,28 @@ BEGIN
 END $$;
 
 -- The delay of a call: delay_ms from now, or deliver_at (one of them).
-CREATE FUNCTION delayq._check_when(delay_ms bigint, deliver_at timestamptz) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION delayq._check_when(delay_ms bigint, deliver_at timestamptz, neither_is_now boolean DEFAULT true)
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   IF delay_ms IS NOT NULL AND delay_ms < 0 THEN
     PERFORM delayq._bad('delay_ms', format('is %s ms; it must not be negative', delay_ms));
   END IF;
   IF deliver_at IS NOT NULL AND delay_ms IS NOT NULL AND delay_ms <> 0 THEN
-    PERFORM delayq._bad('delay_ms', 'and deliver_at are both given; give one of them (or neither for now)');
+    PERFORM delayq._bad('delay_ms', 'and deliver_at are both given; give one of them'
+                                    || CASE WHEN neither_is_now THEN ' (or neither for now)' ELSE '' END);
   END IF;
   IF deliver_at IS NOT NULL AND NOT isfinite(deliver_at) THEN
     PERFORM delayq._bad('deliver_at', 'is infinite; give a time');
   END IF;
 END $$;
+
+-- Whether JSON text t has a lone UTF-16 surrogate escape (\ud800 without its pair): PostgreSQL's
+-- json type keeps it, the HTTP API refuses it as JSON that is not valid. Valid pairs are taken out
+-- first; an escape counts when an even number of backslashes stands before it. (E'' strings here:
+-- they mean the same whatever a session's standard_conforming_strings.)
+CREATE FUNCTION delayq._has_lone_surrogate(t text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT regexp_replace(t, E'\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}', '', 'g')
+         ~ E'(^|[^\\\\])(\\\\\\\\)*\\\\u[dD][89a-fA-F][0-9a-fA-F]{2}' $$;
 
 CREATE FUNCTION delayq._at_ms(deliver_at timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
   AS $$ SELECT floor(extract(epoch FROM deliver_at) * 1000)::bigint $$;
@@ -429,8 +439,11 @@ DECLARE
   n int := 0;
 BEGIN
   PERFORM delayq._check_queue(queue);
-  IF payload IS NULL OR octet_length(payload::text) = 0 THEN
-    PERFORM delayq._bad('payload', 'is empty; a job needs a payload of JSON');
+  IF payload IS NULL THEN
+    PERFORM delayq._bad('payload', 'is NULL; a job needs a payload of JSON');
+  END IF;
+  IF delayq._has_lone_surrogate(payload::text) THEN
+    PERFORM delayq._bad('payload', 'has a lone UTF-16 surrogate (an escape of U+D800 to U+DFFF without its pair); it is not valid JSON text');
   END IF;
   body := convert_to(payload::text, 'UTF8');
   PERFORM delayq._check_when(delay_ms, deliver_at);
@@ -456,7 +469,12 @@ BEGIN
     IF json_typeof(headers) <> 'object' THEN
       PERFORM delayq._bad('headers', 'is not a JSON object; give {"name": "value", ...}');
     END IF;
-    FOR e IN SELECT * FROM json_each(headers) LOOP
+    IF delayq._has_lone_surrogate(headers::text) THEN
+      PERFORM delayq._bad('headers', 'have a lone UTF-16 surrogate (an escape of U+D800 to U+DFFF without its pair); it is not valid JSON text');
+    END IF;
+    -- \u0000, which HTTP takes, has no text form in PostgreSQL: the names and values are measured
+    -- with it as \u0001 (one byte, as it is), and headers are kept as given.
+    FOR e IN SELECT * FROM json_each(replace(headers::text, E'\\u0000', E'\\u0001')::json) LOOP
       n := n + 1;
       IF json_typeof(e.value) <> 'string' THEN
         PERFORM delayq._bad('headers', format('value of %s is not a string', quote_literal(e.key)));
@@ -499,7 +517,8 @@ DECLARE
 BEGIN
   PERFORM delayq._check_queue(queue);
   IF id IS NULL OR id !~ '^[0-9A-Za-z]{26}$' THEN
-    PERFORM delayq._bad('id', format('%s is not a job id (26 characters of a ULID)', coalesce(quote_literal(id), 'NULL')));
+    PERFORM delayq._bad('id', format('%s is not a job id (26 characters of a ULID)',
+                                     coalesce(quote_literal(left(id, 40) || CASE WHEN length(id) > 40 THEN '...' ELSE '' END), 'NULL')));
   END IF;
   outcome := delayq._cancel(queue, upper(id), NULL);
   IF outcome LIKE 'R:%' THEN
@@ -517,12 +536,13 @@ BEGIN
   PERFORM delayq._check_queue(queue);
   IF key IS NULL THEN PERFORM delayq._bad('key', 'is NULL; give the key the job was enqueued with'); END IF;
   PERFORM delayq._check_key(key);
-  PERFORM delayq._check_when(delay_ms, deliver_at);
+  PERFORM delayq._check_when(delay_ms, deliver_at, false);
   IF delay_ms IS NULL AND deliver_at IS NULL THEN
     PERFORM delayq._bad('delay_ms', 'and deliver_at are both missing; give the new due time as one of them');
   END IF;
   IF delay_ms IS NOT NULL AND delay_ms > (SELECT c.max_delay_ms FROM delayq.queues c WHERE c.name = queue) THEN
-    PERFORM delayq._bad('delay_ms', format('is %s; this queue accepts at most its config max_delay_ms', delay_ms));
+    PERFORM delayq._bad('delay_ms', format('is %s ms; this queue accepts at most %s ms (its config max_delay_ms)', delay_ms,
+                                           (SELECT c.max_delay_ms FROM delayq.queues c WHERE c.name = queue)));
   END IF;
   SELECT * INTO r FROM delayq._reschedule(queue, NULL, key, CASE WHEN deliver_at IS NULL THEN coalesce(delay_ms, 0) END,
                                           delayq._at_ms(deliver_at), true);
