@@ -273,13 +273,16 @@ Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string
     DELAYQ_RETURN_IF_ERROR(SaveControlState(conn, queue, q.bucket, q.held_since_us, q.next_turn, groups));
     if (picked.empty()) return Rows();
     return conn.Exec(
+        // The lease from the clock as the row is updated, not from now_ms (read before this
+        // statement's snapshot): a reaper that ended the job's last lease may have committed after
+        // now_ms, and the new lease must not start before the old one ended (_reserve says more).
         "UPDATE delayq.jobs j SET state = 'r', attempt = j.attempt + 1, token = delayq._token(), "
-        "lease_deadline_ms = $3, waited = false FROM (SELECT id, waited FROM delayq.jobs WHERE queue = $1 AND "
-        "id = ANY ($2::text[]) AND state = 's' AND due_at_ms <= $4 FOR UPDATE SKIP LOCKED) o WHERE j.queue = $1 AND "
-        "j.id = o.id RETURNING j.id, "
+        "lease_deadline_ms = delayq.now_ms() + $3, waited = false FROM (SELECT id, waited FROM delayq.jobs WHERE "
+        "queue = $1 AND id = ANY ($2::text[]) AND state = 's' AND due_at_ms <= $4 FOR UPDATE SKIP LOCKED) o WHERE "
+        "j.queue = $1 AND j.id = o.id RETURNING j.id, "
         "j.payload, j.is_binary, j.headers, j.attempt, j.max_attempts, j.due_at_ms, j.key, j.lease_deadline_ms, "
-        "j.priority, j.grp, o.waited, $4::bigint, j.token",
-        {Param::Of(queue), Param::Of(TextArray(picked)), Param::Of(now_ms + request.lease_ms.value_or(config.lease_ms)),
+        "j.priority, j.grp, o.waited, j.lease_deadline_ms - $3::bigint, j.token",
+        {Param::Of(queue), Param::Of(TextArray(picked)), Param::Of(request.lease_ms.value_or(config.lease_ms)),
          Param::Of(now_ms)});
   });
   if (!rows.ok()) return rows.status();

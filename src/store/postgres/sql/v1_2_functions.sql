@@ -324,6 +324,7 @@ DECLARE
   bytes bigint := 0;
   size bigint;
   t text;
+  at bigint;
   r record;
 BEGIN
   SELECT c.paused, c.lease_ms, c.ordered OR c.rate_per_s > 0 OR c.max_reserved > 0 OR c.group_max_reserved > 0
@@ -345,11 +346,16 @@ BEGIN
     bytes := bytes + size;
     taken := taken + 1;
     t := delayq._token();
+    -- The clock read again, now that the row is locked: a reaper that ended the job's last lease
+    -- committed before this statement's snapshot, at or after that lease's end, which `now` (read
+    -- before the snapshot) may precede. The history checker saw the new lease start 2 ms before
+    -- the old one ended.
+    at := delayq.now_ms();
     UPDATE delayq.jobs j SET state = 'r', attempt = r.attempt + 1, token = t,
-                             lease_deadline_ms = now + lease, waited = false
+                             lease_deadline_ms = at + lease, waited = false
       WHERE j.queue = q AND j.id = r.id;
     RETURN QUERY SELECT r.id, r.payload, r.is_binary, r.headers, r.attempt + 1, r.max_attempts, r.due_at_ms, r.key,
-                        now + lease, r.priority::int, r.grp, r.waited, now, t;
+                        at + lease, r.priority::int, r.grp, r.waited, at, t;
   END LOOP;
 END $$;
 
