@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/redact.h"
 #include "delayq/engine.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/postgres_queue.h"
@@ -114,7 +115,7 @@ Result<OpenedStore> OpenStore(const ServeOptions& o) {
       fmt::format("--store \"{}\" is not embedded, postgres://USER:PASSWORD@HOST:PORT/DB, redis://HOST:PORT (rediss:// "
                   "for TLS), redis-sentinel://HOST:PORT,.../MASTER "
                   "or redis-cluster://HOST:PORT,...",
-                  redis::RedisUrl::Redacted(o.store)));
+                  RedactSecrets(o.store)));
 }
 
 }  // namespace delayq::server

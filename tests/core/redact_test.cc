@@ -20,6 +20,23 @@ TEST(RedactSecrets, MasksEveryFormOfPassword) {
   EXPECT_EQ(RedactSecrets("postgres://db/q?sslpassword=k"), "postgres://db/q?sslpassword=***");
 }
 
+// Found by a read-only review: '?' and '#' end no user info for libpq, '&' ends no conninfo value,
+// and libpq's own errors quote what it could not parse of a password.
+TEST(RedactSecrets, MasksPasswordsThatHoldDelimitersAndTheLibrarysQuotesOfThem) {
+  EXPECT_EQ(RedactSecrets("postgres://u:p?ss@h/db"), "postgres://u:***@h/db");
+  EXPECT_EQ(RedactSecrets("postgres://u:p#ss@h/db"), "postgres://u:***@h/db");
+  EXPECT_EQ(RedactSecrets("host=h password=ab&cd dbname=q"), "host=h password=*** dbname=q");
+  EXPECT_EQ(RedactSecrets("host=h password=a\\ b dbname=q"), "host=h password=*** dbname=q");
+  const std::string url = "postgres://u:ab%zz@h/db";
+  EXPECT_EQ(RedactSecretsIn("invalid percent-encoded token: \"ab%zz\"", url), "invalid percent-encoded token: \"***\"");
+  EXPECT_EQ(RedactSecretsIn("invalid integer value \"secretpart\" for connection option \"port\"",
+                            "postgres://u:secretpart/rest@h/db"),
+            "invalid integer value \"***\" for connection option \"port\"");
+  EXPECT_EQ(RedactSecretsIn("could not connect: a%20b or a b", "postgres://u:a%20b@h/db"),
+            "could not connect: *** or ***");
+  EXPECT_EQ(RedactSecretsIn("no secret here", "postgres://u@h/db"), "no secret here");
+}
+
 TEST(RedactSecrets, LeavesWhatHasNoSecretAsItWas) {
   for (const char* text : {"", "embedded", "redis://127.0.0.1:6379", "postgres://app@db/q", "host=db dbname=q",
                            "postgres://db/q?application_name=a@b", "@@@", "://", "postgres://:@"}) {

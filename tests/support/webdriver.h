@@ -89,11 +89,9 @@ class WebDriver {
     json r = Call("POST", session_ + "/element", {{"using", "css selector"}, {"value", css}});
     return r.begin().value().get<std::string>();
   }
-  void Click(const std::string& css) { Call("POST", session_ + "/element/" + Element(css) + "/click", json::object()); }
-  void Type(const std::string& css, const std::string& text) {
-    Call("POST", session_ + "/element/" + Element(css) + "/value", {{"text", text}});
-  }
-  void Clear(const std::string& css) { Call("POST", session_ + "/element/" + Element(css) + "/clear", json::object()); }
+  void Click(const std::string& css) { ActOn(css, "/click", json::object()); }
+  void Type(const std::string& css, const std::string& text) { ActOn(css, "/value", {{"text", text}}); }
+  void Clear(const std::string& css) { ActOn(css, "/clear", json::object()); }
   std::string Text(const std::string& css) {
     return Exec("return document.querySelector(arguments[0]).textContent", {css});
   }
@@ -122,6 +120,22 @@ class WebDriver {
     if (!r.ok()) throw std::runtime_error("chromedriver: " + r.status().ToString());
     json parsed = json::parse(r->body, nullptr, false);
     return {r->status, parsed.is_discarded() ? json() : parsed};
+  }
+
+  // An action on the element `css` finds: the dashboard redraws its pages as their data
+  // refreshes, and an element found just before a redraw is gone by the action ("stale element
+  // reference", CI saw it under ASan): the action is tried again on the element found anew.
+  void ActOn(const std::string& css, const std::string& action, const json& body) {
+    for (int attempt = 0;; ++attempt) {
+      auto [status, r] = Request("POST", session_ + "/element/" + Element(css) + action, body);
+      if (status == 200) return;
+      const bool stale = r.is_object() && r.contains("value") && r["value"].is_object() &&
+                         r["value"].value("error", "") == "stale element reference";
+      if (!stale || attempt == 10) {
+        throw std::runtime_error("POST " + action + " on " + css + ": " + std::to_string(status) + " " +
+                                 r.dump().substr(0, 500));
+      }
+    }
   }
 
   json Call(const std::string& method, const std::string& path, const json& body) {

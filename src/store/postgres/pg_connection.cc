@@ -93,7 +93,8 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int
     std::string why = PQerrorMessage(c);
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     PQfinish(c);
-    return Status::Unavailable(fmt::format("cannot connect to PostgreSQL at {}: {}", RedactUrl(url), why));
+    return Status::Unavailable(
+        fmt::format("cannot connect to PostgreSQL at {}: {}", RedactUrl(url), RedactSecretsIn(why, url)));
   }
   // The server's notices (a connection ended by an administrator, a shutdown) go to the log at
   // debug, not to stderr: the store reports what they mean through its Statuses.

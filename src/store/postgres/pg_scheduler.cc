@@ -233,9 +233,11 @@ void PostgresQueue::HandleNotification(std::string_view payload) {
 void PostgresQueue::ListenerLoop() {
   int64_t backoff_ms = 100;
   for (;;) {
+    uint64_t n = 0;  // numbered before the connect, which may take connect_timeout_s (NoteHealth)
     {
       std::unique_lock lock(mu_);
       if (stopping_) return;
+      n = ++statements_;
     }
     auto c = Connection::Open(options_.url, options_.connect_timeout_s);
     if (c.ok()) {
@@ -243,9 +245,8 @@ void PostgresQueue::ListenerLoop() {
       Listen(**c);
       continue;
     }
+    NoteHealth(n, c.status());
     std::unique_lock lock(mu_);
-    health_ = c.status();
-    health_statement_ = ++statements_;
     cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return stopping_; });
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
   }

@@ -211,33 +211,9 @@ Status ParseOptions(std::string_view query, RedisUrl* out, std::string_view reda
 
 }  // namespace
 
-std::string RedisUrl::Redacted(std::string_view url) {
-  const auto scheme = url.find("://");
-  if (scheme == std::string_view::npos) return RedactSecrets(url);  // e.g. a libpq key=value string
-  const auto start = scheme + 3;
-  const auto end = url.find_first_of("/?", start);
-  const std::string_view authority = url.substr(start, end == std::string_view::npos ? url.npos : end - start);
-  const auto at = authority.rfind('@');
-  std::string out(url.substr(0, start));
-  if (at != std::string_view::npos) {
-    const std::string_view userinfo = authority.substr(0, at);
-    const auto colon = userinfo.find(':');
-    out += std::string(userinfo.substr(0, colon)) + (colon != std::string_view::npos ? ":***" : "") + "@";
-    out += std::string(authority.substr(at + 1));
-  } else {
-    out += std::string(authority);
-  }
-  if (end != std::string_view::npos) {
-    std::string rest(url.substr(end));
-    const auto sp = rest.find("sentinel_password=");
-    if (sp != std::string::npos) {
-      const auto stop = rest.find('&', sp);
-      rest = rest.substr(0, sp) + "sentinel_password=***" + (stop == std::string::npos ? "" : rest.substr(stop));
-    }
-    out += rest;
-  }
-  return out;
-}
+// The user info ends where libpq's rule ends it (core/redact.h): a password holding '/' or '?'
+// (base64 ones do) was left in the clear by a parse that stopped at the first of them.
+std::string RedisUrl::Redacted(std::string_view url) { return RedactSecrets(url); }
 
 Result<RedisUrl> RedisUrl::Parse(std::string_view url) {
   const std::string redacted = Redacted(url);

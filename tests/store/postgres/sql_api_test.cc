@@ -175,6 +175,7 @@ TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
       {"'\"\\ud800\"'", "payload", EnqueueRequest{}},
       {"'[\"\\udc00\\ud800\"]'", "payload", EnqueueRequest{}},
       {"'{}', headers => '{\"a\": \"x\\udbff\"}'", "headers", EnqueueRequest{}},
+      {"'\"\\\\ud800\\udc00\"'", "payload", EnqueueRequest{}},  // an escaped \ before "ud800"
       {"'{}', delay_ms => 9223372036854775807", "delay_ms",
        req([](EnqueueRequest& r) { r.when.delay_ms = INT64_MAX; })},
   };

@@ -423,11 +423,13 @@ END $$;
 
 -- Whether JSON text t has a lone UTF-16 surrogate escape (\ud800 without its pair): PostgreSQL's
 -- json type keeps it, the HTTP API refuses it as JSON that is not valid. Valid pairs are taken out
--- first; an escape counts when an even number of backslashes stands before it. (E'' strings here:
+-- first, once every escaped backslash is out of the way (so that "\\ud800\udc00" is not taken for
+-- a pair: a review found that). (E'' strings here:
 -- they mean the same whatever a session's standard_conforming_strings.)
 CREATE FUNCTION delayq._has_lone_surrogate(t text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
-  SELECT regexp_replace(t, E'\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}', '', 'g')
-         ~ E'(^|[^\\\\])(\\\\\\\\)*\\\\u[dD][89a-fA-F][0-9a-fA-F]{2}' $$;
+  SELECT regexp_replace(replace(t, E'\\\\', '__'),
+                        E'\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}', '', 'g')
+         ~ E'\\\\u[dD][89a-fA-F][0-9a-fA-F]{2}' $$;
 
 CREATE FUNCTION delayq._at_ms(deliver_at timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
   AS $$ SELECT floor(extract(epoch FROM deliver_at) * 1000)::bigint $$;
