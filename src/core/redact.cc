@@ -1,10 +1,11 @@
 #include "core/redact.h"
 
 #include <algorithm>
-#include <cctype>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include "core/percent.h"
 
 namespace delayq {
 
@@ -34,20 +35,6 @@ const std::regex& ParamPattern(bool uri) {
   static const std::regex in_conninfo(R"(([A-Za-z_]*password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])*))",
                                       std::regex::icase);
   return uri ? in_uri : in_conninfo;
-}
-
-std::string PercentDecoded(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
 }
 
 // The secret values of a connection string: the user info's password and each *password=

@@ -1,32 +1,8 @@
 #include "http/target.h"
 
+#include "core/percent.h"
+
 namespace delayq::http {
-namespace {
-
-int FromHex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string Decode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && FromHex(s[i + 1]) >= 0 && FromHex(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(FromHex(s[i + 1]) * 16 + FromHex(s[i + 2])));
-      i += 2;
-    } else if (plus_is_space && s[i] == '+') {
-      out.push_back(' ');
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 Target Target::Parse(std::string_view target) {
   Target t;
@@ -39,7 +15,7 @@ Target Target::Parse(std::string_view target) {
   while (start <= path.size()) {
     size_t slash = path.find('/', start);
     if (slash == std::string_view::npos) slash = path.size();
-    if (slash > start) t.segments.push_back(Decode(path.substr(start, slash - start), false));
+    if (slash > start) t.segments.push_back(PercentDecoded(path.substr(start, slash - start)));
     start = slash + 1;
   }
   while (!query.empty()) {
@@ -47,8 +23,8 @@ Target Target::Parse(std::string_view target) {
     std::string_view part = query.substr(0, amp);
     size_t eq = part.find('=');
     if (!part.empty()) {
-      t.query.emplace_back(Decode(part.substr(0, eq), true),
-                           eq == std::string_view::npos ? "" : Decode(part.substr(eq + 1), true));
+      t.query.emplace_back(PercentDecoded(part.substr(0, eq), true),
+                           eq == std::string_view::npos ? "" : PercentDecoded(part.substr(eq + 1), true));
     }
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
   }

@@ -264,22 +264,40 @@ TEST_P(QueueConformance, EveryStateSurvivesARestart) {
   EXPECT_EQ(dup->id, later.id);
 
   // The reserved job's receipt still touches; once its lease runs out the job is delivered again.
+  // A slow restart (a sanitizer build: CI saw 2 s) may let the scheduled job come due meanwhile:
+  // it may then come with the others, never before its due time.
+  std::optional<Delivery> due_one;
+  auto take = [&](const Delivery& d) {
+    if (d.id != later.id) return false;
+    EXPECT_FALSE(due_one) << "the scheduled job was delivered twice";
+    EXPECT_GE(h_->NowMs(), later.due_at_ms) << "the scheduled job came early";
+    due_one = d;
+    return true;
+  };
   ASSERT_TRUE(q().Touch(queue, held[0].receipt, short_lease).ok()) << "a receipt survives the restart";
   auto ready_now = MustReserve(q(), queue, 10);
+  std::erase_if(ready_now, take);
   ASSERT_EQ(ready_now.size(), 1u);
   EXPECT_EQ(ready_now[0].id, ready.id);
   ASSERT_TRUE(q().Ack(queue, ready_now[0].receipt).ok());
   h_->Advance(short_lease + unit);
-  auto again = ReceiveAll(*h_, queue, 1, unit / 4 + 1);
+  std::vector<Delivery> again;
+  for (int i = 0; i < 3 && again.empty(); ++i) {
+    again = ReceiveAll(*h_, queue, 1, unit / 4 + 1);
+    std::erase_if(again, take);
+  }
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].id, held[0].id);
   EXPECT_EQ(again[0].attempt, 2);
   EXPECT_EQ(q().Ack(queue, held[0].receipt).code(), Code::kLeaseExpired);
   ASSERT_TRUE(q().Ack(queue, again[0].receipt).ok());
   // The scheduled job comes due when it said; the dead one replays.
-  auto due = ReceiveAll(*h_, queue, 1, unit);
-  ASSERT_EQ(due.size(), 1u);
-  EXPECT_EQ(due[0].id, later.id);
+  if (!due_one) {
+    auto due = ReceiveAll(*h_, queue, 1, unit);
+    ASSERT_EQ(due.size(), 1u);
+    ASSERT_TRUE(take(due[0])) << due[0].id;
+  }
+  EXPECT_EQ(due_one->id, later.id);
   EXPECT_GE(h_->NowMs(), later.due_at_ms);
   const std::vector<std::string> dead_ids = {first[0].id};
   EXPECT_EQ(*q().ReplayDead(queue, dead_ids), 1);
