@@ -50,7 +50,7 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
   AnnounceReady(queue);  // a limit raised lets waiting reserves on
   {
     std::lock_guard lock(mu_);  // a shorter dead retention may have run out already
-    next_sweep_ = 0;            // at once
+    next_sweep_.Note(0);        // at once (and again, if a sweep is running on the old retention)
     poked_ = true;
     cv_.notify_all();
   }

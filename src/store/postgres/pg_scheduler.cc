@@ -23,8 +23,7 @@ void PostgresQueue::Poke() {
 void PostgresQueue::NoteLease(int64_t deadline_ms) {
   if (deadline_ms == Clock::kNever) return;
   std::lock_guard lock(mu_);
-  if (deadline_ms < next_lease_) {
-    next_lease_ = deadline_ms;
+  if (next_lease_.Note(deadline_ms)) {
     poked_ = true;
     cv_.notify_all();
   }
@@ -35,8 +34,7 @@ void PostgresQueue::NoteDeath(const std::string& queue, int64_t dead_at_ms) {
   if (!config.ok()) return;
   std::lock_guard lock(mu_);
   const int64_t at = dead_at_ms + config->dead_retention_ms;
-  if (at < next_sweep_) {
-    next_sweep_ = at;
+  if (next_sweep_.Note(at)) {
     poked_ = true;
     cv_.notify_all();
   }
@@ -76,8 +74,10 @@ void PostgresQueue::SchedulerLoop() {
     }
     std::set<std::string, std::less<>> serve;
     serve.swap(to_serve_);
-    const bool reap = next_lease_ <= db_now || safety;
-    const bool sweep = next_sweep_ <= db_now || safety;
+    const bool reap = next_lease_.By(db_now) || safety;
+    const bool sweep = next_sweep_.By(db_now) || safety;
+    if (reap) next_lease_.Launched();  // notes from now on are kept beside the reap's answer
+    if (sweep) next_sweep_.Launched();
     poked_ = false;
     lock.unlock();
     for (auto& done : expired) done(std::vector<Delivery>{});
@@ -90,8 +90,8 @@ void PostgresQueue::SchedulerLoop() {
     int64_t until = next_safety;
     for (const auto& [handle, w] : waiters_) until = std::min(until, w.deadline);
     for (const auto& [queue, at] : wake_at_) until = std::min(until, at - clock_offset_ms_);
-    if (next_lease_ != Clock::kNever) until = std::min(until, next_lease_ - clock_offset_ms_);
-    if (next_sweep_ != Clock::kNever) until = std::min(until, next_sweep_ - clock_offset_ms_);
+    if (next_lease_.at != Clock::kNever) until = std::min(until, next_lease_.at - clock_offset_ms_);
+    if (next_sweep_.at != Clock::kNever) until = std::min(until, next_sweep_.at - clock_offset_ms_);
     const int64_t wait = until - SteadyMs();
     if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [&] { return stopping_ || poked_; });
   }
@@ -158,7 +158,7 @@ void PostgresQueue::ReapLeases() {
                 {Param::Of(static_cast<int64_t>(kPerTurn))});
   if (!r.ok()) {  // the database is away: try again after the safety interval, not at once
     std::lock_guard lock(mu_);
-    next_lease_ = DbNowLocked() + options_.safety_interval_ms;
+    next_lease_.Answered(DbNowLocked() + options_.safety_interval_ms);
     return;
   }
   std::set<std::string> touched;
@@ -185,14 +185,18 @@ void PostgresQueue::ReapLeases() {
     for (const auto& queue : died) NoteDeath(queue, now.ok() ? *now : 0);
   }
   auto next = Exec("SELECT min(lease_deadline_ms), delayq.now_ms() FROM delayq.jobs WHERE state = 'r'");
+  if (options_.after_reap_for_test) options_.after_reap_for_test();
   std::lock_guard lock(mu_);
   if (r->size() == kPerTurn) {
     poked_ = true;  // more to do at once
-  } else if (next.ok()) {
-    next_lease_ = next->IsNull(0, 0) ? Clock::kNever : next->Int(0, 0);
+  } else if (!next.ok()) {
+    next_lease_.Answered(DbNowLocked() + options_.safety_interval_ms);
+  } else {
+    int64_t at = next->IsNull(0, 0) ? Clock::kNever : next->Int(0, 0);
     // A lease already over that this reap could not take is another's (a server reaping it, or
     // a transaction holding the row): look again a little later, not at once.
-    if (next_lease_ <= next->Int(0, 1)) next_lease_ = next->Int(0, 1) + 50;
+    if (at <= next->Int(0, 1)) at = next->Int(0, 1) + 50;
+    next_lease_.Answered(at);
   }
 }
 
@@ -206,9 +210,10 @@ void PostgresQueue::Sweep() {
   auto next = Exec(
       "SELECT min((SELECT min(j.dead_at_ms) FROM delayq.jobs j WHERE j.queue = q.name AND j.state = 'd') "
       "+ q.dead_retention_ms) FROM delayq.queues q");
-  if (!next.ok()) return;
-  std::lock_guard lock(mu_);
-  next_sweep_ = next->IsNull(0, 0) ? Clock::kNever : next->Int(0, 0);
+  std::lock_guard lock(mu_);  // the database away: try again after the safety interval, not at once
+  next_sweep_.Answered(!next.ok()           ? DbNowLocked() + options_.safety_interval_ms
+                       : next->IsNull(0, 0) ? Clock::kNever
+                                            : next->Int(0, 0));
 }
 
 void PostgresQueue::HandleNotification(std::string_view payload) {

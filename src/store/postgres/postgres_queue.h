@@ -21,6 +21,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,7 @@
 
 #include "core/flow_control.h"
 #include "core/histogram.h"
+#include "core/next_at.h"
 #include "core/receipt.h"
 #include "core/receipt_signer.h"
 #include "core/ulid.h"
@@ -63,6 +65,9 @@ struct PostgresQueueOptions {
   int64_t vacuum_dead_rows = 50'000;
   int64_t vacuum_interval_ms = 5'000;
   ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
+  // Tests only: runs on the scheduler thread after a reap read the next lease end, before that
+  // answer is taken in (a lease taken meanwhile must not be overwritten by it).
+  std::function<void()> after_reap_for_test;
 };
 
 class PostgresQueue final : public Queue, private ScheduleStore {
@@ -213,9 +218,9 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   std::map<std::string, int64_t, std::less<>> wake_at_;               // db ms when a queue's waiters should look
   std::set<std::string, std::less<>> to_serve_;                       // queues whose waiters should look now
   uint64_t next_waiter_ = 1;
-  int64_t next_lease_ = Clock::kNever;  // db ms: the earliest lease end this server knows of
-  int64_t next_sweep_ = Clock::kNever;  // db ms: when the oldest dead job's retention runs out
-  int64_t clock_offset_ms_ = 0;         // database ms - steady ms
+  NextAt next_lease_;            // db ms: the earliest lease end this server knows of
+  NextAt next_sweep_;            // db ms: when the oldest dead job's retention runs out
+  int64_t clock_offset_ms_ = 0;  // database ms - steady ms
   UlidGenerator ids_;
   std::mt19937_64 rng_;  // back-off jitter only (tokens: the OS CSPRNG); under mu_
   std::shared_ptr<const ReceiptSigner> signer_;

@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/next_at.h"
 #include "core/receipt_signer.h"
 #include "core/ulid.h"
 #include "delayq/queue.h"
@@ -139,28 +140,9 @@ class RedisQueue final : public Queue, private ScheduleStore {
     int ShardOfId(const Ulid& id) const { return id.bytes[15] % shards; }
     int ShardOfKey(std::string_view key) const;
   };
-  // When something next happens on one shard (Redis ms; Clock::kNever: nothing): a job comes due, a lease runs
-  // out, the oldest dead job died. A script's answer is what Redis held when the script ran; a
-  // note (a wake message, this process's own reserve) can come between that and the answer
-  // being taken in, and must not be overwritten by it (that stranded a lease or a retry until
-  // the safety interval). So the notes since the turn's scripts were launched are kept apart
-  // and merged into each answer: a script launched after a note ran after what it announced.
-  struct NextAt {
-    int64_t at = Clock::kNever;
-    int64_t noted = Clock::kNever;  // the earliest note since Launched()
-    // Returns whether it moved `at` earlier (the scheduler must look again).
-    bool Note(int64_t t) {
-      noted = std::min(noted, t);
-      if (at <= t) return false;
-      at = t;
-      return true;
-    }
-    void Launched() { noted = Clock::kNever; }
-    // A script's answer; it says -1 when the shard has nothing.
-    void Answered(int64_t t) { at = std::min(t < 0 ? Clock::kNever : t, noted); }
-    bool By(int64_t now) const { return at <= now; }
-  };
-  // The cache entry of a queue: its view and what the scheduler knows of it.
+  // The cache entry of a queue: its view and what the scheduler knows of it. Per shard, when
+  // something next happens (Redis ms): a job comes due, a lease runs out, the oldest dead job
+  // died; a script's answer is merged with the notes since it was launched (core/next_at.h).
   struct QueueInfo {
     QueueView view;
     int64_t config_read_at = Clock::kNever;  // steady ms; re-read after a second (other processes)
