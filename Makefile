@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # which is how users and CI build, that takes a fraction of the time.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON -DDELAYQ_UNITY=ON
 
-.PHONY: all deps build run test test-sanitize test-sanitize-redis test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn clean
+.PHONY: all deps build run test test-sanitize test-sanitize-redis test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql clean
 
 all: build
 
@@ -167,6 +167,9 @@ bench-growth: build
 # bench/results/postgres/churn.md.
 bench-pg-churn: build
 	@./scripts/bench-pg-churn.sh
+
+bench-pg-sql: build
+	@./scripts/bench-pg-sql.sh
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) build-fuzz

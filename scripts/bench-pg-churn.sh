@@ -21,8 +21,6 @@ churn=${CHURN:-10000000}
 round=${ROUND:-20000}
 window=${WINDOW:-2s}
 out=${OUT:-$root/bench/results/postgres}
-pgbin=/usr/lib/postgresql/15/bin
-[ -x "$pgbin/postgres" ] || "$root/scripts/install-deps.sh"
 
 work=$(mktemp -d /tmp/delayq-pg-churn.XXXX)
 pids=()
@@ -32,19 +30,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-as_pg() { if [ "$(id -u)" = 0 ]; then setpriv --reuid postgres --regid postgres --clear-groups "$@"; else "$@"; fi; }
-
-# PostgreSQL as it ships, in $work (as the postgres user when root: initdb refuses root).
-[ "$(id -u)" = 0 ] && { chmod 711 "$work"; mkdir "$work/pg"; chown postgres: "$work/pg"; } || mkdir "$work/pg"
-as_pg "$pgbin/initdb" -D "$work/pg/data" -A trust -U postgres --no-sync -E UTF8 --locale=C >/dev/null
-pgport=$(free_port)
-as_pg "$pgbin/postgres" -D "$work/pg/data" -p "$pgport" -k "$work/pg" -c listen_addresses=127.0.0.1 \
-  >"$work/pg/log" 2>&1 &
-pids+=($!)
-url="postgres://postgres@127.0.0.1:$pgport/postgres"
-for _ in $(seq 100); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
-psql_() { psql -qtAX "$url" -c "$1"; }
+# shellcheck source=scripts/pg-temp.sh
+. "$root/scripts/pg-temp.sh"
+start_temp_postgres
 
 port=$(free_port)
 "$delayq" serve --listen "127.0.0.1:$port" --store "$url" --data "$work/data" >"$work/delayq.log" 2>&1 &

@@ -64,6 +64,10 @@ Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool for
   if (!c.ok()) return c.status();
   int64_t deleted = 0;
   Status s = InTransaction(**c, [&]() -> Status {
+    // Waits for the transactions writing into the queue, and holds back new ones until this one
+    // ends (delayq._queue_for_write takes the lock shared): no job outlives its queue.
+    DELAYQ_RETURN_IF_ERROR(
+        (*c)->Exec("SELECT pg_advisory_xact_lock(1685222757, hashtext($1))", {Param::Of(queue)}).status());
     auto row = (*c)->Exec("SELECT 1 FROM delayq.queues WHERE name = $1 FOR UPDATE", {Param::Of(queue)});
     if (!row.ok()) return row.status();
     if (row->empty()) return errors::UnknownQueue(queue);
@@ -78,13 +82,6 @@ Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool for
     return (*c)->Exec("DELETE FROM delayq.queues WHERE name = $1", {Param::Of(queue)}).status();
   });
   ForgetConfig(queue);
-  if (!s.ok() && (*c)->last_error().sqlstate == "23503") {
-    // A transaction enqueued into it meanwhile and committed (the jobs' reference to their queue).
-    return Status::Conflict(
-        fmt::format("queue {} received a job while it was being deleted; nothing was deleted: "
-                    "try again (with force to delete its jobs too)",
-                    queue));
-  }
   if (!s.ok()) return s;
   std::lock_guard lock(mu_);
   metrics_.erase(queue);

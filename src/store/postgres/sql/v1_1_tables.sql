@@ -49,8 +49,9 @@ CREATE TABLE delayq.queues (
 -- since its last delivery, so its next delivery is a first one (a lateness sample).
 CREATE TABLE delayq.jobs (
   -- A job cannot outlive its queue: a queue deleted while a transaction enqueues into it waits for
-  -- that transaction, and is refused when it committed a job (docs/postgres.md).
-  queue text NOT NULL REFERENCES delayq.queues (name),
+  -- that transaction (the queue's advisory lock: delayq._queue_for_write), and is refused when it
+  -- committed a job (docs/postgres.md).
+  queue text NOT NULL,
   id text NOT NULL,
   state "char" NOT NULL,
   due_at_ms bigint NOT NULL,

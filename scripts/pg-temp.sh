@@ -1,0 +1,25 @@
+# Shared by the bench-pg-*.sh scripts: PostgreSQL 15 as Debian ships it (fsync and
+# synchronous_commit on, autovacuum on) in $work/pg, on a free loopback port, as the postgres user
+# when root (initdb refuses root). Sets pgport, url and pgbin, adds the server's pid to pids, and
+# defines as_pg (run as postgres when root) and psql_ (one statement on url).
+pgbin=/usr/lib/postgresql/15/bin
+[ -x "$pgbin/postgres" ] || "$root/scripts/install-deps.sh"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+as_pg() { if [ "$(id -u)" = 0 ]; then setpriv --reuid postgres --regid postgres --clear-groups "$@"; else "$@"; fi; }
+start_temp_postgres() {
+  if [ "$(id -u)" = 0 ]; then
+    chmod 711 "$work"
+    mkdir "$work/pg"
+    chown postgres: "$work/pg"
+  else
+    mkdir "$work/pg"
+  fi
+  as_pg "$pgbin/initdb" -D "$work/pg/data" -A trust -U postgres --no-sync -E UTF8 --locale=C >/dev/null
+  pgport=$(free_port)
+  as_pg "$pgbin/postgres" -D "$work/pg/data" -p "$pgport" -k "$work/pg" -c listen_addresses=127.0.0.1 \
+    >"$work/pg/log" 2>&1 &
+  pids+=($!)
+  url="postgres://postgres@127.0.0.1:$pgport/postgres"
+  for _ in $(seq 100); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
+}
+psql_() { psql -qtAX "$url" -c "$1"; }
