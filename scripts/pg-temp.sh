@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the bench-pg-*.sh scripts: PostgreSQL 15 as Debian ships it (fsync and
 # synchronous_commit on, autovacuum on) in $work/pg, on a free loopback port, as the postgres user
 # when root (initdb refuses root). Sets pgport, url and pgbin, adds the server's pid to pids, and

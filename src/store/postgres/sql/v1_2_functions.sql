@@ -460,28 +460,18 @@ CREATE FUNCTION delayq._has_lone_surrogate(t text) RETURNS boolean LANGUAGE sql 
 CREATE FUNCTION delayq._at_ms(deliver_at timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
   AS $$ SELECT floor(extract(epoch FROM deliver_at) * 1000)::bigint $$;
 
-CREATE FUNCTION delayq.enqueue(queue text, payload json, delay_ms bigint DEFAULT 0, key text DEFAULT NULL,
-                               deliver_at timestamptz DEFAULT NULL, max_attempts int DEFAULT NULL,
-                               headers json DEFAULT NULL, priority int DEFAULT 0, "group" text DEFAULT NULL,
-                               on_key text DEFAULT 'dedupe')
-RETURNS TABLE (id text, due_at_ms bigint, duplicate boolean) LANGUAGE plpgsql AS $$
-DECLARE
-  body bytea;
-  h json;
-  header_bytes bigint := 0;
-  e record;
-  n int := 0;
+-- The rules of delayq.enqueue's arguments, each raising 22023 naming the argument (the first
+-- broken, in this order); delayq.enqueue calls it only when its one-expression form of them fails.
+CREATE FUNCTION delayq._check_enqueue(queue text, payload json, delay_ms bigint, key text, deliver_at timestamptz,
+                                      max_attempts int, priority int, "group" text, on_key text)
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  IF NOT delayq._queue_ok(queue) THEN PERFORM delayq._check_queue(queue); END IF;
+  PERFORM delayq._check_queue(queue);
   IF payload IS NULL THEN
     PERFORM delayq._bad('payload', 'is NULL; a job needs a payload of JSON');
   END IF;
-  IF delayq._has_lone_surrogate(payload::text) THEN
-    PERFORM delayq._bad('payload', 'has a lone UTF-16 surrogate (an escape of U+D800 to U+DFFF without its pair); it is not valid JSON text');
-  END IF;
-  body := convert_to(payload::text, 'UTF8');
-  IF NOT delayq._when_ok(delay_ms, deliver_at) THEN PERFORM delayq._check_when(delay_ms, deliver_at); END IF;
-  IF NOT delayq._key_ok(key) THEN PERFORM delayq._check_key(key); END IF;
+  PERFORM delayq._check_when(delay_ms, deliver_at);
+  PERFORM delayq._check_key(key);
   IF max_attempts IS NOT NULL AND (max_attempts < 1 OR max_attempts > 1000) THEN
     PERFORM delayq._bad('max_attempts', format('is %s; it must be between 1 and 1000', max_attempts));
   END IF;
@@ -499,6 +489,34 @@ BEGIN
   IF on_key <> 'dedupe' AND nullif(key, '') IS NULL THEN
     PERFORM delayq._bad('on_key', format('is %s without a key; it needs the key of the job to change', on_key));
   END IF;
+END $$;
+
+CREATE FUNCTION delayq.enqueue(queue text, payload json, delay_ms bigint DEFAULT 0, key text DEFAULT NULL,
+                               deliver_at timestamptz DEFAULT NULL, max_attempts int DEFAULT NULL,
+                               headers json DEFAULT NULL, priority int DEFAULT 0, "group" text DEFAULT NULL,
+                               on_key text DEFAULT 'dedupe')
+RETURNS TABLE (id text, due_at_ms bigint, duplicate boolean) LANGUAGE plpgsql AS $$
+DECLARE
+  body bytea;
+  h json;
+  header_bytes bigint := 0;
+  e record;
+  n int := 0;
+BEGIN
+  -- One expression for every rule at once (each IF is an expression plpgsql readies again in
+  -- every transaction: with one job per transaction that was most of the enqueue's cost); the
+  -- checks, which name the rule broken, run only when it fails.
+  IF NOT coalesce(delayq._queue_ok(queue) AND payload IS NOT NULL AND delayq._when_ok(delay_ms, deliver_at)
+                  AND delayq._key_ok(key) AND (max_attempts IS NULL OR max_attempts BETWEEN 1 AND 1000)
+                  AND priority BETWEEN 0 AND 9 AND ("group" IS NULL OR octet_length("group") <= 128)
+                  AND on_key IN ('dedupe', 'replace', 'debounce') AND (on_key = 'dedupe' OR nullif(key, '') IS NOT NULL),
+                  false) THEN
+    PERFORM delayq._check_enqueue(queue, payload, delay_ms, key, deliver_at, max_attempts, priority, "group", on_key);
+  END IF;
+  IF delayq._has_lone_surrogate(payload::text) THEN
+    PERFORM delayq._bad('payload', 'has a lone UTF-16 surrogate (an escape of U+D800 to U+DFFF without its pair); it is not valid JSON text');
+  END IF;
+  body := convert_to(payload::text, 'UTF8');
   IF headers IS NOT NULL THEN
     IF json_typeof(headers) <> 'object' THEN
       PERFORM delayq._bad('headers', 'is not a JSON object; give {"name": "value", ...}');
