@@ -2,7 +2,9 @@
 # Shared by the bench-pg-*.sh scripts: PostgreSQL 15 as Debian ships it (fsync and
 # synchronous_commit on, autovacuum on) in $work/pg, on a free loopback port, as the postgres user
 # when root (initdb refuses root). Sets pgport, url and pgbin, adds the server's pid to pids, and
-# defines as_pg (run as postgres when root) and psql_ (one statement on url).
+# defines as_pg (run as postgres when root) and psql_ (one statement on url). Needs root (the
+# checkout) and work (a scratch directory) set.
+: "${root:?the checkout directory}" "${work:?a scratch directory}"
 pgbin=/usr/lib/postgresql/15/bin
 [ -x "$pgbin/postgres" ] || "$root/scripts/install-deps.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
