@@ -166,10 +166,10 @@ bench-growth: build
 # delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
 # bench/results/postgres/churn.md.
 bench-pg-churn: build
-	@./scripts/bench-pg-churn.sh
+	@./scripts/bench-pg-churn.sh $(BUILD)
 
 bench-pg-sql: build
-	@./scripts/bench-pg-sql.sh
+	@./scripts/bench-pg-sql.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) build-fuzz

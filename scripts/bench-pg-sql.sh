@@ -69,10 +69,10 @@ for run in $(seq "$repeat"); do
   for v in "${variants[@]}"; do
     db=postgres
     [ "$v" = baseline ] && db=baseline
-    tps=$("$pgbin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -M prepared -n -c "$clients" -j 2 -T "$seconds" \
-      -f "$work/$v.sql" "$db" 2>&1 |
-      sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-    [ -n "$tps" ] || { echo "pgbench gave no figure for $v" >&2; exit 1; }
+    "$pgbin/pgbench" -h 127.0.0.1 -p "$pgport" -U postgres -M prepared -n -c "$clients" -j 2 -T "$seconds" \
+      -f "$work/$v.sql" "$db" >"$work/pgbench.out" 2>&1 || true
+    tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/pgbench.out")
+    [ -n "$tps" ] || { echo "pgbench gave no figure for $v:" >&2; tail -5 "$work/pgbench.out" >&2; exit 1; }
     echo "{\"tps\":$tps}" >>"$work/$v"
     echo "run $run $v: $tps transactions/s" >&2
   done
@@ -83,7 +83,7 @@ mkdir -p "$out"
   echo
   echo "Measured by \`scripts/bench-pg-sql.sh\` (REPEAT=$repeat SECONDS_EACH=$seconds CLIENTS=$clients) on $(date -u +%Y-%m-%d),"
   echo "$(nproc) cores, PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') as it ships (fsync and synchronous_commit on),"
-  echo "delayq $(git -C "$root" rev-parse --short HEAD) serving (listening) on it. pgbench -M prepared -c $clients -j 2; each transaction is one statement."
+  echo "$("$delayq" --version 2>/dev/null | head -1) from $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src/store/postgres/sql || echo ' with uncommitted SQL') (its schema) serving (listening) on it. pgbench -M prepared -c $clients -j 2; each transaction is one statement."
   [ -n "${BASELINE:-}" ] && echo "baseline: enqueue-30min on the schema of $(git -C "$root" rev-parse --short "$BASELINE") (no server on its database)."
   echo "Medians of the runs, which were interleaved."
   echo

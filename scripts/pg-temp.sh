@@ -24,5 +24,6 @@ start_temp_postgres() {
   pids+=($!)
   url="postgres://postgres@127.0.0.1:$pgport/postgres"
   for _ in $(seq 100); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
+  "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" || { echo "PostgreSQL did not start:" >&2; tail -5 "$work/pg/log" >&2; exit 1; }
 }
 psql_() { psql -qtAX "$url" -c "$1"; }

@@ -65,7 +65,10 @@ Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool for
   int64_t deleted = 0;
   Status s = InTransaction(**c, [&]() -> Status {
     // Waits for the transactions writing into the queue, and holds back new ones until this one
-    // ends (delayq._queue_for_write takes the lock shared): no job outlives its queue.
+    // ends (delayq._queue_for_write takes the lock shared): no job outlives its queue. Read
+    // committed, so that the statements after the wait see the jobs those transactions committed
+    // (a snapshot from before the wait would delete the queue and leave them).
+    DELAYQ_RETURN_IF_ERROR((*c)->Exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED").status());
     DELAYQ_RETURN_IF_ERROR(
         (*c)->Exec("SELECT pg_advisory_xact_lock(1685222757, hashtext($1))", {Param::Of(queue)}).status());
     auto row = (*c)->Exec("SELECT 1 FROM delayq.queues WHERE name = $1 FOR UPDATE", {Param::Of(queue)});

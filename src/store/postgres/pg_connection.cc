@@ -78,15 +78,9 @@ bool IsPostgresUrl(std::string_view url) { return SchemeLength(url) > 0; }
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int connect_timeout_s) {
   const std::string timeout = std::to_string(connect_timeout_s);
   // The URI comes last and is expanded (expand_dbname): its own parameters override these defaults.
-  // The session as delayq's statements expect it, whatever the database or role defaults say:
-  // bytea as hex (Rows::Bytes reads that), READ COMMITTED (SKIP LOCKED and the key rules rely on
-  // it), and only pg_catalog on the search path (every delayq name is schema-qualified, so no
-  // function another role put in public can stand in for a built-in).
-  const char* options =
-      "-c bytea_output=hex -c default_transaction_isolation=read\\ committed -c search_path=pg_catalog,pg_temp";
-  const char* keys[] = {"connect_timeout", "fallback_application_name", "options", "dbname", nullptr};
+  const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
   const std::string dbname = ForLibpq(url);
-  const char* values[] = {timeout.c_str(), "delayq", options, dbname.c_str(), nullptr};
+  const char* values[] = {timeout.c_str(), "delayq", dbname.c_str(), nullptr};
   PGconn* c = PQconnectdbParams(keys, values, 1);
   if (c == nullptr) return Status::Unavailable("cannot allocate a PostgreSQL connection");
   if (PQstatus(c) != CONNECTION_OK) {
@@ -95,6 +89,23 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int
     PQfinish(c);
     return Status::Unavailable(
         fmt::format("cannot connect to PostgreSQL at {}: {}", RedactUrl(url), RedactSecretsIn(why, url)));
+  }
+  // The session as delayq's statements expect it, whatever the database's, the role's or the URL's
+  // own options= say (a URL's options replaced these when they were startup options: a review
+  // found a delete of a queue under REPEATABLE READ that missed the jobs it had waited for): bytea
+  // as hex (Rows::Bytes reads that), READ COMMITTED (SKIP LOCKED, the key rules and DeleteQueue
+  // rely on it), and only pg_catalog on the search path (every delayq name is schema-qualified, so
+  // no function another role put in public can stand in for a built-in).
+  PGresult* set = PQexec(c,
+                         "SET bytea_output = hex; SET default_transaction_isolation = 'read committed'; "
+                         "SET search_path = pg_catalog, pg_temp");
+  const bool session_ok = PQresultStatus(set) == PGRES_COMMAND_OK;
+  std::string set_error = session_ok ? "" : PQerrorMessage(c);
+  PQclear(set);
+  if (!session_ok) {
+    PQfinish(c);
+    return Status::Unavailable(
+        fmt::format("cannot set up the PostgreSQL session at {}: {}", RedactUrl(url), RedactSecretsIn(set_error, url)));
   }
   // The server's notices (a connection ended by an administrator, a shutdown) go to the log at
   // debug, not to stderr: the store reports what they mean through its Statuses.

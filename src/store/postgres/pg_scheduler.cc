@@ -188,7 +188,8 @@ void PostgresQueue::ReapLeases() {
   if (options_.after_reap_for_test) options_.after_reap_for_test();
   std::lock_guard lock(mu_);
   if (r->size() == kPerTurn) {
-    poked_ = true;  // more to do at once
+    next_lease_.Note(DbNowLocked());  // more to do at once (a safety probe's reap, too)
+    poked_ = true;
   } else if (!next.ok()) {
     next_lease_.Answered(DbNowLocked() + options_.safety_interval_ms);
   } else {
@@ -203,17 +204,20 @@ void PostgresQueue::ReapLeases() {
 // Dead jobs past their queue's retention go, and kept keys past their time; then the next
 // retention to run out (per queue an index probe of its oldest death).
 void PostgresQueue::Sweep() {
-  (void)Exec(
-      "DELETE FROM delayq.jobs j USING delayq.queues q WHERE j.queue = q.name AND j.state = 'd' "
-      "AND j.dead_at_ms <= delayq.now_ms() - q.dead_retention_ms");
-  (void)Exec("DELETE FROM delayq.kept_keys WHERE until_ms <= delayq.now_ms()");
+  const bool deleted = Exec(
+                           "DELETE FROM delayq.jobs j USING delayq.queues q WHERE j.queue = q.name AND "
+                           "j.state = 'd' AND j.dead_at_ms <= delayq.now_ms() - q.dead_retention_ms")
+                           .ok() &&
+                       Exec("DELETE FROM delayq.kept_keys WHERE until_ms <= delayq.now_ms()").ok();
   auto next = Exec(
       "SELECT min((SELECT min(j.dead_at_ms) FROM delayq.jobs j WHERE j.queue = q.name AND j.state = 'd') "
       "+ q.dead_retention_ms) FROM delayq.queues q");
-  std::lock_guard lock(mu_);  // the database away: try again after the safety interval, not at once
-  next_sweep_.Answered(!next.ok()           ? DbNowLocked() + options_.safety_interval_ms
-                       : next->IsNull(0, 0) ? Clock::kNever
-                                            : next->Int(0, 0));
+  // The database away, read-only (a standby, a full disk) or the delete past statement_timeout:
+  // try again after the safety interval, not at once (the next retention is still past then).
+  std::lock_guard lock(mu_);
+  next_sweep_.Answered(!deleted || !next.ok() ? DbNowLocked() + options_.safety_interval_ms
+                       : next->IsNull(0, 0)   ? Clock::kNever
+                                              : next->Int(0, 0));
 }
 
 void PostgresQueue::HandleNotification(std::string_view payload) {

@@ -301,8 +301,8 @@ TEST_F(SqlApi, AQueueDeletedWhileATransactionEnqueuesIntoItKeepsTheJob) {
   EXPECT_TRUE(store_->Get("doomed", JobRef::ById(id)).ok()) << "the committed job was lost with its queue";
 }
 
-// The delete holds the queue's advisory lock, not a foreign key (whose row lock cost a fifth of
-// the enqueue's rate): an enqueue after a delete makes the queue again, even in a transaction
+// The delete holds the queue's advisory lock, not a foreign key (whose row lock, taken by every
+// enqueue, made a multixact per job): an enqueue after a delete makes the queue again, even in a transaction
 // whose snapshot still shows the queue (REPEATABLE READ: nothing would have made it then), and a
 // forced delete waits for the enqueue and deletes its job with the queue.
 TEST_F(SqlApi, NoJobOutlivesItsQueueUnderEitherIsolation) {
@@ -330,6 +330,31 @@ TEST_F(SqlApi, NoJobOutlivesItsQueueUnderEitherIsolation) {
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(*deleted, 1);
   EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.jobs WHERE queue = 'forced'"), "0");
+}
+
+// Found in review: on a database whose default is REPEATABLE READ, with a URL carrying its own
+// options= (which replaced the store's startup options), the delete's snapshot came from before
+// its wait: it counted no job, deleted the queue and left the job the transaction committed.
+TEST_F(SqlApi, ADeleteWaitsAndSeesTheJobWhateverTheDatabasesIsolation) {
+  const std::string db = url_.substr(url_.rfind('/') + 1);
+  SharedPostgres().Psql(db, "ALTER DATABASE " + db + " SET default_transaction_isolation = 'repeatable read'");
+  postgres::PostgresQueueOptions o;
+  o.url = url_ + "?options=-c%20statement_timeout%3D0";
+  auto store = postgres::PostgresQueue::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  AppConnection app(url_);
+  ASSERT_TRUE(app.Run("BEGIN"));
+  const std::string id = app.Value("SELECT id FROM delayq.enqueue('held', '{}', delay_ms => 60000)");
+  ASSERT_TRUE(app.Run("COMMIT"));
+  ASSERT_EQ((*store)->Cancel("held", JobRef::ById(id)).code(), Code::kOk);
+  ASSERT_TRUE(app.Run("BEGIN"));
+  const std::string kept = app.Value("SELECT id FROM delayq.enqueue('held', '{}', delay_ms => 60000)");
+  auto deleting = std::async(std::launch::async, [&] { return (*store)->DeleteQueue("held", false); });
+  EXPECT_EQ(deleting.wait_for(300ms), std::future_status::timeout) << "the delete did not wait for the enqueue";
+  ASSERT_TRUE(app.Run("COMMIT"));
+  auto deleted = deleting.get();
+  EXPECT_EQ(deleted.code(), Code::kConflict) << (deleted.ok() ? "deleted" : deleted.status().ToString());
+  EXPECT_TRUE((*store)->Get("held", JobRef::ById(kept)).ok()) << "the committed job was lost with its queue";
 }
 
 TEST_F(SqlApi, AnEmptyKeyIsNoKeyAsOverHttp) {

@@ -50,12 +50,12 @@ END $$;
 -- transactions making new queues at the same moment may both take the last place: the limit is
 -- then passed by those few, never by more.
 --
--- Every write into a queue holds its advisory lock (1685222757, hashtext(queue)) shared until the
+-- Every enqueue into a queue holds its advisory lock (1685222757, hashtext(queue)) shared until the
 -- transaction ends, and a queue is deleted under it exclusive (PostgresQueue::DeleteQueue): the
 -- delete waits for the transactions enqueuing into it, and an enqueue that waited for a delete
 -- makes the queue again, so no job outlives its queue. A lock rather than a foreign key: the key's
 -- check locked the queue's row FOR KEY SHARE in every enqueue, a multixact per job among
--- concurrent producers, and cost a fifth of the SQL enqueue's rate (docs/postgres.md).
+-- concurrent producers (docs/postgres.md).
 CREATE FUNCTION delayq._queue_for_write(q text) RETURNS delayq.queues LANGUAGE plpgsql AS $$
 DECLARE
   cfg delayq.queues;
