@@ -23,14 +23,9 @@ shards=${SHARDS:-1 2 4}
 out=${OUT:-$root/bench/results}
 DELAYQ_EXTRA_PACKAGES="gnuplot-nox" "$root/scripts/install-deps.sh"
 
-work=$(mktemp -d /tmp/delayq-bench-growth.XXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
+scratch delayq-bench-growth
 mkdir -p "$out/tmp"
 runs=$out/tmp/growth-runs.jsonl
 : >"$runs"

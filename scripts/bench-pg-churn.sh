@@ -22,14 +22,9 @@ round=${ROUND:-20000}
 window=${WINDOW:-2s}
 out=${OUT:-$root/bench/results/postgres}
 
-work=$(mktemp -d /tmp/delayq-pg-churn.XXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
+scratch delayq-pg-churn
 # shellcheck source=scripts/pg-temp.sh
 . "$root/scripts/pg-temp.sh"
 start_temp_postgres

@@ -26,18 +26,11 @@ seconds=${SECONDS_EACH:-15}
 clients=${CLIENTS:-8}
 out=${OUT:-$root/bench/results/postgres}
 
-work=$(mktemp -d /tmp/delayq-pg-sql.XXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# shellcheck source=scripts/pg-temp.sh
-. "$root/scripts/pg-temp.sh"
 # shellcheck source=scripts/bench-lib.sh
 . "$root/scripts/bench-lib.sh"
+scratch delayq-pg-sql
+# shellcheck source=scripts/pg-temp.sh
+. "$root/scripts/pg-temp.sh"
 start_temp_postgres
 
 port=$(free_port)

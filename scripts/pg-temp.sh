@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Shared by the bench-pg-*.sh scripts: PostgreSQL 15 as Debian ships it (fsync and
 # synchronous_commit on, autovacuum on) in $work/pg, on a free loopback port, as the postgres user
-# when root (initdb refuses root). Sets pgport, url and pgbin, adds the server's pid to pids, and
+# when root (initdb refuses root). Sets pgport, url and pgbin, adds the server's stop to stops, and
 # defines as_pg (run as postgres when root) and psql_ (one statement on url). Needs root (the
-# checkout) and work (a scratch directory) set.
+# checkout), work and stops (bench-lib.sh's scratch) set.
 : "${root:?the checkout directory}" "${work:?a scratch directory}"
 pgbin=/usr/lib/postgresql/15/bin
 [ -x "$pgbin/postgres" ] || "$root/scripts/install-deps.sh"
@@ -21,7 +21,9 @@ start_temp_postgres() {
   pgport=$(free_port)
   as_pg "$pgbin/postgres" -D "$work/pg/data" -p "$pgport" -k "$work/pg" -c listen_addresses=127.0.0.1 \
     >"$work/pg/log" 2>&1 &
-  pids+=($!)
+  # $! is the shell that runs as_pg, not PostgreSQL (killing it left the server running): pg_ctl
+  # stops the server by its data directory.
+  stops+=("as_pg '$pgbin/pg_ctl' -D '$work/pg/data' -m fast -w stop >/dev/null 2>&1")
   url="postgres://postgres@127.0.0.1:$pgport/postgres"
   for _ in $(seq 100); do "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" && break; sleep 0.1; done
   "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" || { echo "PostgreSQL did not start:" >&2; tail -5 "$work/pg/log" >&2; exit 1; }

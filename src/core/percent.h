@@ -8,6 +8,9 @@
 
 namespace delayq {
 
+// The value of one hex digit (either case), or -1.
+int HexValue(char c);
+
 // With plus_is_space, '+' reads as a space (an HTML form's query).
 std::string PercentDecoded(std::string_view s, bool plus_is_space = false);
 

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "core/percent.h"
 
 namespace delayq::postgres {
 
@@ -18,12 +21,7 @@ std::string HexOf(std::string_view bytes) {
 }
 
 std::string FromHex(std::string_view hex) {
-  auto digit = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return 0;
-  };
+  auto digit = [](char c) { return std::max(0, HexValue(c)); };
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     out.push_back(static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1])));

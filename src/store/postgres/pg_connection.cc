@@ -7,17 +7,11 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "core/percent.h"
 #include "core/redact.h"
 
 namespace delayq::postgres {
 namespace {
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 std::string Field(const PGresult* r, int code) {
   const char* v = PQresultErrorField(r, code);
@@ -42,7 +36,7 @@ std::string Rows::Bytes(int row, int col) const {
   if (t.size() < 2 || t[0] != '\\' || t[1] != 'x') return out;
   out.reserve((t.size() - 2) / 2);
   for (size_t i = 2; i + 1 < t.size(); i += 2) {
-    out.push_back(static_cast<char>(HexDigit(t[i]) << 4 | HexDigit(t[i + 1])));
+    out.push_back(static_cast<char>(HexValue(t[i]) << 4 | HexValue(t[i + 1])));
   }
   return out;
 }
