@@ -6,6 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <set>
@@ -466,6 +469,24 @@ TEST(PostgresStore, AProducerRoleMadeAfterTheFirstMigrateGetsItsGrantsAtTheNext)
   EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(app);
   PQclear(r);
   PQfinish(app);
+}
+
+// Found when CI ran out of disk: each test process stopped its shared server at exit but left its
+// directory (over a gigabyte, with the WAL and a database per test) in the temp directory, one per
+// ctest process. A process that used the shared server leaves nothing behind.
+TEST(PostgresFixture, ASharedServerLeavesNoDirectoryBehind) {
+  if (const char* out = std::getenv("DELAYQ_FIXTURE_DIR_FILE")) {  // the child's part: use it, say where
+    std::ofstream(out) << SharedPostgres().dir();
+    return;
+  }
+  TempDir tmp;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  auto child = RunProcess({self, "--gtest_filter=PostgresFixture.ASharedServerLeavesNoDirectoryBehind"},
+                          {{"DELAYQ_FIXTURE_DIR_FILE", tmp.Sub("dir")}});
+  ASSERT_EQ(child.exit_code, 0) << child.out << child.err;
+  const std::string dir = ReadFile(tmp.Sub("dir"));
+  ASSERT_FALSE(dir.empty()) << child.out;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " was left behind";
 }
 
 }  // namespace
