@@ -139,11 +139,8 @@ void PostgresQueue::ServeWaiters(const std::string& queue) {
       if (!fresh) at->second = std::min(at->second, look_again);
     }
     // Nothing ready: look again when the next job comes due (notifications say so too).
-    auto next = Exec(
-        "SELECT min(due_at_ms) FILTER (WHERE due_at_ms > delayq.now_ms()) FROM delayq.jobs "
-        "WHERE queue = $1 AND state = 's'",
-        {Param::Of(queue)});
-    if (next.ok() && !next->IsNull(0, 0)) {
+    auto next = Exec(kNextDueSql, {Param::Of(queue)});
+    if (next.ok() && !next->empty()) {
       std::lock_guard lock(mu_);
       auto [at, fresh] = wake_at_.emplace(queue, next->Int(0, 0));
       if (!fresh) at->second = std::min(at->second, next->Int(0, 0));

@@ -111,6 +111,14 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // The database's clock, in ms since the epoch (one query).
   Result<int64_t> DatabaseNowMs();
 
+  // The due time of `queue`'s next job still to come ($1: the queue), read from the head of the
+  // waiting jobs' index: a handful of pages however many jobs wait. The clock is an InitPlan's,
+  // read once, so that it bounds the index scan (a min() over the queue's waiting jobs read all of
+  // them, 130 ms at 100 000, each time a waiting reserve found nothing ready).
+  static constexpr const char* kNextDueSql =
+      "SELECT j.due_at_ms FROM delayq.jobs j WHERE j.queue = $1 AND j.state = 's' "
+      "AND j.due_at_ms > (SELECT delayq.now_ms()) ORDER BY j.due_at_ms LIMIT 1";
+
  private:
   // What this server counted of a queue since it opened the store (QueueStats' counters and
   // lateness are this server's).
