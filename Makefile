@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # which is how users and CI build, that takes a fraction of the time.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON -DDELAYQ_UNITY=ON
 
-.PHONY: all deps build run test test-sanitize test-sanitize-redis test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql clean
+.PHONY: all deps build run test test-sanitize test-sanitize-redis test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve clean
 
 all: build
 
@@ -170,6 +170,11 @@ bench-pg-churn: build
 
 bench-pg-sql: build
 	@./scripts/bench-pg-sql.sh $(BUILD)
+
+# The database's time per job in delayq._reserve and _ack (BASELINE=<rev>: that schema side by
+# side); writes bench/results/postgres/reserve-ack.md.
+bench-pg-reserve: build
+	@./scripts/bench-pg-reserve.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) build-fuzz

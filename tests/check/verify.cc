@@ -16,6 +16,12 @@ bool Doubtful(const std::string& code) {
   return code.empty() || code == "unavailable" || code == "io_error" || code == "internal" || code == "no_answer";
 }
 
+// The latest moment an operation may have taken effect: its answer, or never for one that got
+// none or whose client gave up waiting ("no_answer"): a server that was stopped, not killed,
+// carries out the request when it runs again (found: a replay sent as the delayq server was
+// stopped made a dead job due 6 s later, after its client had given up).
+int64_t EffectEnd(const Op& op) { return op.answered() && op.code != "no_answer" ? op.t1 : kNever; }
+
 std::string IdOf(const std::string& receipt) { return receipt.substr(0, std::min<size_t>(26, receipt.size())); }
 
 struct DeliveryRec {
@@ -319,8 +325,10 @@ class Verifier {
     auto it = replays_.find(t.queue);
     if (it == replays_.end()) return false;
     for (const Op* op : it->second) {
-      const int64_t end = op->answered() ? op->t1 : kNever;
-      if (o_.clock_steps || (d.due * 1000 >= op->t0 - 50'000 && d.due * 1000 <= end + 50'000)) return true;
+      const int64_t end = EffectEnd(*op);
+      if (o_.clock_steps || (d.due * 1000 >= op->t0 - 50'000 && (end == kNever || d.due * 1000 <= end + 50'000))) {
+        return true;
+      }
     }
     return false;
   }
@@ -338,7 +346,7 @@ class Verifier {
     auto it = reserves_in_doubt_.find(queue);
     if (it == reserves_in_doubt_.end()) return false;
     for (const Op* op : it->second) {
-      if (op->t0 <= to && (!op->answered() || op->t1 >= from)) return true;
+      if (op->t0 <= to && EffectEnd(*op) >= from) return true;
     }
     return false;
   }
@@ -356,7 +364,7 @@ class Verifier {
   // Whether a replay naming the job (or all) or a replace of its key, ok or in doubt, overlaps
   // [from, to]: its attempts start again.
   bool Restarted(const Trace& t, int64_t from, int64_t to) const {
-    auto overlaps = [&](const Op* op) { return op->t0 <= to && (!op->answered() || op->t1 >= from); };
+    auto overlaps = [&](const Op* op) { return op->t0 <= to && EffectEnd(*op) >= from; };
     auto replays = replays_.find(t.queue);
     if (replays != replays_.end()) {
       for (const Op* op : replays->second) {

@@ -151,6 +151,27 @@ TEST(Verify, AttemptsMaySkipAfterAReserveInDoubtAndRestartAfterAReplay) {
   EXPECT_EQ(Kinds(Verify(b.history(), reserved, {.killed_clients = {1}})), std::vector<std::string>{});
 }
 
+// A replay whose client gave up waiting (the delayq server was stopped, not killed) may still be
+// carried out when the server runs again: the dead job it makes due then is delivered afresh
+// (found by the postgres stop-server mode: "delivered with due time ... which no answer gave it").
+TEST(Verify, AReplayWhoseClientGaveUpMayTakeEffectLater) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Add("nack", {{"rc", kReceipt}, {"dead", true}}, "ok", {{"state", "dead"}, {"due", HistoryBuilder::Due(100)}}, 150);
+  Op& replay = b.Add("replay", {{"ids", Json::array()}}, "no_answer", Json::object(), 200);
+  replay.t1 = replay.t0 + 5'000'000;  // the client waited 5 s
+  b.history().faults.push_back({"stop-server", kT0 + 199'000, kT0 + 6'990'000});
+  const std::string again = kId + ".2222222222222222";
+  b.Reserve(kId, again, 1, 6995, 7000);
+  b.Ack(again, 7100);
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{});
+  // An answered replay bounds when it took effect: the same delivery after it is unexplained.
+  b.history().ops[3].code = "ok";
+  b.history().ops[3].result = {{"n", 1}};
+  EXPECT_EQ(Kinds(Verify(b.history(), Empty(), {})), std::vector<std::string>{"due"});
+}
+
 // A job with one attempt, reserved by requests whose answers were lost, went dead unseen and
 // was purged: not lost (found by the Redis failover mode with --redis-wait-replicas).
 TEST(Verify, AJobWhoseAttemptsUnseenDeliveriesMayHaveUsedUpCanBePurged) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "store/postgres/sql_sources.h"
@@ -46,7 +47,7 @@ Status CheckSchema(Connection& c) {
       *v, want));
 }
 
-Result<MigrateReport> Migrate(Connection& c) {
+Result<MigrateReport> Migrate(Connection& c, int target) {
   DELAYQ_RETURN_IF_ERROR(c.Exec("SELECT pg_advisory_lock($1)", {Param::Of(kMigrateLock)}).status());
   auto unlock = [&] { (void)c.Exec("SELECT pg_advisory_unlock($1)", {Param::Of(kMigrateLock)}); };
   auto from = SchemaVersion(c);
@@ -60,7 +61,7 @@ Result<MigrateReport> Migrate(Connection& c) {
     unlock();
     return CheckSchema(c);
   }
-  for (int version = *from + 1; version <= want; ++version) {
+  for (int version = *from + 1; version <= std::min(target, want); ++version) {
     Status s = InTransaction(c, [&]() -> Status {
       for (int i = 0; i < kSqlSourceCount; ++i) {
         if (VersionOf(kSqlSources[i].name) != version) continue;

@@ -22,9 +22,10 @@ struct MigrateReport {
   std::string producer_role;
 };
 
-// Brings the schema to CurrentSchemaVersion(). kIoError naming both versions when the database
-// holds a newer one (upgrade delayq first); what the server refused otherwise.
-Result<MigrateReport> Migrate(Connection& c);
+// Brings the schema to `target` (at most CurrentSchemaVersion(); tests stop at an older one to
+// migrate from it). kIoError naming both versions when the database holds a newer one than this
+// build knows (upgrade delayq first); what the server refused otherwise.
+Result<MigrateReport> Migrate(Connection& c, int target = CurrentSchemaVersion());
 // The database's schema version (0: none), without changing anything.
 Result<int> SchemaVersion(Connection& c);
 // kOk when the schema is this build's version; else what to do (run delayq migrate, or upgrade).

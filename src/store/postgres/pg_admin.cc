@@ -24,7 +24,7 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
   const BackoffPolicy& b = config.backoff;
   Status s;
   {
-    auto c = pool_.Take();
+    auto c = Borrow();
     if (!c.ok()) return c.status();
     s = InTransaction(**c, [&]() -> Status {
       DELAYQ_RETURN_IF_ERROR((*c)->Exec("SELECT delayq._queue_for_write($1)", {Param::Of(queue)}).status());
@@ -60,7 +60,7 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
 Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool force) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
   const std::string queue(queue_view);
-  auto c = pool_.Take();
+  auto c = Borrow();
   if (!c.ok()) return c.status();
   int64_t deleted = 0;
   Status s = InTransaction(**c, [&]() -> Status {
@@ -105,7 +105,7 @@ Status SetPaused(Connection& c, const std::string& queue, bool paused) {
 
 Status PostgresQueue::Pause(std::string_view queue_view) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
-  auto c = pool_.Take();
+  auto c = Borrow();
   if (!c.ok()) return c.status();
   return SetPaused(**c, std::string(queue_view), true);
 }
@@ -115,7 +115,7 @@ Status PostgresQueue::Resume(std::string_view queue_view) {
   const std::string queue(queue_view);
   Status s;
   {
-    auto c = pool_.Take();
+    auto c = Borrow();
     if (!c.ok()) return c.status();
     s = SetPaused(**c, queue, false);
   }

@@ -207,7 +207,7 @@ Result<int64_t> LoadGroups(Connection& c, const std::string& queue, const QueueR
 // rules, the leases, and the bucket, the turns and the limits' holds written back.
 Result<std::vector<Delivery>> PostgresQueue::ReserveControlled(const std::string& queue, const ReserveRequest& request,
                                                                int64_t* look_again_ms) {
-  auto c = pool_.Take();
+  auto c = Borrow();
   if (!c.ok()) return c.status();
   Connection& conn = **c;
   std::vector<std::string> picked;

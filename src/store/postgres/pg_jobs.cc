@@ -159,7 +159,7 @@ Result<std::vector<EnqueueResult>> PostgresQueue::EnqueueBatch(std::string_view 
     std::lock_guard lock(mu_);
     for (auto& id : ids) id = ids_.Next(now).ToString();
   }
-  auto c = pool_.Take();
+  auto c = Borrow();
   if (!c.ok()) return c.status();
   std::vector<EnqueueResult> results(requests.size());
   std::map<std::string_view, size_t> first_of_key;

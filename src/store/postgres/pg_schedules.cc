@@ -52,7 +52,7 @@ Result<std::vector<StoredSchedule>> PostgresQueue::LoadSchedules(std::string_vie
 
 Status PostgresQueue::StoreSchedule(const StoredSchedule& s, uint64_t expected) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(s.queue));
-  auto c = pool_.Take();
+  auto c = Borrow();
   if (!c.ok()) return c.status();
   return InTransaction(**c, [&]() -> Status {
     if (expected == 0) {  // a new schedule: its queue exists (within the queue limit)

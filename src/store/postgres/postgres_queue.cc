@@ -94,9 +94,18 @@ Status PostgresQueue::Health() {
   return health_;
 }
 
-// Statements run on several threads at once: one that began before the database went away can
-// answer after one that found it gone, and must not make Health() say ok again (CI saw it).
+// Runs `sql` on a borrowed connection, which tells Health() what it found (Borrow).
 Result<Rows> PostgresQueue::Exec(std::string_view sql, const std::vector<Param>& params) {
+  auto c = Borrow();
+  if (!c.ok()) return c.status();
+  return (*c)->Exec(sql, params);
+}
+
+// Statements run on several threads at once: one that began before the database went away can
+// answer after one that found it gone, and must not make Health() say ok again (CI saw it). So
+// each borrowed connection is numbered when it is taken, and the latest-numbered one that went
+// back says.
+Result<PostgresQueue::Held> PostgresQueue::Borrow() {
   uint64_t n = 0;
   {
     std::lock_guard lock(mu_);
@@ -108,9 +117,7 @@ Result<Rows> PostgresQueue::Exec(std::string_view sql, const std::vector<Param>&
     NoteHealth(n, c.status());
     return c.status();
   }
-  auto r = (*c)->Exec(sql, params);
-  NoteHealth(n, r.ok() || r.code() != Code::kUnavailable ? Status::Ok() : r.status());
-  return r;
+  return Held(this, n, std::move(*c));
 }
 
 void PostgresQueue::NoteHealth(uint64_t n, const Status& found) {

@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "core/flow_control.h"
 #include "core/histogram.h"
@@ -150,6 +151,27 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   Result<Rows> Exec(std::string_view sql, const std::vector<Param>& params = {});
   // Keeps what statement `n` found unless one that started after it has already said.
   void NoteHealth(uint64_t n, const Status& found);
+  // A pooled connection for a transaction of this store's. What it found of the database counts
+  // for Health() as a statement's answer does: numbered when taken, noted when it goes back (a
+  // connection that broke: the database is away). CI saw an enqueue fail with the database down
+  // while Health() still said ok, until the scheduler's next statement.
+  class Held {
+   public:
+    Held(PostgresQueue* q, uint64_t n, Pool::Lease lease) : q_(q), n_(n), lease_(std::move(lease)) {}
+    Held(Held&& o) noexcept : q_(std::exchange(o.q_, nullptr)), n_(o.n_), lease_(std::move(o.lease_)) {}
+    Held& operator=(Held&&) = delete;
+    ~Held() {
+      if (q_) q_->NoteHealth(n_, lease_->broken() ? ToStatus(lease_->last_error()) : Status::Ok());
+    }
+    Connection* operator->() { return lease_.operator->(); }
+    Connection& operator*() { return *lease_; }
+
+   private:
+    PostgresQueue* q_;
+    uint64_t n_;
+    Pool::Lease lease_;
+  };
+  Result<Held> Borrow();
   // Tells every server (and this one) that jobs of `queue` are ready now (a release, a nack or a
   // replay made them so, or a lease ended and made room).
   void AnnounceReady(const std::string& queue);

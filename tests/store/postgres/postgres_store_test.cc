@@ -324,6 +324,32 @@ TEST(PostgresStore, ConnectionsEndedByTheDatabaseAreMadeAgain) {
   EXPECT_EQ((*got)[0].payload, "after");
 }
 
+// Found by CI (ACrashOfPostgresLosesNoCommittedJob, under ASan): a write that found the database
+// gone left Health() ok until the scheduler's next statement; writes run in a transaction on a
+// connection of their own, which Health() did not hear from. Now every connection the store
+// borrows says what it found when it goes back. The scheduler is quiet here (a minute between its
+// looks) and the listener's connection is spared, so only the write can tell.
+TEST(PostgresStore, AWriteThatLosesItsConnectionMakesHealthSaySoAndTheNextOneMendsIt) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto store = OpenStore(url);
+  ASSERT_TRUE(store->Enqueue("q", Job("before")).ok());
+  ASSERT_TRUE(store->Enqueue("q", Job("config read")).ok());  // the queue's config cached: no read below
+  ASSERT_TRUE(store->Health().ok());
+  SharedPostgres().Psql(db, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '" + db +
+                                "' AND pid <> pg_backend_pid() AND query <> 'LISTEN delayq'");
+  auto lost = store->Enqueue("q", Job("lost"));
+  ASSERT_EQ(lost.code(), Code::kUnavailable) << lost.status().ToString();
+  EXPECT_FALSE(store->Health().ok()) << "health did not hear of the lost connection";
+  Status again;
+  for (int i = 0; i < 20; ++i) {  // each dead pooled connection fails once and is dropped
+    again = store->Enqueue("q", Job("after")).status();
+    if (again.ok()) break;
+  }
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE(store->Health().ok());
+}
+
 // PostgreSQL crashes (SIGQUIT: pg_ctl -m immediate) with synchronous_commit on and comes back:
 // every job whose enqueue was answered ok is there, and the store serves again on its own.
 TEST(PostgresStore, ACrashOfPostgresLosesNoCommittedJob) {
@@ -492,6 +518,62 @@ TEST(PostgresStore, AProducerRoleMadeAfterTheFirstMigrateGetsItsGrantsAtTheNext)
   EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(app);
   PQclear(r);
   PQfinish(app);
+}
+
+// A rolling upgrade from schema version 1: a version-1 server's delivery (its reserve drew the
+// token in SQL) is acked after the migrate, a version-1 server still running keeps reserving, and
+// the new server reserves with the tokens it draws.
+TEST(PostgresStore, AVersionOneDatabaseMigratesWhileAVersionOneServerKeepsDelivering) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto c = postgres::Connection::Open(url, 5);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(postgres::Migrate(**c, 1).ok());
+  auto& pg = SharedPostgres();
+  pg.Psql(db, "SELECT delayq.enqueue('orders', '{\"n\": 1}'), delayq.enqueue('orders', '{\"n\": 2}')");
+  const std::string old_reserve = "SELECT id || ' ' || token FROM delayq._reserve('orders', 1, NULL, 1000000)";
+  const std::string first = pg.Psql(db, old_reserve);  // a version-1 server's delivery
+  ASSERT_EQ(first.size(), 26 + 1 + 32) << first;
+
+  auto up = postgres::Migrate(**c);
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_EQ(up->from, 1);
+  EXPECT_EQ(up->to, postgres::CurrentSchemaVersion());
+  const std::string second = pg.Psql(db, old_reserve);  // a version-1 server still running
+  ASSERT_EQ(second.size(), 26 + 1 + 32) << second;
+  for (const std::string& d : {first, second}) {
+    EXPECT_EQ(pg.Psql(db, "SELECT outcome FROM delayq._ack('orders', ARRAY['" + d.substr(0, 26) + "'], ARRAY['" +
+                              d.substr(27) + "'])"),
+              "O")
+        << d;
+  }
+  auto store = OpenStore(url);  // the new server
+  ASSERT_TRUE(store->Enqueue("orders", Job("{\"n\": 3}")).ok());
+  auto got = store->Reserve("orders", ReserveRequest{.max = 5});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().payload, "{\"n\": 3}");
+  EXPECT_TRUE(store->Ack("orders", got->front().receipt).ok());
+  EXPECT_EQ(pg.Psql(db, "SELECT count(*) FROM delayq.jobs"), "0");
+}
+
+// The server's tokens are checked where they are used: a reserve called with none, or with a
+// NULL among them, is refused (22023) and takes nothing.
+TEST(PostgresStore, AReserveWithoutUsableTokensIsRefusedAndTakesNothing) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto store = OpenStore(url);
+  ASSERT_TRUE(store->Enqueue("orders", Job("{}")).ok());
+  for (const std::string tokens :
+       {"NULL::text[]", "ARRAY[]::text[]", "ARRAY[NULL]::text[]", "ARRAY['a', NULL]", "'[2:2]={a}'::text[]"}) {
+    try {
+      SharedPostgres().Psql(db, "SELECT * FROM delayq._reserve('orders', 5, NULL, 1000000, " + tokens + ")");
+      ADD_FAILURE() << tokens << " was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("p_tokens must be"), std::string::npos) << tokens << ": " << e.what();
+    }
+  }
+  EXPECT_EQ(SharedPostgres().Psql(db, "SELECT count(*) FROM delayq.jobs WHERE state = 's'"), "1");
 }
 
 // Found when CI ran out of disk: each test process stopped its shared server at exit but left its

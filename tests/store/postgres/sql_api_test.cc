@@ -233,7 +233,7 @@ TEST_F(SqlApi, TheProducerRoleMayCallTheApiAndNothingElse) {
        {"SELECT count(*) FROM delayq.jobs", "DELETE FROM delayq.queues",
         "SELECT * FROM delayq._put('orders', 'X', 'x'::bytea, false, NULL, 0, NULL, NULL, NULL, 'dedupe', 0, 0, '', "
         "true)",
-        "SELECT * FROM delayq._reserve('orders', 1, NULL, 1000)", "UPDATE delayq.meta SET value = 'x'"}) {
+        "SELECT * FROM delayq._reserve('orders', 1, NULL, 1000, ARRAY['0'])", "UPDATE delayq.meta SET value = 'x'"}) {
     SCOPED_TRACE(forbidden);
     EXPECT_FALSE(app.Run(forbidden));
     EXPECT_EQ(app.sqlstate(), "42501") << app.message();  // insufficient_privilege
