@@ -30,7 +30,7 @@ std::string ArrayOf(const std::vector<std::string>& items) {
 
 // `n` fresh delivery tokens as a Postgres text[] literal, for delayq._reserve to hand out: drawn
 // here from the thread's random pool (core/random.h) rather than by three gen_random_uuid() a job
-// in the database, where they were a third of a reserve's cost.
+// in the database, where they were over a quarter of a reserve's cost.
 std::string FreshTokens(int64_t n) {
   std::string out = "{";
   out.reserve(static_cast<size_t>(n) * 33 + 2);

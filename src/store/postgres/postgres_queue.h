@@ -2,7 +2,8 @@
 // the embedded and Redis stores' sibling. Several servers may share one database.
 //
 // How data flows. Every transition is one statement: a function of sql/v1_2_functions.sql
-// (enqueue, reserve, ack, cancel, reschedule, lease expiry) or one UPDATE/DELETE that names the
+// (enqueue, cancel, reschedule, lease expiry) or sql/v2_1_delivery.sql (reserve, ack; schema
+// version 2) or one UPDATE/DELETE that names the
 // row and the state it must be in, so two servers never both apply one. Due times and leases are
 // on the database's clock (delayq.now_ms()). A job waits in state 's' and is ready once its due
 // time has passed: nothing moves it then, so there is no promotion to run late.
@@ -238,9 +239,9 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   bool stopping_ = false;  // Close() began: the threads end, waiters are answered
   bool closed_ = false;    // the threads have ended: statements are refused
   bool poked_ = false;
-  Status health_;                  // what the latest statement to start found (Health())
-  uint64_t statements_ = 0;        // statements started, each numbered at its start
-  uint64_t health_statement_ = 0;  // the number of the statement health_ is from
+  Status health_;                  // what the latest borrowed connection found (Health())
+  uint64_t statements_ = 0;        // connections borrowed, each numbered when taken (Borrow)
+  uint64_t health_statement_ = 0;  // the number of the borrowing health_ is from
   std::map<std::string, CachedConfig, std::less<>> configs_;
   std::map<std::string, Metrics, std::less<>> metrics_;
   std::unordered_map<uint64_t, Waiter> waiters_;

@@ -70,7 +70,8 @@ REVOKE ALL ON FUNCTION delayq._reserve(text, int, bigint, bigint, text[]) FROM P
 -- 'O' (acked), 'N' (no such job) or 'E' with the job's state and attempts (the delivery is over).
 -- A receipt stays valid after its lease ran out until the job is delivered again. An entry is one
 -- DELETE of the delivery's job; the job is read only when that found nothing, to say why (a
--- SELECT ... FOR UPDATE before each DELETE was half of an ack's cost: scripts/bench-pg-reserve.sh).
+-- SELECT ... FOR UPDATE before each DELETE was nearly half of an ack's cost:
+-- scripts/bench-pg-reserve.sh).
 CREATE OR REPLACE FUNCTION delayq._ack(q text, p_ids text[], p_tokens text[])
 RETURNS TABLE (outcome text, state "char", attempt int, max_attempts int) LANGUAGE plpgsql AS $$
 DECLARE
