@@ -3,10 +3,9 @@
 # the server calls them, measured inside PostgreSQL 15 as Debian ships it (fsync and
 # synchronous_commit on). A queue holds JOBS jobs, all due; a procedure takes ROUNDS rounds of
 # "reserve BATCH, commit, ack them, commit" and reports the database time each call took, per job.
-# With BASELINE=<git revision>, that revision's schema version 1 files (v1_1_tables, v1_2_functions,
-# v1_3_roles: the version before the tokens came from the server), in a database of its own on
-# the same PostgreSQL, runs the same rounds; runs are interleaved, each on a freshly loaded and
-# vacuumed queue. Writes bench/results/postgres/reserve-ack.md.
+# With BASELINE=<git revision>, that revision's schema (its SQL files, in a database of its own on
+# the same PostgreSQL: pg-temp.sh baseline_schema) runs the same rounds; runs are interleaved,
+# each on a freshly loaded and vacuumed queue. Writes bench/results/postgres/reserve-ack.md.
 #
 # `make bench-pg-reserve`, or scripts/bench-pg-reserve.sh [build-dir]. Environment: REPEAT (5),
 # JOBS (100000), ROUNDS (100), BATCH (60), BASELINE (none), OUT (bench/results/postgres). ~1 minute.
@@ -32,10 +31,7 @@ schemas=(current)
 psql_ "CREATE DATABASE current"
 "$delayq" migrate "${url%/postgres}/current" >/dev/null
 if [ -n "${BASELINE:-}" ]; then
-  psql_ "CREATE DATABASE baseline"
-  for f in v1_1_tables v1_2_functions v1_3_roles; do
-    git -C "$root" show "$BASELINE:src/store/postgres/sql/$f.sql"
-  done | psql -qtAX -v ON_ERROR_STOP=1 -1 "${url%/postgres}/baseline" >/dev/null
+  baseline_schema
   schemas+=(baseline)
 fi
 

@@ -42,10 +42,7 @@ psql_ "CREATE TABLE bench_plain (id bigserial PRIMARY KEY, queue text NOT NULL, 
 
 variants=(insert enqueue-30min keyed-30min enqueue-now)
 if [ -n "${BASELINE:-}" ]; then
-  psql_ "CREATE DATABASE baseline"
-  for f in v1_1_tables v1_2_functions v1_3_roles; do
-    git -C "$root" show "$BASELINE:src/store/postgres/sql/$f.sql"
-  done | psql -qtAX -v ON_ERROR_STOP=1 -1 "${url%/postgres}/baseline" >/dev/null
+  baseline_schema
   variants+=(baseline)
 fi
 script() {

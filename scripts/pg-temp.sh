@@ -29,3 +29,12 @@ start_temp_postgres() {
   "$pgbin/pg_isready" -q -h 127.0.0.1 -p "$pgport" || { echo "PostgreSQL did not start:" >&2; tail -5 "$work/pg/log" >&2; exit 1; }
 }
 psql_() { psql -qtAX "$url" -c "$1"; }
+# The database `baseline` with the schema of git revision $BASELINE: its sql/*.sql files in name
+# order, as delayq migrate runs them, in one transaction (no server uses it, so no meta row).
+baseline_schema() {
+  local files
+  psql_ "CREATE DATABASE baseline"
+  files=$(git -C "$root" ls-tree --name-only "$BASELINE" src/store/postgres/sql/ | grep '\.sql$' | sort)
+  for f in $files; do git -C "$root" show "$BASELINE:$f"; done |
+    psql -qtAX -v ON_ERROR_STOP=1 -1 "${url%/postgres}/baseline" >/dev/null
+}
