@@ -23,6 +23,10 @@ struct InProcessServer {
   InProcessServer() {
     const std::string dir = std::filesystem::temp_directory_path() / ("delayq-fuzz-conn-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
+    // The engine is never closed (the server's threads use it to the end): its directory goes
+    // when the process exits, as fuzz_request's does. Every CI run left one in /tmp before.
+    static std::string cleanup = dir;
+    std::atexit([] { std::filesystem::remove_all(cleanup); });
     delayq::EngineOptions o;
     o.path = dir;
     o.durability = delayq::Durability::kNone;

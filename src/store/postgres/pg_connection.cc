@@ -1,6 +1,7 @@
 #include "store/postgres/pg_connection.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -112,6 +113,16 @@ Connection::~Connection() { PQfinish(conn_); }
 
 bool Connection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
 
+// An idle connection that does not LISTEN hears nothing until it asks: anything to read (or a
+// hang-up) is the server's FATAL goodbye and the end of the stream, or something as strange.
+// libpq would read the goodbye as a notice and call the connection fine until the next read, so
+// the pool drops such a connection instead of reading it.
+bool Connection::LooksAlive() const {
+  if (broken()) return false;
+  pollfd fd{socket(), POLLIN, 0};
+  return ::poll(&fd, 1, 0) == 0;
+}
+
 Status Connection::Failed(PGresult* r, std::string_view sql) {
   last_error_ = {};
   if (r != nullptr) {
@@ -174,9 +185,10 @@ Status ToStatus(const ServerError& e) {
 Result<Pool::Lease> Pool::Take() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !idle_.empty() || lent_ < max_; });
-  if (!idle_.empty()) {
+  while (!idle_.empty()) {
     auto c = std::move(idle_.back());
     idle_.pop_back();
+    if (!c->LooksAlive()) continue;  // dropped: its place goes to a new one
     ++lent_;
     return Lease(this, std::move(c));
   }

@@ -81,6 +81,9 @@ class Connection {
   Status Run(std::string_view sql);
   const ServerError& last_error() const { return last_error_; }
   bool broken() const;
+  // Whether an idle connection still looks usable, without a round trip: one the server ended
+  // meanwhile (a restart, pg_terminate_backend) has said so and closed its socket.
+  bool LooksAlive() const;
   // The socket, for waiting on notifications (Listen).
   int socket() const { return PQsocket(conn_); }
   PGconn* raw() { return conn_; }
@@ -107,7 +110,9 @@ bool IsPostgresUrl(std::string_view url);
 
 // Connections the store's threads share: Take() lends one (opening one when none is idle, at
 // most `max` at once; beyond that it waits). A lent connection comes back when its Lease ends,
-// unless it broke (then a new one is opened next time).
+// unless it broke (then a new one is opened next time). An idle one the server ended meanwhile is
+// dropped when it would be lent, so a PostgreSQL restart costs no request one failure per
+// pooled connection.
 class Pool {
  public:
   Pool(std::string url, size_t max, int connect_timeout_s)

@@ -236,7 +236,8 @@ void PostgresQueue::HandleNotification(std::string_view payload) {
   cv_.notify_all();
 }
 
-void PostgresQueue::ListenerLoop() {
+// `first`: the connection Start opened for it, before the pool took the rest (or null).
+void PostgresQueue::ListenerLoop(std::unique_ptr<Connection> first) {
   int64_t backoff_ms = 100;
   for (;;) {
     uint64_t n = 0;  // numbered before the connect, which may take connect_timeout_s (NoteHealth)
@@ -245,7 +246,8 @@ void PostgresQueue::ListenerLoop() {
       if (stopping_) return;
       n = ++statements_;
     }
-    auto c = Connection::Open(options_.url, options_.connect_timeout_s);
+    auto c = first ? Result<std::unique_ptr<Connection>>(std::move(first))
+                   : Connection::Open(options_.url, options_.connect_timeout_s);
     if (c.ok()) {
       backoff_ms = 100;
       Listen(**c);

@@ -22,7 +22,7 @@ bool PostgresQueue::VacuumDue() {
       "SELECT n_dead_tup, n_live_tup FROM pg_catalog.pg_stat_user_tables "
       "WHERE relid = 'delayq.jobs'::pg_catalog.regclass");
   if (!r.ok() || r->empty()) return false;
-  return r->Int(0, 0) > options_.vacuum_dead_rows + r->Int(0, 1) / 5;
+  return r->Int(0, 0) > options_.vacuum_dead_rows + r->Int(0, 1) / 20;
 }
 
 void PostgresQueue::VacuumLoop() {

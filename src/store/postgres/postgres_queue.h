@@ -50,7 +50,8 @@ namespace delayq::postgres {
 
 struct PostgresQueueOptions {
   std::string url;  // a libpq URI: postgres://user:password@host:port/db?sslmode=...
-  // Connections this server opens at most (statements beyond wait for one). Default 16.
+  // Connections this server opens, all of them at start (statements beyond wait for one), and
+  // one more for LISTEN. Default 16.
   size_t pool_size = 16;
   int connect_timeout_s = 5;
   // The longest a lost notification can delay a waiting reserve, a lease's end or a dead job's
@@ -61,11 +62,13 @@ struct PostgresQueueOptions {
   // Default 10 000.
   size_t max_queues = 10'000;
   // delayq.jobs is vacuumed by this server (VACUUM (SKIP_LOCKED), on a thread of its own) once it
-  // holds more than vacuum_dead_rows dead rows plus a fifth of its live ones, at most every
+  // holds more than vacuum_dead_rows dead rows plus a twentieth of its live ones, looking every
   // vacuum_interval_ms: jobs churn faster than autovacuum's minute-long nap keeps up with
-  // (docs/postgres.md). 0 rows: leave it to autovacuum. Defaults 50 000 and 5 000.
-  int64_t vacuum_dead_rows = 50'000;
-  int64_t vacuum_interval_ms = 5'000;
+  // (docs/postgres.md). 0 rows: leave it to autovacuum. Defaults 10 000 and 1 000 (50 000 and
+  // 5 000, with a fifth of the live rows, let 1 M churned jobs grow the tables to 2.5x their
+  // size; these kept them under 1.6x: scripts/bench-pg-churn.sh).
+  int64_t vacuum_dead_rows = 10'000;
+  int64_t vacuum_interval_ms = 1'000;
   ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
   // Tests only: runs on the scheduler thread after a reap read the next lease end, before that
   // answer is taken in (a lease taken meanwhile must not be overwritten by it).
@@ -141,6 +144,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
 
   explicit PostgresQueue(PostgresQueueOptions options);
   Status Start();
+  Status Prepare();
+  void WarmPool();
   Status LoadReceiptSecret(Connection& c);
 
   // --- configs (postgres_queue.cc) ---
@@ -211,7 +216,7 @@ class PostgresQueue final : public Queue, private ScheduleStore {
 
   // --- the scheduler, the listener and waiting reserves (pg_scheduler.cc) ---
   void SchedulerLoop();
-  void ListenerLoop();
+  void ListenerLoop(std::unique_ptr<Connection> first);
   void VacuumLoop();
   bool VacuumDue();
   // One listener connection's life: LISTEN, then notifications until it breaks or the store closes.
