@@ -108,5 +108,7 @@ meta=$(node -e 'console.log(JSON.stringify({date: process.argv[1], machine: proc
   "$(date -u +%Y-%m-%d)" "$machine" "$repeat" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" "$versions" "$elapsed")
 echo "$meta" >"$out/tmp/peers-meta.json"
 node "$peers/harness/report.js" "$runs" "$out" "$work/plot" "$meta"
-gnuplot -e "data='$work/plot'; out='$out'" "$peers/harness/plots.gp"
+memory=0
+grep -q '^[^#]' "$work/plot/memory.dat" 2>/dev/null && memory=1  # a row below the header
+gnuplot -e "data='$work/plot'; out='$out'; memory=$memory" "$peers/harness/plots.gp"
 echo "wrote $out/peers.md, peers.json, peers-lateness.png, peers-throughput.png, peers-memory.png in $elapsed s" >&2

@@ -1,4 +1,4 @@
-# The three plots of bench/results: gnuplot -e "data='DIR'; out='DIR'" plots.gp
+# The three plots of bench/results: gnuplot -e "data='DIR'; out='DIR'; memory=1" plots.gp (memory=0: no memory plot)
 set terminal pngcairo size 960,600 font "DejaVu Sans,11" noenhanced
 set key left top box opaque
 set grid
@@ -33,9 +33,12 @@ set ylabel 'jobs per second'
 set xlabel ''
 plot data.'/throughput.dat' using 2:xtic(1) title 'enqueue, burst', '' using 3 title 'enqueue, memory run (due in 1-2 h)', '' using 4 title 'delivered/s, burst with 4 consumers'
 
-set output out.'/peers-memory.png'
-set title 'Memory per scheduled job: '.memory_n.' jobs due 1-2 h ahead (medians)'
-set ylabel 'bytes per job (RSS or Redis used_memory growth)'
-set boxwidth 0.6
-unset key
-plot data.'/memory.dat' using 2:xtic(1) notitle lc rgb '#4477aa'
+# No memory plot when no system ran the memory workload (the PostgreSQL subset: SYSTEMS=...).
+if (memory) {
+  set output out.'/peers-memory.png'
+  set title 'Memory per scheduled job: '.memory_n.' jobs due 1-2 h ahead (medians)'
+  set ylabel 'bytes per job (RSS or Redis used_memory growth)'
+  set boxwidth 0.6
+  unset key
+  plot data.'/memory.dat' using 2:xtic(1) notitle lc rgb '#4477aa'
+}

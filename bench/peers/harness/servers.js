@@ -114,7 +114,16 @@ async function startPostgres(port, dir) {
   execFileSync(initCmd, initArgs, { stdio: ['ignore', 'ignore', 'pipe'] });
   const [cmd, args] = asServerUser(`${PG_BIN}/postgres`, ['-D', data, '-p', String(port), '-k', home,
     '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300'], dir);
-  return startProcess('postgres', cmd, args, port, dir);
+  const proc = await startProcess('postgres', cmd, args, port, dir);
+  // The port opens before the server accepts sessions ("the database system is starting up"):
+  // a delayq started then refused to start, once in a run of make bench-peers.
+  for (let i = 0; i < 300; ++i) {
+    try {
+      execFileSync(`${PG_BIN}/pg_isready`, ['-q', '-h', '127.0.0.1', '-p', String(port)]);
+      return proc;
+    } catch { await sleep(50); }
+  }
+  throw new Error(`PostgreSQL on 127.0.0.1:${port} listens but did not accept sessions within 15 s (pg_isready)`);
 }
 const postgresUrl = (port) => `postgres://postgres@127.0.0.1:${port}/postgres`;
 
