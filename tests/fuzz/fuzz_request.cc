@@ -18,7 +18,10 @@ delayq::Engine& TheEngine() {
     std::string dir = std::filesystem::temp_directory_path() / ("delayq-fuzz-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     static std::string cleanup = dir;
-    std::atexit([] { std::filesystem::remove_all(cleanup); });
+    std::atexit([] {
+      std::error_code ignored;  // a throw here would abort the run
+      std::filesystem::remove_all(cleanup, ignored);
+    });
     delayq::EngineOptions o;
     o.path = dir;
     o.durability = delayq::Durability::kNone;

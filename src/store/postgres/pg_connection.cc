@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/percent.h"
@@ -120,7 +121,11 @@ bool Connection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
 bool Connection::LooksAlive() const {
   if (broken()) return false;
   pollfd fd{socket(), POLLIN, 0};
-  return ::poll(&fd, 1, 0) == 0;
+  int ready = 0;
+  do {
+    ready = ::poll(&fd, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  return ready == 0;
 }
 
 Status Connection::Failed(PGresult* r, std::string_view sql) {
@@ -183,17 +188,23 @@ Status ToStatus(const ServerError& e) {
 }
 
 Result<Pool::Lease> Pool::Take() {
+  std::vector<std::unique_ptr<Connection>> ended;  // closed once the lock is let go
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !idle_.empty() || lent_ < max_; });
   while (!idle_.empty()) {
     auto c = std::move(idle_.back());
     idle_.pop_back();
-    if (!c->LooksAlive()) continue;  // dropped: its place goes to a new one
+    if (!c->LooksAlive()) {  // dropped: its place goes to a new one
+      ended.push_back(std::move(c));
+      continue;
+    }
     ++lent_;
+    lock.unlock();
     return Lease(this, std::move(c));
   }
   ++lent_;
   lock.unlock();
+  ended.clear();
   auto c = Connection::Open(url_, connect_timeout_s_);
   if (!c.ok()) {
     std::lock_guard relock(mu_);

@@ -111,8 +111,8 @@ bool IsPostgresUrl(std::string_view url);
 // Connections the store's threads share: Take() lends one (opening one when none is idle, at
 // most `max` at once; beyond that it waits). A lent connection comes back when its Lease ends,
 // unless it broke (then a new one is opened next time). An idle one the server ended meanwhile is
-// dropped when it would be lent, so a PostgreSQL restart costs no request one failure per
-// pooled connection.
+// dropped when it would be lent, instead of failing the request that got it: a PostgreSQL restart
+// used to fail one request per pooled connection.
 class Pool {
  public:
   Pool(std::string url, size_t max, int connect_timeout_s)

@@ -327,17 +327,28 @@ TEST(PostgresStore, ConnectionsEndedByTheDatabaseAreMadeAgain) {
 // gone left Health() ok until the scheduler's next statement; writes run in a transaction on a
 // connection of their own, which Health() did not hear from. Now every connection the store
 // borrows says what it found when it goes back. The scheduler is quiet here (a minute between its
-// looks), so only the write can tell: it waits for the queue's lock, which this test holds, and
-// its connection is ended while it waits.
+// looks) and the vacuum thread is off (its look, answered later, would outrank the write's), so
+// only the write can tell: it waits for the queue's lock, which this test holds, and its
+// connection is ended while it waits.
 TEST(PostgresStore, AWriteThatLosesItsConnectionMakesHealthSaySoAndTheNextOneMendsIt) {
   const std::string url = SharedPostgres().NewDatabase();
   const std::string db = url.substr(url.rfind('/') + 1);
-  auto store = OpenStore(url);
+  postgres::PostgresQueueOptions o;
+  o.url = url;
+  o.safety_interval_ms = 60'000;
+  o.vacuum_dead_rows = 0;
+  auto opened = postgres::PostgresQueue::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto& store = *opened;
   ASSERT_TRUE(store->Enqueue("q", Job("before")).ok());
   ASSERT_TRUE(store->Health().ok());
-  PGconn* holder = PQconnectdb(url.c_str());
-  PQclear(PQexec(holder, "SELECT pg_advisory_lock(1685222757, hashtext('q'))"));  // _queue_for_write's
-  auto lost = std::async(std::launch::async, [&] { return store->Enqueue("q", Job("lost")); });
+  std::future<Result<EnqueueResult>> lost;  // outlives the lock's holder below, which lets it end
+  std::unique_ptr<PGconn, void (*)(PGconn*)> holder(PQconnectdb(url.c_str()), PQfinish);
+  ASSERT_EQ(PQstatus(holder.get()), CONNECTION_OK) << PQerrorMessage(holder.get());
+  PGresult* locked = PQexec(holder.get(), "SELECT pg_advisory_lock(1685222757, hashtext('q'))");  // _queue_for_write's
+  ASSERT_EQ(PQresultStatus(locked), PGRES_TUPLES_OK) << PQerrorMessage(holder.get());
+  PQclear(locked);
+  lost = std::async(std::launch::async, [&] { return store->Enqueue("q", Job("lost")); });
   const std::string waiting = "SELECT pid FROM pg_stat_activity WHERE datname = '" + db +
                               "' AND wait_event_type = 'Lock' AND wait_event = 'advisory'";
   std::string pid;
@@ -350,7 +361,7 @@ TEST(PostgresStore, AWriteThatLosesItsConnectionMakesHealthSaySoAndTheNextOneMen
   auto answer = lost.get();
   ASSERT_EQ(answer.code(), Code::kUnavailable) << answer.status().ToString();
   EXPECT_FALSE(store->Health().ok()) << "health did not hear of the lost connection";
-  PQfinish(holder);
+  holder.reset();
   auto again = store->Enqueue("q", Job("after"));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(store->Health().ok());
@@ -420,7 +431,7 @@ TEST(PostgresStore, ACrashOfPostgresLosesNoCommittedJob) {
   EXPECT_FALSE(store->Health().ok()) << "health did not see the database go";
   pg.Start();
   Status last;
-  for (int i = 0; i < 50; ++i) {  // a pooled connection per failed attempt is dropped, then one works
+  for (int i = 0; i < 50; ++i) {  // until the restarted database takes sessions (dead pooled ones are dropped)
     last = store->Get("crash", JobRef::ById(answered[0])).status();
     if (last.ok()) break;
   }
