@@ -65,8 +65,8 @@ struct PostgresQueueOptions {
   // holds more than vacuum_dead_rows dead rows plus a twentieth of its live ones, looking every
   // vacuum_interval_ms: jobs churn faster than autovacuum's minute-long nap keeps up with
   // (docs/postgres.md). 0 rows: leave it to autovacuum. Defaults 10 000 and 1 000 (50 000 and
-  // 5 000, with a fifth of the live rows, let 1 M churned jobs grow the tables to 2.5x their
-  // size; these kept them under 1.6x: scripts/bench-pg-churn.sh).
+  // 5 000, with a fifth of the live rows, let 1 M churned jobs beside 100 000 live grow the
+  // tables to 2.47x their size; these kept them under 1.6x: bench/results/postgres/churn.md).
   int64_t vacuum_dead_rows = 10'000;
   int64_t vacuum_interval_ms = 1'000;
   ScheduleRunnerOptions schedules;  // recurring schedules (delayq/schedule.h)
