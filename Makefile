@@ -27,6 +27,7 @@ run: build
 # promtool (for the alert-rule tests) comes out of Debian's prometheus package: scripts/promtool.sh;
 # the OpenAPI validators from npm: scripts/openapi-tools.sh. Both are fetched once, into a cache.
 test: build
+	@./scripts/root-dir-mode.sh
 	@./scripts/promtool.sh --version >/dev/null
 	@./scripts/openapi-tools.sh >/dev/null
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
