@@ -196,7 +196,7 @@ if (failed.length) {
   for (const r of failed) w(`- ${r.system} ${r.workload}${r.consumers ? ` (${r.consumers} consumers)` : ''}: ${r.error}`);
   w();
 }
-w(`Plots: [lateness CDF](peers-lateness.png) · [throughput](peers-throughput.png)${memBars.length ? ' · [memory per job](peers-memory.png)' : ''}`);
+w(`Plots: [lateness CDF](peers-lateness.png) · [throughput](peers-throughput.png)${ok.some((r) => r.workload === 'memory') ? ' · [memory per job](peers-memory.png)' : ''}`);
 fs.mkdirSync(resultsDir, { recursive: true });
 fs.writeFileSync(path.join(resultsDir, 'peers.md'), `${lines.join('\n')}\n`);
 
