@@ -9,7 +9,7 @@
 # Writes bench/results/postgres/churn.md (and churn.jsonl, one line per round).
 #
 # `make bench-pg-churn`, or scripts/bench-pg-churn.sh [build-dir]. Environment: LIVE (100000),
-# CHURN (10000000), ROUND (20000), WINDOW (2s), OUT (bench/results/postgres). ~25 minutes per
+# CHURN (10000000), ROUND (20000), WINDOW (2s), OUT (bench/results/postgres). ~30 minutes per
 # 10 M on 2 cores.
 set -euo pipefail
 build=${1:-build}
