@@ -55,7 +55,7 @@ test: build
 SAN_COMMON_EXCLUDE = _NOT_BUILT|Modes/Check|MemoryGoesBackAfterLargeRequests|InstalledPackage|OpenApiDocument|OpenApiAnswers|PrometheusAlertRules|CitedPathsExist|FunctionLengths|PeersHarness|PythonClient|NodeClient|Redis/|QueueConformance\..*/https
 SAN_TARGETS ?= delayq_cli core_test schedule_test runner_test engine_test make_engine_fixture upgrade_test crash_child crash_test \
   http_test http_server_test wire_test client_test integration_test cli_test dashboard_test kafka_test delayq_fuse fuse_test \
-  delayq_check check_test security_test postgres_test
+  delayq_check check_test security_test postgres_test push_stream_test
 SAN_EXCLUDE ?= $(SAN_COMMON_EXCLUDE)
 SAN_CONFIGURE = cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DDELAYQ_SANITIZE=ON \
   -DDELAYQ_WERROR=ON -DDELAYQ_BUILD_BENCH=OFF -DDELAYQ_UNITY=ON >/dev/null

@@ -105,9 +105,13 @@ void AddLimitOptions(CLI::App* s, server::ServeOptions& serve) {
                 "per 64 KiB); slower clients are closed")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
-  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves at most")
+  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves and push streams at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  s->add_option("--stream-heartbeat-ms", serve.stream_heartbeat_ms,
+                "The longest a push stream (POST /v1/queues/{q}/stream) stays silent: a heartbeat line then")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{15'000}));
   s->add_option("--max-queues", serve.max_queues,
                 "Queues at most; an enqueue, config, pause or resume creating one more is 429 (reads and "
                 "reserves never create a queue)")

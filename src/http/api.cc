@@ -63,7 +63,7 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
                                    : fmt::format("no such route: {}; the API is under /v1/queues", shown)));
     return {};
   }
-  Context context{queue_, options_, metrics_, history_};
+  Context context{queue_, options_, metrics_, history_, streams_};
   const RouteSpec& route = Routes()[match.route];
   const std::vector<std::string_view> known = QueryParams(route);
   for (const auto& [name, value] : target.query) {
@@ -99,7 +99,7 @@ std::function<void()> Api::HandleMonitoring(HttpRequest request, Reply reply) {
                                     request.target.substr(0, 200))));
     return {};
   }
-  Context context{queue_, options_, metrics_, history_};
+  Context context{queue_, options_, metrics_, history_, streams_};
   const Call call{request, target, std::move(match.params)};
   HttpResponse response = Routes()[match.route].handler(context, call);
   metrics_.Observe(match.route, response.status,

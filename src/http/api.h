@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@
 #include "delayq/queue.h"
 #include "http/history.h"
 #include "http/metrics.h"
+#include "http/push_stream.h"
+#include "http/stream_source.h"
 
 namespace delayq::http {
 
@@ -41,6 +44,9 @@ struct HttpResponse {
   // Called by the transport when the answer could not be written whole (the client went away, the
   // connection broke): a reserve's answer gives its jobs back (Queue::ReleaseBatch).
   std::function<void()> unwritten;
+  // When set, the answer is streamed (Transfer-Encoding: chunked, then Connection: close) from
+  // this source instead of `body`.
+  std::shared_ptr<StreamSource> stream;
 };
 
 using Reply = std::function<void(HttpResponse)>;
@@ -53,8 +59,9 @@ struct ApiOptions {
   // Host names (besides IP addresses and localhost) that requests may name in Host: a guard
   // against DNS rebinding. "*" allows any.
   std::vector<std::string> allowed_hosts;
-  BuildInfo build;          // GET /v1/version's store and durability
-  bool access_log = false;  // log each request that reaches a route (spdlog info); refusals are not
+  BuildInfo build;                       // GET /v1/version's store and durability
+  bool access_log = false;               // log each request that reaches a route (spdlog info); refusals are not
+  int64_t stream_heartbeat_ms = 10'000;  // the longest a push stream stays silent (a heartbeat line then)
 };
 
 // The HTTP status of a Status code (the one table; the CLI has its exit-code twin).
@@ -86,6 +93,7 @@ class Api {
   ApiOptions options_;
   Metrics metrics_;
   History history_;
+  PushStreams streams_;
 };
 
 }  // namespace delayq::http

@@ -45,6 +45,7 @@ std::function<void()> Cancel(Context& c, const Call& call, Reply reply);      //
 
 // Deliveries (handlers_deliveries.cc).
 std::function<void()> Reserve(Context& c, const Call& call, Reply reply);
+HttpResponse Stream(Context& c, const Call& call);  // push delivery: a streamed answer (push_stream.h)
 std::function<void()> Ack(Context& c, const Call& call, Reply reply);    // answered once durable
 std::function<void()> Nack(Context& c, const Call& call, Reply reply);   // answered once durable
 std::function<void()> Touch(Context& c, const Call& call, Reply reply);  // answered once durable

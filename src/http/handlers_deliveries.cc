@@ -7,10 +7,12 @@
 #include <optional>
 
 #include "core/receipt.h"
+#include "core/validate.h"
 #include "http/handlers.h"
 #include "http/response.h"
 #include "wire/receipts.h"
 #include "wire/reserve.h"
+#include "wire/stream.h"
 
 namespace delayq::http::handlers {
 
@@ -67,6 +69,35 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
   return [&queue, handle] { queue.CancelReserve(handle); };
 }
 
+HttpResponse Stream(Context& c, const Call& call) {
+  auto parsed = wire::ParseStreamRequest(call.request.body);
+  if (!parsed.ok()) return ErrorResponse(parsed.status());
+  if (Status s = ValidateQueueName(call.queue()); !s.ok()) return ErrorResponse(s);
+  // A stream holds a waiting reserve most of its life: it counts against --max-waiting.
+  if (c.metrics.waiting.load() + c.metrics.streams.load() >= c.options.max_waiting) {
+    return ErrorResponse(Status::ResourceExhausted(fmt::format(
+        "{} reserves and streams are already waiting, the most this server holds (--max-waiting); retry shortly",
+        c.options.max_waiting)));
+  }
+  HttpResponse r;
+  r.content_type = "application/x-ndjson";
+  r.stream =
+      std::make_shared<PushStream>(c.queue, c.streams, c.metrics, call.queue(), *parsed, c.options.stream_heartbeat_ms);
+  return r;
+}
+
+namespace {
+
+// Tells this server's push streams that their deliveries ended (room for one more each), unless
+// the store could not say (unavailable: the delivery may still be in flight).
+void TellStreams(PushStreams& streams, const std::vector<std::string>& receipts, const std::vector<Status>& results) {
+  for (size_t i = 0; i < receipts.size() && i < results.size(); ++i) {
+    if (results[i].code() != Code::kUnavailable && results[i].code() != Code::kInternal) streams.Ended(receipts[i]);
+  }
+}
+
+}  // namespace
+
 std::function<void()> Ack(Context& c, const Call& call, Reply reply) {
   auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kAck);
   if (!body.ok()) {
@@ -76,7 +107,9 @@ std::function<void()> Ack(Context& c, const Call& call, Reply reply) {
   auto receipts = std::make_shared<std::vector<std::string>>(std::move(body->receipts));
   const bool batch = body->batch;
   c.queue.AckBatchAsync(
-      call.queue(), *receipts, [reply = std::move(reply), receipts, batch](std::vector<Status> results) {
+      call.queue(), *receipts,
+      [reply = std::move(reply), receipts, batch, &streams = c.streams](std::vector<Status> results) {
+        TellStreams(streams, *receipts, results);
         if (!batch) {
           if (!results[0].ok()) return reply(ErrorResponse(results[0]));
           return reply(JsonResponse(200, R"({"acked":1})"));
@@ -152,9 +185,13 @@ std::function<void()> Nack(Context& c, const Call& call, Reply reply) {
   std::string name(call.queue());
   EndEach<NackResult>(
       std::move(body->receipts), body->batch, "nacked",
-      [&queue, name, retry = body->retry_in_ms, error = body->error, dead = body->dead](const std::string& receipt,
-                                                                                        NackCallback done) {
-        queue.NackAsync(name, {receipt, retry, error, dead}, std::move(done));
+      [&queue, &streams = c.streams, name, retry = body->retry_in_ms, error = body->error, dead = body->dead](
+          const std::string& receipt, NackCallback done) {
+        queue.NackAsync(name, {receipt, retry, error, dead},
+                        [&streams, receipt, done = std::move(done)](Result<NackResult> r) {
+                          TellStreams(streams, {receipt}, {r.status()});
+                          done(std::move(r));
+                        });
       },
       wire::WriteNackResponse, std::move(reply));
   return {};
@@ -170,8 +207,11 @@ std::function<void()> Touch(Context& c, const Call& call, Reply reply) {
   std::string name(call.queue());
   EndEach<TouchResult>(
       std::move(body->receipts), body->batch, "touched",
-      [&queue, name, lease = body->lease_ms](const std::string& receipt, TouchCallback done) {
-        queue.TouchAsync(name, receipt, lease, std::move(done));
+      [&queue, &streams = c.streams, name, lease = body->lease_ms](const std::string& receipt, TouchCallback done) {
+        queue.TouchAsync(name, receipt, lease, [&streams, receipt, done = std::move(done)](Result<TouchResult> r) {
+          if (r.ok()) streams.Touched(receipt, r->lease_deadline_ms);
+          done(std::move(r));
+        });
       },
       wire::WriteTouchResponse, std::move(reply));
   return {};
@@ -181,6 +221,7 @@ HttpResponse Release(Context& c, const Call& call) {
   auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kAck);
   if (!body.ok()) return ErrorResponse(body.status());
   std::vector<Status> results = c.queue.ReleaseBatch(call.queue(), body->receipts);
+  TellStreams(c.streams, body->receipts, results);
   if (!body->batch) {
     if (!results[0].ok()) return ErrorResponse(results[0]);
     return JsonResponse(200, R"({"released":1})");

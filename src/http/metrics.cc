@@ -148,6 +148,8 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
   out.Sample("delayq_http_body_bytes", {}, body_bytes.load());
   out.Family("delayq_reserve_waiting", "gauge", "Reserve requests waiting for a job (long polls).");
   out.Sample("delayq_reserve_waiting", {}, waiting.load());
+  out.Family("delayq_streams", "gauge", "Push delivery streams open (POST /v1/queues/{q}/stream).");
+  out.Sample("delayq_streams", {}, streams.load());
   const ProcessFigures process = ReadProcess();
   WriteProcessMetrics(out, process);
   // The names of 0.1, kept for the dashboards that use them.

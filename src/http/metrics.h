@@ -32,6 +32,7 @@ class Metrics {
   std::atomic<int64_t> connections{0};  // open HTTP connections
   std::atomic<int64_t> body_bytes{0};   // request body bytes held now (of --max-body-memory)
   std::atomic<int64_t> waiting{0};      // reserves waiting for a job
+  std::atomic<int64_t> streams{0};      // push streams open (POST /v1/queues/{q}/stream)
 
   // Per-queue series are written for this many queues at most (those holding the most jobs);
   // the others are summed into queue="(other)", which no queue can be named, so a scrape stays

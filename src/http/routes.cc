@@ -45,6 +45,8 @@ constexpr RouteSpec kRoutes[] = {
     {"PATCH", "/v1/queues/{q}/jobs/{id}", "reschedule a scheduled or ready job", nullptr, Reschedule},
     {"DELETE", "/v1/queues/{q}/jobs/{id}", "cancel a job", nullptr, Cancel},
     {"POST", "/v1/queues/{q}/reserve", "take up to max ready jobs, waiting up to wait_ms", nullptr, Reserve},
+    {"POST", "/v1/queues/{q}/stream",
+     "push delivery: jobs as they come due, one line each, at most max_in_flight unacknowledged", Stream},
     {"POST", "/v1/queues/{q}/ack", "acknowledge deliveries (one receipt or a batch)", nullptr, Ack},
     {"POST", "/v1/queues/{q}/nack", "end deliveries without success: retry or dead", nullptr, Nack},
     {"POST", "/v1/queues/{q}/touch", "extend the leases of deliveries", nullptr, Touch},

@@ -15,6 +15,7 @@
 #include "http/api.h"
 #include "http/history.h"
 #include "http/metrics.h"
+#include "http/push_stream.h"
 #include "http/target.h"
 
 namespace delayq::http {
@@ -25,6 +26,7 @@ struct Context {
   const ApiOptions& options;
   Metrics& metrics;
   History& history;
+  PushStreams& streams;
 };
 
 // One request matched to a route.

@@ -42,10 +42,10 @@ bool HeaderSafe(std::string_view text) { return text.find_first_of("\r\n") == st
 // serializer were 8 % of the server's CPU for a single-job request, docs/performance.md).
 // Header names and values come from delayq's code, never from a request; one holding a line
 // break would split the answer, so it is dropped (and said). `length` is the body's (for HEAD,
-// the GET's) length.
+// the GET's) length; none for a streamed answer.
 std::string AnswerHead(int status, std::string_view content_type,
                        const std::vector<std::pair<std::string, std::string>>& headers, bool keep_alive,
-                       size_t length) {
+                       std::optional<size_t> length) {
   std::string head;
   auto out = std::back_inserter(head);
   const auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
@@ -60,7 +60,12 @@ std::string AnswerHead(int status, std::string_view content_type,
   put("Content-Type", content_type);
   for (const auto& [name, value] : headers) put(name, value);
   if (!keep_alive) head += "Connection: close\r\n";
-  fmt::format_to(out, "Content-Length: {}\r\n\r\n", length);
+  if (length) {
+    fmt::format_to(out, "Content-Length: {}\r\n\r\n", *length);
+  } else {
+    // A streamed answer: chunks until the last; a proxy (nginx) is asked not to hold them back.
+    head += "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n\r\n";
+  }
   return head;
 }
 
@@ -323,6 +328,7 @@ class HttpServer::Impl::Session final : public SessionBase {
 
   void CloseIfIdle() override {
     net::post(stream_.get_executor(), [self = Self()] {
+      if (self->sink_) return self->StopStream();
       if (!self->busy_) {
         beast::error_code ec;
         self->Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -494,6 +500,7 @@ class HttpServer::Impl::Session final : public SessionBase {
   };
 
   void Write(http::HttpResponse r) {
+    if (r.stream) return WriteStream(std::move(r));
     answered_ = true;
     cancel_ = nullptr;
     ReleaseBody();
@@ -524,6 +531,116 @@ class HttpServer::Impl::Session final : public SessionBase {
     }
   }
 
+  // A streamed answer (HttpResponse::stream): the head, then the chunks the source sends, all
+  // that are queued going out in one write, then the last chunk, and the connection closes.
+  // Meanwhile the socket is watched: a client that hangs up (or sends anything: a stream's
+  // connection carries nothing else) ends the stream, as does a write that fails or stalls for
+  // 30 s. Then the source hears Gone (push_stream.h gives its deliveries back).
+  class Sink final : public http::StreamSink, public std::enable_shared_from_this<Sink> {
+   public:
+    explicit Sink(const std::shared_ptr<Session>& s) : session_(s), executor_(s->stream_.get_executor()) {}
+    bool Send(std::string chunk) override {
+      auto s = session_.lock();
+      if (over || !s) return false;
+      net::post(executor_, [s, chunk = std::move(chunk)]() mutable { s->QueueChunk(std::move(chunk)); });
+      return true;
+    }
+    void End() override {
+      if (auto s = session_.lock()) net::post(executor_, [s] { s->EndStream(); });
+    }
+    void After(int64_t ms, std::function<void()> fn) override {
+      auto timer = std::make_shared<net::steady_timer>(executor_, std::chrono::milliseconds(ms));
+      timer->async_wait(
+          [timer, fn = std::move(fn), weak = std::weak_ptr<Sink>(this->weak_from_this())](const beast::error_code& ec) {
+            auto self = weak.lock();
+            if (!ec && self && !self->over) fn();
+          });
+    }
+    std::atomic<bool> over{false};
+
+   private:
+    std::weak_ptr<Session> session_;
+    net::any_io_executor executor_;
+  };
+
+  void WriteStream(http::HttpResponse r) {
+    answered_ = true;
+    cancel_ = nullptr;
+    ReleaseBody();
+    keep_alive_ = false;
+    source_ = std::move(r.stream);
+    auto head = std::make_shared<std::string>(AnswerHead(r.status, r.content_type, r.headers, false, std::nullopt));
+    Tcp().expires_after(std::chrono::seconds(30));
+    net::async_write(stream_, net::buffer(*head), [self = Self(), head](beast::error_code ec, size_t) {
+      if (ec) return self->StreamOver();
+      self->Tcp().expires_never();
+      self->sink_ = std::make_shared<Sink>(self);
+      self->WatchStream();
+      if (self->source_) self->source_->Start(self->sink_);
+    });
+  }
+
+  void WatchStream() {
+    Tcp().socket().async_wait(tcp::socket::wait_read, [self = Self()](beast::error_code ec) {
+      if (self->sink_->over) return;
+      char byte;
+      const ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (!ec && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->WatchStream();
+      self->StreamOver();
+    });
+  }
+
+  void QueueChunk(std::string data) {
+    if (sink_->over || ending_) return;
+    fmt::format_to(std::back_inserter(queued_), "{:x}\r\n", data.size());
+    queued_ += data;
+    queued_ += "\r\n";
+    if (!writing_) WriteQueued();
+  }
+
+  void WriteQueued() {
+    if (queued_.empty() && !ending_) {
+      writing_ = false;
+      return;
+    }
+    const bool last = queued_.empty();  // and ending: the last chunk
+    if (last) queued_ = "0\r\n\r\n";
+    writing_ = true;
+    in_write_.swap(queued_);
+    queued_.clear();
+    Tcp().expires_after(std::chrono::seconds(30) + std::chrono::seconds(in_write_.size() >> 20));
+    net::async_write(stream_, net::buffer(in_write_), [self = Self(), last](beast::error_code ec, size_t) {
+      if (ec) return self->StreamOver();
+      self->Tcp().expires_never();
+      if (!last) return self->WriteQueued();
+      self->sink_->over = true;  // ended by the source: no Gone
+      self->source_.reset();
+      self->Close();
+    });
+  }
+
+  void EndStream() {
+    if (sink_->over || ending_) return;
+    ending_ = true;
+    if (!writing_) WriteQueued();
+  }
+
+  // The server stops: the source lets go of its deliveries, and the stream ends cleanly.
+  void StopStream() {
+    if (sink_->over) return;
+    if (auto source = std::move(source_)) source->Gone();
+    EndStream();
+  }
+
+  void StreamOver() {
+    if (sink_) {
+      if (sink_->over) return;
+      sink_->over = true;
+    }
+    if (auto source = std::move(source_)) source->Gone();
+    Close();
+  }
+
   void Fail(int status, std::string_view code, std::string message) {
     keep_alive_ = false;
     busy_ = true;
@@ -549,6 +666,12 @@ class HttpServer::Impl::Session final : public SessionBase {
   net::ip::address peer_;
   size_t body_bytes_ = 0;  // of the body budget, held until the answer
   std::function<void()> cancel_;
+  // A streamed answer's: its source, the transport's side, and the chunks queued and being written.
+  std::shared_ptr<http::StreamSource> source_;
+  std::shared_ptr<Sink> sink_;
+  std::string queued_, in_write_;
+  bool writing_ = false;
+  bool ending_ = false;
   bool keep_alive_ = true;
   bool head_ = false;
   bool busy_ = false;

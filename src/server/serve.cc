@@ -219,6 +219,7 @@ int Serve(const ServeOptions& options) {
   api_options.auth_token = o.auth_token;
   api_options.allowed_hosts = o.allowed_hosts;
   api_options.max_waiting = o.max_waiting;
+  api_options.stream_heartbeat_ms = o.stream_heartbeat_ms;
   api_options.ready = [&ready] { return ready.load(); };
   api_options.dashboard_html = kDashboardHtml;
   api_options.build = {store->kind, store->durability};

@@ -30,11 +30,12 @@ struct ServeOptions {
   std::string tls_cert, tls_key;  // PEM files: serve https only
   std::string tls_client_ca;      // PEM CAs: clients must present a certificate they signed
   int64_t max_waiting = 50'000;
-  size_t max_queues = 10'000;        // creating more is 429
-  std::string port_file;             // when set, the bound port is written here (tests)
-  int redis_shards = 1;              // shards of a queue created on Redis (1..256)
-  int redis_wait_replicas = 0;       // Redis: writes wait for this many replicas (WAIT)
-  int redis_wait_timeout_ms = 1000;  // ... at most this long, else 503
+  int64_t stream_heartbeat_ms = 10'000;  // the longest a push stream stays silent
+  size_t max_queues = 10'000;            // creating more is 429
+  std::string port_file;                 // when set, the bound port is written here (tests)
+  int redis_shards = 1;                  // shards of a queue created on Redis (1..256)
+  int redis_wait_replicas = 0;           // Redis: writes wait for this many replicas (WAIT)
+  int redis_wait_timeout_ms = 1000;      // ... at most this long, else 503
   // Redis' password when the URL gives none: read from this file (one line), else taken from the
   // environment variable DELAYQ_REDIS_PASSWORD, so that it is not in `ps`.
   std::string redis_password_file;

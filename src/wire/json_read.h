@@ -58,6 +58,8 @@ std::string Raw(sj::value v);
 bool IsNull(sj::value v);
 Headers ReadHeaders(sj::value v);
 JobState StateOf(std::string_view s);
+// A delivery object of a reserve answer or a stream line (reserve.cc); `what` names the answer.
+Status ReadDelivery(sj::object o, Delivery& d, std::string_view what);
 
 // Finds `field` in the answer's top-level object and hands its value to `fn`.
 template <class Fn>

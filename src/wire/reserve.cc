@@ -81,6 +81,29 @@ std::string WriteReserveResponse(std::span<const Delivery> deliveries) {
   return w.Take();
 }
 
+Status ReadDelivery(sj::object o, Delivery& d, std::string_view what) {
+  for (auto f : o) {
+    std::string_view k;
+    sj::value fv;
+    if (f.unescaped_key().get(k) || f.value().get(fv)) return Malformed(what);
+    if (k == "id") d.id = Str(fv);
+    else if (k == "receipt") d.receipt = Str(fv);
+    else if (k == "payload") d.payload = Raw(fv);
+    else if (k == "payload_base64") {
+      d.payload = Base64Decode(Str(fv)).value_or("");
+      d.binary = true;
+    } else if (k == "headers") d.headers = ReadHeaders(fv);
+    else if (k == "attempt") d.attempt = static_cast<int32_t>(Int(fv));
+    else if (k == "max_attempts") d.max_attempts = static_cast<int32_t>(Int(fv));
+    else if (k == "due_at") d.due_at_ms = Int(fv);
+    else if (k == "key") d.key = IsNull(fv) ? "" : Str(fv);
+    else if (k == "lease_deadline") d.lease_deadline_ms = Int(fv);
+    else if (k == "priority") d.priority = static_cast<int32_t>(Int(fv));
+    else if (k == "group") d.group = Str(fv);
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<Delivery>> ParseReserveResponse(std::string_view body) {
   std::vector<Delivery> out;
   Status s = WithField(body, "reserve", "jobs", [&](sj::value v) {
@@ -89,26 +112,7 @@ Result<std::vector<Delivery>> ParseReserveResponse(std::string_view body) {
     for (auto el : arr) {
       sj::object o;
       if (el.get_object().get(o)) return Malformed("reserve");
-      Delivery& d = out.emplace_back();
-      for (auto f : o) {
-        std::string_view k;
-        sj::value fv;
-        if (f.unescaped_key().get(k) || f.value().get(fv)) return Malformed("reserve");
-        if (k == "id") d.id = Str(fv);
-        else if (k == "receipt") d.receipt = Str(fv);
-        else if (k == "payload") d.payload = Raw(fv);
-        else if (k == "payload_base64") {
-          d.payload = Base64Decode(Str(fv)).value_or("");
-          d.binary = true;
-        } else if (k == "headers") d.headers = ReadHeaders(fv);
-        else if (k == "attempt") d.attempt = static_cast<int32_t>(Int(fv));
-        else if (k == "max_attempts") d.max_attempts = static_cast<int32_t>(Int(fv));
-        else if (k == "due_at") d.due_at_ms = Int(fv);
-        else if (k == "key") d.key = IsNull(fv) ? "" : Str(fv);
-        else if (k == "lease_deadline") d.lease_deadline_ms = Int(fv);
-        else if (k == "priority") d.priority = static_cast<int32_t>(Int(fv));
-        else if (k == "group") d.group = Str(fv);
-      }
+      DELAYQ_RETURN_IF_ERROR(ReadDelivery(o, out.emplace_back(), "reserve"));
     }
     return Status::Ok();
   });

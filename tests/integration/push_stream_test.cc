@@ -1,0 +1,488 @@
+// Push delivery (POST /v1/queues/{q}/stream, SPEC §11.4) against the real `delayq serve`: the
+// stream read raw (chunked ndjson over TCP, or TLS through OpenSSL), the rest through
+// delayq::Client. The window (max_in_flight) and what makes room (ack, lease end), a consumer
+// that goes away, heartbeats, hostile requests, flow control and pause, mixed traffic with many
+// streams, TLS with big lines, SIGTERM, --max-waiting, and the same on Redis and PostgreSQL.
+#include <gtest/gtest.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "delayq/client.h"
+#include "integration/server_fixture.h"
+#include "store/postgres/pg_fixture.h"
+#include "store/redis/redis_fixture.h"
+#include "support/raw_http.h"
+#include "support/test_certs.h"
+#include "wire/stream.h"
+
+namespace delayq::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// One stream read raw: its status, then its lines as they come.
+class StreamReader {
+ public:
+  StreamReader(int port, const std::string& queue, const std::string& body, const std::string& ca = "") {
+    fd_ = ConnectFrom(port);
+    if (fd_ < 0) throw std::runtime_error("cannot connect");
+    if (!ca.empty()) StartTls(ca);
+    const std::string request = "POST /v1/queues/" + queue +
+                                "/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    Write(request);
+    ReadHead();
+  }
+  ~StreamReader() { Close(); }
+  StreamReader(const StreamReader&) = delete;
+
+  int status() const { return status_; }
+  const std::string& head() const { return head_; }
+  // A refusal's body (a whole answer with Content-Length).
+  std::string body() {
+    while (raw_.size() < content_length_ && Fill(milliseconds(5000))) {
+    }
+    return raw_;
+  }
+  bool ended() const { return ended_; }
+
+  // The next line, or nothing when the stream ended or closed, or `timeout` passed first.
+  std::optional<std::string> NextLine(milliseconds timeout = milliseconds(10'000)) {
+    const auto deadline = Clock::now() + timeout;
+    while (true) {
+      Decode();
+      if (auto nl = data_.find('\n'); nl != std::string::npos) {
+        std::string line = data_.substr(0, nl);
+        data_.erase(0, nl + 1);
+        return line;
+      }
+      if (ended_ || closed_) return std::nullopt;
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      if (!Fill(left)) {
+        if (Clock::now() >= deadline) return std::nullopt;
+      }
+    }
+  }
+  // The next line that is a delivery (heartbeats are skipped), within `timeout`.
+  std::optional<Delivery> NextDelivery(milliseconds timeout = milliseconds(10'000)) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      auto line = NextLine(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+      if (!line) return std::nullopt;
+      auto parsed = wire::ParseStreamLine(*line);
+      if (!parsed.ok()) throw std::runtime_error("not a stream line: " + *line);
+      if (auto* d = std::get_if<Delivery>(&*parsed)) return *d;
+    }
+    return std::nullopt;
+  }
+  void Close() {
+    if (ssl_) {
+      SSL_free(ssl_);
+      ssl_ = nullptr;
+    }
+    if (ctx_) {
+      SSL_CTX_free(ctx_);
+      ctx_ = nullptr;
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  void StartTls(const std::string& ca) {
+    ctx_ = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx_, ca.c_str(), nullptr);
+    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
+    ssl_ = SSL_new(ctx_);
+    SSL_set_fd(ssl_, fd_);
+    SSL_set_tlsext_host_name(ssl_, "localhost");
+    if (SSL_connect(ssl_) != 1) throw std::runtime_error("TLS handshake failed");
+  }
+  void Write(const std::string& bytes) {
+    if (ssl_) {
+      SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size()));
+    } else {
+      ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    }
+  }
+  // Reads what is there (waiting up to `timeout`); false when nothing came.
+  bool Fill(milliseconds timeout) {
+    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+    if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1000;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[65536];
+    ssize_t n;
+    if (ssl_) {
+      n = SSL_read(ssl_, buf, sizeof(buf));
+      if (n <= 0) {
+        const int e = SSL_get_error(ssl_, static_cast<int>(n));
+        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno != EAGAIN && errno != EWOULDBLOCK)) {
+          closed_ = true;
+        }
+        ERR_clear_error();
+        return false;
+      }
+    } else {
+      n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed_ = true;
+      if (n <= 0) return false;
+    }
+    raw_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  void ReadHead() {
+    while (raw_.find("\r\n\r\n") == std::string::npos) {
+      if (!Fill(milliseconds(10'000))) throw std::runtime_error("no answer head: " + raw_);
+    }
+    const size_t end = raw_.find("\r\n\r\n");
+    head_ = raw_.substr(0, end + 4);
+    raw_.erase(0, end + 4);
+    status_ = StatusOf(head_);
+    chunked_ = head_.find("Transfer-Encoding: chunked") != std::string::npos;
+    if (auto at = head_.find("Content-Length: "); at != std::string::npos) {
+      content_length_ = std::stoul(head_.substr(at + 16));
+    }
+  }
+  // Moves whole chunks from raw_ to data_.
+  void Decode() {
+    while (chunked_ && !ended_) {
+      const size_t eol = raw_.find("\r\n");
+      if (eol == std::string::npos) return;
+      const size_t size = std::stoul(raw_.substr(0, eol), nullptr, 16);
+      if (raw_.size() < eol + 2 + size + 2) return;
+      if (size == 0) {
+        ended_ = true;
+        return;
+      }
+      data_ += raw_.substr(eol + 2, size);
+      raw_.erase(0, eol + 2 + size + 2);
+    }
+  }
+
+  int fd_ = -1;
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
+  std::string raw_, data_, head_;
+  int status_ = 0;
+  size_t content_length_ = 0;
+  bool chunked_ = false, ended_ = false, closed_ = false;
+};
+
+ServerProcess& SharedServer() {
+  static ServerProcess server({"--durability", "interval", "--stream-heartbeat-ms", "300"});
+  return server;
+}
+
+std::string NewQueue(const std::string& what) {
+  static std::atomic<int> n{0};
+  return "stream-" + what + "-" + std::to_string(++n);
+}
+
+void EnqueueN(Client& client, const std::string& queue, int n, int64_t delay_ms = 0) {
+  for (int i = 0; i < n; ++i) {
+    EnqueueRequest r{.payload = "{\"n\":" + std::to_string(i) + "}"};
+    r.when.delay_ms = delay_ms;
+    auto e = client.Enqueue(queue, r);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+  }
+}
+
+// Waits (on the server's answers, not on time) until the queue's stats satisfy `done`.
+template <typename Done>
+QueueStats StatsWhen(Client& client, const std::string& queue, Done done) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  QueueStats last;
+  while (Clock::now() < deadline) {
+    auto s = client.Stats(queue);
+    if (s.ok()) {
+      last = *s;
+      if (done(last)) return last;
+    }
+    std::this_thread::yield();
+  }
+  return last;
+}
+
+// The window on any store: at most max_in_flight lines, an ack makes room for the next, and a
+// consumer that leaves gives its deliveries back without using an attempt.
+void TheWindowHolds(int port, Client& client, const std::string& queue) {
+  EnqueueN(client, queue, 3);
+  StreamReader stream(port, queue, R"({"max_in_flight": 2})");
+  ASSERT_EQ(stream.status(), 200) << stream.head();
+  EXPECT_NE(stream.head().find("Content-Type: application/x-ndjson"), std::string::npos) << stream.head();
+  auto first = stream.NextDelivery();
+  auto second = stream.NextDelivery();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->attempt, 1);
+  // A third is ready, but the window is full: heartbeats only, for longer than a heartbeat.
+  EXPECT_FALSE(stream.NextDelivery(milliseconds(700)));
+  ASSERT_TRUE(client.Ack(queue, first->receipt).ok());
+  auto third = stream.NextDelivery();
+  ASSERT_TRUE(third);
+  std::set<std::string> ids = {first->id, second->id, third->id};
+  EXPECT_EQ(ids.size(), 3u);
+  stream.Close();
+  // Gone: the two unacknowledged deliveries are ready again, with no attempt used.
+  auto s = StatsWhen(client, queue, [](const QueueStats& st) { return st.reserved == 0; });
+  EXPECT_EQ(s.reserved, 0);
+  EXPECT_EQ(s.ready, 2);
+  auto job = client.Get(queue, JobRef::ById(second->id));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->attempt, 0);
+}
+
+TEST(PushStream, AnAckMakesRoomInTheWindowAndAConsumerThatLeavesGivesItsJobsBack) {
+  auto client = SharedServer().NewClient();
+  TheWindowHolds(SharedServer().port(), *client, NewQueue("window"));
+}
+
+TEST(PushStream, JobsComeAsTheyComeDueNotBefore) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("due");
+  StreamReader stream(SharedServer().port(), queue, "");  // an empty body: every default
+  ASSERT_EQ(stream.status(), 200);
+  EnqueueN(*client, queue, 1, 400);
+  const auto due = Clock::now() + milliseconds(400);
+  auto d = stream.NextDelivery();
+  ASSERT_TRUE(d);
+  EXPECT_GE(Clock::now(), due - milliseconds(5));
+  EXPECT_TRUE(client->Ack(queue, d->receipt).ok());
+}
+
+TEST(PushStream, ALeaseThatRunsOutMakesRoom) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("lease");
+  EnqueueN(*client, queue, 2);
+  StreamReader stream(SharedServer().port(), queue, R"({"max_in_flight": 1, "lease_ms": 1000})");
+  auto first = stream.NextDelivery();
+  ASSERT_TRUE(first);
+  // Not acked: at the lease's end the stream has room, and the next delivery comes (the other
+  // job, or this one again).
+  auto next = stream.NextDelivery(milliseconds(5000));
+  ASSERT_TRUE(next);
+  EXPECT_NE(next->receipt, first->receipt);
+}
+
+TEST(PushStream, AnIdleStreamSendsHeartbeats) {
+  const std::string queue = NewQueue("idle");
+  StreamReader stream(SharedServer().port(), queue, R"({"max_in_flight": 5})");
+  for (int i = 0; i < 2; ++i) {
+    auto line = stream.NextLine(milliseconds(3000));
+    ASSERT_TRUE(line);
+    auto parsed = wire::ParseStreamLine(*line);
+    ASSERT_TRUE(parsed.ok()) << *line;
+    ASSERT_TRUE(std::holds_alternative<int64_t>(*parsed)) << *line;
+    EXPECT_GT(std::get<int64_t>(*parsed), 1'700'000'000'000);
+  }
+}
+
+TEST(PushStream, HostileRequestsAreRefusedBeforeAnyJobIsTaken) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("hostile");
+  EnqueueN(*client, queue, 3);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"max_in_flight": 0})", "max_in_flight is 0"},
+      {R"({"max_in_flight": -1})", "max_in_flight is -1"},
+      {R"({"max_in_flight": 1001})", "between 1 and 1000"},
+      {R"({"max_in_flight": 9223372036854775807})", "max_in_flight"},
+      {R"({"max_in_flight": -9223372036854775808})", "max_in_flight"},
+      {R"({"max_in_flight": 18446744073709551616})", "64 bits"},
+      {R"({"max_in_flight": 1.5})", "max_in_flight"},
+      {R"({"max_in_flight": "10"})", "max_in_flight"},
+      {R"({"max_in_flight": null})", "max_in_flight"},
+      {R"({"lease_ms": 0})", "lease_ms"},
+      {R"({"lease_ms": 9223372036854775807})", "lease_ms"},
+      {R"({"max_bytes": 0})", "max_bytes"},
+      {R"({"max_inflight": 5})", "unknown field"},
+      {R"([1, 2])", "JSON object"},
+      {R"({"max_in_flight": 5)", "JSON"},
+      {"\"" + std::string(300'000, 'x') + "\"", "JSON object"},
+  };
+  for (const auto& [body, says] : cases) {
+    StreamReader stream(SharedServer().port(), queue, body);
+    EXPECT_EQ(stream.status(), 400) << body.substr(0, 80);
+    EXPECT_NE(stream.body().find(says), std::string::npos) << body.substr(0, 80) << " -> " << stream.body();
+  }
+  StreamReader bad_name(SharedServer().port(), "bad%20name", "{}");
+  EXPECT_EQ(bad_name.status(), 400);
+  EXPECT_NE(bad_name.body().find("queue name"), std::string::npos) << bad_name.body();
+  auto s = client->Stats(queue);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->reserved, 0);
+  EXPECT_EQ(s->ready, 3);
+  EXPECT_EQ(s->counters.delivered, 0);
+}
+
+TEST(PushStream, FlowControlAndPauseHoldAStreamBackAsTheyHoldAReserve) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("flow");
+  QueueConfig config;
+  config.max_reserved = 1;
+  ASSERT_TRUE(client->SetConfig(queue, config).ok());
+  EnqueueN(*client, queue, 3);
+  StreamReader stream(SharedServer().port(), queue, R"({"max_in_flight": 10})");
+  auto first = stream.NextDelivery();
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(stream.NextDelivery(milliseconds(700)));  // max_reserved 1: no second
+  ASSERT_TRUE(client->Pause(queue).ok());
+  ASSERT_TRUE(client->Ack(queue, first->receipt).ok());
+  EXPECT_FALSE(stream.NextDelivery(milliseconds(700)));  // paused
+  ASSERT_TRUE(client->Resume(queue).ok());
+  auto second = stream.NextDelivery();
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->id, first->id);
+}
+
+// Four streams and a long-polling consumer share a queue while a producer hands jobs in and an
+// administrator pauses and resumes it; some deliveries are nacked, some streams leave midway.
+// Every job is acked exactly once, and nothing stays reserved.
+TEST(PushStream, StreamsAndReservesUnderMixedTrafficAckEveryJobOnce) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("mixed");
+  QueueConfig config;
+  config.backoff.base_ms = 0;
+  config.backoff.jitter = 0;
+  config.max_attempts = 100;
+  ASSERT_TRUE(client->SetConfig(queue, config).ok());
+  constexpr int kJobs = 600;
+  std::mutex mu;
+  std::map<std::string, int> acked;  // id -> successful acks
+  std::atomic<int> done{0};
+  std::atomic<bool> stop{false};
+  auto record = [&](const std::string& id) {
+    std::lock_guard lock(mu);
+    ++acked[id];
+    ++done;
+  };
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 4; ++c) {
+    threads.emplace_back([&, c] {
+      auto own = SharedServer().NewClient();
+      int seen = 0;
+      while (!stop && done < kJobs) {
+        StreamReader stream(SharedServer().port(), queue, R"({"max_in_flight": 8})");
+        if (stream.status() != 200) continue;
+        while (!stop && done < kJobs) {
+          auto d = stream.NextDelivery(milliseconds(500));
+          if (!d) break;
+          ++seen;
+          if (seen % 7 == c) {
+            (void)own->Nack(queue, NackRequest{.receipt = d->receipt});
+          } else if (own->Ack(queue, d->receipt).ok()) {
+            record(d->id);
+          }
+          if (seen % 50 == 0) break;  // leaves, with what it holds unacknowledged
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    auto own = SharedServer().NewClient();
+    while (!stop && done < kJobs) {
+      auto got = own->Reserve(queue, ReserveRequest{.max = 5, .wait_ms = 200});
+      if (!got.ok()) continue;
+      for (const auto& d : *got) {
+        if (own->Ack(queue, d.receipt).ok()) record(d.id);
+      }
+    }
+  });
+  threads.emplace_back([&] {
+    auto own = SharedServer().NewClient();
+    for (int i = 0; i < 20 && !stop; ++i) {
+      (void)own->Pause(queue);
+      (void)own->Resume(queue);
+    }
+  });
+  EnqueueN(*client, queue, kJobs);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (done < kJobs && Clock::now() < deadline) std::this_thread::yield();
+  stop = true;
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(client->Resume(queue).ok());
+  EXPECT_EQ(done.load(), kJobs);
+  EXPECT_EQ(acked.size(), static_cast<size_t>(kJobs));
+  for (const auto& [id, n] : acked) EXPECT_EQ(n, 1) << id;
+  auto s = StatsWhen(*client, queue, [](const QueueStats& st) { return st.reserved == 0; });
+  EXPECT_EQ(s.reserved + s.ready + s.scheduled, 0);
+}
+
+TEST(PushStream, OverTlsLinesOfManyKilobytesArriveWhole) {
+  TestCerts certs;
+  ServerProcess server(
+      {"--durability", "interval", "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")});
+  ClientOptions o;
+  o.tls_ca_file = certs.ca();
+  auto client = server.NewClient(o);
+  const std::string queue = "tls-stream";
+  const std::string big = "\"" + std::string(200'000, 'y') + "\"";
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(client->Enqueue(queue, EnqueueRequest{.payload = big}).ok());
+  StreamReader stream(server.port(), queue, R"({"max_in_flight": 4})", certs.ca());
+  ASSERT_EQ(stream.status(), 200) << stream.head();
+  for (int i = 0; i < 4; ++i) {
+    auto d = stream.NextDelivery();
+    ASSERT_TRUE(d) << "delivery " << i;
+    EXPECT_EQ(d->payload, big);
+    EXPECT_TRUE(client->Ack(queue, d->receipt).ok());
+  }
+}
+
+TEST(PushStream, SigtermEndsAStreamWithItsLastChunk) {
+  ServerProcess server({"--durability", "interval"});
+  StreamReader stream(server.port(), "sigterm-stream", R"({"max_in_flight": 3})");
+  ASSERT_EQ(stream.status(), 200);
+  EXPECT_EQ(server.Terminate(), 0);
+  while (stream.NextLine(milliseconds(5000))) {
+  }
+  EXPECT_TRUE(stream.ended());
+}
+
+TEST(PushStream, MaxWaitingBoundsStreams) {
+  ServerProcess server({"--durability", "interval", "--max-waiting", "2"});
+  StreamReader a(server.port(), "bounded", "{}"), b(server.port(), "bounded", "{}");
+  ASSERT_EQ(a.status(), 200);
+  ASSERT_EQ(b.status(), 200);
+  StreamReader c(server.port(), "bounded", "{}");
+  EXPECT_EQ(c.status(), 429);
+  EXPECT_NE(c.body().find("--max-waiting"), std::string::npos) << c.body();
+  a.Close();
+  // The place comes back once the server has seen the first one go.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  int status = 0;
+  while (status != 200 && Clock::now() < deadline) {
+    StreamReader d(server.port(), "bounded", "{}");
+    status = d.status();
+  }
+  EXPECT_EQ(status, 200);
+}
+
+// Every store: the window and the give-back on Redis and PostgreSQL.
+TEST(PushStream, TheWindowHoldsOnRedis) {
+  RedisServer redis;
+  ServerProcess server({"--durability", "interval", "--store", redis.url()});
+  auto client = server.NewClient();
+  TheWindowHolds(server.port(), *client, "redis-window");
+}
+
+TEST(PushStream, TheWindowHoldsOnPostgres) {
+  PostgresServer pg;
+  ServerProcess server({"--durability", "interval", "--store", pg.NewDatabase()});
+  auto client = server.NewClient();
+  TheWindowHolds(server.port(), *client, "pg-window");
+}
+
+}  // namespace
+}  // namespace delayq::testing
