@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,15 @@ struct HttpExchange {
   std::string_view request_body;  // empty for none
   int status = 0;
   std::string_view body;  // the answer's body
+};
+
+// Push delivery (Client::Stream, POST /v1/queues/{q}/stream).
+struct StreamOptions {
+  int32_t max_in_flight = 100;      // 1..1000: deliveries unacknowledged on the stream at once
+  std::optional<int64_t> lease_ms;  // default: the queue's
+  // A stream silent this long (no job, no heartbeat: the server sends one every 10 s when idle)
+  // is taken for dead: kUnavailable.
+  int64_t idle_timeout_ms = 35'000;
 };
 
 struct ClientOptions {
@@ -56,6 +66,13 @@ class Client : public Queue {
 
   // GET /healthz: ok when the server answers.
   virtual Status Ping() = 0;
+  // Push delivery: opens a stream on `queue` and calls `on_line` with each job as it comes due
+  // (and with nullptr at each heartbeat), on this thread, until on_line answers false (ok), the
+  // server ends the stream (ok, or the error its last line gave), or the connection fails
+  // (kUnavailable). Ack, nack, touch or release each delivery as usual, from any thread: an ack
+  // makes room for the next (at most options.max_in_flight unacknowledged at once).
+  virtual Status Stream(std::string_view queue, const StreamOptions& options,
+                        const std::function<bool(const Delivery*)>& on_line) = 0;
   // GET /metrics: the Prometheus text.
   virtual Result<std::string> Metrics() = 0;
 };

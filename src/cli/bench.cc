@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -54,6 +55,8 @@ struct BenchArgs {
   int payload_bytes = 100, batch = 100, producers = 4, consumers = 4, reserve_max = 100;
   int connections = 16, polls = 10'000;
   bool progress = true;
+  bool stream = false;  // burst: consumers take push streams (POST .../stream) instead of long polls
+  int max_in_flight = 500;
 };
 
 void Progress(bool on, const char* fmt_text, int64_t a, int64_t b) {
@@ -79,6 +82,9 @@ struct Burst {
   std::atomic<bool> done{false};
 
   void Consume();
+  void ConsumeStream();
+  // Notes one delivery (lateness, early, duplicate); under mu.
+  void NoteLocked(const Delivery& d, int64_t now_us, LatencyHistogram& local);
   void Produce(int p, const std::string& payload);
   void Report(double enqueue_seconds, bool enqueue_late) const;
 };
@@ -101,13 +107,7 @@ void Burst::Consume() {
     {
       std::lock_guard lock(mu);
       for (auto& d : *got) {
-        const int64_t late = now_us - d.due_at_ms * 1000;
-        if (late < -1000) ++early;
-        if (!seen.insert(d.id).second) {
-          ++duplicates;
-        } else {
-          local.Record(late);
-        }
+        NoteLocked(d, now_us, local);
         receipts.push_back(std::move(d.receipt));
       }
     }
@@ -120,6 +120,70 @@ void Burst::Consume() {
     }
     if (received.load() >= a.jobs) done = true;
   }
+  std::lock_guard lock(mu);
+  hist.Merge(local);
+}
+
+void Burst::NoteLocked(const Delivery& d, int64_t now_us, LatencyHistogram& local) {
+  const int64_t late = now_us - d.due_at_ms * 1000;
+  if (late < -1000) ++early;
+  if (!seen.insert(d.id).second) {
+    ++duplicates;
+  } else {
+    local.Record(late);
+  }
+}
+
+// A consumer on a push stream: notes each job as its line arrives; a second thread acks what
+// came, in batches, every 2 ms or so (an ack per line would be a request per job again).
+void Burst::ConsumeStream() {
+  auto client = MakeClient(g);
+  auto acker = MakeClient(g);
+  if (!client.ok() || !acker.ok()) return;
+  LatencyHistogram local;
+  std::mutex pending_mu;
+  std::condition_variable pending_cv;
+  std::vector<std::string> pending;
+  std::atomic<bool> stop{false};
+  std::thread acks([&] {
+    std::vector<std::string> batch;
+    while (true) {
+      {
+        std::unique_lock lock(pending_mu);
+        pending_cv.wait_for(lock, std::chrono::milliseconds(2), [&] { return pending.size() >= 100 || stop; });
+        batch.swap(pending);
+        if (batch.empty() && stop) return;
+      }
+      if (batch.empty()) continue;
+      for (const Status& s : (*acker)->AckBatch(queue, batch)) {
+        if (!s.ok()) ++errors;
+      }
+      batch.clear();
+    }
+  });
+  StreamOptions options;
+  options.max_in_flight = a.max_in_flight;
+  while (!done && clock.NowMs() < end_ms) {
+    Status s = (*client)->Stream(queue, options, [&](const Delivery* d) {
+      if (d) {
+        const int64_t now_us = clock.NowUs();
+        {
+          std::lock_guard lock(mu);
+          NoteLocked(*d, now_us, local);
+        }
+        last_receive_ms = now_us / 1000;
+        if (++received >= a.jobs) done = true;
+        std::lock_guard lock(pending_mu);
+        pending.push_back(d->receipt);
+        if (pending.size() >= 100) pending_cv.notify_one();
+      }
+      return !done && clock.NowMs() < end_ms;
+    });
+    if (!s.ok()) ++errors;
+  }
+  stop = true;
+  pending_cv.notify_one();
+  acks.join();
   std::lock_guard lock(mu);
   hist.Merge(local);
 }
@@ -168,6 +232,7 @@ void Burst::Report(double enqueue_seconds, bool enqueue_late) const {
     j.BeginObject().Key("mode").String("burst").Key("queue").String(queue);
     j.Key("jobs").Int(a.jobs).Key("payload_bytes").Int(a.payload_bytes).Key("batch").Int(a.batch);
     j.Key("producers").Int(a.producers).Key("consumers").Int(a.consumers).Key("window_ms").Int(window_ms);
+    j.Key("delivery").String(a.stream ? "stream" : "long-poll");
     j.Key("enqueue_jobs_per_s").Double(static_cast<double>(enqueued.load()) / enqueue_seconds);
     j.Key("enqueue_finished_before_window").Bool(!enqueue_late);
     j.Key("delivered").Int(unique).Key("lost").Int(a.jobs - unique).Key("duplicates").Int(duplicates.load());
@@ -179,8 +244,9 @@ void Burst::Report(double enqueue_seconds, bool enqueue_late) const {
     std::printf("%s\n", j.str().c_str());
     return;
   }
-  std::printf("burst: %lld jobs of %d bytes due over %s, %d producers (batches of %d), %d consumers\n",
-              static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers, a.batch, a.consumers);
+  std::printf("burst: %lld jobs of %d bytes due over %s, %d producers (batches of %d), %d consumers%s\n",
+              static_cast<long long>(a.jobs), a.payload_bytes, a.window.c_str(), a.producers, a.batch, a.consumers,
+              a.stream ? " on push streams" : " long-polling");
   std::printf("  enqueue     %.0f jobs/s%s\n", enqueued.load() / enqueue_seconds,
               enqueue_late ? "  (finished after the window began: jobs came due while others were still being "
                              "enqueued; --lead sets how long enqueueing runs before the window)"
@@ -212,7 +278,9 @@ Status RunBurst(const Global& g, const BenchArgs& a, const std::string& queue) {
   const std::string payload = "\"" + std::string(static_cast<size_t>(std::max(0, a.payload_bytes - 2)), 'x') + "\"";
 
   std::vector<std::thread> consumers;
-  for (int c = 0; c < a.consumers; ++c) consumers.emplace_back([&] { run.Consume(); });
+  for (int c = 0; c < a.consumers; ++c) {
+    consumers.emplace_back([&] { a.stream ? run.ConsumeStream() : run.Consume(); });
+  }
   const auto enqueue_started = Steady::now();
   std::vector<std::thread> producers;
   for (int p = 0; p < a.producers; ++p) producers.emplace_back([&, p] { run.Produce(p, payload); });
@@ -348,6 +416,9 @@ void AddBenchCommand(CLI::App& app, Global& g, int& rc) {
   b->add_option("--producers", a->producers, "burst: enqueueing connections")->capture_default_str();
   b->add_option("--consumers", a->consumers, "burst: long-polling consumers")->capture_default_str();
   b->add_option("--reserve-max", a->reserve_max, "burst: jobs per reserve")->capture_default_str();
+  b->add_flag("--stream", a->stream,
+              "burst: consumers take push streams (POST /v1/queues/{q}/stream), acking in batches every 2 ms");
+  b->add_option("--max-in-flight", a->max_in_flight, "burst --stream: each stream's window")->capture_default_str();
   b->add_option("--connections", a->connections, "single: keep-alive connections")->capture_default_str();
   b->add_option("--polls", a->polls, "idle-polls: waiting reserves")->capture_default_str();
   b->add_option("--duration", a->duration, "single, idle-polls: measured interval")->capture_default_str();

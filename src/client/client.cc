@@ -18,6 +18,7 @@
 #include "wire/receipts.h"
 #include "wire/reserve.h"
 #include "wire/schedule.h"
+#include "wire/stream.h"
 #include "wire/when.h"
 
 namespace delayq {
@@ -96,6 +97,37 @@ class HttpClient final : public Client {
     auto r = Call("PATCH", JobPath(queue, ref), wire::WriteRescheduleRequest(when));
     if (!r.ok()) return r.status();
     return wire::ParseJobResponse(r->body);
+  }
+
+  Status Stream(std::string_view queue, const StreamOptions& options,
+                const std::function<bool(const Delivery*)>& on_line) override {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    wire::StreamRequest request;
+    request.max_in_flight = options.max_in_flight;
+    request.lease_ms = options.lease_ms;
+    std::string partial;
+    Status ended = Status::Ok();
+    auto on_body = [&](std::string_view piece) {
+      partial.append(piece);
+      size_t start = 0;
+      for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+        auto line = wire::ParseStreamLine(std::string_view(partial).substr(start, nl - start));
+        if (!line.ok()) {
+          ended = line.status();  // the server's last line: why it ended the stream
+          return false;
+        }
+        const auto* d = std::get_if<Delivery>(&*line);
+        if (!on_line(d)) return false;
+      }
+      partial.erase(0, start);
+      return true;
+    };
+    client::HttpResult refused;
+    Status s = pool_->Stream(Path(queue, "/stream"), wire::WriteStreamRequest(request), options.idle_timeout_ms,
+                             on_body, &refused);
+    if (!s.ok()) return s;
+    if (refused.status != 0) return wire::ParseErrorResponse(refused.status, refused.body);
+    return ended;
   }
 
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override {

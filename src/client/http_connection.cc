@@ -287,6 +287,20 @@ Result<std::unique_ptr<HttpConnectionPool::Connection>> HttpConnectionPool::Conn
   return c;
 }
 
+namespace {
+// Writes the whole request on a connection (an EINTR from a signal goes on where it stopped).
+template <class Connection>
+beast::error_code WriteWhole(Connection& c, bhttp::request<bhttp::string_body>& req) {
+  beast::error_code ec;
+  bhttp::request_serializer<bhttp::string_body> serializer{req};
+  do {
+    ec = {};
+    c.OnStream([&](auto& stream) { bhttp::write(stream, serializer, ec); });
+  } while (ec == net::error::interrupted);
+  return ec;
+}
+}  // namespace
+
 Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::string_view target, std::string_view body,
                                                int64_t timeout_ms, RequestCancel* cancel) {
   if (timeout_ms <= 0) timeout_ms = timeout_ms_;
@@ -337,13 +351,8 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     // restarted, whatever SA_RESTART says) interrupts the call; the serializer and the parser
     // keep their place, so the write or read simply goes on. Giving up instead would lose an
     // answer the server already gave, e.g. for an enqueue that is stored.
-    beast::error_code ec;
     const uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms);
-    bhttp::request_serializer<bhttp::string_body> serializer{req};
-    do {
-      ec = {};
-      c->OnStream([&](auto& stream) { bhttp::write(stream, serializer, ec); });
-    } while (ec == net::error::interrupted);
+    beast::error_code ec = WriteWhole(*c, req);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(256 << 20);
     size_t read = 0;
@@ -375,6 +384,65 @@ Result<HttpResult> HttpConnectionPool::Request(std::string_view method, std::str
     return out;
   }
   return Status::Unavailable(fmt::format("lost the connection to delayq at {}", url_));
+}
+
+Status HttpConnectionPool::Stream(std::string_view target, std::string_view body, int64_t idle_timeout_ms,
+                                  const std::function<bool(std::string_view)>& on_body, HttpResult* refused,
+                                  RequestCancel* cancel) {
+  bhttp::request<bhttp::string_body> req{bhttp::verb::post, beast::string_view(target.data(), target.size()), 11};
+  req.set(bhttp::field::host, host_ + ":" + port_);
+  req.set(bhttp::field::user_agent, "delayq-client");
+  if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
+  req.set(bhttp::field::content_type, "application/json");
+  req.body() = std::string(body);
+  req.prepare_payload();
+  auto fresh = Connect(timeout_ms_);
+  if (!fresh.ok()) return fresh.status();
+  auto c = std::move(*fresh);
+  if (cancel && !cancel->Attach(c->socket.native_handle())) {
+    return Status::Unavailable(fmt::format("the stream from delayq at {} was cancelled", url_));
+  }
+  struct Detach {
+    RequestCancel* cancel;
+    ~Detach() {
+      if (cancel) cancel->Detach();
+    }
+  } detach{cancel};
+  uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms_);
+  beast::error_code ec = WriteWhole(*c, req);
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(16 << 20);  // a refusal's body; a stream's pieces go to on_body
+  bool stopped = false;
+  auto take_piece = [&](std::uint64_t, beast::string_view piece, beast::error_code& e) -> std::size_t {
+    if (!stopped && !on_body(std::string_view(piece.data(), piece.size()))) {
+      stopped = true;
+      e = net::error::operation_aborted;  // ends the read: the caller is done
+    }
+    return piece.size();
+  };
+  parser.on_chunk_body(take_piece);  // Beast keeps a reference: it lives as long as the parser
+  while (!ec && !stopped) {
+    if (parser.is_header_done() && parser.get().result_int() / 100 != 2) {
+      // A refusal (a whole answer): read to its end.
+      if (!parser.is_done()) c->OnStream([&](auto& stream) { bhttp::read(stream, c->buffer, parser, ec); });
+      watch_->Disarm(watched);
+      refused->status = static_cast<int>(parser.get().result_int());
+      refused->body = std::move(parser.get().body());
+      return Status::Ok();
+    }
+    if (parser.is_done()) break;
+    c->OnStream([&](auto& stream) { bhttp::read_some(stream, c->buffer, parser, ec); });
+    if (ec == net::error::interrupted) ec = {};
+    if (watch_->Disarm(watched)) {
+      return Status::Unavailable(fmt::format("the stream from delayq at {} was silent for {} ms", url_,
+                                             parser.is_header_done() ? idle_timeout_ms : timeout_ms_));
+    }
+    watched = watch_->Arm(c->socket.native_handle(), parser.is_header_done() ? idle_timeout_ms : timeout_ms_);
+  }
+  watch_->Disarm(watched);
+  if (stopped || parser.is_done()) return Status::Ok();
+  if (cancel && cancel->cancelled()) return Status::Ok();
+  return Status::Unavailable(fmt::format("lost the stream from delayq at {}: {}", url_, ec.message()));
 }
 
 void RequestCancel::Cancel() {

@@ -85,6 +85,10 @@ class Api {
   // the token or the browser guard (a scraper names the host it scrapes); 404 for everything else.
   std::function<void()> HandleMonitoring(HttpRequest request, Reply reply);
 
+  // Ends every push stream (the server stops; before the store closes): each ends with its last
+  // chunk, its deliveries left leased.
+  void StopStreams() { streams_.StopAll(); }
+
   Metrics& metrics() { return metrics_; }
   History& history() { return history_; }
 

@@ -27,10 +27,10 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
     return {};
   }
   const bool waits = parsed->wait_ms > 0;
-  if (waits && c.metrics.waiting.load() >= c.options.max_waiting) {
+  if (waits && c.metrics.waiting.load() + c.metrics.streams.load() >= c.options.max_waiting) {
     reply(ErrorResponse(Status::ResourceExhausted(fmt::format(
-        "{} reserves are already waiting, the most this server holds (--max-waiting); retry shortly or use a "
-        "shorter wait_ms",
+        "{} reserves and streams are already waiting, the most this server holds (--max-waiting); retry shortly "
+        "or use a shorter wait_ms",
         c.options.max_waiting))));
     return {};
   }

@@ -71,6 +71,35 @@ void FoldQueues(std::vector<QueueStats>& stats) {
 
 }  // namespace
 
+// Latency and answers by route.
+void Metrics::RenderRoutes(PrometheusText& out) const {
+  out.Family("delayq_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+  for (size_t r = 0; r < route_count_; ++r) {
+    const PerRoute& pr = routes_[r];
+    const uint64_t count = pr.count.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    std::array<uint64_t, kBucketsSeconds.size()> cumulative{};
+    uint64_t running = 0;
+    for (size_t i = 0; i < kBucketsSeconds.size(); ++i) {
+      running += pr.buckets[i].load(std::memory_order_relaxed);
+      cumulative[i] = running;
+    }
+    const std::string route = RouteName(r);
+    out.Histogram("delayq_http_request_duration_seconds", {{"route", route}}, kBucketsSeconds, cumulative, count,
+                  pr.sum_us.load(std::memory_order_relaxed) / 1e6);
+  }
+  out.Family("delayq_http_requests_total", "counter", "HTTP requests by route and status class.");
+  for (size_t r = 0; r < route_count_; ++r) {
+    const std::string route = RouteName(r);
+    for (int c = 1; c <= 5; ++c) {
+      const uint64_t n = routes_[r].by_class[c].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      const std::string code = std::to_string(c) + "xx";
+      out.Sample("delayq_http_requests_total", {{"route", route}, {"code", code}}, n);
+    }
+  }
+}
+
 std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const {
   FoldQueues(stats);
   PrometheusText out;
@@ -116,31 +145,7 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
     // Most queues have no limits: no series of zeros for them (/metrics stays within its size).
     if (s.limit_wait.count > 0) out.Lateness("delayq_limit_wait_seconds", {{"queue", s.name}}, s.limit_wait);
   }
-  out.Family("delayq_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
-  for (size_t r = 0; r < route_count_; ++r) {
-    const PerRoute& pr = routes_[r];
-    const uint64_t count = pr.count.load(std::memory_order_relaxed);
-    if (count == 0) continue;
-    std::array<uint64_t, kBucketsSeconds.size()> cumulative{};
-    uint64_t running = 0;
-    for (size_t i = 0; i < kBucketsSeconds.size(); ++i) {
-      running += pr.buckets[i].load(std::memory_order_relaxed);
-      cumulative[i] = running;
-    }
-    const std::string route = RouteName(r);
-    out.Histogram("delayq_http_request_duration_seconds", {{"route", route}}, kBucketsSeconds, cumulative, count,
-                  pr.sum_us.load(std::memory_order_relaxed) / 1e6);
-  }
-  out.Family("delayq_http_requests_total", "counter", "HTTP requests by route and status class.");
-  for (size_t r = 0; r < route_count_; ++r) {
-    const std::string route = RouteName(r);
-    for (int c = 1; c <= 5; ++c) {
-      const uint64_t n = routes_[r].by_class[c].load(std::memory_order_relaxed);
-      if (n == 0) continue;
-      const std::string code = std::to_string(c) + "xx";
-      out.Sample("delayq_http_requests_total", {{"route", route}, {"code", code}}, n);
-    }
-  }
+  RenderRoutes(out);
   out.Family("delayq_http_connections", "gauge", "Open HTTP connections.");
   out.Sample("delayq_http_connections", {}, connections.load());
   out.Family("delayq_http_body_bytes", "gauge",

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/prometheus.h"
 #include "delayq/job.h"
 
 namespace delayq::http {
@@ -44,6 +45,7 @@ class Metrics {
   std::string Render(std::vector<QueueStats> stats, bool store_up) const;
 
  private:
+  void RenderRoutes(PrometheusText& out) const;
   struct PerRoute {
     // Per bucket (not cumulative: one increment per request); +1 slot for above the last.
     std::array<std::atomic<uint64_t>, kBucketsSeconds.size() + 1> buckets{};

@@ -16,9 +16,9 @@ int64_t NowMs() {
 
 }  // namespace
 
-void PushStreams::Add(const std::string& receipt, const std::shared_ptr<PushStream>& stream) {
+void PushStreams::Add(std::span<const Delivery> deliveries, const std::shared_ptr<PushStream>& stream) {
   std::lock_guard lock(mu_);
-  by_receipt_[receipt] = stream;
+  for (const auto& d : deliveries) by_receipt_[d.receipt] = stream;
 }
 
 void PushStreams::Remove(std::span<const std::string> receipts) {
@@ -49,6 +49,27 @@ size_t PushStreams::size() const {
   return by_receipt_.size();
 }
 
+void PushStreams::Opened(const std::shared_ptr<PushStream>& stream) {
+  std::lock_guard lock(mu_);
+  open_[stream.get()] = stream;
+}
+
+void PushStreams::Closed(const PushStream* stream) {
+  std::lock_guard lock(mu_);
+  open_.erase(stream);
+}
+
+void PushStreams::StopAll() {
+  std::vector<std::shared_ptr<PushStream>> streams;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [raw, weak] : open_) {
+      if (auto s = weak.lock()) streams.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : streams) s->Stop();
+}
+
 PushStream::PushStream(Queue& queue, PushStreams& streams, Metrics& metrics, std::string queue_name,
                        wire::StreamRequest request, int64_t heartbeat_ms)
     : queue_(queue),
@@ -69,79 +90,137 @@ void PushStream::Start(std::shared_ptr<StreamSink> sink) {
     sink_ = std::move(sink);
     last_sent_ms_ = NowMs();
   }
+  streams_.Opened(shared_from_this());
   Pump();
 }
 
-// Reserves as many jobs as there is room for, waiting up to the heartbeat; with no room, waits
-// for a delivery to end (Ended) or for the next lease end or heartbeat (OnTick).
+// The stream's loop. Reserves as many jobs as there is room for, waiting a little less than the
+// heartbeat; with no room (or lines still waiting for a slow consumer, or a store that answered
+// before the wait), waits for a delivery to end (Ended) or for a tick (OnTick).
 void PushStream::Pump() {
-  ReserveRequest r;
-  std::vector<std::string> expired;
   {
     std::lock_guard lock(mu_);
-    if (over_ || reserving_ || !sink_) return;
-    const int64_t now = NowMs();
-    DropExpiredLocked(now, expired);
-    const auto room = static_cast<int64_t>(request_.max_in_flight) - static_cast<int64_t>(in_flight_.size());
-    if (room <= 0) {
-      ScheduleTickLocked(now);
-    } else {
-      reserving_ = true;
-      r.max = static_cast<int32_t>(room);
-      r.wait_ms = heartbeat_ms_;
-      r.lease_ms = request_.lease_ms;
-      r.max_bytes = request_.max_bytes;
-    }
+    if (pumping_) return;  // the thread in the loop sees this call's change when it goes round
+    pumping_ = true;
   }
-  streams_.Remove(expired);
-  if (r.wait_ms == 0) return;  // no room: nothing reserved
   auto self = shared_from_this();
-  const uint64_t handle =
-      queue_.ReserveAsync(name_, r, [self](Result<std::vector<Delivery>> jobs) { self->OnJobs(std::move(jobs)); });
-  bool cancel = false;
-  {
-    std::lock_guard lock(mu_);
-    if (reserving_) reserve_handle_ = handle;  // not yet answered
-    cancel = reserving_ && over_;              // Gone came in between, before the handle was known
+  while (true) {
+    ReserveRequest r;
+    std::vector<std::string> expired;
+    uint64_t generation;
+    bool stuck;
+    {
+      std::lock_guard lock(mu_);
+      generation = NextLocked(r, expired);
+      stuck = stuck_;
+      if (generation == 0) pumping_ = false;
+    }
+    streams_.Remove(expired);
+    if (generation == 0) {
+      if (stuck) {
+        // Its unread deliveries go back, unused; its connection is ended.
+        if (auto sink = Finish(true)) sink->End();
+      }
+      return;
+    }
+    const uint64_t handle = queue_.ReserveAsync(name_, r, [self, generation](Result<std::vector<Delivery>> jobs) {
+      self->OnJobs(generation, std::move(jobs));
+    });
+    bool cancel = false;
+    {
+      std::lock_guard lock(mu_);
+      const bool waiting = reserving_ && generation_ == generation;  // not answered yet
+      if (waiting) reserve_handle_ = handle;
+      cancel = waiting && over_;  // Finish came in between, before the handle was known
+    }
+    if (cancel) queue_.CancelReserve(handle);
   }
-  if (cancel) queue_.CancelReserve(handle);
 }
 
-void PushStream::OnJobs(Result<std::vector<Delivery>> jobs) {
+uint64_t PushStream::NextLocked(ReserveRequest& r, std::vector<std::string>& expired) {
+  if (over_ || reserving_ || !sink_) return 0;
+  const int64_t now = NowMs();
+  if (!DropExpiredLocked(now, expired)) {
+    // A lease ran out on a line the consumer never read: it is stuck, and more lines would only
+    // use up the attempts of more jobs. The stream ends (Pump's caller sees over_ next).
+    stuck_ = true;
+    return 0;
+  }
+  const auto room = static_cast<int64_t>(request_.max_in_flight) - static_cast<int64_t>(in_flight_.size());
+  if (answered_early_) {
+    ScheduleTickLocked(now + std::min<int64_t>(1000, heartbeat_ms_), now);
+    return 0;
+  }
+  if (sink_->Pending() > kMaxPendingBytes) {
+    ScheduleTickLocked(now + 50, now);
+    return 0;
+  }
+  if (room <= 0) {
+    int64_t at = last_sent_ms_ + heartbeat_ms_;
+    for (const auto& [receipt, f] : in_flight_) at = std::min(at, f.lease_deadline_ms);
+    ScheduleTickLocked(at, now);
+    return 0;
+  }
+  reserving_ = true;
+  reserve_handle_ = 0;
+  reserve_started_ms_ = now;
+  r.max = static_cast<int32_t>(room);
+  r.wait_ms = std::max<int64_t>(1, heartbeat_ms_ * 9 / 10);
+  r.lease_ms = request_.lease_ms;
+  r.max_bytes = request_.max_bytes;
+  return ++generation_;
+}
+
+void PushStream::OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs) {
   std::vector<std::string> give_back;
   std::shared_ptr<StreamSink> end;
   {
     std::lock_guard lock(mu_);
-    reserving_ = false;
-    reserve_handle_ = 0;
+    if (generation == generation_) {
+      reserving_ = false;
+      reserve_handle_ = 0;
+    }
+    const int64_t now = NowMs();
     if (!jobs.ok()) {
-      // The store cannot serve (it is closing, unavailable): the last line says why, and the
-      // consumer opens the stream again (the clients do, with back-off).
+      // The store cannot serve (it is unavailable): the last line says why, and the consumer
+      // opens the stream again (the clients do, with back-off).
       if (!over_ && sink_) {
         sink_->Send(wire::ErrorBody(jobs.status().code(), jobs.status().message()) + "\n");
         end = sink_;
       }
     } else if (over_) {
       for (const auto& d : *jobs) give_back.push_back(d.receipt);
-    } else {
-      const int64_t now = NowMs();
-      if (jobs->empty() && now - last_sent_ms_ >= heartbeat_ms_ / 2) {
+    } else if (jobs->empty()) {
+      answered_early_ = now - reserve_started_ms_ < heartbeat_ms_ / 2;
+      if (now - last_sent_ms_ >= heartbeat_ms_ / 2) {
         sink_->Send(wire::WriteStreamHeartbeat(now));
         last_sent_ms_ = now;
       }
+    } else {
+      // Known as this stream's before its line goes (an ack can come the moment it is written);
+      // the lines of one reserve go out as one chunk (one hand-off to the connection's strand).
+      std::string lines;
       for (const auto& d : *jobs) {
-        if (!sink_->Send(wire::WriteStreamDelivery(d))) {
-          give_back.push_back(d.receipt);
-          continue;
-        }
-        in_flight_[d.receipt] = d.lease_deadline_ms;
-        streams_.Add(d.receipt, shared_from_this());
+        lines += wire::WriteStreamDelivery(d);
+        in_flight_[d.receipt] = {d.lease_deadline_ms, sent_bytes_ + lines.size()};
+      }
+      sent_bytes_ += lines.size();
+      streams_.Add(*jobs, shared_from_this());
+      if (sink_->Send(std::move(lines))) {
         last_sent_ms_ = now;
+      } else {
+        for (const auto& d : *jobs) {
+          in_flight_.erase(d.receipt);
+          give_back.push_back(d.receipt);
+        }
       }
     }
   }
-  // A consumer that left while these were taken for it: they are ready again, no attempt used.
-  if (!give_back.empty()) (void)queue_.ReleaseBatch(name_, give_back);
+  if (!give_back.empty()) {
+    streams_.Remove(give_back);
+    // A consumer that left while these were taken for it: ready again, no attempt used.
+    (void)queue_.ReleaseBatch(name_, give_back);
+  }
   if (end) {
     Finish(false);
     end->End();
@@ -154,6 +233,7 @@ void PushStream::OnTick() {
   {
     std::lock_guard lock(mu_);
     ticking_ = false;
+    answered_early_ = false;
     if (over_) return;
     const int64_t now = NowMs();
     if (now - last_sent_ms_ >= heartbeat_ms_ && sink_) {
@@ -164,24 +244,25 @@ void PushStream::OnTick() {
   Pump();
 }
 
-void PushStream::DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out) {
+bool PushStream::DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out) {
+  const uint64_t written = sink_ ? sink_->Written() : 0;
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    if (it->second <= now_ms) {
-      out.push_back(it->first);
-      it = in_flight_.erase(it);
-    } else {
+    if (it->second.lease_deadline_ms > now_ms) {
       ++it;
+      continue;
     }
+    if (it->second.line_end > written) return false;
+    out.push_back(it->first);
+    it = in_flight_.erase(it);
   }
+  return true;
 }
 
-void PushStream::ScheduleTickLocked(int64_t now_ms) {
+void PushStream::ScheduleTickLocked(int64_t at_ms, int64_t now_ms) {
   if (ticking_ || !sink_) return;
-  int64_t at = last_sent_ms_ + heartbeat_ms_;
-  for (const auto& [receipt, deadline] : in_flight_) at = std::min(at, deadline);
   ticking_ = true;
   std::weak_ptr<PushStream> weak = shared_from_this();
-  sink_->After(std::max<int64_t>(1, at - now_ms), [weak] {
+  sink_->After(std::max<int64_t>(1, at_ms - now_ms), [weak] {
     if (auto self = weak.lock()) self->OnTick();
   });
 }
@@ -196,28 +277,33 @@ void PushStream::Ended(const std::string& receipt) {
 
 void PushStream::Touched(const std::string& receipt, int64_t lease_deadline_ms) {
   std::lock_guard lock(mu_);
-  if (auto it = in_flight_.find(receipt); it != in_flight_.end()) it->second = lease_deadline_ms;
+  if (auto it = in_flight_.find(receipt); it != in_flight_.end()) it->second.lease_deadline_ms = lease_deadline_ms;
 }
 
 void PushStream::Gone() { Finish(true); }
 
-// The stream is over: its receipts are forgotten, a waiting reserve is abandoned (what it takes
-// then comes back through OnJobs, which gives it back), and with `give_back` the deliveries not
-// acknowledged go back to ready.
-void PushStream::Finish(bool give_back) {
+void PushStream::Stop() {
+  if (auto sink = Finish(false)) sink->End();
+}
+
+std::shared_ptr<StreamSink> PushStream::Finish(bool give_back) {
   std::vector<std::string> receipts;
   uint64_t handle = 0;
+  std::shared_ptr<StreamSink> sink;
   {
     std::lock_guard lock(mu_);
-    if (over_) return;
+    if (over_) return nullptr;
     over_ = true;
-    for (const auto& [receipt, deadline] : in_flight_) receipts.push_back(receipt);
+    for (const auto& [receipt, f] : in_flight_) receipts.push_back(receipt);
     in_flight_.clear();
-    if (reserving_) handle = reserve_handle_;
+    if (reserving_) handle = reserve_handle_;  // 0: Pump cancels it once ReserveAsync returns
+    sink = sink_;
   }
+  streams_.Closed(this);
   streams_.Remove(receipts);
   if (handle != 0) queue_.CancelReserve(handle);
   if (give_back && !receipts.empty()) (void)queue_.ReleaseBatch(name_, receipts);
+  return sink;
 }
 
 }  // namespace delayq::http

@@ -8,7 +8,13 @@
 // hears of it from those routes) or when its lease runs out. An ack through another server that
 // shares the store frees its room at the lease's end. When the consumer goes away (or a line
 // cannot be written), its unacknowledged jobs go back to ready without using an attempt
-// (Queue::ReleaseBatch), as a reserve's unwritten answer's do.
+// (Queue::ReleaseBatch), as a reserve's unwritten answer's do. A consumer that reads slowly or
+// not at all gets no more jobs while kMaxPendingBytes of lines wait for it. When the server
+// stops, the stream ends and its deliveries stay leased (the consumer may still be working on
+// them, and may ack them through another server or after the restart).
+//
+// One thread at a time runs the stream's loop (Pump): a reserve that answers at once, inside
+// Queue::ReserveAsync, makes the loop go round again instead of calling it from within itself.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +39,11 @@ class PushStream;
 // This server's open streams' deliveries, by receipt.
 class PushStreams {
  public:
-  void Add(const std::string& receipt, const std::shared_ptr<PushStream>& stream);
+  void Add(std::span<const Delivery> deliveries, const std::shared_ptr<PushStream>& stream);
+  // The streams open now (Start to their end), and the end of them all when the server stops.
+  void Opened(const std::shared_ptr<PushStream>& stream);
+  void Closed(const PushStream* stream);
+  void StopAll();
   void Remove(std::span<const std::string> receipts);
   // The delivery is over (acked, nacked, released, or its receipt is no longer valid): its
   // stream has room for one more.
@@ -46,6 +56,7 @@ class PushStreams {
   std::shared_ptr<PushStream> Find(const std::string& receipt, bool erase);
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::weak_ptr<PushStream>> by_receipt_;
+  std::unordered_map<const PushStream*, std::weak_ptr<PushStream>> open_;
 };
 
 class PushStream final : public StreamSource, public std::enable_shared_from_this<PushStream> {
@@ -55,19 +66,30 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
              int64_t heartbeat_ms);
   ~PushStream() override;
 
+  // Lines waiting for a slow consumer past which the stream reserves nothing more.
+  static constexpr size_t kMaxPendingBytes = 1 << 20;
+
   void Start(std::shared_ptr<StreamSink> sink) override;
   void Gone() override;
+  // The server stops: the stream ends with its last chunk; its deliveries stay leased.
+  void Stop();
   void Ended(const std::string& receipt);
   void Touched(const std::string& receipt, int64_t lease_deadline_ms);
 
  private:
   void Pump();
-  void OnJobs(Result<std::vector<Delivery>> jobs);
+  // Under mu_: what the loop does next. A reserve to make (its generation, and the request in
+  // `r`), or 0: wait for an answer, an ack or a tick.
+  uint64_t NextLocked(ReserveRequest& r, std::vector<std::string>& expired);
+  void OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs);
   void OnTick();
-  // Under mu_: forgets deliveries whose lease has run out; their receipts go in `out`.
-  void DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out);
-  void ScheduleTickLocked(int64_t now_ms);
-  void Finish(bool give_back);
+  // Under mu_: forgets deliveries whose lease has run out; their receipts go in `out`. False when
+  // one of them never reached the connection: the consumer is not reading.
+  bool DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out);
+  void ScheduleTickLocked(int64_t at_ms, int64_t now_ms);
+  // Ends the stream: what it holds is forgotten, a waiting reserve abandoned; with `give_back`
+  // the deliveries not acknowledged are ready again. Answers the sink (null when it was over).
+  std::shared_ptr<StreamSink> Finish(bool give_back);
 
   Queue& queue_;
   PushStreams& streams_;
@@ -78,10 +100,20 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
 
   std::mutex mu_;
   std::shared_ptr<StreamSink> sink_;
-  std::map<std::string, int64_t> in_flight_;  // receipt -> lease deadline (ms since the epoch)
+  struct InFlight {
+    int64_t lease_deadline_ms;  // ms since the epoch
+    uint64_t line_end;          // the stream's bytes sent once its line was: written when Written() reaches it
+  };
+  std::map<std::string, InFlight> in_flight_;  // by receipt
+  uint64_t sent_bytes_ = 0;                    // of lines handed to the sink
+  bool pumping_ = false;                       // a thread runs the loop (Pump)
   bool reserving_ = false;
-  uint64_t reserve_handle_ = 0;
+  uint64_t generation_ = 0;      // of the reserve made last
+  uint64_t reserve_handle_ = 0;  // of the waiting reserve (0 until ReserveAsync returned)
+  int64_t reserve_started_ms_ = 0;
+  bool answered_early_ = false;  // the last reserve answered nothing before its wait (the store stops)
   bool ticking_ = false;
+  bool stuck_ = false;  // a lease ran out on a line never written: the stream ends
   bool over_ = false;
   int64_t last_sent_ms_ = 0;
 };

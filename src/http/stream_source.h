@@ -2,6 +2,7 @@
 // knows the socket): HttpResponse::stream.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,10 @@ class StreamSink {
   virtual void End() = 0;
   // Calls `fn` (on the connection's strand) after `ms`, unless the stream is over by then.
   virtual void After(int64_t ms, std::function<void()> fn) = 0;
+  // Bytes sent and not yet written to the connection (a client that reads slowly, or not at all).
+  virtual size_t Pending() const = 0;
+  // Bytes written to the connection so far (of those sent, in order).
+  virtual uint64_t Written() const = 0;
 };
 
 // What a streamed answer sends: started once its head is written.

@@ -542,9 +542,12 @@ class HttpServer::Impl::Session final : public SessionBase {
     bool Send(std::string chunk) override {
       auto s = session_.lock();
       if (over || !s) return false;
+      pending += chunk.size();
       net::post(executor_, [s, chunk = std::move(chunk)]() mutable { s->QueueChunk(std::move(chunk)); });
       return true;
     }
+    size_t Pending() const override { return pending.load(); }
+    uint64_t Written() const override { return written.load(); }
     void End() override {
       if (auto s = session_.lock()) net::post(executor_, [s] { s->EndStream(); });
     }
@@ -557,6 +560,8 @@ class HttpServer::Impl::Session final : public SessionBase {
           });
     }
     std::atomic<bool> over{false};
+    std::atomic<size_t> pending{0};    // bytes sent, not yet written
+    std::atomic<uint64_t> written{0};  // bytes sent and written
 
    private:
     std::weak_ptr<Session> session_;
@@ -593,6 +598,7 @@ class HttpServer::Impl::Session final : public SessionBase {
   void QueueChunk(std::string data) {
     if (sink_->over || ending_) return;
     fmt::format_to(std::back_inserter(queued_), "{:x}\r\n", data.size());
+    queued_data_ += data.size();
     queued_ += data;
     queued_ += "\r\n";
     if (!writing_) WriteQueued();
@@ -608,10 +614,13 @@ class HttpServer::Impl::Session final : public SessionBase {
     writing_ = true;
     in_write_.swap(queued_);
     queued_.clear();
+    in_write_data_ = std::exchange(queued_data_, 0);
     Tcp().expires_after(std::chrono::seconds(30) + std::chrono::seconds(in_write_.size() >> 20));
     net::async_write(stream_, net::buffer(in_write_), [self = Self(), last](beast::error_code ec, size_t) {
       if (ec) return self->StreamOver();
       self->Tcp().expires_never();
+      self->sink_->pending -= self->in_write_data_;
+      self->sink_->written += self->in_write_data_;
       if (!last) return self->WriteQueued();
       self->sink_->over = true;  // ended by the source: no Gone
       self->source_.reset();
@@ -625,10 +634,11 @@ class HttpServer::Impl::Session final : public SessionBase {
     if (!writing_) WriteQueued();
   }
 
-  // The server stops: the source lets go of its deliveries, and the stream ends cleanly.
+  // The server stops (its streams were stopped first: Api::StopStreams): the stream ends cleanly,
+  // its deliveries left leased.
   void StopStream() {
     if (sink_->over) return;
-    if (auto source = std::move(source_)) source->Gone();
+    source_.reset();
     EndStream();
   }
 
@@ -670,6 +680,7 @@ class HttpServer::Impl::Session final : public SessionBase {
   std::shared_ptr<http::StreamSource> source_;
   std::shared_ptr<Sink> sink_;
   std::string queued_, in_write_;
+  size_t queued_data_ = 0, in_write_data_ = 0;  // the lines' bytes in them, without the framing
   bool writing_ = false;
   bool ending_ = false;
   bool keep_alive_ = true;

@@ -249,7 +249,8 @@ int Serve(const ServeOptions& options) {
   PrintWelcome(o, url, store->description);
   server.Run(true, [&] {
     ready = false;
-    store->close();  // answers waiting reserves, flushes
+    api.StopStreams();  // before the store closes: they end cleanly, their deliveries leased
+    store->close();     // answers waiting reserves, flushes
   });
   if (*monitoring) {
     (*monitoring)->Stop();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/validate.h"
+#include "wire/error.h"
 #include "wire/json_read.h"
 #include "wire/json_writer.h"
 #include "wire/reserve.h"
@@ -77,6 +78,9 @@ Result<StreamLine> ParseStreamLine(std::string_view line) {
   sj::value beat;
   if (!o.find_field_unordered("heartbeat").get(beat)) return StreamLine(Int(beat));
   bool rewound;
+  if (o.reset().get(rewound)) return Malformed("stream");
+  sj::value error;
+  if (!o.find_field_unordered("error").get(error)) return ParseErrorResponse(503, line);
   if (o.reset().get(rewound)) return Malformed("stream");
   Delivery delivery;
   DELAYQ_RETURN_IF_ERROR(ReadDelivery(o, delivery, "stream"));

@@ -30,7 +30,8 @@ Result<StreamRequest> ParseStreamRequest(std::string_view body);
 std::string WriteStreamDelivery(const Delivery& d);
 std::string WriteStreamHeartbeat(int64_t now_ms);
 
-// A line read back: a delivery, or a heartbeat's time.
+// A line read back: a delivery, or a heartbeat's time; an error line (the stream's last: the store
+// could not serve) is its error.
 using StreamLine = std::variant<Delivery, int64_t>;
 Result<StreamLine> ParseStreamLine(std::string_view line);
 

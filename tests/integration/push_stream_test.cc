@@ -469,6 +469,107 @@ TEST(PushStream, MaxWaitingBoundsStreams) {
   EXPECT_EQ(status, 200);
 }
 
+// Found in review: a reserve that answered inside ReserveAsync (jobs ready) left a second,
+// waiting reserve whose handle the stream lost, so a stream whose consumer left lived on until
+// that wait ended (and took, then gave back, a job enqueued meanwhile).
+TEST(PushStream, AStreamWhoseConsumerLeftEndsAtOnceEvenAfterAReserveThatAnsweredAtOnce) {
+  ServerProcess server({"--durability", "interval", "--stream-heartbeat-ms", "15000"});
+  auto client = server.NewClient();
+  const std::string queue = "left";
+  EnqueueN(*client, queue, 3);
+  {
+    StreamReader stream(server.port(), queue, R"({"max_in_flight": 10})");
+    for (int i = 0; i < 3; ++i) {
+      auto d = stream.NextDelivery();
+      ASSERT_TRUE(d);
+      ASSERT_TRUE(client->Ack(queue, d->receipt).ok());
+    }
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  auto streams = [&] {
+    auto m = client->Metrics();
+    return m.ok() && m->find("\ndelayq_streams 0\n") != std::string::npos;
+  };
+  while (!streams() && Clock::now() < deadline) std::this_thread::yield();
+  EXPECT_TRUE(streams()) << "the stream outlived its consumer";
+  EnqueueN(*client, queue, 1);
+  auto s = client->Stats(queue);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->counters.delivered, 3);
+  EXPECT_EQ(s->ready, 1);
+}
+
+// Found in review: a consumer that never read its stream had its jobs delivered again and again
+// as their leases ran out (each time an attempt), into dead letters, while the unread lines grew
+// in the server's memory. Now a lease that runs out on a line never written ends the stream and
+// gives its jobs back.
+TEST(PushStream, AConsumerThatDoesNotReadDoesNotUseUpTheAttemptsOfItsJobs) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("unread");
+  QueueConfig config;
+  config.max_attempts = 3;
+  config.max_payload = 4 << 20;
+  ASSERT_TRUE(client->SetConfig(queue, config).ok());
+  const std::string big = "\"" + std::string(3 << 20, 'z') + "\"";  // more than the connection buffers
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client->Enqueue(queue, EnqueueRequest{.payload = big}).ok());
+  {
+    StreamReader stream(SharedServer().port(), queue, R"({"lease_ms": 1000})");
+    ASSERT_EQ(stream.status(), 200);
+    // Not read: the leases run out (1 s) with lines still unwritten.
+    auto s = StatsWhen(*client, queue, [](const QueueStats& st) { return st.reserved == 0 && st.ready == 5; });
+    EXPECT_EQ(s.dead, 0);
+    EXPECT_EQ(s.ready, 5);
+  }
+  auto page = client->ListJobs(queue, ListRequest{.state = JobState::kReady});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  for (const auto& j : page->jobs) EXPECT_LE(j.attempt, 1) << j.id;
+}
+
+// Found in review: SIGTERM with a stream open on PostgreSQL crashed the server (the closing
+// store answered the stream's reserve at once, again and again, each answer reserving anew
+// within the last: 35 000 frames). On every store the stream now ends with its last chunk, and
+// its deliveries stay leased to the consumer, who may still ack them.
+void SigtermEndsTheStreamAndLeavesItsDeliveriesLeased(const std::vector<std::string>& store_args) {
+  std::vector<std::string> args = {"--durability", "interval"};
+  args.insert(args.end(), store_args.begin(), store_args.end());
+  ServerProcess server(args);
+  auto client = server.NewClient();
+  const std::string queue = "sigterm-leased";
+  EnqueueN(*client, queue, 2);
+  StreamReader stream(server.port(), queue, R"({"max_in_flight": 5})");
+  auto first = stream.NextDelivery();
+  auto second = stream.NextDelivery();
+  ASSERT_TRUE(first && second);
+  StreamReader idle(server.port(), "sigterm-idle", "{}");  // a stream with nothing to deliver
+  EXPECT_EQ(server.Terminate(), 0) << server.log();
+  while (stream.NextLine(milliseconds(5000))) {
+  }
+  EXPECT_TRUE(stream.ended());
+  while (idle.NextLine(milliseconds(5000))) {
+  }
+  EXPECT_TRUE(idle.ended());
+  server.Restart();
+  auto again = server.NewClient();
+  auto s = again->Stats(queue);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->reserved, 2);
+  EXPECT_TRUE(again->Ack(queue, first->receipt).ok());
+}
+
+TEST(PushStream, SigtermLeavesDeliveriesLeasedOnTheEmbeddedStore) {
+  SigtermEndsTheStreamAndLeavesItsDeliveriesLeased({});
+}
+
+TEST(PushStream, SigtermLeavesDeliveriesLeasedOnRedis) {
+  RedisServer redis;
+  SigtermEndsTheStreamAndLeavesItsDeliveriesLeased({"--store", redis.url()});
+}
+
+TEST(PushStream, SigtermLeavesDeliveriesLeasedOnPostgres) {
+  PostgresServer pg;
+  SigtermEndsTheStreamAndLeavesItsDeliveriesLeased({"--store", pg.NewDatabase()});
+}
+
 // Every store: the window and the give-back on Redis and PostgreSQL.
 TEST(PushStream, TheWindowHoldsOnRedis) {
   RedisServer redis;
