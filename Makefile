@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # which is how users and CI build, that takes a fraction of the time.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON -DDELAYQ_UNITY=ON
 
-.PHONY: all deps build run test test-sanitize test-sanitize-redis test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve clean
+.PHONY: all deps build run test test-sanitize test-sanitize-redis test-tsan check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream clean
 
 all: build
 
@@ -166,6 +166,9 @@ bench-growth: build
 
 # delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
 # bench/results/postgres/churn.md.
+bench-stream: build
+	@./scripts/bench-stream.sh $(BUILD)
+
 bench-pg-churn: build
 	@./scripts/bench-pg-churn.sh $(BUILD)
 
