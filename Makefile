@@ -78,7 +78,8 @@ test-sanitize-redis: deps
 # soon as the mock cluster starts). Built at -O1 -g1 (line tables only): TSan's documented
 # optimisation level, and half the compile time of -O2 -g (46.8 -> 23.1 s for
 # tests/http/api_test.cc).
-TSAN_TARGETS ?= delayq_cli core_test engine_test http_test http_server_test client_test integration_test cli_test postgres_test
+TSAN_TARGETS ?= delayq_cli core_test engine_test http_test http_server_test client_test integration_test cli_test postgres_test \
+  push_stream_test
 TSAN_EXCLUDE ?= $(SAN_COMMON_EXCLUDE)
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
