@@ -83,7 +83,9 @@ class HttpServer::Impl {
         body_bytes_(body_bytes != nullptr ? body_bytes : &own_body_bytes_),
         options_(std::move(options)),
         ioc_(options_.threads),
-        acceptor_(ioc_) {}
+        // A strand: Stop closes the acceptor (posted to its executor) while an accept's handler
+        // may be starting the next accept on another thread; TSan saw the two race.
+        acceptor_(net::make_strand(ioc_)) {}
 
   // Handlers still queued when the loop stopped hold Sessions; destroying them (in ~io_context)
   // runs ~Session, which unregisters here: so the io_context goes before the members it uses
