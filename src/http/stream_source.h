@@ -32,8 +32,9 @@ class StreamSource {
  public:
   virtual ~StreamSource() = default;
   virtual void Start(std::shared_ptr<StreamSink> sink) = 0;
-  // The stream is over without End: the client went away, a write failed, the server stops.
-  // Called at most once, maybe before Start (the head could not be written).
+  // The stream is over without End: the client went away, or a write failed or stalled. Called
+  // at most once, maybe before Start (the head could not be written). Not when the server stops:
+  // the API ends its streams itself first (Api::StopStreams), their deliveries left leased.
   virtual void Gone() = 0;
 };
 
