@@ -29,6 +29,26 @@ struct HttpExchange {
   std::string_view body;  // the answer's body
 };
 
+namespace client {
+class RequestCancel;
+}
+
+// Ends a Client::Stream from another thread, before or while it runs (the call then returns
+// ok). One StreamCancel may serve one stream after another until it is cancelled.
+class StreamCancel {
+ public:
+  StreamCancel();
+  ~StreamCancel();
+  StreamCancel(const StreamCancel&) = delete;
+  StreamCancel& operator=(const StreamCancel&) = delete;
+  void Cancel();
+  bool cancelled() const;
+  client::RequestCancel& request() { return *request_; }  // the HTTP layer's (internal)
+
+ private:
+  std::unique_ptr<client::RequestCancel> request_;
+};
+
 // Push delivery (Client::Stream, POST /v1/queues/{q}/stream).
 struct StreamOptions {
   int32_t max_in_flight = 100;      // 1..1000: deliveries unacknowledged on the stream at once
@@ -36,6 +56,7 @@ struct StreamOptions {
   // A stream silent this long (no job, no heartbeat: the server sends one every 10 s when idle)
   // is taken for dead: kUnavailable.
   int64_t idle_timeout_ms = 35'000;
+  StreamCancel* cancel = nullptr;  // ends the stream from another thread; must outlive the call
 };
 
 struct ClientOptions {

@@ -7,17 +7,26 @@
 //                         {.concurrency = 8});
 //   worker.Start();  ...  worker.Stop();   // finishes the jobs in flight, then returns
 //
-// Threads. Start() starts `concurrency` threads; each reserves one job at a time and runs the
+// Jobs come by a push stream when `queue` is a delayq::Client (HTTP) and WorkerOptions::stream
+// is on (the default): the server sends each job as it comes due, at most concurrency +
+// prefetch unacknowledged at a time, and acks go back in batches (one request per ack_delay_ms
+// at most). Any other Queue (the embedded engine), stream off, or a server without streams
+// (404) gets long-polled reserves. A broken stream is opened again after a second; what it had
+// prefetched and not started was given back by the server, no attempt used.
+//
+// Threads. Start() starts `concurrency` threads; each takes one job at a time and runs the
 // handler for it on itself, so up to `concurrency` handlers run at once, each on its own thread
 // (a handler must be thread-safe when concurrency > 1; one job's handler runs on one thread from
 // start to end). One more thread touches the leases of the jobs in flight every third of the
 // lease (WorkerOptions::lease_ms, or the queue's). on_error runs on whichever of these threads
-// met the error. Stop() and the destructor may be called from any other thread, not from a
-// handler (they wait for the handlers). `queue` must outlive the Worker.
+// met the error. With a stream, one thread reads it and one sends the acks. Stop() and the
+// destructor may be called from any other thread, not from a handler (they wait for the
+// handlers). `queue` must outlive the Worker.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,12 +40,18 @@
 
 namespace delayq {
 
+class Client;
+class StreamCancel;
+
 struct WorkerOptions {
   int concurrency = 1;              // jobs in flight at once
   std::optional<int64_t> lease_ms;  // default: the queue's lease_ms (read again as it changes)
   int64_t wait_ms = 20'000;         // long-poll wait of each reserve
   // Called when the store answers an error (reserve, ack, nack); default: log to stderr.
   std::function<void(const Status&)> on_error;
+  bool stream = true;        // with a Client: jobs by a push stream (see above)
+  int prefetch = -1;         // stream deliveries taken ahead of a free handler; -1: concurrency
+  int64_t ack_delay_ms = 2;  // a stream's acks go in one request per this long at most
 };
 
 struct WorkerStats {
@@ -54,9 +69,22 @@ class Worker {
   // nacked as usual), and returns. Idempotent.
   void Stop();
   WorkerStats stats() const;
+  // True once Stop() began: a long handler may check it to cut its work short.
+  bool stopping() const { return stopping_; }
+  // True while jobs come by a stream; false with reserves.
+  bool streaming() const { return streaming_; }
 
  private:
+  struct Streamed {
+    uint64_t generation;  // of the stream it came on
+    Delivery job;
+  };
   void Loop();
+  void ReserveOnce(uint64_t slot);
+  void TakeStreamed(uint64_t slot);
+  void Handle(uint64_t slot, const Delivery& job, bool batched);
+  void ReadStream();
+  void SendAcks();
   void KeepAlive();
   void Report(const Status& s);
 
@@ -72,6 +100,17 @@ class Worker {
   std::map<uint64_t, std::string> in_flight_;  // slot -> receipt of the job its handler runs
   std::map<uint64_t, uint64_t> waiting_;       // slot -> handle of its waiting reserve
   WorkerStats stats_;
+  // The stream, when `queue_` is a Client and options_.stream: its reader and acker threads,
+  // what it delivered and no handler started, and the receipts waiting for the next ack batch.
+  std::atomic<bool> streaming_{false};
+  Client* client_ = nullptr;
+  std::unique_ptr<StreamCancel> stream_cancel_;
+  std::thread reader_, acker_;
+  std::deque<Streamed> inbox_;
+  uint64_t generation_ = 0;  // of the stream open now; older deliveries were given back
+  std::vector<std::string> acks_;
+  bool handlers_done_ = false;
+  std::condition_variable acks_cv_;
 };
 
 }  // namespace delayq

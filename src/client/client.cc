@@ -124,7 +124,7 @@ class HttpClient final : public Client {
     };
     client::HttpResult refused;
     Status s = pool_->Stream(Path(queue, "/stream"), wire::WriteStreamRequest(request), options.idle_timeout_ms,
-                             on_body, &refused);
+                             on_body, &refused, options.cancel ? &options.cancel->request() : nullptr);
     if (!s.ok()) return s;
     if (refused.status != 0) return wire::ParseErrorResponse(refused.status, refused.body);
     return ended;
@@ -368,6 +368,11 @@ class HttpClient final : public Client {
 };
 
 }  // namespace
+
+StreamCancel::StreamCancel() : request_(std::make_unique<client::RequestCancel>()) {}
+StreamCancel::~StreamCancel() = default;
+void StreamCancel::Cancel() { request_->Cancel(); }
+bool StreamCancel::cancelled() const { return request_->cancelled(); }
 
 Result<std::unique_ptr<Client>> Client::Connect(std::string_view url, ClientOptions options) {
   client::TlsOptions tls{options.tls_ca_file, options.tls_cert_file, options.tls_key_file, options.tls_server_name};

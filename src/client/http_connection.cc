@@ -399,9 +399,7 @@ Status HttpConnectionPool::Stream(std::string_view target, std::string_view body
   auto fresh = Connect(timeout_ms_);
   if (!fresh.ok()) return fresh.status();
   auto c = std::move(*fresh);
-  if (cancel && !cancel->Attach(c->socket.native_handle())) {
-    return Status::Unavailable(fmt::format("the stream from delayq at {} was cancelled", url_));
-  }
+  if (cancel && !cancel->Attach(c->socket.native_handle())) return Status::Ok();  // cancelled: ended
   struct Detach {
     RequestCancel* cancel;
     ~Detach() {

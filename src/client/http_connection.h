@@ -63,8 +63,8 @@ class HttpConnectionPool {
   // Sends one request on a connection of its own and reads a streamed answer (chunked): each
   // piece of its body goes to `on_body` as it arrives, until on_body answers false, the answer
   // ends, or nothing arrives for `idle_timeout_ms` (kUnavailable). An answer other than 2xx is
-  // read whole and given back in `refused` (status and body) with an ok Status. `cancel` aborts
-  // it from another thread.
+  // read whole and given back in `refused` (status and body) with an ok Status. `cancel` ends
+  // it from another thread, before or while it runs (ok).
   Status Stream(std::string_view target, std::string_view body, int64_t idle_timeout_ms,
                 const std::function<bool(std::string_view)>& on_body, HttpResult* refused,
                 RequestCancel* cancel = nullptr);

@@ -1,10 +1,19 @@
 #include "delayq/worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
 
+#include "delayq/client.h"
+
 namespace delayq {
+namespace {
+
+constexpr int kMaxInFlight = 1000;  // the longest window a stream may ask for (the server's limit)
+constexpr size_t kMaxAckBatch = 1000;
+
+}  // namespace
 
 Worker::Worker(Queue& queue, std::string queue_name, Handler handler, WorkerOptions options)
     : queue_(queue), name_(std::move(queue_name)), handler_(std::move(handler)), options_(std::move(options)) {}
@@ -12,6 +21,13 @@ Worker::Worker(Queue& queue, std::string queue_name, Handler handler, WorkerOpti
 Worker::~Worker() { Stop(); }
 
 void Worker::Start() {
+  client_ = options_.stream ? dynamic_cast<Client*>(&queue_) : nullptr;
+  if (client_ != nullptr) {
+    streaming_ = true;
+    stream_cancel_ = std::make_unique<StreamCancel>();
+    reader_ = std::thread([this] { ReadStream(); });
+    acker_ = std::thread([this] { SendAcks(); });
+  }
   for (int slot = 0; slot < std::max(1, options_.concurrency); ++slot) {
     threads_.emplace_back([this] { Loop(); });
   }
@@ -28,6 +44,16 @@ void Worker::Stop() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
+  // Every handler is settled: the acks go out before the stream ends, since ending it gives back
+  // each delivery not yet acked.
+  {
+    std::lock_guard lock(mu_);
+    handlers_done_ = true;
+  }
+  acks_cv_.notify_all();
+  if (acker_.joinable()) acker_.join();
+  if (stream_cancel_) stream_cancel_->Cancel();
+  if (reader_.joinable()) reader_.join();
   cv_.notify_all();
   if (keepalive_.joinable()) keepalive_.join();
 }
@@ -53,63 +79,157 @@ void Worker::Loop() {
   static std::atomic<uint64_t> next_slot{1};
   const uint64_t slot = next_slot++;
   while (!stopping_) {
-    auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
-    auto future = promise->get_future();
-    ReserveRequest request{1, options_.wait_ms, options_.lease_ms};
-    uint64_t handle = queue_.ReserveAsync(
-        name_, request, [promise](Result<std::vector<Delivery>> r) { promise->set_value(std::move(r)); });
+    if (streaming_) {
+      TakeStreamed(slot);
+    } else {
+      ReserveOnce(slot);
+    }
+  }
+}
+
+void Worker::ReserveOnce(uint64_t slot) {
+  auto promise = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+  auto future = promise->get_future();
+  ReserveRequest request{1, options_.wait_ms, options_.lease_ms};
+  uint64_t handle = queue_.ReserveAsync(
+      name_, request, [promise](Result<std::vector<Delivery>> r) { promise->set_value(std::move(r)); });
+  {
+    std::lock_guard lock(mu_);
+    if (handle != 0) waiting_[slot] = handle;
+    if (stopping_ && handle != 0) queue_.CancelReserve(handle);
+  }
+  auto jobs = future.get();
+  {
+    std::lock_guard lock(mu_);
+    waiting_.erase(slot);
+  }
+  if (!jobs.ok()) {
+    Report(jobs.status());
+    std::unique_lock lock(mu_);  // back off a second before asking again
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
+    return;
+  }
+  for (const Delivery& job : *jobs) Handle(slot, job, false);
+}
+
+// A slot's turn with a stream: the next delivery it read, unless its stream ended since (the
+// server gave it back then) or the worker is stopping (the stream's end gives it back).
+void Worker::TakeStreamed(uint64_t slot) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return stopping_ || !streaming_ || !inbox_.empty(); });
+  if (stopping_ || inbox_.empty()) return;
+  Streamed next = std::move(inbox_.front());
+  inbox_.pop_front();
+  if (next.generation != generation_) return;
+  lock.unlock();
+  Handle(slot, next.job, true);
+}
+
+void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
+  {
+    std::lock_guard lock(mu_);
+    in_flight_[slot] = job.receipt;
+  }
+  std::string error;
+  try {
+    handler_(job);
+  } catch (const std::exception& e) {
+    error = e.what();
+    if (error.empty()) error = "the handler threw an exception";
+  } catch (...) {
+    error = "the handler threw a non-standard exception";
+  }
+  {
+    std::lock_guard lock(mu_);
+    in_flight_.erase(slot);
+    if (error.empty() && batched) {
+      acks_.push_back(job.receipt);
+      acks_cv_.notify_one();
+      return;
+    }
+  }
+  if (error.empty()) {
+    Status s = queue_.Ack(name_, job.receipt);
+    if (!s.ok()) {
+      Report(s);
+    } else {
+      std::lock_guard lock(mu_);
+      ++stats_.acked;
+    }
+    return;
+  }
+  auto n = queue_.Nack(name_, {job.receipt, std::nullopt, error, false});
+  if (!n.ok()) {
+    Report(n.status());
+  } else {
+    std::lock_guard lock(mu_);
+    ++stats_.nacked;
+  }
+}
+
+// The stream's reader: opens it, queues what comes for the slots, opens it again a second after
+// it breaks; a server without streams (404) turns the slots to reserves.
+void Worker::ReadStream() {
+  const int slots = std::max(1, options_.concurrency);
+  const int ahead = options_.prefetch < 0 ? slots : options_.prefetch;
+  StreamOptions so;
+  so.max_in_flight = std::clamp(slots + ahead, 1, kMaxInFlight);
+  so.lease_ms = options_.lease_ms;
+  so.cancel = stream_cancel_.get();
+  while (!stopping_) {
+    uint64_t generation = 0;
     {
       std::lock_guard lock(mu_);
-      if (handle != 0) waiting_[slot] = handle;
-      if (stopping_ && handle != 0) queue_.CancelReserve(handle);
+      generation = ++generation_;
     }
-    auto jobs = future.get();
+    Status s = client_->Stream(name_, so, [&](const Delivery* d) {
+      if (d != nullptr) {
+        std::lock_guard lock(mu_);
+        inbox_.push_back({generation, *d});
+        cv_.notify_one();
+      }
+      return true;
+    });
     {
       std::lock_guard lock(mu_);
-      waiting_.erase(slot);
+      ++generation_;  // what it queued and nobody started was given back with its end
     }
-    if (!jobs.ok()) {
-      Report(jobs.status());
-      std::unique_lock lock(mu_);  // back off a second before asking again
-      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
-      continue;
+    if (stopping_) return;
+    if (s.code() == Code::kNotFound) {
+      streaming_ = false;
+      cv_.notify_all();
+      return;
     }
-    for (const Delivery& job : *jobs) {
-      {
-        std::lock_guard lock(mu_);
-        in_flight_[slot] = job.receipt;
-      }
-      std::string error;
-      try {
-        handler_(job);
-      } catch (const std::exception& e) {
-        error = e.what();
-        if (error.empty()) error = "the handler threw an exception";
-      } catch (...) {
-        error = "the handler threw a non-standard exception";
-      }
-      {
-        std::lock_guard lock(mu_);
-        in_flight_.erase(slot);
-      }
-      if (error.empty()) {
-        Status s = queue_.Ack(name_, job.receipt);
-        if (!s.ok()) {
-          Report(s);
-        } else {
-          std::lock_guard lock(mu_);
-          ++stats_.acked;
-        }
-      } else {
-        auto n = queue_.Nack(name_, {job.receipt, std::nullopt, error, false});
-        if (!n.ok()) {
-          Report(n.status());
-        } else {
-          std::lock_guard lock(mu_);
-          ++stats_.nacked;
-        }
+    Report(s.ok() ? Status::Unavailable("the server ended the stream (it is stopping)") : s);
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
+  }
+}
+
+// Acks what the handlers finished, a batch per ack_delay_ms at most; returns once the handlers
+// are done and every ack went out.
+void Worker::SendAcks() {
+  const auto delay = std::chrono::milliseconds(std::max<int64_t>(0, options_.ack_delay_ms));
+  std::unique_lock lock(mu_);
+  while (true) {
+    acks_cv_.wait(lock, [this] { return !acks_.empty() || handlers_done_; });
+    if (acks_.empty()) return;
+    if (!handlers_done_) acks_cv_.wait_for(lock, delay, [this] { return handlers_done_; });  // more join
+    const size_t n = std::min(acks_.size(), kMaxAckBatch);
+    std::vector<std::string> batch(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + n));
+    acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
+    lock.unlock();
+    const std::vector<Status> results = queue_.AckBatch(name_, batch);
+    uint64_t acked = 0;
+    for (const Status& r : results) {
+      if (r.ok()) {
+        ++acked;
+      } else if (r.code() != Code::kLeaseExpired && r.code() != Code::kNotFound) {
+        Report(r);  // unsettled: the lease runs out and the job is delivered again
       }
     }
+    lock.lock();
+    stats_.acked += acked;
   }
 }
 

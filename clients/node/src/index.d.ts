@@ -156,6 +156,12 @@ export class Client {
   cancel(queue: string, ref: JobRef): Promise<boolean>;
   reschedule(queue: string, ref: JobRef, when: { delay?: Duration; delayMs?: number; deliverAt?: Timestamp }): Promise<JobInfo>;
   reserve(queue: string, opts?: { max?: number; wait?: Duration; lease?: Duration }): Promise<Job[]>;
+  /** A push stream on a connection of its own: each job as it comes due, at most maxInFlight
+   *  (1..1000, default 100) unacknowledged; NotFound from a server without streams. */
+  stream(queue: string, opts?: { maxInFlight?: number; lease?: Duration; maxBytes?: number }): Promise<JobStream>;
+  /** Gives back deliveries that never reached a handler: ready again, no attempt used. */
+  release(queue: string, receipt: string): Promise<number>;
+  release(queue: string, receipts: string[]): Promise<BatchResult>;
   ack(queue: string, receipt: string): Promise<number>;
   ack(queue: string, receipts: string[]): Promise<BatchResult>;
   nack(queue: string, receipt: string, opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<{ state: 'scheduled' | 'dead'; dueAt: number }>;
@@ -184,16 +190,30 @@ export class Client {
   version(): Promise<{ version: string; commit: string; store: string; durability: string }>;
 }
 
+/** Iterate with for await; an error line, a broken or quiet stream throw (Unavailable). */
+export interface JobStream extends AsyncIterable<Job> {
+  /** Heartbeat lines read so far. */
+  heartbeats: number;
+  /** Ends it: its unacknowledged deliveries are ready again, no attempt used. */
+  close(): void;
+}
+
 export interface WorkerOptions {
   /** Handlers running at once. */
   concurrency?: number;
   /** Lease per job (default: the queue's), kept alive while the handler runs. */
   lease?: Duration;
-  /** Long-poll wait per reserve. */
+  /** Long-poll wait per reserve (without a stream). */
   wait?: Duration;
   /** Stop on SIGTERM and SIGINT (default true). */
   signals?: boolean;
   onError?: (job: Job, error: unknown) => void;
+  /** Jobs by a push stream (default true); false, or a server without streams: long-polled reserves. */
+  stream?: boolean;
+  /** Stream deliveries taken ahead of a free handler (default: concurrency). */
+  prefetch?: number;
+  /** Acks of a stream's jobs go in one request per this long at most (default 2ms). */
+  ackDelay?: Duration;
 }
 
 export class Worker {
@@ -205,6 +225,8 @@ export class Worker {
    *  a handler's own error is counted in `nacked`, not here. */
   errors: number;
   readonly stopping: boolean;
+  /** How jobs come now: 'reserve' with stream: false or after a server without streams. */
+  readonly delivery: 'stream' | 'reserve';
   constructor(client: Client, queue: string, handler: (job: Job) => unknown | Promise<unknown>, options?: WorkerOptions);
   /** Resolves after stop() (or a signal), once the running handlers are settled. */
   run(): Promise<void>;

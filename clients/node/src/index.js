@@ -4,6 +4,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import { JobStream, QUIET_MS, openStream } from './stream.js';
 
 /** Any error from delayq; `code` is the server's code ("not_found", ...), `status` the HTTP one. */
 export class DelayqError extends Error {
@@ -163,6 +164,7 @@ const CLIENT_OPTIONS = ['token', 'timeoutMs', 'caFile', 'ca', 'certFile', 'keyFi
 
 export class Client {
   #agent;
+  #streamAgent;  // streams hold a connection each: never pooled
   #transport;
   #token;  // private: not shown by console.log(client)
 
@@ -186,6 +188,7 @@ export class Client {
       if (given.length) throw new TypeError(`${given.join(', ')}: TLS options are for an https:// URL, not "${url}"`);
       this.#transport = http;
       this.#agent = new http.Agent({ keepAlive: true });
+      this.#streamAgent = new http.Agent({ keepAlive: false });
       return;
     }
     const agentOptions = { keepAlive: true };
@@ -218,11 +221,12 @@ export class Client {
       check(named, { cert: agentOptions.cert, key: agentOptions.key, passphrase: '' });
     }
     this.#agent = new https.Agent(agentOptions);
+    this.#streamAgent = new https.Agent({ ...agentOptions, keepAlive: false });
     this.#transport = https;
   }
 
   /** Closes the kept-alive connections (a process exits without it too). */
-  close() { this.#agent.destroy(); }
+  close() { this.#agent.destroy(); this.#streamAgent.destroy(); }
 
   // One exchange: the answer's status and text, or a throw (no answer within the timeout, a
   // refused connection, a failed TLS handshake).
@@ -321,6 +325,31 @@ export class Client {
     if (lease !== undefined) body.lease_ms = toMs(lease, 'lease');
     const r = await this.#call('POST', `${Client.#q(queue)}/reserve`, body, { waitMs });
     return r.jobs.map(job);
+  }
+
+  /**
+   * Opens a push stream on a connection of its own: iterate it (for await) for each job as it
+   * comes due, at most `maxInFlight` (1..1000) unacknowledged at a time; settle them with ack,
+   * nack, touch or release as reserved jobs. close() ends it: its unacknowledged deliveries are
+   * ready again, no attempt used. A server without streams throws NotFound (use reserve).
+   */
+  async stream(queue, { maxInFlight = 100, lease = undefined, maxBytes = undefined } = {}) {
+    const body = { max_in_flight: maxInFlight };
+    if (lease !== undefined) body.lease_ms = toMs(lease, 'lease');
+    if (maxBytes !== undefined) body.max_bytes = maxBytes;
+    const path = `${Client.#q(queue)}/stream`;
+    const headers = { accept: 'application/x-ndjson' };
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    const { req, res } = await openStream({
+      transport: this.#transport, agent: this.#streamAgent, url: this.url, path, headers, body, quietMs: this.timeoutMs + QUIET_MS,
+    });
+    return new JobStream(req, res, job, this.url + path);
+  }
+
+  /** Gives back deliveries that never reached a handler: ready again at once, no attempt used. */
+  async release(queue, receipt) {
+    const r = await this.#settle(queue, 'release', receipt, {}, 'released');
+    return typeof receipt === 'string' ? r.released : r;
   }
 
   async #settle(queue, verb, receipt, extra, countField) {
@@ -443,24 +472,48 @@ export class Client {
 }
 
 const POLL_MS = 5_000; // a reserve waits at most this long at a time, so that stop() is seen
+const MAX_IN_FLIGHT = 1000; // the longest window a stream may ask for (the server's limit)
 
 /**
  * Runs `handler(job)` for each job of `queue`, `concurrency` at a time. A handler that resolves
  * acks the job; one that throws (or rejects) nacks it with the error's text as last_error. The
  * lease is touched every third of its length while the handler runs. run() resolves after
  * stop() (or SIGTERM/SIGINT, when `signals` is true), once the running handlers are settled.
+ *
+ * Jobs come by a push stream (client.stream) unless `stream` is false: the server sends each job
+ * as it comes due, at most `concurrency + prefetch` unacknowledged at a time, and acks go back in
+ * batches (a request per `ackDelay` at most). A server without streams (404) gets long-polled
+ * reserves instead. A broken stream is opened again after a pause; what it had prefetched and
+ * not started was given back by the server, no attempt used.
  */
 export class Worker {
-  constructor(client, queue, handler, { concurrency = 1, lease = undefined, wait = '20s', signals = true, onError = undefined } = {}) {
-    if (!(concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
+  #inbox = []; // [generation, job, msReadAt]: streamed, not started
+  #wake = []; // resolvers of idle slots
+  #stream = null;
+  #generation = 0;
+  #acks = [];
+  #ackTimer = null;
+  #ackFlush = Promise.resolve();
+
+  constructor(client, queue, handler, {
+    concurrency = 1, lease = undefined, wait = '20s', signals = true, onError = undefined, stream = true,
+    prefetch = undefined, ackDelay = '2ms',
+  } = {}) {
+    if (!(concurrency >= 1 && concurrency <= MAX_IN_FLIGHT)) throw new RangeError(`concurrency must be 1..${MAX_IN_FLIGHT}, not ${concurrency}`);
+    const ahead = prefetch === undefined ? concurrency : prefetch;
+    if (!(ahead >= 0)) throw new RangeError(`prefetch must be 0 or more, not ${prefetch}`);
     this.client = client;
     this.queue = queue;
     this.handler = handler;
     this.concurrency = concurrency;
+    this.maxInFlight = Math.min(MAX_IN_FLIGHT, concurrency + ahead);
     this.leaseMs = lease === undefined ? undefined : toMs(lease, 'lease');
     this.waitMs = Math.max(1, Math.min(toMs(wait, 'wait'), POLL_MS));
+    this.ackDelayMs = toMs(ackDelay, 'ackDelay');
     this.signals = signals;
     this.onError = onError;
+    /** 'stream' or 'reserve': how jobs come now ('reserve' after a server without streams). */
+    this.delivery = stream ? 'stream' : 'reserve';
     this.acked = 0;
     this.nacked = 0;
     this.errors = 0;
@@ -468,35 +521,99 @@ export class Worker {
   }
 
   /** Takes no new job; run() resolves once the running handlers are settled. */
-  stop() { this.stopping = true; }
+  stop() {
+    this.stopping = true;
+    for (const wake of this.#wake.splice(0)) wake();
+  }
 
   async run() {
     const onSignal = () => this.stop();
     if (this.signals) { process.on('SIGTERM', onSignal); process.on('SIGINT', onSignal); }
     try {
+      const reader = this.delivery === 'stream' ? this.#read() : Promise.resolve();
       await Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
+      // Every handler is settled: the acks go out before the stream ends, since ending it gives
+      // back each delivery not yet acked.
+      await this.#flushAcks();
+      if (this.#stream) this.#stream.close();
+      await reader;
     } finally {
       if (this.signals) { process.off('SIGTERM', onSignal); process.off('SIGINT', onSignal); }
     }
   }
 
+  async #pause(ms) {
+    await new Promise((r) => { const t = setTimeout(r, ms); this.#wake.push(() => { clearTimeout(t); r(); }); });
+  }
+
   async #loop() {
     while (!this.stopping) {
+      if (this.delivery === 'stream') {
+        await this.#takeStreamed();
+        continue;
+      }
       let jobs;
       try {
         jobs = await this.client.reserve(this.queue, { max: 1, wait: this.waitMs, lease: this.leaseMs });
       } catch (e) {
         if (!(e instanceof DelayqError)) throw e;
         this.errors++;
-        await new Promise((r) => setTimeout(r, 1000)); // the server is down or refusing: again shortly
+        await this.#pause(1000); // the server is down or refusing: again shortly
         continue;
       }
-      for (const j of jobs) await this.#handle(j);
+      for (const j of jobs) await this.#handle(j, Date.now(), false);
     }
   }
 
-  async #handle(j) {
-    const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - Date.now()) : 30_000;
+  async #takeStreamed() {
+    if (!this.#inbox.length) {
+      await new Promise((r) => this.#wake.push(r));
+      return;
+    }
+    const [generation, j, readAt] = this.#inbox.shift();
+    if (generation !== this.#generation || this.stopping) return; // given back, or stopping
+    await this.#handle(j, readAt, true);
+  }
+
+  // The stream's reader: opens it, queues what comes, opens it again when it breaks.
+  async #read() {
+    while (!this.stopping) {
+      let stream;
+      try {
+        stream = await this.client.stream(this.queue, { maxInFlight: this.maxInFlight, lease: this.leaseMs });
+      } catch (e) {
+        if (e instanceof NotFound) { // a server without streams: the slots reserve
+          this.delivery = 'reserve';
+          for (const wake of this.#wake.splice(0)) wake();
+          return;
+        }
+        if (!(e instanceof DelayqError)) throw e;
+        this.errors++;
+        await this.#pause(1000);
+        continue;
+      }
+      if (this.stopping) { stream.close(); return; }
+      this.#stream = stream;
+      const generation = ++this.#generation;
+      try {
+        for await (const j of stream) {
+          this.#inbox.push([generation, j, Date.now()]);
+          const wake = this.#wake.shift();
+          if (wake) wake();
+        }
+      } catch (e) {
+        if (!(e instanceof DelayqError)) throw e;
+        this.errors++;
+        if (!this.stopping) await this.#pause(1000);
+      } finally {
+        if (this.#stream === stream) { this.#stream = null; this.#generation++; } // its unstarted jobs were given back
+        stream.close();
+      }
+    }
+  }
+
+  async #handle(j, receivedAt, batched) {
+    const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - receivedAt) : 30_000;
     const keeper = setInterval(() => {
       this.client.touch(this.queue, j.receipt, { lease }).catch((e) => {
         if (!(e instanceof LeaseExpired || e instanceof NotFound)) this.errors++; // else settled meanwhile
@@ -510,6 +627,7 @@ export class Worker {
     } finally {
       clearInterval(keeper);
     }
+    if (error === null && batched) { this.#ack(j.receipt); return; }
     try {
       if (error === null) {
         await this.client.ack(this.queue, j.receipt);
@@ -524,6 +642,32 @@ export class Worker {
       if (e instanceof LeaseExpired || e instanceof NotFound) return; // delivered again or deleted: not ours
       if (!(e instanceof DelayqError)) throw e;
       this.errors++; // unsettled: the lease runs out and the job is delivered again
+    }
+  }
+
+  // Batched acks: the first starts a timer of ackDelay; what comes meanwhile goes in one request.
+  #ack(receipt) {
+    this.#acks.push(receipt);
+    if (!this.#ackTimer) this.#ackTimer = setTimeout(() => { this.#ackTimer = null; this.#flushAcks(); }, this.ackDelayMs);
+  }
+
+  #flushAcks() {
+    if (this.#ackTimer) { clearTimeout(this.#ackTimer); this.#ackTimer = null; }
+    while (this.#acks.length) {
+      const batch = this.#acks.splice(0, 1000);
+      this.#ackFlush = this.#ackFlush.then(() => this.#ackBatch(batch));
+    }
+    return this.#ackFlush;
+  }
+
+  async #ackBatch(receipts) {
+    try {
+      const r = await this.client.ack(this.queue, receipts);
+      this.acked += r.done;
+      this.errors += r.failed.filter((f) => !(f.error instanceof LeaseExpired || f.error instanceof NotFound)).length;
+    } catch (e) {
+      if (!(e instanceof DelayqError)) throw e;
+      this.errors++; // unsettled: the leases run out and the jobs are delivered again
     }
   }
 }

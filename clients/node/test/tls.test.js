@@ -8,7 +8,7 @@ import { inspect } from 'node:util';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Unavailable } from '../src/index.js';
+import { Client, Unavailable, Worker } from '../src/index.js';
 import { startServer } from './server.js';
 
 let dir;
@@ -82,4 +82,27 @@ test('TLS options that cannot work are refused at once', () => {
   assert.throws(() => new Client('https://user:pw@127.0.0.1:1'), /user name or password/);
   const c = new Client('https://127.0.0.1:1', { token: 'SECRET-TOKEN', caFile: cert('ca') });
   assert.ok(!inspect(c).includes('SECRET-TOKEN'), 'the token is not shown by console.log');
+});
+
+test('a worker streams over mutual TLS with big jobs, and stops', async () => {
+  const server = await startServer(['--tls-cert', cert('server'), '--tls-key', key('server'), '--tls-client-ca', cert('ca')]);
+  try {
+    const c = new Client(`https://127.0.0.1:${server.port}`, { caFile: cert('ca'), certFile: cert('client'), keyFile: key('client') });
+    const big = 'y'.repeat(200_000); // a stream line of many TLS records
+    await c.enqueueBatch('tls-stream', Array.from({ length: 20 }, (_, n) => ({ payload: { n, big } })));
+    const seen = [];
+    const worker = new Worker(c, 'tls-stream', async (job) => {
+      assert.equal(job.payload.big, big);
+      seen.push(job.payload.n);
+      if (seen.length === 20) worker.stop();
+    }, { concurrency: 2, signals: false });
+    await worker.run();
+    assert.equal(worker.delivery, 'stream');
+    assert.deepEqual(seen.sort((a, b) => a - b), Array.from({ length: 20 }, (_, n) => n));
+    const st = await c.stats('tls-stream');
+    assert.deepEqual([st.counters.acked, st.reserved], [20, 0]);
+    c.close();
+  } finally {
+    await server.stop();
+  }
 });

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import Server
-from delayq import Client, Unavailable
+from delayq import Client, Unavailable, Worker
 
 
 def https(server: Server) -> str:
@@ -64,3 +64,28 @@ def test_tls_options_that_cannot_work_are_refused_at_once(tmp_path, certs):
                     str(encrypted)], check=True, capture_output=True)
     with pytest.raises(ValueError, match="cert_file"):
         Client("https://127.0.0.1:1", cert_file=certs.cert("client"), key_file=str(encrypted))
+
+
+def test_a_worker_streams_over_mutual_tls_with_big_jobs_and_stops(tmp_path, certs):
+    s = Server(tmp_path / "data", ["--tls-cert", certs.cert("server"), "--tls-key", certs.key("server"),
+                                   "--tls-client-ca", certs.cert("ca")])
+    try:
+        c = Client(https(s), ca_file=certs.cert("ca"), cert_file=certs.cert("client"), key_file=certs.key("client"))
+        big = "y" * 200_000  # a stream line of many TLS records
+        c.enqueue_batch("tls-stream", [{"payload": {"n": n, "big": big}} for n in range(20)])
+        seen = []
+        worker = None
+
+        def handle(job):
+            assert job.payload["big"] == big
+            seen.append(job.payload["n"])
+            if len(seen) == 20:
+                worker.stop()
+
+        worker = Worker(c, "tls-stream", handle, concurrency=2)
+        worker.run()  # returns: closing the TLS stream wakes its reader
+        assert worker.delivery == "stream" and sorted(seen) == list(range(20))
+        st = c.stats("tls-stream")
+        assert st["counters"]["acked"] == 20 and st["reserved"] == 0
+    finally:
+        s.stop()

@@ -43,6 +43,12 @@ class DeliveryFirst {
     cv_.wait_for(lock, max_wait_, [this] { return in_flight_ == 0; });
   }
 
+  // Delivery scripts of this process in flight now (for tests).
+  int in_flight() const {
+    std::lock_guard lock(mu_);
+    return in_flight_;
+  }
+
   // Enqueues held back so far (for tests and metrics).
   uint64_t held() const {
     std::lock_guard lock(mu_);

@@ -126,6 +126,7 @@ class RedisQueue final : public Queue, private ScheduleStore {
   RedisClient& client() { return *client_; }
   // Enqueue scripts this process held back for its deliveries so far (delivery_first.h).
   uint64_t enqueues_held_for_deliveries() const { return delivery_first_.held(); }
+  int deliveries_in_flight() const { return delivery_first_.in_flight(); }
 
  private:
   // What an operation needs to know of a queue, copied out of the cache under mu_ (so nothing

@@ -97,7 +97,10 @@ TEST(DeliveryFirst, TheRedisStoreHoldsItsEnqueuesWhileAReserveIsInFlight) {
   Result<std::vector<Delivery>> reserved = Status::Internal("not run");
   Result<EnqueueResult> enqueued = Status::Internal("not run");
   std::thread reserve([&] { reserved = (*store)->Reserve("q", ReserveRequest{}); });
-  const bool reserve_in_redis = Eventually([&] { return BlockedClients(redis.url()) >= 1; });
+  // Another client of the store (its scheduler's bookkeeping) can be the one Redis holds first,
+  // so wait for this reserve itself to be in flight, then for Redis to hold it.
+  const bool reserve_in_redis = Eventually([&] { return (*store)->deliveries_in_flight() >= 1; }) &&
+                                Eventually([&] { return BlockedClients(redis.url()) >= 1; });
   EnqueueRequest now;
   now.payload = "now";
   std::thread enqueue([&] { enqueued = (*store)->Enqueue("q", now); });

@@ -7,6 +7,7 @@
 """
 from .client import BatchResult, Client, EnqueueResult, Job, JobInfo, JobPage, NackResult, job_body
 from .durations import to_ms
+from .stream import JobStream
 from .errors import (Conflict, DelayqError, Forbidden, InvalidArgument, LeaseExpired, NotFound, Overloaded,
                      TooLarge, Unauthorized, Unavailable)
 from .worker import Worker
@@ -14,7 +15,7 @@ from .worker import Worker
 __version__ = "0.2.0"
 
 __all__ = [
-    "Client", "Worker", "Job", "JobInfo", "JobPage", "EnqueueResult", "NackResult", "BatchResult", "job_body", "to_ms",
+    "Client", "Worker", "JobStream", "Job", "JobInfo", "JobPage", "EnqueueResult", "NackResult", "BatchResult", "job_body", "to_ms",
     "DelayqError", "InvalidArgument", "TooLarge", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "LeaseExpired", "Overloaded", "Unavailable",
 ]

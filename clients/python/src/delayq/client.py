@@ -9,7 +9,6 @@ import base64
 import datetime
 import http.client
 import json
-import socket
 import ssl
 import threading
 import urllib.parse
@@ -18,6 +17,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from .durations import Duration, to_ms
 from .errors import DelayqError, Unavailable, error_for
+from .stream import QUIET_S, JobStream
 
 Timestamp = Union[int, str, datetime.datetime]
 
@@ -248,14 +248,24 @@ class Client:
             return conn
         if conn is not None:
             conn.close()
-        if self._https:
-            conn = _HTTPSConnection(self._host, self._port, server_name=self._server_name, timeout=self._timeout,
-                                    context=self._ssl)
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+        conn = self._new_connection(self._timeout)
         self._local.conn = conn
         self._local.used = False
         return conn
+
+    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self._https:
+            return _HTTPSConnection(self._host, self._port, server_name=self._server_name, timeout=timeout,
+                                    context=self._ssl)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _headers(self, method: str) -> Dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if method in ("POST", "PUT", "PATCH"):
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        return headers
 
     def close(self) -> None:
         """Closes this thread's connection (others close when their threads end)."""
@@ -275,11 +285,7 @@ class Client:
         if query:
             path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
-        headers = {"Accept": "application/json"}
-        if method in ("POST", "PUT", "PATCH"):
-            headers["Content-Type"] = "application/json"
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+        headers = self._headers(method)
         for attempt in (0, 1):
             conn = self._connection(fresh=False)
             reused = getattr(self._local, "used", False)
@@ -394,6 +400,43 @@ class Client:
             body["lease_ms"] = to_ms(lease, "lease")
         r = self._call("POST", self._q(queue) + "/reserve", body, wait_s=wait_ms / 1000)
         return [_job(j) for j in r["jobs"]]
+
+    def stream(self, queue: str, *, max_in_flight: int = 100, lease: Optional[Duration] = None,
+               max_bytes: Optional[int] = None) -> JobStream:
+        """Opens a push stream on a connection of its own: iterating it yields each job as it comes
+        due, with at most ``max_in_flight`` (1..1000) unacknowledged at a time; settle them with
+        ack, nack, touch or release as reserved jobs. Close it (or use ``with``) to end it: its
+        unacknowledged deliveries are then ready again, no attempt used. A server without streams
+        answers NotFound here (use reserve)."""
+        body: Dict[str, Any] = {"max_in_flight": max_in_flight}
+        if lease is not None:
+            body["lease_ms"] = to_ms(lease, "lease")
+        if max_bytes is not None:
+            body["max_bytes"] = max_bytes
+        path = self._q(queue) + "/stream"
+        conn = self._new_connection(self._timeout + QUIET_S)
+        try:
+            conn.request("POST", path, body=json.dumps(body).encode("utf-8"), headers=self._headers("POST"))
+            sock = conn.sock
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise Unavailable(f"cannot reach {self.url}: {e}{_certificate_hint(e)}", "unavailable") from e
+        if response.status != 200:
+            try:
+                text = response.read(1 << 20)
+            except (OSError, http.client.HTTPException):
+                text = b""
+            conn.close()
+            self._answer(response.status, text)  # raises its error
+            raise Unavailable(f"{self.url}: the stream was answered {response.status}", "unavailable")
+        return JobStream(conn, sock, response, _job, f"{self.url}{path}")
+
+    def release(self, queue: str, receipt: Union[str, Sequence[str]]) -> Union[int, BatchResult]:
+        """Gives back deliveries that never reached a handler: ready again at once, no attempt
+        used. A list of receipts is a batch (a BatchResult)."""
+        r = self._settle(queue, "release", receipt, {}, "released")
+        return r.get("released", 0) if isinstance(r, dict) else r
 
     def _settle(self, queue: str, verb: str, receipt: Union[str, Sequence[str]], extra: Dict[str, Any],
                 count_field: str) -> Any:

@@ -6,43 +6,71 @@ last_error, and the queue's back-off decides when it comes back (or it goes dead
 the lease is touched every third of its length, so a handler may take longer than the lease.
 ``run()`` blocks until ``stop()``, or SIGTERM/SIGINT when called on the main thread: then no
 new job is taken, the running handlers finish and are settled, and ``run()`` returns.
+
+Jobs come by a push stream (``Client.stream``) unless ``stream=False``: one connection on which
+the server sends each job as it comes due, at most ``concurrency + prefetch`` unacknowledged at
+a time, and acks go back in batches (one request per ``ack_delay`` at most). A server without
+streams (404) gets long-polled reserves instead, as does ``stream=False``. When the stream
+breaks or its store cannot serve, the worker opens it again after a pause; the jobs it had
+prefetched but not started are given back by the server, without using an attempt.
 """
 from __future__ import annotations
 
+import queue as queues
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .client import Client, Job
+from .client import BatchResult, Client, Job
 from .durations import Duration, to_ms
 from .errors import DelayqError, LeaseExpired, NotFound
+from .stream import JobStream
 
 Handler = Callable[[Job], Any]
 
 # A reserve waits at most this long at a time, so that a stop is seen within it.
 _POLL_MS = 5_000
+# How often an idle handler thread looks at the stop flag.
+_IDLE_S = 0.2
+# Longest window a stream may ask for (the server's limit).
+_MAX_IN_FLIGHT = 1000
 
 
 class Worker:
     def __init__(self, client: Client, queue: str, handler: Handler, *, concurrency: int = 1,
                  lease: Optional[Duration] = None, wait: Duration = "20s",
-                 on_error: Optional[Callable[[Job, BaseException], None]] = None) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+                 on_error: Optional[Callable[[Job, BaseException], None]] = None, stream: bool = True,
+                 prefetch: Optional[int] = None, ack_delay: Duration = "2ms") -> None:
+        if concurrency < 1 or concurrency > _MAX_IN_FLIGHT:
+            raise ValueError(f"concurrency must be 1..{_MAX_IN_FLIGHT}, not {concurrency}")
+        prefetch = concurrency if prefetch is None else prefetch
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be 0 or more, not {prefetch}")
         self.client = client
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
+        self.max_in_flight = min(_MAX_IN_FLIGHT, concurrency + prefetch)
         self.lease_ms = to_ms(lease, "lease") if lease is not None else None
         self.wait_ms = max(1, min(to_ms(wait, "wait"), _POLL_MS))
+        self.ack_delay_s = to_ms(ack_delay, "ack_delay") / 1000
         self.on_error = on_error
+        # "stream" or "reserve": how jobs come now ("reserve" after a server without streams).
+        self.delivery = "stream" if stream else "reserve"
         self.acked = 0
         self.nacked = 0
         self.errors = 0  # calls to the server that failed (retried after a pause)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._running: Dict[str, Dict[str, Any]] = {}  # receipt -> lease bookkeeping
+        # Stream deliveries read but not started: (stream generation, job, ms it was read at).
+        self._inbox: "queues.Queue[Tuple[int, Job, float]]" = queues.Queue()
+        self._stream: Optional[JobStream] = None
+        self._generation = 0  # of the stream open now; older deliveries were given back
+        self._acks: List[str] = []  # receipts to ack in the next batch
+        self._acks_ready = threading.Condition(self._lock)
+        self._handlers_done = False
 
     def stop(self) -> None:
         """Takes no new job; run() returns once the running handlers are done. Any thread."""
@@ -58,23 +86,46 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: self.stop())
         try:
-            threads = [threading.Thread(target=self._loop, name=f"delayq-worker-{i}", daemon=True)
-                       for i in range(self.concurrency)]
-            keeper = threading.Thread(target=self._keep_leases, name="delayq-keepalive", daemon=True)
-            for t in threads:
-                t.start()
-            keeper.start()
-            # Joined with a timeout so that the main thread still sees signals.
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(0.2)
-            keeper.join()
+            self._run()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def _run(self) -> None:
+        streaming = self.delivery == "stream"
+        threads = [threading.Thread(target=self._loop, name=f"delayq-worker-{i}", daemon=True)
+                   for i in range(self.concurrency)]
+        keeper = threading.Thread(target=self._keep_leases, name="delayq-keepalive", daemon=True)
+        reader = threading.Thread(target=self._read, name="delayq-stream", daemon=True)
+        acker = threading.Thread(target=self._send_acks, name="delayq-acks", daemon=True)
+        helpers = [keeper, reader, acker] if streaming else [keeper]
+        for t in threads + helpers:
+            t.start()
+        # Joined with a timeout so that the main thread still sees signals.
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(_IDLE_S)
+        # Every handler is settled; the acks go out before the stream ends, since ending it gives
+        # back each delivery not yet acked.
+        with self._lock:
+            self._handlers_done = True
+            self._acks_ready.notify_all()
+        if streaming:
+            acker.join()
+        with self._lock:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+        for t in helpers:
+            t.join()
+
+    # --- taking jobs ---
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if self.delivery == "stream":
+                self._take_streamed()
+                continue
             try:
                 jobs = self.client.reserve(self.queue, max=1, wait=self.wait_ms, lease=self.lease_ms)
             except DelayqError:
@@ -82,11 +133,54 @@ class Worker:
                 self._stop.wait(1.0)  # the server is down or refusing: try again shortly
                 continue
             for job in jobs:
-                self._handle(job)
+                self._handle(job, time.time() * 1000, batched=False)
 
-    def _handle(self, job: Job) -> None:
+    def _take_streamed(self) -> None:
+        try:
+            generation, job, read_at = self._inbox.get(timeout=_IDLE_S)
+        except queues.Empty:
+            return
+        if generation != self._generation or self._stop.is_set():
+            return  # its stream ended (the server gave it back), or the worker is stopping
+        self._handle(job, read_at, batched=True)
+
+    def _read(self) -> None:
+        """The stream's reader: opens it, queues what comes, opens it again when it breaks."""
+        while not self._stop.is_set():
+            try:
+                stream = self.client.stream(self.queue, max_in_flight=self.max_in_flight, lease=self.lease_ms)
+            except NotFound:
+                self.delivery = "reserve"  # a server without streams: the handler threads reserve
+                return
+            except DelayqError:
+                self.errors += 1
+                self._stop.wait(1.0)
+                continue
+            with self._lock:
+                if self._stop.is_set():
+                    stream.close()
+                    return
+                self._stream = stream
+                self._generation += 1
+                generation = self._generation
+            try:
+                for job in stream:
+                    self._inbox.put((generation, job, time.time() * 1000))
+            except DelayqError:
+                self.errors += 1
+                self._stop.wait(1.0)
+            finally:
+                with self._lock:
+                    if self._stream is stream:
+                        self._stream = None
+                        self._generation += 1  # what it queued and nobody started was given back
+                stream.close()
+
+    # --- settling ---
+
+    def _handle(self, job: Job, received_ms: float, batched: bool) -> None:
+        lease = max(1000, job.lease_deadline - received_ms) if job.lease_deadline else 30_000
         now = time.time() * 1000
-        lease = max(1000, job.lease_deadline - now) if job.lease_deadline else 30_000
         with self._lock:
             self._running[job.receipt] = {"lease": lease, "next": now + lease / 3}
         try:
@@ -97,6 +191,11 @@ class Worker:
         finally:
             with self._lock:
                 self._running.pop(job.receipt, None)
+        if error is None and batched:
+            with self._lock:
+                self._acks.append(job.receipt)
+                self._acks_ready.notify()
+            return
         try:
             if error is None:
                 self.client.ack(self.queue, job.receipt)
@@ -111,6 +210,30 @@ class Worker:
             pass  # the job was delivered again meanwhile, or deleted: it is not ours to settle
         except DelayqError:
             self.errors += 1  # unsettled: the lease runs out and the job is delivered again
+
+    def _send_acks(self) -> None:
+        """Acks what the handlers finished, a batch per ``ack_delay`` at most; returns once the
+        handlers are done and every ack went out."""
+        while True:
+            with self._lock:
+                while not self._acks and not self._handlers_done:
+                    self._acks_ready.wait()
+                if not self._acks and self._handlers_done:
+                    return
+            time.sleep(self.ack_delay_s)  # the batching timer: more acks join meanwhile
+            with self._lock:
+                batch, self._acks = self._acks[:1000], self._acks[1000:]
+            self._ack_batch(batch)
+
+    def _ack_batch(self, receipts: List[str]) -> None:
+        try:
+            result = self.client.ack(self.queue, receipts)
+        except DelayqError:
+            self.errors += 1  # unsettled: the leases run out and the jobs are delivered again
+            return
+        assert isinstance(result, BatchResult)
+        self.acked += result.done
+        self.errors += sum(1 for e in result.failed if not isinstance(e, (LeaseExpired, NotFound)))
 
     def _keep_leases(self) -> None:
         while True:

@@ -1,0 +1,189 @@
+// Push delivery from Node: client.stream, and the Worker on a stream (its default), against a
+// real server; its fallback to reserve, a server killed under it, a stopped worker's prefetched
+// jobs, and hostile stream lines from a fake server.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { Client, DelayqError, NotFound, Worker } from '../src/index.js';
+import { startServer } from './server.js';
+
+async function requestsTo(url, suffix) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/delayq_http_requests_total\{route="([^"]*)"[^}]*\} (\S+)/g)) if (m[1].endsWith(suffix)) n += Number(m[2]);
+  return n;
+}
+
+test('a stream yields due jobs; closing it gives the unacked back unused', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    const ids = [];
+    for (let n = 0; n < 3; n++) ids.push((await c.enqueue('s', { n })).id);
+    const jobs = await c.stream('s', { maxInFlight: 2 });
+    const it = jobs[Symbol.asyncIterator]();
+    const first = (await it.next()).value;
+    const second = (await it.next()).value;
+    assert.deepEqual([first.id, second.id], ids.slice(0, 2));
+    assert.equal((await c.stats('s')).reserved, 2); // the window: the third waits for room
+    assert.equal(await c.ack('s', first.receipt), 1);
+    assert.equal((await it.next()).value.id, ids[2]); // the ack made room
+    jobs.close();
+    assert.equal((await it.next()).done, true);
+    const st = await c.stats('s');
+    assert.deepEqual([st.ready, st.reserved], [2, 0]);
+    const again = await c.reserve('s', { max: 2 });
+    assert.deepEqual(again.map((j) => j.id).sort(), ids.slice(1).sort());
+    assert.ok(again.every((j) => j.attempt === 1));
+    c.close();
+  } finally { await s.stop(); }
+});
+
+test('the worker streams by default and acks in batches', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueueBatch('b', Array.from({ length: 300 }, (_, n) => ({ payload: n })));
+    const seen = [];
+    const worker = new Worker(c, 'b', async (job) => {
+      seen.push(job.payload);
+      if (seen.length === 300) worker.stop();
+    }, { concurrency: 4, signals: false });
+    await worker.run();
+    assert.equal(worker.delivery, 'stream');
+    assert.deepEqual(seen.sort((a, b) => a - b), Array.from({ length: 300 }, (_, n) => n));
+    assert.deepEqual([worker.acked, worker.errors], [300, 0]);
+    const st = await c.stats('b');
+    assert.deepEqual([st.counters.acked, st.ready, st.reserved], [300, 0, 0]);
+    assert.equal(await requestsTo(s.url, '/reserve'), 0);
+    assert.ok(await requestsTo(s.url, '/ack') < 300, 'acks are batched');
+    c.close();
+  } finally { await s.stop(); }
+});
+
+test('a stopped worker settles what ran and gives back what it prefetched', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueueBatch('p', Array.from({ length: 10 }, (_, n) => ({ payload: n })));
+    let ran = 0;
+    const worker = new Worker(c, 'p', async () => { ran++; worker.stop(); }, { concurrency: 1, prefetch: 5, signals: false });
+    await worker.run();
+    assert.deepEqual([ran, worker.acked], [1, 1]);
+    const st = await c.stats('p');
+    assert.deepEqual([st.counters.acked, st.reserved, st.ready], [1, 0, 9]);
+    assert.ok((await c.reserve('p', { max: 9 })).every((j) => j.attempt === 1), 'given back unused');
+    c.close();
+  } finally { await s.stop(); }
+});
+
+test('a server without streams gets reserves', async () => {
+  const s = await startServer();
+  try {
+    class OldServer extends Client {
+      async stream() { throw new NotFound('POST /v1/queues/o/stream is not a route', 'not_found', 404); }
+    }
+    const c = new OldServer(s.url);
+    await c.enqueueBatch('o', Array.from({ length: 5 }, (_, n) => ({ payload: n })));
+    const seen = [];
+    const worker = new Worker(c, 'o', async (job) => { seen.push(job.payload); if (seen.length === 5) worker.stop(); },
+      { concurrency: 2, wait: '200ms', signals: false });
+    await worker.run();
+    assert.equal(worker.delivery, 'reserve');
+    assert.deepEqual(seen.sort(), [0, 1, 2, 3, 4]);
+    assert.equal((await c.stats('o')).counters.acked, 5);
+    c.close();
+  } finally { await s.stop(); }
+});
+
+test('the worker streams again after its server is killed', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueueBatch('k', Array.from({ length: 20 }, (_, n) => ({ payload: n })));
+    const seen = new Set();
+    let killed = false;
+    const worker = new Worker(c, 'k', async (job) => {
+      seen.add(job.payload);
+      if (seen.size === 5 && !killed) {
+        killed = true;
+        await s.kill();
+        await s.start(); // the same port and data
+      }
+      if (seen.size === 20) worker.stop();
+    }, { concurrency: 2, lease: '2s', signals: false });
+    await worker.run();
+    assert.equal(seen.size, 20);
+    assert.ok(worker.errors >= 1, 'the broken stream was counted');
+    const st = await c.stats('k');
+    assert.deepEqual([st.ready, st.scheduled], [0, 0]);
+    c.close();
+  } finally { await s.stop(); }
+});
+
+// Answers every connection with `answer`, then closes: a hostile or broken server.
+async function fakeServer(answer) {
+  const server = net.createServer((sock) => { sock.once('data', () => { sock.end(answer); }); sock.on('error', () => {}); });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
+}
+const HEAD = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/x-ndjson\r\n\r\n';
+const chunk = (text) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+
+for (const [name, body] of [
+  ['not json', chunk('not json\n')],
+  ['not an object', chunk('[1,2,3]\n')],
+  ['no receipt', chunk('{"id":"x"}\n')],
+  ['an error line', `${chunk('{"error":{"code":"unavailable","message":"the store is down"}}\n')}0\r\n\r\n`],
+  ['ended without an error', `${chunk('{"heartbeat":1}\n')}0\r\n\r\n`],
+  ['a broken chunk', `${chunk('{"heartbeat":1}')}zz\r\n`],
+  ['closed before a line', ''],
+]) {
+  test(`a hostile stream is an error, not a job: ${name}`, async () => {
+    const fake = await fakeServer(HEAD + body);
+    try {
+      const c = new Client(fake.url);
+      const jobs = await c.stream('q');
+      await assert.rejects(async () => { for await (const j of jobs) assert.fail(`a job came: ${JSON.stringify(j)}`); },
+        (e) => e instanceof DelayqError && (e.message.includes(fake.url) || e.message.includes('store is down')));
+      c.close();
+    } finally { fake.close(); }
+  });
+}
+
+test('a refused stream throws the server error', async () => {
+  const body = '{"error":{"code":"resource_exhausted","message":"too many waiting"}}';
+  const fake = await fakeServer(`HTTP/1.1 429 Too Many Requests\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  try {
+    const c = new Client(fake.url);
+    await assert.rejects(c.stream('q'), (e) => e.code === 'resource_exhausted');
+    c.close();
+  } finally { fake.close(); }
+});
+
+test('the worker counts a hostile stream and keeps trying', async () => {
+  const fake = await fakeServer(HEAD + chunk('not json\n'));
+  try {
+    const c = new Client(fake.url);
+    const worker = new Worker(c, 'q', async () => {}, { signals: false });
+    const running = worker.run();
+    await new Promise((resolve) => { const t = setInterval(() => { if (worker.errors >= 2) { clearInterval(t); resolve(); } }, 20); });
+    worker.stop();
+    await running;
+    assert.equal(worker.acked, 0);
+    c.close();
+  } finally { fake.close(); }
+});
+
+test('window bounds are refused by the server, and by the worker', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    for (const bad of [0, 1001, -1, 2 ** 63]) {
+      await assert.rejects(c.stream('q', { maxInFlight: bad }), (e) => e.code === 'invalid_argument' && /max_in_flight/.test(e.message));
+    }
+    assert.throws(() => new Worker(c, 'q', () => {}, { concurrency: 1001 }), RangeError);
+    assert.throws(() => new Worker(c, 'q', () => {}, { prefetch: -1 }), RangeError);
+    c.close();
+  } finally { await s.stop(); }
+});

@@ -1,0 +1,207 @@
+"""Push delivery from Python: Client.stream, and the Worker on a stream (its default), against a
+real server; its fallback to reserve, a server killed under it, a stopped worker's prefetched
+jobs, and hostile stream lines from a fake server."""
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from delayq import Client, DelayqError, NotFound, Worker
+
+
+def requests_to(server, suffix: str) -> int:
+    text = urllib.request.urlopen(server.url + "/metrics").read().decode()
+    return sum(int(float(m.group(1))) for m in
+               re.finditer(r'delayq_http_requests_total\{route="[^"]*' + re.escape(suffix) + r'"[^}]*\} (\S+)', text))
+
+
+def test_a_stream_yields_due_jobs_and_closing_it_gives_the_unacked_back_unused(server):
+    c = Client(server.url)
+    ids = [c.enqueue("s", {"n": n}).id for n in range(3)]
+    with c.stream("s", max_in_flight=2) as jobs:
+        it = iter(jobs)
+        first, second = next(it), next(it)
+        assert [first.id, second.id] == ids[:2] and first.attempt == 1
+        assert c.stats("s")["reserved"] == 2  # the window: the third waits for room
+        assert c.ack("s", first.receipt) == 1
+        third = next(it)  # the ack made room
+        assert third.id == ids[2]
+    s = c.stats("s")  # closed with two unacked: ready again, no attempt used
+    assert s["ready"] == 2 and s["reserved"] == 0
+    again = c.reserve("s", max=2)
+    assert sorted(j.id for j in again) == sorted(ids[1:]) and all(j.attempt == 1 for j in again)
+
+
+def test_the_worker_streams_by_default_and_acks_in_batches(server):
+    c = Client(server.url)
+    c.enqueue_batch("b", [{"payload": n} for n in range(300)])
+    seen = []
+    lock = threading.Lock()
+    worker = None
+
+    def handle(job):
+        with lock:
+            seen.append(job.payload)
+            if len(seen) == 300:
+                worker.stop()
+
+    worker = Worker(c, "b", handle, concurrency=4)
+    worker.run()
+    assert worker.delivery == "stream"
+    assert sorted(seen) == list(range(300))
+    assert worker.acked == 300 and worker.errors == 0
+    s = c.stats("b")
+    assert s["counters"]["acked"] == 300 and s["ready"] == 0 and s["reserved"] == 0
+    assert requests_to(server, "/reserve") == 0
+    assert requests_to(server, "/ack") < 300  # batched
+
+
+def test_a_stopped_worker_settles_what_ran_and_gives_back_what_it_prefetched(server):
+    c = Client(server.url)
+    c.enqueue_batch("p", [{"payload": n} for n in range(10)])
+    worker = None
+    ran = []
+
+    def handle(job):
+        ran.append(job.payload)
+        worker.stop()
+
+    worker = Worker(c, "p", handle, concurrency=1, prefetch=5)
+    worker.run()
+    assert len(ran) == 1 and worker.acked == 1
+    s = c.stats("p")
+    assert s["counters"]["acked"] == 1 and s["reserved"] == 0 and s["ready"] == 9
+    assert all(j.attempt == 1 for j in c.reserve("p", max=9))  # given back unused
+
+
+def test_a_server_without_streams_gets_reserves(server):
+    class OldServer(Client):
+        def stream(self, *args, **kwargs):
+            raise NotFound("POST /v1/queues/q/stream is not a route", "not_found", 404)
+
+    c = OldServer(server.url)
+    c.enqueue_batch("o", [{"payload": n} for n in range(5)])
+    seen = []
+    worker = None
+
+    def handle(job):
+        seen.append(job.payload)
+        if len(seen) == 5:
+            worker.stop()
+
+    worker = Worker(c, "o", handle, concurrency=2, wait="200ms")
+    worker.run()
+    assert worker.delivery == "reserve" and sorted(seen) == list(range(5))
+    assert c.stats("o")["counters"]["acked"] == 5
+
+
+def test_the_worker_streams_again_after_its_server_is_killed(server):
+    c = Client(server.url)
+    c.enqueue_batch("k", [{"payload": n} for n in range(20)])
+    seen = set()
+    lock = threading.Lock()
+    killed = threading.Event()
+    worker = None
+
+    def handle(job):
+        with lock:
+            seen.add(job.payload)
+            if len(seen) == 5 and not killed.is_set():
+                killed.set()
+                server.kill()
+                server.restart()  # the same port and data
+            if len(seen) == 20:
+                worker.stop()
+
+    worker = Worker(c, "k", handle, concurrency=2, lease="2s")
+    t = threading.Thread(target=worker.run)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), f"the worker saw {sorted(seen)}"
+    assert seen == set(range(20))
+    assert worker.errors >= 1  # the broken stream (and acks sent to a dead server)
+    s = c.stats("k")
+    assert s["ready"] == 0 and s["scheduled"] == 0
+
+
+class FakeServer:
+    """Answers every request with `head` and `body`, then closes: a hostile or broken server."""
+
+    def __init__(self, body: bytes, head: bytes = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                 b"Content-Type: application/x-ndjson\r\n\r\n") -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.answer = head + body
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.sendall(self.answer)
+            conn.close()
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@pytest.mark.parametrize("body", [
+    chunk(b"not json\n"),
+    chunk(b"[1,2,3]\n"),
+    chunk(b'{"id": "x"}\n'),  # no receipt
+    chunk(b'{"error": {"code": "unavailable", "message": "the store is down"}}\n') + b"0\r\n\r\n",
+    chunk(b'{"heartbeat": 1}\n') + b"0\r\n\r\n",  # ends without an error: the server stopped
+    chunk(b'{"heartbeat": 1}') + b"zz\r\n",  # a broken chunk
+    b"",  # closed before a line
+], ids=["not-json", "not-object", "no-receipt", "error-line", "ended", "broken-chunk", "closed"])
+def test_hostile_stream_lines_are_errors_not_jobs(body):
+    fake = FakeServer(body)
+    with pytest.raises(DelayqError) as caught:
+        with Client(fake.url).stream("q") as jobs:
+            list(jobs)
+    assert fake.url in str(caught.value) or "store is down" in str(caught.value)
+
+
+def test_a_refused_stream_raises_the_server_error():
+    body = b'{"error":{"code":"resource_exhausted","message":"too many waiting"}}'
+    fake = FakeServer(body, head=b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: %d\r\n\r\n" % len(body))
+    with pytest.raises(DelayqError) as caught:
+        Client(fake.url).stream("q")
+    assert caught.value.code == "resource_exhausted"
+
+
+def test_the_worker_counts_a_hostile_stream_and_keeps_trying():
+    fake = FakeServer(chunk(b"not json\n"))
+    worker = Worker(Client(fake.url), "q", lambda job: None)
+    t = threading.Thread(target=worker.run)
+    t.start()
+    deadline = time.monotonic() + 30
+    while worker.errors < 2 and time.monotonic() < deadline:
+        t.join(0.05)  # waits for the worker's count, with a deadline
+    assert worker.errors >= 2
+    worker.stop()
+    t.join(30)
+    assert not t.is_alive() and worker.acked == 0
+
+
+def test_window_and_lease_bounds_are_refused_by_the_server(server):
+    c = Client(server.url)
+    for bad in (0, 1001, -1, 2**63):
+        with pytest.raises(DelayqError) as caught:
+            c.stream("q", max_in_flight=bad)
+        assert "max_in_flight" in str(caught.value)
+    with pytest.raises(ValueError):
+        Worker(c, "q", lambda job: None, concurrency=1001)
+    with pytest.raises(ValueError):
+        Worker(c, "q", lambda job: None, prefetch=-1)

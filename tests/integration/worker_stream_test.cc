@@ -1,0 +1,207 @@
+// delayq::Worker over a delayq::Client takes its jobs by a push stream (include/delayq/worker.h),
+// against the real `delayq serve`: acks in batches and no reserve, a stop that settles what ran
+// and gives back what was prefetched unused, a server killed under it, and reserves when asked.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "delayq/client.h"
+#include "delayq/worker.h"
+#include "integration/server_fixture.h"
+#include "support/test_certs.h"
+
+namespace delayq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Requests the server counted on routes ending in `suffix` (delayq_http_requests_total).
+int64_t RequestsTo(Client& client, const std::string& suffix) {
+  auto text = client.Metrics();
+  if (!text.ok()) return -1;
+  static const std::regex sample(R"re(delayq_http_requests_total\{route="([^"]*)"[^}]*\} (\S+))re");
+  int64_t n = 0;
+  for (std::sregex_iterator it(text->begin(), text->end(), sample), end; it != end; ++it) {
+    const std::string route = (*it)[1];
+    if (route.size() >= suffix.size() && route.compare(route.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      n += std::stoll((*it)[2]);
+    }
+  }
+  return n;
+}
+
+void EnqueueN(Client& client, const std::string& queue, int n) {
+  std::vector<EnqueueRequest> batch(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) batch[static_cast<size_t>(i)].payload = std::to_string(i);
+  ASSERT_TRUE(client.EnqueueBatch(queue, batch).ok());
+}
+
+// Counts handled payloads; Wait returns once `n` distinct ones ran (or 60 s passed).
+class Seen {
+ public:
+  void Add(const std::string& payload) {
+    std::lock_guard lock(mu_);
+    seen_.insert(payload);
+    cv_.notify_all();
+  }
+  bool Wait(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 60s, [&] { return seen_.size() >= n; });
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return seen_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> seen_;
+};
+
+TEST(WorkerStream, AClientsWorkerStreamsAndAcksInBatches) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  EnqueueN(*client, "b", 300);
+  Seen seen;
+  Worker worker(*client, "b", [&](const Delivery& job) { seen.Add(job.payload); }, {.concurrency = 4});
+  worker.Start();
+  ASSERT_TRUE(seen.Wait(300));
+  worker.Stop();
+  EXPECT_TRUE(worker.streaming());
+  const WorkerStats st = worker.stats();
+  EXPECT_EQ(st.acked, 300u);
+  EXPECT_EQ(st.errors, 0u);
+  auto stats = client->Stats("b");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->ready + stats->reserved, 0);
+  EXPECT_EQ(RequestsTo(*client, "/reserve"), 0);
+  EXPECT_LT(RequestsTo(*client, "/ack"), 300) << "acks are batched";
+}
+
+TEST(WorkerStream, AStopSettlesWhatRanAndGivesBackWhatWasPrefetchedUnused) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  EnqueueN(*client, "p", 10);
+  std::atomic<int> ran{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  Worker* self = nullptr;
+  Worker worker(*client, "p",
+                [&](const Delivery&) {
+                  ++ran;
+                  cv.notify_all();
+                  std::unique_lock lock(mu);  // finishes once Stop() began: nothing more may start
+                  cv.wait_for(lock, 60s, [&] { return self->stopping(); });
+                },
+                {.concurrency = 1, .prefetch = 5});
+  self = &worker;
+  worker.Start();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return ran.load() == 1; }));
+  }
+  std::thread stopper([&] { worker.Stop(); });
+  while (!worker.stopping()) std::this_thread::yield();
+  cv.notify_all();
+  stopper.join();
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_EQ(worker.stats().acked, 1u);
+  auto stats = client->Stats("p");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->reserved, 0);
+  EXPECT_EQ(stats->ready, 9);
+  auto again = client->Reserve("p", {.max = 9});
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 9u);
+  for (const Delivery& d : *again) EXPECT_EQ(d.attempt, 1) << "given back unused";
+}
+
+TEST(WorkerStream, TheWorkerStreamsAgainAfterItsServerIsKilled) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  EnqueueN(*client, "k", 20);
+  Seen seen;
+  std::atomic<bool> killed{false};
+  Worker worker(*client, "k",
+                [&](const Delivery& job) {
+                  seen.Add(job.payload);
+                  if (seen.size() == 5 && !killed.exchange(true)) {
+                    server.Kill();
+                    server.Restart();  // the same port and data
+                  }
+                },
+                {.concurrency = 2, .lease_ms = 2000, .on_error = [](const Status&) {}});
+  worker.Start();
+  ASSERT_TRUE(seen.Wait(20)) << seen.size() << " of 20 ran";
+  worker.Stop();
+  EXPECT_GE(worker.stats().errors, 1u) << "the broken stream was counted";
+  auto stats = client->Stats("k");
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->scheduled + stats->ready, 0);
+}
+
+TEST(WorkerStream, OverTlsBigJobsArriveWholeAndAStopEndsTheStream) {
+  TestCerts certs;
+  ServerProcess server({"--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")});
+  ClientOptions o;
+  o.tls_ca_file = certs.ca();
+  auto client = server.NewClient(o);
+  const std::string big(200'000, 'y');  // a stream line of many TLS records
+  std::vector<EnqueueRequest> batch(20);
+  for (int i = 0; i < 20; ++i) batch[static_cast<size_t>(i)].payload = "\"" + std::to_string(i) + big + "\"";
+  ASSERT_TRUE(client->EnqueueBatch("tls", batch).ok());
+  Seen seen;
+  std::atomic<int> whole{0};
+  Worker worker(*client, "tls",
+                [&](const Delivery& job) {
+                  if (job.payload.size() > big.size() && job.payload.ends_with(big + "\"")) ++whole;
+                  seen.Add(job.payload);
+                },
+                {.concurrency = 2});
+  worker.Start();
+  ASSERT_TRUE(seen.Wait(20));
+  worker.Stop();  // returns: cancelling the stream wakes its reader inside TLS
+  EXPECT_TRUE(worker.streaming());
+  EXPECT_EQ(whole.load(), 20);
+  EXPECT_EQ(worker.stats().acked, 20u);
+}
+
+TEST(WorkerStream, StreamOffReserves) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  EnqueueN(*client, "r", 5);
+  Seen seen;
+  Worker worker(*client, "r", [&](const Delivery& job) { seen.Add(job.payload); },
+                {.concurrency = 2, .wait_ms = 200, .stream = false});
+  worker.Start();
+  ASSERT_TRUE(seen.Wait(5));
+  worker.Stop();
+  EXPECT_FALSE(worker.streaming());
+  EXPECT_EQ(worker.stats().acked, 5u);
+  EXPECT_GE(RequestsTo(*client, "/reserve"), 1);
+}
+
+TEST(WorkerStream, AStopWhileTheServerIsDownReturns) {
+  auto server = std::make_unique<ServerProcess>();
+  auto client = server->NewClient();
+  server->Kill();
+  Worker worker(*client, "down", [](const Delivery&) {}, {.on_error = [](const Status&) {}});
+  worker.Start();
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (worker.stats().errors == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();  // until the stream failed to open
+  }
+  EXPECT_GE(worker.stats().errors, 1u);
+  worker.Stop();
+  EXPECT_TRUE(worker.streaming());
+}
+
+}  // namespace
+}  // namespace delayq::testing
