@@ -111,6 +111,9 @@ class Worker {
   std::vector<std::string> acks_;
   bool handlers_done_ = false;
   std::condition_variable acks_cv_;
+  // The slots wait on their own: one delivery wakes one slot, never the keep-alive thread in its
+  // stead (a notify_one on cv_ could, and the job then sat in inbox_ until the next one came).
+  std::condition_variable inbox_cv_;
 };
 
 }  // namespace delayq

@@ -41,6 +41,7 @@ void Worker::Stop() {
     for (auto& [slot, handle] : waiting_) queue_.CancelReserve(handle);
   }
   cv_.notify_all();
+  inbox_cv_.notify_all();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -116,7 +117,7 @@ void Worker::ReserveOnce(uint64_t slot) {
 // server gave it back then) or the worker is stopping (the stream's end gives it back).
 void Worker::TakeStreamed(uint64_t slot) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return stopping_ || !streaming_ || !inbox_.empty(); });
+  inbox_cv_.wait(lock, [this] { return stopping_ || !streaming_ || !inbox_.empty(); });
   if (stopping_ || inbox_.empty()) return;
   Streamed next = std::move(inbox_.front());
   inbox_.pop_front();
@@ -186,7 +187,7 @@ void Worker::ReadStream() {
       if (d != nullptr) {
         std::lock_guard lock(mu_);
         inbox_.push_back({generation, *d});
-        cv_.notify_one();
+        inbox_cv_.notify_one();
       }
       return true;
     });
@@ -197,7 +198,7 @@ void Worker::ReadStream() {
     if (stopping_) return;
     if (s.code() == Code::kNotFound) {
       streaming_ = false;
-      cv_.notify_all();
+      inbox_cv_.notify_all();
       return;
     }
     Report(s.ok() ? Status::Unavailable("the server ended the stream (it is stopping)") : s);

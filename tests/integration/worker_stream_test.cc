@@ -173,6 +173,40 @@ TEST(WorkerStream, OverTlsBigJobsArriveWholeAndAStopEndsTheStream) {
   EXPECT_EQ(worker.stats().acked, 20u);
 }
 
+// A job that comes due while the handlers are idle wakes one of them (a nacked job's retry).
+// (The slots and the keep-alive thread shared a condition variable, and the delivery woke the
+// keep-alive thread instead: CliTest.WorkAcksOnExitZeroAndNacksOtherwise saw the retry sit.)
+TEST(WorkerStream, AJobThatComesDueLaterWakesAnIdleHandler) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  QueueConfig config;
+  config.max_attempts = 2;
+  config.backoff.base_ms = 100;
+  config.backoff.jitter = 0;
+  ASSERT_TRUE(client->SetConfig("later", config).ok());
+  EnqueueN(*client, "later", 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> attempts;
+  Worker worker(*client, "later",
+                [&](const Delivery& job) {
+                  std::lock_guard lock(mu);
+                  attempts.push_back(job.attempt);
+                  cv.notify_all();
+                  if (job.attempt == 1) throw std::runtime_error("not yet");
+                },
+                {.concurrency = 1, .on_error = [](const Status&) {}});
+  worker.Start();
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 30s, [&] { return attempts.size() == 2; })) << attempts.size() << " deliveries";
+  }
+  worker.Stop();
+  EXPECT_EQ(attempts, (std::vector<int>{1, 2}));
+  EXPECT_EQ(worker.stats().nacked, 1u);
+  EXPECT_EQ(worker.stats().acked, 1u);
+}
+
 TEST(WorkerStream, StreamOffReserves) {
   ServerProcess server;
   auto client = server.NewClient();

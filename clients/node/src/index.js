@@ -530,13 +530,15 @@ export class Worker {
     const onSignal = () => this.stop();
     if (this.signals) { process.on('SIGTERM', onSignal); process.on('SIGINT', onSignal); }
     try {
-      const reader = this.delivery === 'stream' ? this.#read() : Promise.resolve();
+      let failed = null; // a bug, or a queue name the client refuses: the worker stops and run() throws it
+      const reader = this.delivery === 'stream' ? this.#read().catch((e) => { failed = e; this.stop(); }) : Promise.resolve();
       await Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
       // Every handler is settled: the acks go out before the stream ends, since ending it gives
       // back each delivery not yet acked.
       await this.#flushAcks();
       if (this.#stream) this.#stream.close();
       await reader;
+      if (failed) throw failed;
     } finally {
       if (this.signals) { process.off('SIGTERM', onSignal); process.off('SIGINT', onSignal); }
     }

@@ -187,3 +187,12 @@ test('window bounds are refused by the server, and by the worker', async () => {
     c.close();
   } finally { await s.stop(); }
 });
+
+test('a queue name the client refuses ends run() with its error', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await assert.rejects(new Worker(c, '', async () => {}, { signals: false }).run(), TypeError);
+    c.close();
+  } finally { await s.stop(); }
+});

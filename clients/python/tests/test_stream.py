@@ -205,3 +205,9 @@ def test_window_and_lease_bounds_are_refused_by_the_server(server):
         Worker(c, "q", lambda job: None, concurrency=1001)
     with pytest.raises(ValueError):
         Worker(c, "q", lambda job: None, prefetch=-1)
+
+
+def test_a_queue_name_the_client_refuses_ends_run_with_its_error(server):
+    worker = Worker(Client(server.url), "", lambda job: None)
+    with pytest.raises(ValueError, match="queue"):
+        worker.run()

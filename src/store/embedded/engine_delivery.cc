@@ -157,8 +157,9 @@ Status EngineImpl::PlanDueOrderLocked(QueueState* q, ReservePlan& plan) {
 }
 
 // ReadyOrder (core/ready_order.h): groups in turn, skipping those at group_max_reserved (counting
-// what this reserve takes), the best priority within each. One job at a time: each pick ends its
-// group's turn, which decides the next.
+// what this reserve takes), the best priority within each. Jobs are picked one at a time (each
+// pick ends its group's turn, which decides the next) but their records are read a chunk at a
+// time, as in due order (8, 16, 32, 64): picks past where the answer fills up go back.
 Status EngineImpl::PlanReadyOrderLocked(QueueState* q, const QueueConfig& config, const Instant& now,
                                         ReservePlan& plan) {
   const int64_t cap = config.group_max_reserved;
@@ -172,26 +173,60 @@ Status EngineImpl::PlanReadyOrderLocked(QueueState* q, const QueueConfig& config
       return full;
     };
   }
-  std::vector<std::string> raws;
-  std::vector<bool> in_due;
+  size_t chunk = 8;
   while (plan.count() < plan.max) {
-    auto pick = q->ready.Peek(now.wall_ms(), rules);
-    if (!pick) break;
-    auto it = q->ready.Take(*pick);
-    std::vector<Status> reads = ReadRecords(*storage_, q->name, {it->first}, &raws, &in_due);
-    auto picked = PlanPickLocked(q, plan, it, raws[0], reads[0], in_due[0]);
-    if (!picked.ok() || !*picked) {
-      q->ready.Restore(it);  // not taken after all (its group's turn is over, though)
-      return picked.status();
+    OrderedChunk taken = TakeOrderedChunkLocked(q, now, rules, plan, chunk);
+    if (taken.its.empty()) break;
+    chunk = std::min<size_t>(chunk * 2, 64);
+    std::vector<std::string> raws;
+    std::vector<bool> in_due;
+    std::vector<Status> reads = ReadRecords(*storage_, q->name, taken.keys, &raws, &in_due);
+    for (size_t i = 0; i < taken.its.size(); ++i) {
+      auto picked = PlanPickLocked(q, plan, taken.its[i], raws[i], reads[i], in_due[i]);
+      if (!picked.ok() || !*picked) {
+        PutBackLocked(q, plan, taken, i);      // not taken after all (their groups' turns are over, though)
+        if (picked.ok()) return Status::Ok();  // the answer is full
+        // A record that cannot be read: nothing is delivered, every pick goes back in the order.
+        for (const ReservePlan::Pick& p : plan.picks) q->ready.Restore(p.it);
+        for (ReadyJobs::iterator it : plan.broken) q->ready.Restore(it);
+        return picked.status();
+      }
     }
-    // The group is served: since when its cap held it back (before this reserve) goes with the
-    // jobs taken from it; a cap it reaches again is noted anew.
-    if (!plan.group_since.contains(pick->group)) {
-      plan.group_since[std::string(pick->group)] = q->flow.GroupServed(pick->group);
-    }
-    ++plan.taking[pick->group];
   }
   return Status::Ok();
+}
+
+// Up to `chunk` picks in ready order, each counted as taken (for the caps of the next picks) and
+// its group served (since when its cap held it back goes with the jobs taken from it).
+EngineImpl::OrderedChunk EngineImpl::TakeOrderedChunkLocked(QueueState* q, const Instant& now,
+                                                            const ReadyOrderRules& rules, ReservePlan& plan,
+                                                            size_t chunk) {
+  OrderedChunk taken;
+  while (taken.its.size() < chunk && plan.count() + static_cast<int32_t>(taken.its.size()) < plan.max) {
+    auto pick = q->ready.Peek(now.wall_ms(), rules);
+    if (!pick) break;
+    taken.its.push_back(q->ready.Take(*pick));
+    taken.keys.push_back(taken.its.back()->first);
+    ++plan.taking[pick->group];
+    const bool first = !plan.group_since.contains(pick->group);
+    if (first) plan.group_since[pick->group] = q->flow.GroupServed(pick->group);
+    taken.first_of_group.push_back(first);
+    taken.groups.push_back(std::move(pick->group));
+  }
+  return taken;
+}
+
+// Puts the picks of `taken` from `from` on back in the order, undoing what taking them noted.
+void EngineImpl::PutBackLocked(QueueState* q, ReservePlan& plan, const OrderedChunk& taken, size_t from) {
+  for (size_t j = from; j < taken.its.size(); ++j) {
+    q->ready.Restore(taken.its[j]);
+    const std::string& group = taken.groups[j];
+    if (--plan.taking[group] == 0) plan.taking.erase(group);
+    if (taken.first_of_group[j]) {
+      q->flow.GroupNotServed(group, plan.group_since[group]);
+      plan.group_since.erase(group);
+    }
+  }
 }
 
 // Writes the plan's batch (a reserve is not waited on for durability: losing it only

@@ -157,6 +157,16 @@ class EngineImpl final : public Engine {
   int32_t ReserveAllowanceLocked(QueueState* q, const QueueConfig& config, int32_t max, const Instant& now);
   Status PlanDueOrderLocked(QueueState* q, ReservePlan& plan);
   Status PlanReadyOrderLocked(QueueState* q, const QueueConfig& config, const Instant& now, ReservePlan& plan);
+  // Picks of one chunk in ready order, before their records are read (PlanReadyOrderLocked).
+  struct OrderedChunk {
+    std::vector<ReadyJobs::iterator> its;
+    std::vector<DueKey> keys;
+    std::vector<std::string> groups;
+    std::vector<bool> first_of_group;  // the plan's first pick of its group (it noted group_since)
+  };
+  OrderedChunk TakeOrderedChunkLocked(QueueState* q, const Instant& now, const ReadyOrderRules& rules,
+                                      ReservePlan& plan, size_t chunk);
+  void PutBackLocked(QueueState* q, ReservePlan& plan, const OrderedChunk& taken, size_t from);
   Result<bool> PlanPickLocked(QueueState* q, ReservePlan& plan, ReadyJobs::iterator it, const std::string& raw,
                               const Status& read, bool in_due);
   Status ApplyReserveLocked(QueueState* q, const QueueConfig& config, ReservePlan& plan, const Instant& now);

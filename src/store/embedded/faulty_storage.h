@@ -1,4 +1,4 @@
-// A Storage wrapper that fails writes and syncs on demand: the fault seam for tests of error
+// A Storage wrapper that fails writes, syncs and reads on demand: the fault seam for tests of error
 // paths ("nothing half-applied, a clear error returned").
 #pragma once
 
@@ -18,6 +18,11 @@ class FaultyStorage final : public Storage {
   // The next `n` writes (or syncs) fail with kIoError and change nothing.
   void FailWrites(int n) { fail_writes_ = n; }
   void FailSyncs(int n) { fail_syncs_ = n; }
+  // After `skip` more reads (Get or MultiGet calls) succeed, the next `n` fail with kIoError.
+  void FailReads(int n, int skip = 0) {
+    skip_reads_ = skip;
+    fail_reads_ = n;
+  }
   int writes() const { return writes_; }
   // Syncs wait while held (a slow disk), until ReleaseSyncs; syncs_started() counts them.
   void HoldSyncs() {
@@ -53,8 +58,15 @@ class FaultyStorage final : public Storage {
     }
     return base_->SyncWal();
   }
-  Status Get(Cf cf, std::string_view key, std::string* value) override { return base_->Get(cf, key, value); }
+  Status Get(Cf cf, std::string_view key, std::string* value) override {
+    if (ReadFails()) return ReadFault();
+    return base_->Get(cf, key, value);
+  }
   std::vector<Status> MultiGet(Cf cf, const std::vector<std::string>& keys, std::vector<std::string>* values) override {
+    if (ReadFails()) {
+      values->assign(keys.size(), {});
+      return std::vector<Status>(keys.size(), ReadFault());
+    }
     return base_->MultiGet(cf, keys, values);
   }
   std::unique_ptr<Cursor> Scan(Cf cf, std::string_view lower, std::string_view upper) override {
@@ -65,8 +77,19 @@ class FaultyStorage final : public Storage {
   Status Heal(bool* reopened) override { return base_->Heal(reopened); }
 
  private:
+  bool ReadFails() {
+    if (fail_reads_.load() <= 0) return false;
+    if (skip_reads_.load() > 0) {
+      --skip_reads_;
+      return false;
+    }
+    --fail_reads_;
+    return true;
+  }
+  static Status ReadFault() { return Status::IoError("reading the store: injected fault (Input/output error)"); }
+
   std::unique_ptr<Storage> base_;
-  std::atomic<int> fail_writes_{0}, fail_syncs_{0}, writes_{0}, syncs_started_{0};
+  std::atomic<int> fail_writes_{0}, fail_syncs_{0}, writes_{0}, syncs_started_{0}, fail_reads_{0}, skip_reads_{0};
   std::mutex hold_mu_;
   std::condition_variable hold_cv_;
   bool held_ = false;

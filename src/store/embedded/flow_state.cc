@@ -28,6 +28,12 @@ void FlowState::GroupHeld(std::string_view group, int64_t now_wall_us) {
   group_limited_since_us_.try_emplace(std::string(group), now_wall_us);
 }
 
+void FlowState::GroupNotServed(std::string_view group, int64_t since) {
+  if (since == Clock::kNever) return;
+  auto [it, added] = group_limited_since_us_.try_emplace(std::string(group), since);
+  if (!added) it->second = std::min(it->second, since);
+}
+
 int64_t FlowState::GroupServed(std::string_view group) {
   auto held = group_limited_since_us_.find(group);
   if (held == group_limited_since_us_.end()) return Clock::kNever;

@@ -38,6 +38,9 @@ class FlowState {
   void GroupHeld(std::string_view group, int64_t now_wall_us);
   // The group is served: since when it was held back (Clock::kNever: it was not), forgotten.
   int64_t GroupServed(std::string_view group);
+  // Undoes GroupServed for a pick put back: held back since `since` again (the earlier time, if
+  // it was noted anew meanwhile); nothing for Clock::kNever.
+  void GroupNotServed(std::string_view group, int64_t since);
   // A first delivery, due at due_us and held back by a limit since held_since_us (Clock::kNever:
   // not held): its lateness goes to `lateness`, its wait for the limit to limit_wait.
   void RecordFirstDelivery(LatencyHistogram& lateness, int64_t due_us, int64_t held_since_us, int64_t now_wall_us);

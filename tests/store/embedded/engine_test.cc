@@ -183,6 +183,30 @@ TEST(EngineWindow, JobsInsertedBeyondAndBeforeTheWindowAreAllDelivered) {
   EXPECT_EQ(seen, ids);
 }
 
+// A record that cannot be read in the middle of a reserve in ready order (priorities, groups)
+// delivers nothing and puts every job it had picked back in the order. (It left the picks before
+// the failed read out of the order: ready, counted, and never delivered again.)
+TEST(EngineFaults, AFailedReadInAnOrderedReserveLeavesEveryJobDeliverable) {
+  EngineHarness h(Durability::kNone);
+  Queue& q = h.queue();
+  std::vector<EnqueueRequest> jobs(40, Job("x"));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].priority = static_cast<int32_t>(i % 10);
+    jobs[i].group = "tenant-" + std::to_string(i % 3);
+  }
+  ASSERT_TRUE(q.EnqueueBatch("ordered", jobs).ok());
+  for (int skip : {0, 1, 2}) {  // the first chunk's read, the second's, the third's
+    h.faults().FailReads(1, skip);
+    auto failed = q.Reserve("ordered", {.max = 40});
+    EXPECT_EQ(failed.code(), Code::kIoError) << "skip " << skip;
+    EXPECT_EQ(q.Stats("ordered")->ready, 40);
+  }
+  auto all = q.Reserve("ordered", {.max = 40});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->size(), 40u);
+  for (const Delivery& d : *all) EXPECT_EQ(d.attempt, 1);
+}
+
 TEST(EngineFaults, FailedWritesChangeNothingAndSayWhy) {
   EngineHarness h(Durability::kSync);
   Queue& q = h.queue();

@@ -71,6 +71,7 @@ class Worker:
         self._acks: List[str] = []  # receipts to ack in the next batch
         self._acks_ready = threading.Condition(self._lock)
         self._handlers_done = False
+        self._failed: Optional[BaseException] = None  # what ended the stream's reader, for run() to raise
 
     def stop(self) -> None:
         """Takes no new job; run() returns once the running handlers are done. Any thread."""
@@ -96,7 +97,7 @@ class Worker:
         threads = [threading.Thread(target=self._loop, name=f"delayq-worker-{i}", daemon=True)
                    for i in range(self.concurrency)]
         keeper = threading.Thread(target=self._keep_leases, name="delayq-keepalive", daemon=True)
-        reader = threading.Thread(target=self._read, name="delayq-stream", daemon=True)
+        reader = threading.Thread(target=self._read_or_stop, name="delayq-stream", daemon=True)
         acker = threading.Thread(target=self._send_acks, name="delayq-acks", daemon=True)
         helpers = [keeper, reader, acker] if streaming else [keeper]
         for t in threads + helpers:
@@ -118,6 +119,8 @@ class Worker:
             stream.close()
         for t in helpers:
             t.join()
+        if self._failed is not None:
+            raise self._failed
 
     # --- taking jobs ---
 
@@ -143,6 +146,13 @@ class Worker:
         if generation != self._generation or self._stop.is_set():
             return  # its stream ended (the server gave it back), or the worker is stopping
         self._handle(job, read_at, batched=True)
+
+    def _read_or_stop(self) -> None:
+        try:
+            self._read()
+        except BaseException as e:  # a bug, or a queue name the client refuses: stop, and run() raises it
+            self._failed = e
+            self.stop()
 
     def _read(self) -> None:
         """The stream's reader: opens it, queues what comes, opens it again when it breaks."""
