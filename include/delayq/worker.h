@@ -11,8 +11,11 @@
 // is on (the default): the server sends each job as it comes due, at most concurrency +
 // prefetch unacknowledged at a time, and acks go back in batches (one request per ack_delay_ms
 // at most). Any other Queue (the embedded engine), stream off, or a server without streams
-// (404) gets long-polled reserves. A broken stream is opened again after a second; what it had
-// prefetched and not started was given back by the server, no attempt used.
+// (404) gets long-polled reserves. A broken stream (or one whose server stopped) is opened again
+// after a second, and what it had prefetched and not started is given back (ReleaseBatch: no
+// attempt used). A job the server hands out again while its handler still runs here (the stream
+// broke: the server took its deliveries back) is not run twice: the running handler's outcome
+// settles the new delivery.
 //
 // Threads. Start() starts `concurrency` threads; each takes one job at a time and runs the
 // handler for it on itself, so up to `concurrency` handlers run at once, each on its own thread
@@ -84,6 +87,8 @@ class Worker {
   void TakeStreamed(uint64_t slot);
   void Handle(uint64_t slot, const Delivery& job, bool batched);
   void ReadStream();
+  bool Redelivered(const Delivery& d);
+  void GiveBack(bool final);
   void SendAcks();
   void KeepAlive();
   void Report(const Status& s);
@@ -97,7 +102,8 @@ class Worker {
   std::thread keepalive_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, std::string> in_flight_;  // slot -> receipt of the job its handler runs
+  std::map<uint64_t, std::string> in_flight_;  // slot -> receipt of the job its handler runs (the newest)
+  std::map<std::string, uint64_t> running_;    // job id -> the slot whose handler runs it
   std::map<uint64_t, uint64_t> waiting_;       // slot -> handle of its waiting reserve
   WorkerStats stats_;
   // The stream, when `queue_` is a Client and options_.stream: its reader and acker threads,
@@ -109,6 +115,7 @@ class Worker {
   std::deque<Streamed> inbox_;
   uint64_t generation_ = 0;  // of the stream open now; older deliveries were given back
   std::vector<std::string> acks_;
+  std::vector<std::pair<std::string, int64_t>> unstarted_;  // receipt, lease deadline: to give back
   bool handlers_done_ = false;
   std::condition_variable acks_cv_;
   // The slots wait on their own: one delivery wakes one slot, never the keep-alive thread in its

@@ -121,7 +121,14 @@ void Worker::TakeStreamed(uint64_t slot) {
   if (stopping_ || inbox_.empty()) return;
   Streamed next = std::move(inbox_.front());
   inbox_.pop_front();
-  if (next.generation != generation_) return;
+  if (next.generation != generation_) {  // its stream ended: given back
+    unstarted_.emplace_back(next.job.receipt, next.job.lease_deadline_ms);
+    return;
+  }
+  if (auto r = running_.find(next.job.id); r != running_.end()) {  // delivered again while queued here
+    in_flight_[r->second] = next.job.receipt;
+    return;
+  }
   lock.unlock();
   Handle(slot, next.job, true);
 }
@@ -130,6 +137,7 @@ void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
   {
     std::lock_guard lock(mu_);
     in_flight_[slot] = job.receipt;
+    running_[job.id] = slot;
   }
   std::string error;
   try {
@@ -140,17 +148,20 @@ void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
   } catch (...) {
     error = "the handler threw a non-standard exception";
   }
+  std::string receipt;  // the newest delivery of the job
   {
     std::lock_guard lock(mu_);
+    receipt = std::move(in_flight_[slot]);
     in_flight_.erase(slot);
+    running_.erase(job.id);
     if (error.empty() && batched) {
-      acks_.push_back(job.receipt);
+      acks_.push_back(receipt);
       acks_cv_.notify_one();
       return;
     }
   }
   if (error.empty()) {
-    Status s = queue_.Ack(name_, job.receipt);
+    Status s = queue_.Ack(name_, receipt);
     if (!s.ok()) {
       Report(s);
     } else {
@@ -159,7 +170,7 @@ void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
     }
     return;
   }
-  auto n = queue_.Nack(name_, {job.receipt, std::nullopt, error, false});
+  auto n = queue_.Nack(name_, {receipt, std::nullopt, error, false});
   if (!n.ok()) {
     Report(n.status());
   } else {
@@ -178,13 +189,14 @@ void Worker::ReadStream() {
   so.lease_ms = options_.lease_ms;
   so.cancel = stream_cancel_.get();
   while (!stopping_) {
+    GiveBack(false);
     uint64_t generation = 0;
     {
       std::lock_guard lock(mu_);
       generation = ++generation_;
     }
     Status s = client_->Stream(name_, so, [&](const Delivery* d) {
-      if (d != nullptr) {
+      if (d != nullptr && !Redelivered(*d)) {
         std::lock_guard lock(mu_);
         inbox_.push_back({generation, *d});
         inbox_cv_.notify_one();
@@ -193,9 +205,9 @@ void Worker::ReadStream() {
     });
     {
       std::lock_guard lock(mu_);
-      ++generation_;  // what it queued and nobody started was given back with its end
+      ++generation_;  // what it queued and no handler started is given back
     }
-    if (stopping_) return;
+    if (stopping_) break;
     if (s.code() == Code::kNotFound) {
       streaming_ = false;
       inbox_cv_.notify_all();
@@ -205,6 +217,49 @@ void Worker::ReadStream() {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
   }
+  GiveBack(true);
+}
+
+// A delivery of a job whose handler runs here (the last stream broke and the server took the
+// delivery back): that handler's outcome settles this delivery, the newest. True when it was one.
+bool Worker::Redelivered(const Delivery& d) {
+  std::lock_guard lock(mu_);
+  auto r = running_.find(d.id);
+  if (r == running_.end()) return false;
+  in_flight_[r->second] = d.receipt;
+  return true;
+}
+
+// Releases the stream deliveries no handler started: the server may still hold them leased (it
+// does after it stopped or restarted). While it cannot be reached they are kept for the next try,
+// as long as their leases hold; the last try (`final`) keeps nothing.
+void Worker::GiveBack(bool final) {
+  std::vector<std::string> batch;
+  std::vector<std::pair<std::string, int64_t>> kept;
+  {
+    std::lock_guard lock(mu_);
+    for (Streamed& s : inbox_) unstarted_.emplace_back(std::move(s.job.receipt), s.job.lease_deadline_ms);
+    inbox_.clear();
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    for (auto& [receipt, deadline] : unstarted_) {
+      if (deadline != 0 && deadline <= now) continue;  // its lease is over: nothing to give back
+      if (batch.size() < kMaxAckBatch) {
+        batch.push_back(receipt);
+        kept.emplace_back(std::move(receipt), deadline);
+      }
+    }
+    unstarted_.clear();
+  }
+  if (batch.empty()) return;
+  const std::vector<Status> results = queue_.ReleaseBatch(name_, batch);
+  const bool unreachable = !results.empty() && results.front().code() == Code::kUnavailable;
+  if (!unreachable) return;
+  Report(results.front());
+  if (final) return;
+  std::lock_guard lock(mu_);
+  unstarted_.insert(unstarted_.end(), kept.begin(), kept.end());
 }
 
 // Acks what the handlers finished, a batch per ack_delay_ms at most; returns once the handlers
@@ -247,7 +302,10 @@ void Worker::KeepAlive() {
   int64_t lease_ms = lease_of_queue();
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(250, lease_ms / 3)));
+    // The predicate: a Stop() that came before this wait began is seen (without it the thread
+    // slept its whole period, a third of the lease, before Stop() could return).
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(250, lease_ms / 3)),
+                 [this] { return stopping_ && in_flight_.empty(); });
     if (stopping_ && in_flight_.empty()) return;
     std::vector<std::string> receipts;
     for (auto& [slot, receipt] : in_flight_) receipts.push_back(receipt);

@@ -138,14 +138,18 @@ void PushStream::Pump() {
 }
 
 uint64_t PushStream::NextLocked(ReserveRequest& r, std::vector<std::string>& expired) {
-  if (over_ || reserving_ || !sink_) return 0;
+  if (over_ || !sink_) return 0;
   const int64_t now = NowMs();
-  if (!DropExpiredLocked(now, expired)) {
-    // A lease ran out on a line the consumer never read: it is stuck, and more lines would only
-    // use up the attempts of more jobs. The stream ends (Pump's caller sees over_ next).
+  int64_t check_at = kNoTime;
+  if (!DropExpiredLocked(now, expired, check_at)) {
+    // A line the consumer never read is at half its lease: it is stuck, and more lines would
+    // only use up the attempts of more jobs. The stream ends (Pump's caller sees stuck_ next),
+    // giving back its deliveries while their leases still hold.
     stuck_ = true;
     return 0;
   }
+  if (check_at != kNoTime) ScheduleTickLocked(check_at, now);  // a waiting reserve does not hide it
+  if (reserving_) return 0;
   const auto room = static_cast<int64_t>(request_.max_in_flight) - static_cast<int64_t>(in_flight_.size());
   if (answered_early_) {
     ScheduleTickLocked(now + std::min<int64_t>(1000, heartbeat_ms_), now);
@@ -167,7 +171,10 @@ uint64_t PushStream::NextLocked(ReserveRequest& r, std::vector<std::string>& exp
   r.max = static_cast<int32_t>(room);
   r.wait_ms = std::max<int64_t>(1, heartbeat_ms_ * 9 / 10);
   r.lease_ms = request_.lease_ms;
-  r.max_bytes = request_.max_bytes;
+  // At most what the lines waiting for the consumer leave of kMaxPendingBytes (the first job
+  // always comes): one reserve of max_bytes (16 MiB by default) would hold that much here.
+  const auto room_bytes = static_cast<int64_t>(kMaxPendingBytes) - static_cast<int64_t>(sink_->Pending());
+  r.max_bytes = std::min<int64_t>(request_.max_bytes, std::max<int64_t>(1, room_bytes));
   return ++generation_;
 }
 
@@ -202,7 +209,8 @@ void PushStream::OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs)
       std::string lines;
       for (const auto& d : *jobs) {
         lines += wire::WriteStreamDelivery(d);
-        in_flight_[d.receipt] = {d.lease_deadline_ms, sent_bytes_ + lines.size()};
+        in_flight_[d.receipt] = {d.lease_deadline_ms, sent_bytes_ + lines.size(),
+                                 now + std::max<int64_t>(0, d.lease_deadline_ms - now) / 2};
       }
       sent_bytes_ += lines.size();
       streams_.Add(*jobs, shared_from_this());
@@ -233,6 +241,7 @@ void PushStream::OnTick() {
   {
     std::lock_guard lock(mu_);
     ticking_ = false;
+    tick_at_ms_ = kNoTime;
     answered_early_ = false;
     if (over_) return;
     const int64_t now = NowMs();
@@ -244,23 +253,30 @@ void PushStream::OnTick() {
   Pump();
 }
 
-bool PushStream::DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out) {
+bool PushStream::DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out, int64_t& check_at) {
   const uint64_t written = sink_ ? sink_->Written() : 0;
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    if (it->second.lease_deadline_ms > now_ms) {
+    const InFlight& f = it->second;
+    if (f.line_end > written) {  // not read yet
+      if (f.stuck_at_ms <= now_ms) return false;
+      check_at = std::min(check_at, f.stuck_at_ms);
       ++it;
-      continue;
+    } else if (f.lease_deadline_ms <= now_ms) {
+      out.push_back(it->first);
+      it = in_flight_.erase(it);
+    } else {
+      ++it;
     }
-    if (it->second.line_end > written) return false;
-    out.push_back(it->first);
-    it = in_flight_.erase(it);
   }
   return true;
 }
 
+// One tick at a time, unless a sooner one is asked for (an unwritten line's check): the later
+// one then also comes, and only pumps.
 void PushStream::ScheduleTickLocked(int64_t at_ms, int64_t now_ms) {
-  if (ticking_ || !sink_) return;
+  if (!sink_ || (ticking_ && at_ms >= tick_at_ms_)) return;
   ticking_ = true;
+  tick_at_ms_ = at_ms;
   std::weak_ptr<PushStream> weak = shared_from_this();
   sink_->After(std::max<int64_t>(1, at_ms - now_ms), [weak] {
     if (auto self = weak.lock()) self->OnTick();

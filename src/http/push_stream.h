@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -84,8 +85,10 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
   void OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs);
   void OnTick();
   // Under mu_: forgets deliveries whose lease has run out; their receipts go in `out`. False when
-  // one of them never reached the connection: the consumer is not reading.
-  bool DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out);
+  // a line that has not reached the connection is at half its lease: the consumer is not
+  // reading (the stream ends while its deliveries can still be given back unused). `check_at`:
+  // when the next unwritten line gets there (kNoTime: none waits).
+  bool DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out, int64_t& check_at);
   void ScheduleTickLocked(int64_t at_ms, int64_t now_ms);
   // Ends the stream: what it holds is forgotten, a waiting reserve abandoned; with `give_back`
   // the deliveries not acknowledged are ready again. Answers the sink (null when it was over).
@@ -103,7 +106,9 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
   struct InFlight {
     int64_t lease_deadline_ms;  // ms since the epoch
     uint64_t line_end;          // the stream's bytes sent once its line was: written when Written() reaches it
+    int64_t stuck_at_ms;        // half its lease: a line still unwritten then ends the stream
   };
+  static constexpr int64_t kNoTime = std::numeric_limits<int64_t>::max();
   std::map<std::string, InFlight> in_flight_;  // by receipt
   uint64_t sent_bytes_ = 0;                    // of lines handed to the sink
   bool pumping_ = false;                       // a thread runs the loop (Pump)
@@ -113,7 +118,8 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
   int64_t reserve_started_ms_ = 0;
   bool answered_early_ = false;  // the last reserve answered nothing before its wait (the store stops)
   bool ticking_ = false;
-  bool stuck_ = false;  // a lease ran out on a line never written: the stream ends
+  int64_t tick_at_ms_ = kNoTime;  // of the tick scheduled (a sooner one may be scheduled beside it)
+  bool stuck_ = false;            // a lease ran out on a line never written: the stream ends
   bool over_ = false;
   int64_t last_sent_ms_ = 0;
 };

@@ -448,6 +448,7 @@ class HttpServer::Impl::Session final : public SessionBase {
 
     auto& req = parser_->get();
     keep_alive_ = req.keep_alive() && !server_.stopping();
+    http10_ = req.version() < 11;
     head_ = req.method() == bhttp::verb::head;
     http::HttpRequest request;
     request.method = std::string(head_ ? "GET" : req.method_string());
@@ -571,6 +572,17 @@ class HttpServer::Impl::Session final : public SessionBase {
   };
 
   void WriteStream(http::HttpResponse r) {
+    // Refused before the stream starts (nothing was reserved for it yet): an HTTP/1.0 client
+    // cannot read chunks, and bytes after the request (a pipelined request) are a client that
+    // is still talking on the connection a stream holds alone.
+    if (http10_) {
+      return Fail(400, "invalid_argument", "a stream needs HTTP/1.1 (its answer is chunked); this request is HTTP/1.0");
+    }
+    if (buffer_.size() > 0) {
+      return Fail(400, "invalid_argument",
+                  "bytes came after the stream request on its connection: a stream holds its connection alone "
+                  "(open it on a connection of its own, and send nothing after it)");
+    }
     answered_ = true;
     cancel_ = nullptr;
     ReleaseBody();
@@ -581,6 +593,10 @@ class HttpServer::Impl::Session final : public SessionBase {
     net::async_write(stream_, net::buffer(*head), [self = Self(), head](beast::error_code ec, size_t) {
       if (ec) return self->StreamOver();
       self->Tcp().expires_never();
+      // Lines the kernel holds are out of the stream's sight (a consumer that stopped reading
+      // uses up their jobs' attempts): hold few. 256 KiB still fills a fast consumer's pipe.
+      beast::error_code ignored;
+      self->Tcp().socket().set_option(net::socket_base::send_buffer_size(kStreamSendBuffer), ignored);
       self->sink_ = std::make_shared<Sink>(self);
       self->WatchStream();
       if (self->source_) self->source_->Start(self->sink_);
@@ -686,6 +702,8 @@ class HttpServer::Impl::Session final : public SessionBase {
   bool writing_ = false;
   bool ending_ = false;
   bool keep_alive_ = true;
+  bool http10_ = false;  // the request being answered is HTTP/1.0
+  static constexpr int kStreamSendBuffer = 256 << 10;
   bool head_ = false;
   bool busy_ = false;
   bool answered_ = false;

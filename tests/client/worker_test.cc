@@ -109,5 +109,19 @@ TEST(WorkerTest, StopFinishesTheHandlersInFlight) {
   EXPECT_EQ(stats->ready + stats->reserved, 4 - finished.load()) << "unfinished jobs stay in the queue";
 }
 
+// Stop() right after Start(): the keep-alive thread, not yet waiting when Stop() told it, slept
+// its whole period (a third of the 30 s lease) before Stop() could return.
+TEST(WorkerTest, StopRightAfterStartReturnsAtOnce) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  for (int i = 0; i < 3; ++i) {
+    Worker worker(*engine, "idle", [](const Delivery&) {}, {.wait_ms = 200});
+    const auto start = std::chrono::steady_clock::now();
+    worker.Start();
+    worker.Stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "round " << i;
+  }
+}
+
 }  // namespace
 }  // namespace delayq

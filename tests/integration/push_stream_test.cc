@@ -522,7 +522,60 @@ TEST(PushStream, AConsumerThatDoesNotReadDoesNotUseUpTheAttemptsOfItsJobs) {
   }
   auto page = client->ListJobs(queue, ListRequest{.state = JobState::kReady});
   ASSERT_TRUE(page.ok()) << page.status().ToString();
-  for (const auto& j : page->jobs) EXPECT_LE(j.attempt, 1) << j.id;
+  // Each line was still in the server at half its lease: given back while the lease held.
+  for (const auto& j : page->jobs) EXPECT_EQ(j.attempt, 0) << j.id;
+}
+
+// Found by a hostile try: small jobs that all fit in the connection's buffers, a window of 1000
+// and a lease of 1 s, never read. The lines in the buffers used an attempt at their lease's end,
+// the window opened again, and the next reserve (up to max_bytes, 16 MiB) used the second: 1 000
+// of 1 000 jobs dead in 2 s. Now a reserve takes at most what 1 MiB of waiting lines leaves room
+// for, the kernel holds few lines (a 256 KiB send buffer), and the stream ends at half a lease
+// of a line waiting in the server: what sat in the buffers used one attempt, no job is dead.
+TEST(PushStream, AConsumerThatNeverReadsSmallJobsSendsNoneDead) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("unread-small");
+  QueueConfig config;
+  config.max_attempts = 2;
+  ASSERT_TRUE(client->SetConfig(queue, config).ok());
+  std::vector<EnqueueRequest> batch(1000);
+  for (auto& r : batch) r.payload = "\"" + std::string(2000, 's') + "\"";
+  ASSERT_TRUE(client->EnqueueBatch(queue, batch).ok());
+  {
+    StreamReader stream(SharedServer().port(), queue, R"({"max_in_flight": 1000, "lease_ms": 1000})");
+    ASSERT_EQ(stream.status(), 200);
+    auto s = StatsWhen(*client, queue, [](const QueueStats& st) { return st.reserved == 0 && st.ready == 1000; });
+    EXPECT_EQ(s.dead, 0);
+    EXPECT_EQ(s.ready, 1000);
+  }
+  auto s = client->Stats(queue);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->dead, 0);
+}
+
+// A stream is refused before anything is reserved when the client cannot read it (HTTP/1.0: no
+// chunks) or is still talking on its connection (a request pipelined after it).
+TEST(PushStream, AnHttp10OrPipelinedStreamIsRefusedBeforeAnyJobIsTaken) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("refused-stream");
+  EnqueueN(*client, queue, 1);
+  const std::string stream = "POST /v1/queues/" + queue +
+                             "/stream HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 2\r\n\r\n{}";
+  std::string answer = RawExchange(SharedServer().port(), stream);
+  EXPECT_NE(answer.find(" 400 "), std::string::npos) << answer;
+  EXPECT_NE(answer.find("HTTP/1.1"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("needs HTTP/1.1"), std::string::npos) << answer;
+  std::string pipelined = stream;
+  pipelined.replace(pipelined.find("HTTP/1.0"), 8, "HTTP/1.1");
+  pipelined += "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  answer = RawExchange(SharedServer().port(), pipelined, 1 << 20, true);
+  EXPECT_NE(answer.find(" 400 "), std::string::npos) << answer;
+  EXPECT_NE(answer.find("connection of its own"), std::string::npos) << answer;
+  auto s = client->Stats(queue);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->ready, 1);
+  EXPECT_EQ(s->counters.delivered, 0u);
 }
 
 // Found in review: SIGTERM with a stream open on PostgreSQL crashed the server (the closing

@@ -207,6 +207,53 @@ TEST(WorkerStream, AJobThatComesDueLaterWakesAnIdleHandler) {
   EXPECT_EQ(worker.stats().acked, 1u);
 }
 
+// The server stops (SIGTERM: its streams' deliveries stay leased) while two handlers run and two
+// jobs wait prefetched: once it is back, the prefetched two are given back (they went dead at
+// their lease's end with max_attempts 1, never run) and all six are acked.
+TEST(WorkerStream, PrefetchedJobsAreGivenBackAfterTheServerRestarts) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  QueueConfig config;
+  config.max_attempts = 1;
+  config.lease_ms = 6000;
+  ASSERT_TRUE(client->SetConfig("restart", config).ok());
+  EnqueueN(*client, "restart", 6);
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+  bool restarted = false;
+  Seen seen;
+  Worker worker(*client, "restart",
+                [&](const Delivery& job) {
+                  std::unique_lock lock(mu);
+                  if (++running <= 2) {
+                    cv.notify_all();
+                    cv.wait_for(lock, 60s, [&] { return restarted; });
+                  }
+                  lock.unlock();
+                  seen.Add(job.payload);
+                },
+                {.concurrency = 2, .on_error = [](const Status&) {}});  // a window of 4: 2 running, 2 prefetched
+  worker.Start();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return running >= 2; }));
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+  server.Restart();
+  {
+    std::lock_guard lock(mu);
+    restarted = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(seen.Wait(6)) << seen.size() << " of 6 ran";
+  worker.Stop();
+  auto stats = client->Stats("restart");
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->dead, 0);
+  EXPECT_EQ(stats->counters.acked, 6u);
+}
+
 TEST(WorkerStream, StreamOffReserves) {
   ServerProcess server;
   auto client = server.NewClient();

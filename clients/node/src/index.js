@@ -483,8 +483,13 @@ const MAX_IN_FLIGHT = 1000; // the longest window a stream may ask for (the serv
  * Jobs come by a push stream (client.stream) unless `stream` is false: the server sends each job
  * as it comes due, at most `concurrency + prefetch` unacknowledged at a time, and acks go back in
  * batches (a request per `ackDelay` at most). A server without streams (404) gets long-polled
- * reserves instead. A broken stream is opened again after a pause; what it had prefetched and
- * not started was given back by the server, no attempt used.
+ * reserves instead. A broken stream (or one whose server stopped) is opened again after a pause,
+ * and what it had prefetched and not started is given back (release: no attempt used). A job the
+ * server hands out again while its handler still runs here (the stream broke: the server took its
+ * deliveries back) is not run twice: the running handler's outcome settles the new delivery.
+ *
+ * A refusal no retry can mend (401, 403, 400: a wrong token, a bad option or queue name) stops the
+ * worker, and run() throws it.
  */
 export class Worker {
   #inbox = []; // [generation, job, msReadAt]: streamed, not started
@@ -494,6 +499,9 @@ export class Worker {
   #acks = [];
   #ackTimer = null;
   #ackFlush = Promise.resolve();
+  #running = new Map(); // job id -> { receipt }: the newest delivery of a job whose handler runs
+  #unstarted = []; // [receipt, leaseDeadline]: stream deliveries no handler started, to give back
+  #failed = null; // what stops the worker for good, for run() to throw
 
   constructor(client, queue, handler, {
     concurrency = 1, lease = undefined, wait = '20s', signals = true, onError = undefined, stream = true,
@@ -530,17 +538,44 @@ export class Worker {
     const onSignal = () => this.stop();
     if (this.signals) { process.on('SIGTERM', onSignal); process.on('SIGINT', onSignal); }
     try {
-      let failed = null; // a bug, or a queue name the client refuses: the worker stops and run() throws it
-      const reader = this.delivery === 'stream' ? this.#read().catch((e) => { failed = e; this.stop(); }) : Promise.resolve();
+      const reader = this.delivery === 'stream'
+        ? this.#read().catch((e) => this.#fail(e)).finally(() => this.#giveBack(true)) : Promise.resolve();
       await Promise.all(Array.from({ length: this.concurrency }, () => this.#loop()));
       // Every handler is settled: the acks go out before the stream ends, since ending it gives
       // back each delivery not yet acked.
       await this.#flushAcks();
       if (this.#stream) this.#stream.close();
       await reader;
-      if (failed) throw failed;
+      if (this.#failed) throw this.#failed;
     } finally {
       if (this.signals) { process.off('SIGTERM', onSignal); process.off('SIGINT', onSignal); }
+    }
+  }
+
+  // A bug, or a refusal no retry mends: the worker stops and run() throws it.
+  #fail(e) {
+    if (!this.#failed) this.#failed = e;
+    this.stop();
+  }
+
+  static #fatal(e) { return e instanceof Unauthorized || e instanceof Forbidden || e instanceof InvalidArgument; }
+
+  // Releases the stream deliveries no handler started: the server may still hold them leased (it
+  // does after it stopped or restarted). While it cannot be reached they are kept for the next
+  // try, as long as their leases hold.
+  async #giveBack(final = false) {
+    for (const [, j] of this.#inbox.splice(0)) this.#unstarted.push([j.receipt, j.leaseDeadline]);
+    const now = Date.now();
+    const held = this.#unstarted.filter(([, deadline]) => !deadline || deadline > now);
+    const batch = held.slice(0, 1000);
+    this.#unstarted = held.slice(1000);
+    if (!batch.length) return;
+    try {
+      await this.client.release(this.queue, batch.map(([r]) => r));
+    } catch (e) {
+      if (!(e instanceof DelayqError)) throw e;
+      this.errors++;
+      if (!final) this.#unstarted.push(...batch);
     }
   }
 
@@ -559,6 +594,7 @@ export class Worker {
         jobs = await this.client.reserve(this.queue, { max: 1, wait: this.waitMs, lease: this.leaseMs });
       } catch (e) {
         if (!(e instanceof DelayqError)) throw e;
+        if (Worker.#fatal(e)) { this.#fail(e); return; }
         this.errors++;
         await this.#pause(1000); // the server is down or refusing: again shortly
         continue;
@@ -573,13 +609,19 @@ export class Worker {
       return;
     }
     const [generation, j, readAt] = this.#inbox.shift();
-    if (generation !== this.#generation || this.stopping) return; // given back, or stopping
+    if (generation !== this.#generation || this.stopping) { // its stream ended, or stopping: given back
+      this.#unstarted.push([j.receipt, j.leaseDeadline]);
+      return;
+    }
+    const running = this.#running.get(j.id);
+    if (running) { running.receipt = j.receipt; return; } // delivered again while queued here (see #read)
     await this.#handle(j, readAt, true);
   }
 
   // The stream's reader: opens it, queues what comes, opens it again when it breaks.
   async #read() {
     while (!this.stopping) {
+      await this.#giveBack();
       let stream;
       try {
         stream = await this.client.stream(this.queue, { maxInFlight: this.maxInFlight, lease: this.leaseMs });
@@ -589,7 +631,7 @@ export class Worker {
           for (const wake of this.#wake.splice(0)) wake();
           return;
         }
-        if (!(e instanceof DelayqError)) throw e;
+        if (!(e instanceof DelayqError) || Worker.#fatal(e)) throw e;
         this.errors++;
         await this.#pause(1000);
         continue;
@@ -599,6 +641,11 @@ export class Worker {
       const generation = ++this.#generation;
       try {
         for await (const j of stream) {
+          const running = this.#running.get(j.id);
+          if (running) { // delivered again while its handler runs here (the last stream broke): it
+            running.receipt = j.receipt; // settles this delivery, the newest
+            continue;
+          }
           this.#inbox.push([generation, j, Date.now()]);
           const wake = this.#wake.shift();
           if (wake) wake();
@@ -608,7 +655,8 @@ export class Worker {
         this.errors++;
         if (!this.stopping) await this.#pause(1000);
       } finally {
-        if (this.#stream === stream) { this.#stream = null; this.#generation++; } // its unstarted jobs were given back
+        if (this.#stream === stream) this.#stream = null;
+        this.#generation++; // what it queued and no handler started is given back
         stream.close();
       }
     }
@@ -616,8 +664,10 @@ export class Worker {
 
   async #handle(j, receivedAt, batched) {
     const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - receivedAt) : 30_000;
+    const book = { receipt: j.receipt };
+    this.#running.set(j.id, book);
     const keeper = setInterval(() => {
-      this.client.touch(this.queue, j.receipt, { lease }).catch((e) => {
+      this.client.touch(this.queue, book.receipt, { lease }).catch((e) => {
         if (!(e instanceof LeaseExpired || e instanceof NotFound)) this.errors++; // else settled meanwhile
       });
     }, lease / 3);
@@ -628,15 +678,17 @@ export class Worker {
       error = e;
     } finally {
       clearInterval(keeper);
+      this.#running.delete(j.id);
     }
-    if (error === null && batched) { this.#ack(j.receipt); return; }
+    const receipt = book.receipt; // the newest delivery of the job
+    if (error === null && batched) { this.#ack(receipt); return; }
     try {
       if (error === null) {
-        await this.client.ack(this.queue, j.receipt);
+        await this.client.ack(this.queue, receipt);
         this.acked++;
       } else {
         const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-        await this.client.nack(this.queue, j.receipt, { error: text.slice(0, 4000) });
+        await this.client.nack(this.queue, receipt, { error: text.slice(0, 4000) });
         this.nacked++;
         if (this.onError) this.onError(j, error);
       }

@@ -4,8 +4,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { Client, DelayqError, NotFound, Worker } from '../src/index.js';
+import { Client, DelayqError, NotFound, Unauthorized, Worker } from '../src/index.js';
 import { startServer } from './server.js';
+
+// Polls a condition the server reports, with a deadline.
+async function waitFor(condition, what, ms = 30_000) {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 async function requestsTo(url, suffix) {
   const text = await (await fetch(`${url}/metrics`)).text();
@@ -30,6 +39,7 @@ test('a stream yields due jobs; closing it gives the unacked back unused', async
     assert.equal((await it.next()).value.id, ids[2]); // the ack made room
     jobs.close();
     assert.equal((await it.next()).done, true);
+    await waitFor(async () => (await c.stats('s')).ready === 2, 'the server to take the deliveries back');
     const st = await c.stats('s');
     assert.deepEqual([st.ready, st.reserved], [2, 0]);
     const again = await c.reserve('s', { max: 2 });
@@ -196,3 +206,95 @@ test('a queue name the client refuses ends run() with its error', async () => {
     c.close();
   } finally { await s.stop(); }
 });
+
+// A TCP proxy to the server that can cut its stream connections (a proxy's idle timeout, a
+// network blip), leaving the others alone.
+async function cuttingProxy(port) {
+  const streams = [];
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1');
+    client.once('data', (d) => { if (d.includes('/stream ')) streams.push([client, upstream]); });
+    client.pipe(upstream);
+    upstream.pipe(client);
+    for (const s of [client, upstream]) s.on('error', () => {}).on('close', () => { client.destroy(); upstream.destroy(); });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    streams,
+    cut() { for (const pair of streams.splice(0)) for (const s of pair) s.destroy(); },
+    close() { server.close(); },
+  };
+}
+
+test('a job handed out again while its handler runs is not run twice', async () => {
+  const s = await startServer();
+  const proxy = await cuttingProxy(s.port);
+  try {
+    const c = new Client(proxy.url);
+    const direct = new Client(s.url);
+    await c.enqueue('cut', 'only');
+    const runs = [];
+    let started;
+    const running = new Promise((r) => { started = r; });
+    let release;
+    const released = new Promise((r) => { release = r; });
+    const worker = new Worker(c, 'cut', async (job) => { runs.push(job.attempt); started(); await released; },
+      { concurrency: 1, signals: false });
+    const done = worker.run();
+    await running;
+    proxy.cut(); // the server gives the running job back, and the new stream brings it again
+    await waitFor(async () => proxy.streams.length === 1 && (await direct.stats('cut')).reserved === 1, 'the job to be delivered again');
+    release();
+    await waitFor(async () => (await direct.stats('cut')).counters.acked === 1, 'the ack');
+    worker.stop();
+    await done;
+    assert.deepEqual(runs, [1], 'the job ran once');
+    const st = await direct.stats('cut');
+    assert.deepEqual([st.ready, st.reserved], [0, 0]);
+    c.close();
+    direct.close();
+  } finally { proxy.close(); await s.stop(); }
+});
+
+test('prefetched jobs are given back after the server restarts', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('restart', { maxAttempts: 1, leaseMs: 6000 });
+    await c.enqueueBatch('restart', Array.from({ length: 6 }, (_, n) => ({ payload: n })));
+    const seen = [];
+    let bothStarted;
+    const twoRunning = new Promise((r) => { bothStarted = r; });
+    let restarted;
+    const back = new Promise((r) => { restarted = r; });
+    const worker = new Worker(c, 'restart', async (job) => {
+      seen.push(job.payload);
+      const n = seen.length;
+      if (n === 2) bothStarted();
+      if (n <= 2) await back;
+      if (n === 6) worker.stop();
+    }, { concurrency: 2, signals: false }); // a window of 4: 2 running, 2 prefetched
+    const done = worker.run();
+    await twoRunning;
+    await new Promise((resolve) => { s.child.once('exit', resolve); s.child.kill('SIGTERM'); }); // deliveries stay leased
+    await s.start();
+    restarted();
+    await done;
+    assert.deepEqual(seen.sort((a, b) => a - b), [0, 1, 2, 3, 4, 5]);
+    const st = await c.stats('restart');
+    assert.deepEqual([st.dead, st.counters.acked], [0, 6]);
+    c.close();
+  } finally { await s.stop(); }
+});
+
+for (const stream of [true, false]) {
+  test(`a wrong token stops the worker with its error (stream: ${stream})`, async () => {
+    const s = await startServer(['--auth-token', 's3cret-token-for-tests']);
+    try {
+      const c = new Client(s.url, { token: 'wrong' });
+      await assert.rejects(new Worker(c, 'q', async () => {}, { stream, signals: false }).run(), Unauthorized);
+      c.close();
+    } finally { await s.stop(); }
+  });
+}

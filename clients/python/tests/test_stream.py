@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from delayq import Client, DelayqError, NotFound, Worker
+from delayq import Client, DelayqError, NotFound, Unauthorized, Worker
 
 
 def requests_to(server, suffix: str) -> int:
@@ -31,8 +31,9 @@ def test_a_stream_yields_due_jobs_and_closing_it_gives_the_unacked_back_unused(s
         assert c.ack("s", first.receipt) == 1
         third = next(it)  # the ack made room
         assert third.id == ids[2]
-    s = c.stats("s")  # closed with two unacked: ready again, no attempt used
-    assert s["ready"] == 2 and s["reserved"] == 0
+    # Closed with two unacked: ready again, no attempt used (once the server saw the close).
+    wait_for(lambda: c.stats("s")["ready"] == 2, "the server to take the deliveries back")
+    assert c.stats("s")["reserved"] == 0
     again = c.reserve("s", max=2)
     assert sorted(j.id for j in again) == sorted(ids[1:]) and all(j.attempt == 1 for j in again)
 
@@ -210,4 +211,137 @@ def test_window_and_lease_bounds_are_refused_by_the_server(server):
 def test_a_queue_name_the_client_refuses_ends_run_with_its_error(server):
     worker = Worker(Client(server.url), "", lambda job: None)
     with pytest.raises(ValueError, match="queue"):
+        worker.run()
+
+
+class CuttingProxy:
+    """A TCP proxy to the server that can cut its stream connections (a proxy's idle timeout, a
+    network blip), leaving the others alone."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.streams = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, request_side: bool) -> None:
+        first = True
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if first and request_side and b"/stream " in data:
+                self.streams.append((src, dst))
+            first = False
+            if not data:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def cut_streams(self) -> None:
+        for pair in self.streams:
+            for s in pair:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self.streams.clear()
+
+
+def wait_for(condition, what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)  # polls a condition the server reports, with a deadline
+
+
+def test_a_job_handed_out_again_while_its_handler_runs_is_not_run_twice(server):
+    proxy = CuttingProxy(server.port)
+    c = Client(proxy.url)
+    c.enqueue("cut", "only")
+    started = threading.Event()
+    release = threading.Event()
+    runs = []
+
+    def handle(job):
+        runs.append(job.attempt)
+        started.set()
+        assert release.wait(30)
+
+    worker = Worker(c, "cut", handle, concurrency=1)
+    t = threading.Thread(target=worker.run)
+    t.start()
+    assert started.wait(30)
+    proxy.cut_streams()  # the server gives the running job back and the new stream brings it again
+    direct = Client(server.url)
+    # A release takes its delivery out of the count: the job is reserved again on a new stream.
+    wait_for(lambda: len(proxy.streams) == 1 and direct.stats("cut")["reserved"] == 1, "the job to be delivered again")
+    release.set()
+    wait_for(lambda: direct.stats("cut")["counters"]["acked"] == 1, "the ack")
+    worker.stop()
+    t.join(30)
+    assert runs == [1], "the job ran once"
+    s = direct.stats("cut")
+    assert s["ready"] == 0 and s["reserved"] == 0
+
+
+def test_prefetched_jobs_are_given_back_after_the_server_restarts(server):
+    c = Client(server.url)
+    c.set_config("restart", max_attempts=1, lease_ms=6000)
+    c.enqueue_batch("restart", [{"payload": n} for n in range(6)])
+    first_two = threading.Barrier(3)
+    restarted = threading.Event()
+    seen = []
+    lock = threading.Lock()
+    worker = None
+
+    def handle(job):
+        with lock:
+            seen.append(job.payload)
+            n = len(seen)
+        if n <= 2:
+            first_two.wait(30)
+            assert restarted.wait(30)
+        if n == 6:
+            worker.stop()
+
+    worker = Worker(c, "restart", handle, concurrency=2)  # a window of 4: 2 running, 2 prefetched
+    t = threading.Thread(target=worker.run)
+    t.start()
+    first_two.wait(30)
+    server.stop()  # SIGTERM: the stream ends, its deliveries stay leased
+    server.start()
+    restarted.set()
+    t.join(60)
+    assert not t.is_alive()
+    assert sorted(seen) == list(range(6))
+    s = c.stats("restart")
+    assert s["dead"] == 0 and s["counters"]["acked"] == 6
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_wrong_token_stops_the_worker_with_its_error(token_server, stream):
+    worker = Worker(Client(token_server.url, token="wrong"), "q", lambda job: None, stream=stream)
+    with pytest.raises(Unauthorized):
         worker.run()

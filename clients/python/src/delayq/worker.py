@@ -11,8 +11,13 @@ Jobs come by a push stream (``Client.stream``) unless ``stream=False``: one conn
 the server sends each job as it comes due, at most ``concurrency + prefetch`` unacknowledged at
 a time, and acks go back in batches (one request per ``ack_delay`` at most). A server without
 streams (404) gets long-polled reserves instead, as does ``stream=False``. When the stream
-breaks or its store cannot serve, the worker opens it again after a pause; the jobs it had
-prefetched but not started are given back by the server, without using an attempt.
+breaks, its store cannot serve or its server stops, the worker opens it again after a pause and
+gives back the jobs it had prefetched and not started (``release``: no attempt used). A job the
+server hands out again while its handler still runs here (the stream broke: the server took back
+its deliveries) is not run twice: the running handler's outcome settles the new delivery.
+
+A refusal no retry can mend (401, 403, 400: a wrong token, a bad option or queue name) stops the
+worker, and ``run()`` raises it.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .client import BatchResult, Client, Job
 from .durations import Duration, to_ms
-from .errors import DelayqError, LeaseExpired, NotFound
+from .errors import DelayqError, Forbidden, InvalidArgument, LeaseExpired, NotFound, Unauthorized
 from .stream import JobStream
 
 Handler = Callable[[Job], Any]
@@ -35,6 +40,8 @@ _POLL_MS = 5_000
 _IDLE_S = 0.2
 # Longest window a stream may ask for (the server's limit).
 _MAX_IN_FLIGHT = 1000
+# Refusals no retry mends: the worker stops and run() raises them.
+_FATAL = (Unauthorized, Forbidden, InvalidArgument)
 
 
 class Worker:
@@ -63,7 +70,9 @@ class Worker:
         self.errors = 0  # calls to the server that failed (retried after a pause)
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._running: Dict[str, Dict[str, Any]] = {}  # receipt -> lease bookkeeping
+        # Job id -> its running handler's bookkeeping: the receipt to settle with (the newest
+        # delivery of the job), the lease, when to touch it next.
+        self._running: Dict[str, Dict[str, Any]] = {}
         # Stream deliveries read but not started: (stream generation, job, ms it was read at).
         self._inbox: "queues.Queue[Tuple[int, Job, float]]" = queues.Queue()
         self._stream: Optional[JobStream] = None
@@ -71,6 +80,7 @@ class Worker:
         self._acks: List[str] = []  # receipts to ack in the next batch
         self._acks_ready = threading.Condition(self._lock)
         self._handlers_done = False
+        self._unstarted: List[Tuple[str, float]] = []  # (receipt, lease deadline) to give back
         self._failed: Optional[BaseException] = None  # what ended the stream's reader, for run() to raise
 
     def stop(self) -> None:
@@ -131,6 +141,9 @@ class Worker:
                 continue
             try:
                 jobs = self.client.reserve(self.queue, max=1, wait=self.wait_ms, lease=self.lease_ms)
+            except _FATAL as e:
+                self._fail(e)
+                return
             except DelayqError:
                 self.errors += 1
                 self._stop.wait(1.0)  # the server is down or refusing: try again shortly
@@ -143,24 +156,66 @@ class Worker:
             generation, job, read_at = self._inbox.get(timeout=_IDLE_S)
         except queues.Empty:
             return
-        if generation != self._generation or self._stop.is_set():
-            return  # its stream ended (the server gave it back), or the worker is stopping
+        with self._lock:
+            if generation != self._generation or self._stop.is_set():
+                # Its stream ended, or the worker stops: given back unused.
+                self._unstarted.append((job.receipt, job.lease_deadline))
+                return
+            running = self._running.get(job.id)
+            if running is not None:  # delivered again while queued here (see _read)
+                running["receipt"] = job.receipt
+                return
         self._handle(job, read_at, batched=True)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failed is None:
+            self._failed = error
+        self.stop()
 
     def _read_or_stop(self) -> None:
         try:
             self._read()
         except BaseException as e:  # a bug, or a queue name the client refuses: stop, and run() raises it
-            self._failed = e
-            self.stop()
+            self._fail(e)
+        finally:
+            self._give_back(final=True)
+
+    def _give_back(self, final: bool = False) -> None:
+        """Releases the stream deliveries no handler started: the server may still hold them
+        leased (it does after it stopped or restarted). While it cannot be reached they are kept
+        for the next try, as long as their leases hold."""
+        while True:  # what an ended stream queued and no handler took
+            try:
+                _, job, _ = self._inbox.get_nowait()
+            except queues.Empty:
+                break
+            with self._lock:
+                self._unstarted.append((job.receipt, job.lease_deadline))
+        with self._lock:
+            now = time.time() * 1000
+            held = [(r, d) for r, d in self._unstarted if not d or d > now]  # a lease over: nothing to give
+            batch, self._unstarted = held[:1000], held[1000:]
+        if not batch:
+            return
+        try:
+            self.client.release(self.queue, [r for r, _ in batch])
+        except DelayqError:
+            self.errors += 1
+            if not final:
+                with self._lock:
+                    self._unstarted.extend(batch)
 
     def _read(self) -> None:
         """The stream's reader: opens it, queues what comes, opens it again when it breaks."""
         while not self._stop.is_set():
+            self._give_back()
             try:
                 stream = self.client.stream(self.queue, max_in_flight=self.max_in_flight, lease=self.lease_ms)
             except NotFound:
                 self.delivery = "reserve"  # a server without streams: the handler threads reserve
+                return
+            except _FATAL as e:
+                self._fail(e)
                 return
             except DelayqError:
                 self.errors += 1
@@ -175,6 +230,14 @@ class Worker:
                 generation = self._generation
             try:
                 for job in stream:
+                    with self._lock:
+                        running = self._running.get(job.id)
+                        if running is not None:
+                            # Delivered again while its handler runs here (the last stream broke and
+                            # the server took the delivery back): that handler's outcome settles
+                            # this delivery, the newest.
+                            running["receipt"] = job.receipt
+                            continue
                     self._inbox.put((generation, job, time.time() * 1000))
             except DelayqError:
                 self.errors += 1
@@ -183,7 +246,7 @@ class Worker:
                 with self._lock:
                     if self._stream is stream:
                         self._stream = None
-                        self._generation += 1  # what it queued and nobody started was given back
+                    self._generation += 1  # what it queued and nobody started is given back
                 stream.close()
 
     # --- settling ---
@@ -191,8 +254,9 @@ class Worker:
     def _handle(self, job: Job, received_ms: float, batched: bool) -> None:
         lease = max(1000, job.lease_deadline - received_ms) if job.lease_deadline else 30_000
         now = time.time() * 1000
+        book = {"receipt": job.receipt, "lease": lease, "next": now + lease / 3}
         with self._lock:
-            self._running[job.receipt] = {"lease": lease, "next": now + lease / 3}
+            self._running[job.id] = book
         try:
             self.handler(job)
             error: Optional[BaseException] = None
@@ -200,19 +264,20 @@ class Worker:
             error = e
         finally:
             with self._lock:
-                self._running.pop(job.receipt, None)
+                self._running.pop(job.id, None)
+                receipt = book["receipt"]  # the newest delivery of the job
         if error is None and batched:
             with self._lock:
-                self._acks.append(job.receipt)
+                self._acks.append(receipt)
                 self._acks_ready.notify()
             return
         try:
             if error is None:
-                self.client.ack(self.queue, job.receipt)
+                self.client.ack(self.queue, receipt)
                 self.acked += 1
             else:
                 text = f"{type(error).__name__}: {error}"[:4000]
-                self.client.nack(self.queue, job.receipt, error=text)
+                self.client.nack(self.queue, receipt, error=text)
                 self.nacked += 1
                 if self.on_error:
                     self.on_error(job, error)
@@ -252,9 +317,9 @@ class Worker:
                 idle = not self._running
             if idle and self._stop.is_set():
                 return
-            for receipt, book in due:
+            for _, book in due:
                 try:
-                    self.client.touch(self.queue, receipt, lease=int(book["lease"]))
+                    self.client.touch(self.queue, book["receipt"], lease=int(book["lease"]))
                 except (LeaseExpired, NotFound):
                     pass  # settled meanwhile (or delivered again): nothing to keep alive
                 except DelayqError:
