@@ -4,6 +4,7 @@
 
 #include "core/duration.h"
 #include "http/handlers.h"
+#include "http/push_stream.h"
 #include "http/response.h"
 #include "wire/job.h"
 #include "wire/queue.h"
@@ -46,6 +47,8 @@ HttpResponse DeleteQueue(Context& c, const Call& call) {
   }
   auto deleted = c.queue.DeleteQueue(call.queue(), force);
   if (!deleted.ok()) return ErrorResponse(deleted.status());
+  // Its reserved jobs are gone with it: the streams on it have room again at once.
+  c.streams.QueueDeleted(call.queue());
   return JsonResponse(200, fmt::format(R"({{"deleted":true,"jobs":{}}})", *deleted));
 }
 

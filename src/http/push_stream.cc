@@ -44,6 +44,18 @@ void PushStreams::Touched(const std::string& receipt, int64_t lease_deadline_ms)
   if (auto s = Find(receipt, false)) s->Touched(receipt, lease_deadline_ms);
 }
 
+void PushStreams::QueueDeleted(std::string_view queue) {
+  std::vector<std::shared_ptr<PushStream>> streams;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [raw, weak] : open_) {
+      auto s = weak.lock();
+      if (s && s->queue() == queue) streams.push_back(std::move(s));
+    }
+  }
+  for (const auto& s : streams) Remove(s->ForgetAll());
+}
+
 size_t PushStreams::size() const {
   std::lock_guard lock(mu_);
   return by_receipt_.size();
@@ -289,6 +301,17 @@ void PushStream::Ended(const std::string& receipt) {
     if (in_flight_.erase(receipt) == 0) return;
   }
   Pump();
+}
+
+std::vector<std::string> PushStream::ForgetAll() {
+  std::vector<std::string> receipts;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [receipt, f] : in_flight_) receipts.push_back(receipt);
+    in_flight_.clear();
+  }
+  Pump();
+  return receipts;
 }
 
 void PushStream::Touched(const std::string& receipt, int64_t lease_deadline_ms) {

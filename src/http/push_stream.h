@@ -51,6 +51,8 @@ class PushStreams {
   void Ended(const std::string& receipt);
   // The delivery's lease was extended.
   void Touched(const std::string& receipt, int64_t lease_deadline_ms);
+  // The queue was deleted (with its jobs): the deliveries of its streams are over.
+  void QueueDeleted(std::string_view queue);
   size_t size() const;
 
  private:
@@ -76,6 +78,9 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
   void Stop();
   void Ended(const std::string& receipt);
   void Touched(const std::string& receipt, int64_t lease_deadline_ms);
+  // Its queue was deleted: every delivery it holds is over (their receipts are returned).
+  std::vector<std::string> ForgetAll();
+  const std::string& queue() const { return name_; }
 
  private:
   void Pump();

@@ -553,6 +553,24 @@ TEST(PushStream, AConsumerThatNeverReadsSmallJobsSendsNoneDead) {
   EXPECT_EQ(s->dead, 0);
 }
 
+// Found by a hostile try: a queue deleted with its jobs (force) left its stream's window full of
+// deliveries that were gone, and jobs enqueued anew waited for those leases to end.
+TEST(PushStream, AQueueDeletedWithItsJobsGivesItsStreamsRoomAtOnce) {
+  auto client = SharedServer().NewClient();
+  const std::string queue = NewQueue("deleted");
+  EnqueueN(*client, queue, 2);
+  StreamReader stream(SharedServer().port(), queue, R"({"max_in_flight": 2, "lease_ms": 600000})");
+  ASSERT_EQ(stream.status(), 200);
+  ASSERT_TRUE(stream.NextDelivery());
+  ASSERT_TRUE(stream.NextDelivery());
+  auto deleted = client->DeleteQueue(queue, true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EnqueueN(*client, queue, 1);
+  auto d = stream.NextDelivery(milliseconds(10'000));
+  ASSERT_TRUE(d) << "the new job never came (the window was still full of the deleted jobs)";
+  EXPECT_TRUE(client->Ack(queue, d->receipt).ok());
+}
+
 // A stream is refused before anything is reserved when the client cannot read it (HTTP/1.0: no
 // chunks) or is still talking on its connection (a request pipelined after it).
 TEST(PushStream, AnHttp10OrPipelinedStreamIsRefusedBeforeAnyJobIsTaken) {
