@@ -165,11 +165,13 @@ bench-peers: build
 bench-growth: build
 	@./scripts/bench-growth.sh
 
-# delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
-# bench/results/postgres/churn.md.
+# Push streams against long-poll consumers, side by side on one server (issue 30): server CPU
+# per job and lateness (scripts/bench-stream.sh).
 bench-stream: build
 	@./scripts/bench-stream.sh $(BUILD)
 
+# delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
+# bench/results/postgres/churn.md.
 bench-pg-churn: build
 	@./scripts/bench-pg-churn.sh $(BUILD)
 
