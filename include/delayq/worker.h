@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "delayq/queue.h"
@@ -85,9 +86,11 @@ class Worker {
   void Loop();
   void ReserveOnce(uint64_t slot);
   void TakeStreamed(uint64_t slot);
+  void StartLocked(uint64_t slot, const Delivery& job);
   void Handle(uint64_t slot, const Delivery& job, bool batched);
   void ReadStream();
   bool Redelivered(const Delivery& d);
+  void QueueDelivery(uint64_t generation, const Delivery& d);
   void GiveBack(bool final);
   void SendAcks();
   void KeepAlive();
@@ -113,7 +116,8 @@ class Worker {
   std::unique_ptr<StreamCancel> stream_cancel_;
   std::thread reader_, acker_;
   std::deque<Streamed> inbox_;
-  uint64_t generation_ = 0;  // of the stream open now; older deliveries were given back
+  std::unordered_map<std::string, Streamed*> queued_;  // job id -> its entry in inbox_
+  uint64_t generation_ = 0;                            // of the stream open now; older deliveries were given back
   std::vector<std::string> acks_;
   std::vector<std::pair<std::string, int64_t>> unstarted_;  // receipt, lease deadline: to give back
   bool handlers_done_ = false;

@@ -13,6 +13,11 @@ namespace {
 constexpr int kMaxInFlight = 1000;  // the longest window a stream may ask for (the server's limit)
 constexpr size_t kMaxAckBatch = 1000;
 
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 Worker::Worker(Queue& queue, std::string queue_name, Handler handler, WorkerOptions options)
@@ -110,7 +115,19 @@ void Worker::ReserveOnce(uint64_t slot) {
     cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
     return;
   }
-  for (const Delivery& job : *jobs) Handle(slot, job, false);
+  for (const Delivery& job : *jobs) {
+    {
+      std::lock_guard lock(mu_);
+      StartLocked(slot, job);
+    }
+    Handle(slot, job, false);
+  }
+}
+
+// The job's handler runs on `slot` from now on (the keep-alive touches its lease).
+void Worker::StartLocked(uint64_t slot, const Delivery& job) {
+  in_flight_[slot] = job.receipt;
+  running_[job.id] = slot;
 }
 
 // A slot's turn with a stream: the next delivery it read, unless its stream ended since (the
@@ -119,6 +136,9 @@ void Worker::TakeStreamed(uint64_t slot) {
   std::unique_lock lock(mu_);
   inbox_cv_.wait(lock, [this] { return stopping_ || !streaming_ || !inbox_.empty(); });
   if (stopping_ || inbox_.empty()) return;
+  if (auto q = queued_.find(inbox_.front().job.id); q != queued_.end() && q->second == &inbox_.front()) {
+    queued_.erase(q);
+  }
   Streamed next = std::move(inbox_.front());
   inbox_.pop_front();
   if (next.generation != generation_) {  // its stream ended: given back
@@ -129,16 +149,12 @@ void Worker::TakeStreamed(uint64_t slot) {
     in_flight_[r->second] = next.job.receipt;
     return;
   }
+  StartLocked(slot, next.job);  // in the same hold as the check: one handler per job
   lock.unlock();
   Handle(slot, next.job, true);
 }
 
 void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
-  {
-    std::lock_guard lock(mu_);
-    in_flight_[slot] = job.receipt;
-    running_[job.id] = slot;
-  }
   std::string error;
   try {
     handler_(job);
@@ -153,7 +169,7 @@ void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
     std::lock_guard lock(mu_);
     receipt = std::move(in_flight_[slot]);
     in_flight_.erase(slot);
-    running_.erase(job.id);
+    if (auto r = running_.find(job.id); r != running_.end() && r->second == slot) running_.erase(r);
     if (error.empty() && batched) {
       acks_.push_back(receipt);
       acks_cv_.notify_one();
@@ -196,11 +212,7 @@ void Worker::ReadStream() {
       generation = ++generation_;
     }
     Status s = client_->Stream(name_, so, [&](const Delivery* d) {
-      if (d != nullptr && !Redelivered(*d)) {
-        std::lock_guard lock(mu_);
-        inbox_.push_back({generation, *d});
-        inbox_cv_.notify_one();
-      }
+      if (d != nullptr && !Redelivered(*d)) QueueDelivery(generation, *d);
       return true;
     });
     {
@@ -211,13 +223,26 @@ void Worker::ReadStream() {
     if (s.code() == Code::kNotFound) {
       streaming_ = false;
       inbox_cv_.notify_all();
-      return;
+      break;
     }
     Report(s.ok() ? Status::Unavailable("the server ended the stream (it is stopping)") : s);
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_.load(); });
   }
   GiveBack(true);
+}
+
+// A delivery for the slots. A newer delivery of a job still queued (its lease ran out while it
+// waited) replaces the older in place: the job runs once.
+void Worker::QueueDelivery(uint64_t generation, const Delivery& d) {
+  std::lock_guard lock(mu_);
+  if (auto q = queued_.find(d.id); q != queued_.end() && q->second->generation == generation) {
+    q->second->job = d;
+    return;
+  }
+  inbox_.push_back({generation, d});
+  queued_[d.id] = &inbox_.back();  // a deque's push_back and pop_front keep the others in place
+  inbox_cv_.notify_one();
 }
 
 // A delivery of a job whose handler runs here (the last stream broke and the server took the
@@ -240,17 +265,19 @@ void Worker::GiveBack(bool final) {
     std::lock_guard lock(mu_);
     for (Streamed& s : inbox_) unstarted_.emplace_back(std::move(s.job.receipt), s.job.lease_deadline_ms);
     inbox_.clear();
-    const int64_t now =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
+    queued_.clear();
+    const int64_t now = WallMs();
+    std::vector<std::pair<std::string, int64_t>> later;  // past this batch: the next one's
     for (auto& [receipt, deadline] : unstarted_) {
       if (deadline != 0 && deadline <= now) continue;  // its lease is over: nothing to give back
       if (batch.size() < kMaxAckBatch) {
         batch.push_back(receipt);
         kept.emplace_back(std::move(receipt), deadline);
+      } else {
+        later.emplace_back(std::move(receipt), deadline);
       }
     }
-    unstarted_.clear();
+    unstarted_ = std::move(later);
   }
   if (batch.empty()) return;
   const std::vector<Status> results = queue_.ReleaseBatch(name_, batch);

@@ -130,8 +130,8 @@ void PushStream::Pump() {
     streams_.Remove(expired);
     if (generation == 0) {
       if (stuck) {
-        // Its unread deliveries go back, unused; its connection is ended.
-        if (auto sink = Finish(true)) sink->End();
+        // Its unread deliveries go back, unused; its connection is closed without their lines.
+        if (auto sink = Finish(true)) sink->Abort();
       }
       return;
     }
@@ -204,7 +204,7 @@ void PushStream::OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs)
       // The store cannot serve (it is unavailable): the last line says why, and the consumer
       // opens the stream again (the clients do, with back-off).
       if (!over_ && sink_) {
-        sink_->Send(wire::ErrorBody(jobs.status().code(), jobs.status().message()) + "\n");
+        SendLocked(wire::ErrorBody(jobs.status().code(), jobs.status().message()) + "\n");
         end = sink_;
       }
     } else if (over_) {
@@ -212,7 +212,7 @@ void PushStream::OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs)
     } else if (jobs->empty()) {
       answered_early_ = now - reserve_started_ms_ < heartbeat_ms_ / 2;
       if (now - last_sent_ms_ >= heartbeat_ms_ / 2) {
-        sink_->Send(wire::WriteStreamHeartbeat(now));
+        SendLocked(wire::WriteStreamHeartbeat(now));
         last_sent_ms_ = now;
       }
     } else {
@@ -258,11 +258,18 @@ void PushStream::OnTick() {
     if (over_) return;
     const int64_t now = NowMs();
     if (now - last_sent_ms_ >= heartbeat_ms_ && sink_) {
-      sink_->Send(wire::WriteStreamHeartbeat(now));
+      SendLocked(wire::WriteStreamHeartbeat(now));
       last_sent_ms_ = now;
     }
   }
   Pump();
+}
+
+// A line that is not a delivery (a heartbeat, the error line): counted in sent_bytes_ as the
+// sink counts it in Written(), so that a delivery's line_end stays comparable with Written().
+void PushStream::SendLocked(std::string line) {
+  sent_bytes_ += line.size();
+  sink_->Send(std::move(line));
 }
 
 bool PushStream::DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out, int64_t& check_at) {

@@ -95,6 +95,7 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
   // when the next unwritten line gets there (kNoTime: none waits).
   bool DropExpiredLocked(int64_t now_ms, std::vector<std::string>& out, int64_t& check_at);
   void ScheduleTickLocked(int64_t at_ms, int64_t now_ms);
+  void SendLocked(std::string line);
   // Ends the stream: what it holds is forgotten, a waiting reserve abandoned; with `give_back`
   // the deliveries not acknowledged are ready again. Answers the sink (null when it was over).
   std::shared_ptr<StreamSink> Finish(bool give_back);

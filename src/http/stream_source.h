@@ -19,6 +19,9 @@ class StreamSink {
   virtual bool Send(std::string chunk) = 0;
   // Ends the answer with its last chunk once what is queued is written; then the connection closes.
   virtual void End() = 0;
+  // Closes the connection at once: what is queued and unwritten is dropped (the source gave
+  // those deliveries back, so they must not reach the consumer).
+  virtual void Abort() = 0;
   // Calls `fn` (on the connection's strand) after `ms`, unless the stream is over by then.
   virtual void After(int64_t ms, std::function<void()> fn) = 0;
   // Bytes sent and not yet written to the connection (a client that reads slowly, or not at all).

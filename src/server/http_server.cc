@@ -554,6 +554,9 @@ class HttpServer::Impl::Session final : public SessionBase {
     void End() override {
       if (auto s = session_.lock()) net::post(executor_, [s] { s->EndStream(); });
     }
+    void Abort() override {
+      if (auto s = session_.lock()) net::post(executor_, [s] { s->AbortStream(); });
+    }
     void After(int64_t ms, std::function<void()> fn) override {
       auto timer = std::make_shared<net::steady_timer>(executor_, std::chrono::milliseconds(ms));
       timer->async_wait(
@@ -658,6 +661,16 @@ class HttpServer::Impl::Session final : public SessionBase {
     if (sink_->over) return;
     source_.reset();
     EndStream();
+  }
+
+  // The source ended the stream and gave its deliveries back (a consumer that does not read):
+  // the lines still queued must not reach it.
+  void AbortStream() {
+    if (sink_->over) return;
+    queued_.clear();
+    sink_->over = true;
+    source_.reset();
+    Close();
   }
 
   void StreamOver() {

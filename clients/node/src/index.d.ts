@@ -224,6 +224,9 @@ export class Worker {
   /** Calls to the server that failed (a reserve, touch, ack or nack answered with an error or not at all);
    *  a handler's own error is counted in `nacked`, not here. */
   errors: number;
+  /** Deliveries of a job whose handler was running here (a broken stream gave it back), settled by
+   *  that handler rather than run again. */
+  redelivered: number;
   readonly stopping: boolean;
   /** How jobs come now: 'reserve' with stream: false or after a server without streams. */
   readonly delivery: 'stream' | 'reserve';

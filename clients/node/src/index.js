@@ -500,6 +500,7 @@ export class Worker {
   #ackTimer = null;
   #ackFlush = Promise.resolve();
   #running = new Map(); // job id -> { receipt }: the newest delivery of a job whose handler runs
+  #queued = new Map(); // job id -> its #inbox entry: a newer delivery replaces it in place (runs once)
   #unstarted = []; // [receipt, leaseDeadline]: stream deliveries no handler started, to give back
   #failed = null; // what stops the worker for good, for run() to throw
 
@@ -525,6 +526,8 @@ export class Worker {
     this.acked = 0;
     this.nacked = 0;
     this.errors = 0;
+    /** Deliveries of a job whose handler was running here, settled by that handler (not run again). */
+    this.redelivered = 0;
     this.stopping = false;
   }
 
@@ -565,6 +568,7 @@ export class Worker {
   // try, as long as their leases hold.
   async #giveBack(final = false) {
     for (const [, j] of this.#inbox.splice(0)) this.#unstarted.push([j.receipt, j.leaseDeadline]);
+    this.#queued.clear();
     const now = Date.now();
     const held = this.#unstarted.filter(([, deadline]) => !deadline || deadline > now);
     const batch = held.slice(0, 1000);
@@ -579,11 +583,29 @@ export class Worker {
     }
   }
 
+  // Waits `ms`, or less when stop() (or a delivery, or the fallback) wakes it. Its waker leaves
+  // #wake when the time is up: a stale one left there would take a delivery's wake-up from a slot.
   async #pause(ms) {
-    await new Promise((r) => { const t = setTimeout(r, ms); this.#wake.push(() => { clearTimeout(t); r(); }); });
+    await new Promise((r) => {
+      const wake = () => { clearTimeout(t); r(); };
+      const t = setTimeout(() => {
+        const at = this.#wake.indexOf(wake);
+        if (at >= 0) this.#wake.splice(at, 1);
+        r();
+      }, ms);
+      this.#wake.push(wake);
+    });
   }
 
   async #loop() {
+    try {
+      await this.#takeJobs();
+    } catch (e) { // a bug, or an onError that threw: the worker stops, run() throws it
+      this.#fail(e);
+    }
+  }
+
+  async #takeJobs() {
     while (!this.stopping) {
       if (this.delivery === 'stream') {
         await this.#takeStreamed();
@@ -608,13 +630,15 @@ export class Worker {
       await new Promise((r) => this.#wake.push(r));
       return;
     }
-    const [generation, j, readAt] = this.#inbox.shift();
+    const entry = this.#inbox.shift();
+    const [generation, j, readAt] = entry;
+    if (this.#queued.get(j.id) === entry) this.#queued.delete(j.id);
     if (generation !== this.#generation || this.stopping) { // its stream ended, or stopping: given back
       this.#unstarted.push([j.receipt, j.leaseDeadline]);
       return;
     }
     const running = this.#running.get(j.id);
-    if (running) { running.receipt = j.receipt; return; } // delivered again while queued here (see #read)
+    if (running) { running.receipt = j.receipt; this.redelivered++; return; } // delivered again while queued here
     await this.#handle(j, readAt, true);
   }
 
@@ -644,9 +668,18 @@ export class Worker {
           const running = this.#running.get(j.id);
           if (running) { // delivered again while its handler runs here (the last stream broke): it
             running.receipt = j.receipt; // settles this delivery, the newest
+            this.redelivered++;
             continue;
           }
-          this.#inbox.push([generation, j, Date.now()]);
+          const queued = this.#queued.get(j.id);
+          if (queued && queued[0] === generation) { // a newer delivery of a job still queued here
+            queued[1] = j;
+            queued[2] = Date.now();
+            continue;
+          }
+          const entry = [generation, j, Date.now()];
+          this.#queued.set(j.id, entry);
+          this.#inbox.push(entry);
           const wake = this.#wake.shift();
           if (wake) wake();
         }
@@ -678,7 +711,7 @@ export class Worker {
       error = e;
     } finally {
       clearInterval(keeper);
-      this.#running.delete(j.id);
+      if (this.#running.get(j.id) === book) this.#running.delete(j.id);
     }
     const receipt = book.receipt; // the newest delivery of the job
     if (error === null && batched) { this.#ack(receipt); return; }

@@ -244,7 +244,7 @@ test('a job handed out again while its handler runs is not run twice', async () 
     const done = worker.run();
     await running;
     proxy.cut(); // the server gives the running job back, and the new stream brings it again
-    await waitFor(async () => proxy.streams.length === 1 && (await direct.stats('cut')).reserved === 1, 'the job to be delivered again');
+    await waitFor(() => worker.redelivered === 1, 'the job to be delivered again');
     release();
     await waitFor(async () => (await direct.stats('cut')).counters.acked === 1, 'the ack');
     worker.stop();
@@ -298,3 +298,54 @@ for (const stream of [true, false]) {
     } finally { await s.stop(); }
   });
 }
+
+test('a prefetched job whose lease ran out while it waited runs once', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueueBatch('slow', [{ payload: 'a' }, { payload: 'b' }]);
+    const runs = [];
+    const worker = new Worker(c, 'slow', async (job) => {
+      runs.push(job.payload);
+      if (job.payload === 'a') await new Promise((r) => setTimeout(r, 2500)); // longer than b's lease
+      else worker.stop();
+    }, { concurrency: 1, prefetch: 1, lease: '1s', signals: false });
+    await worker.run();
+    assert.deepEqual(runs, ['a', 'b'], 'b ran once, with its newest delivery');
+    const st = await c.stats('slow');
+    assert.deepEqual([st.counters.acked, st.ready, st.reserved], [2, 0, 0]);
+    c.close();
+  } finally { await s.stop(); }
+});
+
+// Each pause of the stream's reader (the server down) left its waker behind, and the wake-ups of
+// later deliveries went to those instead of the idle slot: the jobs sat in the inbox.
+test('a worker that waited out a server down takes every job once it is back', async () => {
+  const s = await startServer();
+  try {
+    await s.kill();
+    const c = new Client(s.url);
+    const seen = [];
+    const worker = new Worker(c, 'back', async (job) => { seen.push(job.payload); if (seen.length === 3) worker.stop(); },
+      { concurrency: 1, signals: false });
+    const done = worker.run();
+    await waitFor(() => worker.errors >= 4, 'the reader to pause a few times');
+    await s.start();
+    await c.enqueueBatch('back', [0, 1, 2].map((n) => ({ payload: n })));
+    await done;
+    assert.deepEqual(seen.sort(), [0, 1, 2]);
+    c.close();
+  } finally { await s.stop(); }
+});
+
+test('an onError that throws stops the worker with its error', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueue('e', 'x');
+    const worker = new Worker(c, 'e', async () => { throw new Error('the job failed'); },
+      { signals: false, onError: () => { throw new RangeError('a bug in the callback'); } });
+    await assert.rejects(worker.run(), RangeError);
+    c.close();
+  } finally { await s.stop(); }
+});

@@ -295,8 +295,7 @@ def test_a_job_handed_out_again_while_its_handler_runs_is_not_run_twice(server):
     assert started.wait(30)
     proxy.cut_streams()  # the server gives the running job back and the new stream brings it again
     direct = Client(server.url)
-    # A release takes its delivery out of the count: the job is reserved again on a new stream.
-    wait_for(lambda: len(proxy.streams) == 1 and direct.stats("cut")["reserved"] == 1, "the job to be delivered again")
+    wait_for(lambda: worker.redelivered == 1, "the job to be delivered again")
     release.set()
     wait_for(lambda: direct.stats("cut")["counters"]["acked"] == 1, "the ack")
     worker.stop()
@@ -345,3 +344,37 @@ def test_a_wrong_token_stops_the_worker_with_its_error(token_server, stream):
     worker = Worker(Client(token_server.url, token="wrong"), "q", lambda job: None, stream=stream)
     with pytest.raises(Unauthorized):
         worker.run()
+
+
+def test_a_prefetched_job_whose_lease_ran_out_while_it_waited_runs_once(server):
+    c = Client(server.url)
+    c.enqueue_batch("slow", [{"payload": "a"}, {"payload": "b"}])
+    runs = []
+    worker = None
+
+    def handle(job):
+        runs.append(job.payload)
+        if job.payload == "a":
+            time.sleep(2.5)  # the work: longer than b's lease while b waits prefetched
+        else:
+            worker.stop()
+
+    worker = Worker(c, "slow", handle, concurrency=1, prefetch=1, lease="1s")
+    worker.run()
+    assert runs == ["a", "b"], "b ran once, with its newest delivery"
+    s = c.stats("slow")
+    assert s["counters"]["acked"] == 2 and s["ready"] == 0 and s["reserved"] == 0
+
+
+def test_an_on_error_that_raises_stops_the_worker_with_its_error(server):
+    c = Client(server.url)
+    c.enqueue("e", "x")
+
+    def on_error(job, error):
+        raise KeyError("a bug in the callback")
+
+    def handle(job):
+        raise RuntimeError("the job failed")
+
+    with pytest.raises(KeyError, match="a bug in the callback"):
+        Worker(c, "e", handle, on_error=on_error).run()

@@ -68,13 +68,18 @@ class Worker:
         self.acked = 0
         self.nacked = 0
         self.errors = 0  # calls to the server that failed (retried after a pause)
+        # Deliveries of a job whose handler was running here, settled by that handler (not run again).
+        self.redelivered = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         # Job id -> its running handler's bookkeeping: the receipt to settle with (the newest
         # delivery of the job), the lease, when to touch it next.
         self._running: Dict[str, Dict[str, Any]] = {}
         # Stream deliveries read but not started: (stream generation, job, ms it was read at).
-        self._inbox: "queues.Queue[Tuple[int, Job, float]]" = queues.Queue()
+        self._inbox: "queues.Queue[List[Any]]" = queues.Queue()
+        # Job id -> its entry in the inbox: a newer delivery of a queued job (its lease ran out
+        # while it waited) replaces the older in place, so that the job runs once.
+        self._queued: Dict[str, List[Any]] = {}
         self._stream: Optional[JobStream] = None
         self._generation = 0  # of the stream open now; older deliveries were given back
         self._acks: List[str] = []  # receipts to ack in the next batch
@@ -116,6 +121,7 @@ class Worker:
         while any(t.is_alive() for t in threads):
             for t in threads:
                 t.join(_IDLE_S)
+        self.stop()  # (they end only when stopping, or after a failure that stopped the worker)
         # Every handler is settled; the acks go out before the stream ends, since ending it gives
         # back each delivery not yet acked.
         with self._lock:
@@ -135,6 +141,12 @@ class Worker:
     # --- taking jobs ---
 
     def _loop(self) -> None:
+        try:
+            self._take_jobs()
+        except BaseException as e:  # a bug, or a handler's BaseException: stop, and run() raises it
+            self._fail(e)
+
+    def _take_jobs(self) -> None:
         while not self._stop.is_set():
             if self.delivery == "stream":
                 self._take_streamed()
@@ -149,14 +161,19 @@ class Worker:
                 self._stop.wait(1.0)  # the server is down or refusing: try again shortly
                 continue
             for job in jobs:
-                self._handle(job, time.time() * 1000, batched=False)
+                with self._lock:
+                    book = self._start(job, time.time() * 1000)
+                self._handle(job, book, batched=False)
 
     def _take_streamed(self) -> None:
         try:
-            generation, job, read_at = self._inbox.get(timeout=_IDLE_S)
+            entry = self._inbox.get(timeout=_IDLE_S)
         except queues.Empty:
             return
         with self._lock:
+            generation, job, read_at = entry
+            if self._queued.get(job.id) is entry:
+                del self._queued[job.id]
             if generation != self._generation or self._stop.is_set():
                 # Its stream ended, or the worker stops: given back unused.
                 self._unstarted.append((job.receipt, job.lease_deadline))
@@ -164,8 +181,10 @@ class Worker:
             running = self._running.get(job.id)
             if running is not None:  # delivered again while queued here (see _read)
                 running["receipt"] = job.receipt
+                self.redelivered += 1
                 return
-        self._handle(job, read_at, batched=True)
+            book = self._start(job, read_at)  # in the same hold as the check: one handler per job
+        self._handle(job, book, batched=True)
 
     def _fail(self, error: BaseException) -> None:
         if self._failed is None:
@@ -186,10 +205,13 @@ class Worker:
         for the next try, as long as their leases hold."""
         while True:  # what an ended stream queued and no handler took
             try:
-                _, job, _ = self._inbox.get_nowait()
+                entry = self._inbox.get_nowait()
             except queues.Empty:
                 break
             with self._lock:
+                job = entry[1]
+                if self._queued.get(job.id) is entry:
+                    del self._queued[job.id]
                 self._unstarted.append((job.receipt, job.lease_deadline))
         with self._lock:
             now = time.time() * 1000
@@ -237,8 +259,15 @@ class Worker:
                             # the server took the delivery back): that handler's outcome settles
                             # this delivery, the newest.
                             running["receipt"] = job.receipt
+                            self.redelivered += 1
                             continue
-                    self._inbox.put((generation, job, time.time() * 1000))
+                        queued = self._queued.get(job.id)
+                        if queued is not None and queued[0] == generation:
+                            queued[1:] = [job, time.time() * 1000]  # a newer delivery of a queued job
+                            continue
+                        entry = [generation, job, time.time() * 1000]
+                        self._queued[job.id] = entry
+                    self._inbox.put(entry)
             except DelayqError:
                 self.errors += 1
                 self._stop.wait(1.0)
@@ -251,12 +280,14 @@ class Worker:
 
     # --- settling ---
 
-    def _handle(self, job: Job, received_ms: float, batched: bool) -> None:
+    def _start(self, job: Job, received_ms: float) -> Dict[str, Any]:
+        """Under the lock: the job's handler runs from now on (the keep-alive touches its lease)."""
         lease = max(1000, job.lease_deadline - received_ms) if job.lease_deadline else 30_000
-        now = time.time() * 1000
-        book = {"receipt": job.receipt, "lease": lease, "next": now + lease / 3}
-        with self._lock:
-            self._running[job.id] = book
+        book = {"receipt": job.receipt, "lease": lease, "next": time.time() * 1000 + lease / 3}
+        self._running[job.id] = book
+        return book
+
+    def _handle(self, job: Job, book: Dict[str, Any], batched: bool) -> None:
         try:
             self.handler(job)
             error: Optional[BaseException] = None
@@ -264,7 +295,8 @@ class Worker:
             error = e
         finally:
             with self._lock:
-                self._running.pop(job.id, None)
+                if self._running.get(job.id) is book:
+                    del self._running[job.id]
                 receipt = book["receipt"]  # the newest delivery of the job
         if error is None and batched:
             with self._lock:
@@ -285,6 +317,8 @@ class Worker:
             pass  # the job was delivered again meanwhile, or deleted: it is not ours to settle
         except DelayqError:
             self.errors += 1  # unsettled: the lease runs out and the job is delivered again
+        except BaseException as e:  # an on_error that raised: the worker stops, run() raises it
+            self._fail(e)
 
     def _send_acks(self) -> None:
         """Acks what the handlers finished, a batch per ``ack_delay`` at most; returns once the
@@ -298,7 +332,10 @@ class Worker:
             time.sleep(self.ack_delay_s)  # the batching timer: more acks join meanwhile
             with self._lock:
                 batch, self._acks = self._acks[:1000], self._acks[1000:]
-            self._ack_batch(batch)
+            try:
+                self._ack_batch(batch)
+            except Exception as e:  # a bug: the worker stops, run() raises it (the acks go on)
+                self._fail(e)
 
     def _ack_batch(self, receipts: List[str]) -> None:
         try:
