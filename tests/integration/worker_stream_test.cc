@@ -128,17 +128,25 @@ TEST(WorkerStream, TheWorkerStreamsAgainAfterItsServerIsKilled) {
   auto client = server.NewClient();
   EnqueueN(*client, "k", 20);
   Seen seen;
-  std::atomic<bool> killed{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool killed = false;  // the handlers past the fifth job wait for it: the rest comes after the restart
   Worker worker(*client, "k",
                 [&](const Delivery& job) {
                   seen.Add(job.payload);
-                  if (seen.size() == 5 && !killed.exchange(true)) {
-                    server.Kill();
-                    server.Restart();  // the same port and data
-                  }
+                  std::unique_lock lock(mu);
+                  if (seen.size() >= 5) cv.wait_for(lock, 60s, [&] { return killed; });
                 },
                 {.concurrency = 2, .lease_ms = 2000, .on_error = [](const Status&) {}});
   worker.Start();
+  ASSERT_TRUE(seen.Wait(5));
+  server.Kill();     // from the test's thread, while the worker holds jobs
+  server.Restart();  // the same port and data
+  {
+    std::lock_guard lock(mu);
+    killed = true;
+  }
+  cv.notify_all();
   ASSERT_TRUE(seen.Wait(20)) << seen.size() << " of 20 ran";
   worker.Stop();
   EXPECT_GE(worker.stats().errors, 1u) << "the broken stream was counted";
