@@ -9,7 +9,10 @@
 // shares the store frees its room at the lease's end. When the consumer goes away (or a line
 // cannot be written), its unacknowledged jobs go back to ready without using an attempt
 // (Queue::ReleaseBatch), as a reserve's unwritten answer's do. A consumer that reads slowly or
-// not at all gets no more jobs while kMaxPendingBytes of lines wait for it. When the server
+// not at all gets no more jobs than kMaxPendingBytes of waiting lines leave room for, and a line
+// still waiting at half its lease ends the stream (its deliveries given back while their leases
+// hold, its lines not written: StreamSink::Abort). A queue deleted with its jobs frees its
+// streams' windows (PushStreams::QueueDeleted). When the server
 // stops, the stream ends and its deliveries stay leased (the consumer may still be working on
 // them, and may ack them through another server or after the restart).
 //

@@ -130,27 +130,37 @@ def test_the_worker_streams_again_after_its_server_is_killed(server):
     assert s["ready"] == 0 and s["scheduled"] == 0
 
 
+def listen(on_connection) -> tuple:
+    """A loopback listener that hands each connection to `on_connection` on a thread of its own;
+    its socket and URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            on_connection(conn)
+
+    threading.Thread(target=accept, daemon=True).start()
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
 class FakeServer:
     """Answers every request with `head` and `body`, then closes: a hostile or broken server."""
 
     def __init__(self, body: bytes, head: bytes = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
                  b"Content-Type: application/x-ndjson\r\n\r\n") -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.answer = head + body
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.sock, self.url = listen(self._answer)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            conn.recv(65536)
-            conn.sendall(self.answer)
-            conn.close()
+    def _answer(self, conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(self.answer)
+        conn.close()
 
 
 def chunk(data: bytes) -> bytes:
@@ -220,22 +230,13 @@ class CuttingProxy:
 
     def __init__(self, port: int) -> None:
         self.target = port
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.streams = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.sock, self.url = listen(self._connect)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+    def _connect(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.target))
+        threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, request_side: bool) -> None:
         first = True
