@@ -192,7 +192,10 @@ class HttpServer::Impl {
       // Requests still running get a few seconds; then the loop ends regardless.
       auto timer = std::make_shared<net::steady_timer>(ioc_, std::chrono::seconds(10));
       timer->async_wait([this, timer](const beast::error_code&) { ioc_.stop(); });
-      stop_timer_ = timer;
+      {
+        std::lock_guard lock(mu_);  // MaybeFinish runs on any of the loop's threads
+        stop_timer_ = timer;
+      }
       MaybeFinish();
     });
   }
@@ -257,7 +260,7 @@ class HttpServer::Impl {
   // Destroyed first (see ~Impl): the loop, then what runs on it.
   net::io_context ioc_;
   tcp::acceptor acceptor_;
-  std::shared_ptr<net::steady_timer> stop_timer_;
+  std::shared_ptr<net::steady_timer> stop_timer_;  // guarded by mu_
 };
 
 // What the server keeps of a connection, whatever it is carried on.

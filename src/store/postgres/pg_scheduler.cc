@@ -261,6 +261,18 @@ void PostgresQueue::ListenerLoop(std::unique_ptr<Connection> first) {
 }
 
 void PostgresQueue::Listen(Connection& c) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    listening_socket_ = c.socket();  // from now on Close ends the wait below
+  }
+  struct Unregister {
+    PostgresQueue* q;
+    ~Unregister() {
+      std::lock_guard lock(q->mu_);
+      q->listening_socket_ = -1;  // before the connection closes its socket
+    }
+  } unregister{this};
   if (!c.Run("LISTEN delayq").ok()) return;
   {
     // Whatever was announced while no one listened: every waiting queue looks once.
@@ -271,17 +283,19 @@ void PostgresQueue::Listen(Connection& c) {
   }
   pollfd fd{c.socket(), POLLIN, 0};
   for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
-    const int ready = ::poll(&fd, 1, 100);  // a tenth of a second: how soon Close() is seen
-    if (ready < 0 && errno != EINTR) return;
-    if (PQconsumeInput(c.raw()) == 0) return;  // the connection broke: a new one
+    // First what libpq has read already (a notification may have come in with LISTEN's answer):
+    // the socket would not show it.
     while (PGnotify* n = PQnotifies(c.raw())) {
       HandleNotification(n->extra);
       PQfreemem(n);
     }
+    const int ready = ::poll(&fd, 1, -1);  // a notification, a broken connection, or Close
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    if (ready < 0 && errno != EINTR) return;
+    if (PQconsumeInput(c.raw()) == 0) return;  // the connection broke: a new one
   }
 }
 

@@ -146,6 +146,7 @@ struct RedisClient::RawConnection {
   // The next reply; nil Value when none arrived within `timeout_ms` (the connection stays
   // usable: hiredis itself would mark it broken after a read timeout).
   Result<Value> Read(int timeout_ms);
+  void Interrupt() { connection->Interrupt(); }  // see RedisConnection::Interrupt
 };
 
 }  // namespace delayq::redis

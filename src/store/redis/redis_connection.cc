@@ -72,6 +72,33 @@ std::string SslErrors() {
   return out.empty() ? "no detail from OpenSSL" : out;
 }
 
+// OpenSSL's socket BIO writes with write(), so a TLS write to a connection Redis has closed raises
+// SIGPIPE, which ends the process unless it ignores the signal (a library must not count on that).
+// OpenSSL has no flag for it: this BIO is the socket BIO with send(MSG_NOSIGNAL) as its write, as
+// libpq's is (fe-secure-openssl.c, my_BIO_s_socket).
+int SendWithoutSignal(BIO* bio, const char* data, int size) {
+  const int fd = static_cast<int>(BIO_get_fd(bio, nullptr));
+  const ssize_t n = ::send(fd, data, static_cast<size_t>(size), MSG_NOSIGNAL);
+  BIO_clear_retry_flags(bio);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(bio);
+  return static_cast<int>(n);
+}
+
+const BIO_METHOD* SocketWithoutSignal() {
+  static BIO_METHOD* const method = [] {
+    const BIO_METHOD* socket = BIO_s_socket();
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "delayq socket");
+    if (m == nullptr) return m;
+    BIO_meth_set_write(m, SendWithoutSignal);
+    BIO_meth_set_read(m, BIO_meth_get_read(socket));
+    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(socket));
+    BIO_meth_set_create(m, BIO_meth_get_create(socket));
+    BIO_meth_set_destroy(m, BIO_meth_get_destroy(socket));
+    return m;
+  }();
+  return method;
+}
+
 bool IsIpAddress(const std::string& host) {
   in6_addr v6;
   in_addr v4;
@@ -190,8 +217,10 @@ struct RedisConnection::Impl {
   Status Handshake(const RedisTls& tls, const std::string& host, int timeout_ms) {
     const auto deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
     ssl = SSL_new(tls.ctx());
-    if (!ssl || SSL_set_fd(ssl, fd) != 1)
-      return Status::Internal("OpenSSL could not make a connection: " + SslErrors());
+    BIO* bio = ssl != nullptr && SocketWithoutSignal() != nullptr ? BIO_new(SocketWithoutSignal()) : nullptr;
+    if (bio == nullptr) return Status::Internal("OpenSSL could not make a connection: " + SslErrors());
+    BIO_set_fd(bio, fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, bio, bio);  // the SSL owns it now
     const std::string name = tls.options().server_name.empty() ? host : tls.options().server_name;
     if (!IsIpAddress(name)) SSL_set_tlsext_host_name(ssl, name.c_str());
     if (!tls.options().insecure) {
@@ -415,6 +444,9 @@ Result<std::optional<Value>> RedisConnection::Read(int timeout_ms, bool idle_ok)
     }
   }
 }
+
+// Reading only: over TLS, the failed read sends an alert, which a shut writing side would refuse.
+void RedisConnection::Interrupt() { (void)::shutdown(impl_->fd, SHUT_RD); }
 
 bool RedisConnection::StillOpen() {
   if (impl_->ssl && SSL_pending(impl_->ssl) > 0) return false;  // stray bytes: not a clean idle connection

@@ -63,6 +63,10 @@ class RedisConnection {
   Result<std::optional<Value>> Read(int timeout_ms, bool idle_ok = false);
   // Whether an idle connection is still open: no end, no reset and no stray bytes are waiting.
   bool StillOpen();
+  // Shuts the socket's reading down, from any thread: a Read waiting on it ends at once (with an
+  // error).
+  // The connection must outlive the call; it is broken afterwards.
+  void Interrupt();
 
  private:
   struct Impl;

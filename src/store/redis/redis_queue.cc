@@ -114,6 +114,7 @@ void RedisQueue::Close() {
     closed_ = true;
     for (auto& [h, w] : waiters_) pending.push_back(std::move(w.done));
     waiters_.clear();
+    if (subscription_ != nullptr) subscription_->Interrupt();
     cv_.notify_all();
   }
   for (auto& done : pending) done(std::vector<Delivery>{});

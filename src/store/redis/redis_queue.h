@@ -251,6 +251,7 @@ class RedisQueue final : public Queue, private ScheduleStore {
   void RefreshRegistry();
   int64_t NextTickLocked(const SchedulerTimers& timers);
   void SubscriberLoop();
+  bool Subscribe(RedisClient::RawConnection& conn);
   void HandleWakeMessage(const Value& v);
   void ServeWaiters(const std::string& queue);
   void Poke();
@@ -293,6 +294,10 @@ class RedisQueue final : public Queue, private ScheduleStore {
   // Promote and reserve scripts before this process's enqueue scripts (delivery_first.h).
   DeliveryFirst delivery_first_;
   std::thread scheduler_, subscriber_;
+  // The subscriber's connection while it has one (under mu_): Close interrupts its read, so a
+  // store closes at once instead of after the read's timeout (a quarter second per store closed
+  // made each Redis conformance test last 0.26 s).
+  RedisClient::RawConnection* subscription_ = nullptr;
 };
 
 // The Redis store with its recurring schedules (schedule/scheduled_queue.h), on `clock` (nullptr:

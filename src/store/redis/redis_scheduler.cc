@@ -370,34 +370,49 @@ void RedisQueue::SubscriberLoop() {
       if (closed_) return;
     }
     std::string error;
-    auto conn = client_->Dedicated(&error);
-    if (conn && conn->Send({"PSUBSCRIBE", "dq:*:wake"}).ok()) {
+    if (auto conn = client_->Dedicated(&error)) {
+      const bool again = Subscribe(*conn);
+      std::lock_guard lock(mu_);
+      subscription_ = nullptr;  // before `conn` goes
+      if (!again) return;       // closed
       backoff_ms = 100;
-      {
-        std::lock_guard lock(mu_);  // messages may have been missed while disconnected
-        for (auto& [name, q] : queues_) {
-          q.check = true;
-          if (!q.waiters.empty()) ready_notices_.insert(name);  // a job may have come meanwhile
-        }
-        Poke();
-      }
-      while (true) {
-        {
-          std::lock_guard lock(mu_);
-          if (closed_) return;
-        }
-        auto v = conn->Read(250);
-        if (!v.ok()) {
-          spdlog::warn("the Redis wake channel dropped ({}); reconnecting", v.status().message());
-          break;
-        }
-        HandleWakeMessage(*v);
-      }
+    } else {
+      spdlog::warn("the Redis wake channel: {}; retrying in {} ms", error, backoff_ms);
     }
-    if (!conn) spdlog::warn("the Redis wake channel: {}; retrying in {} ms", error, backoff_ms);
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return closed_; });
     backoff_ms = std::min(backoff_ms * 2, 2000);
+  }
+}
+
+// Reads wake messages on `conn` until it drops (true: connect again) or the store closes (false).
+bool RedisQueue::Subscribe(RedisClient::RawConnection& conn) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return false;
+    subscription_ = &conn;  // from now on Close interrupts the read
+  }
+  if (!conn.Send({"PSUBSCRIBE", "dq:*:wake"}).ok()) return true;
+  {
+    std::lock_guard lock(mu_);  // messages may have been missed while disconnected
+    for (auto& [name, q] : queues_) {
+      q.check = true;
+      if (!q.waiters.empty()) ready_notices_.insert(name);  // a job may have come meanwhile
+    }
+    Poke();
+  }
+  while (true) {
+    // Nothing to do between messages: Close interrupts the read, so the timeout only bounds it.
+    auto v = conn.Read(10'000);
+    {
+      std::lock_guard lock(mu_);
+      if (closed_) return false;
+    }
+    if (!v.ok()) {
+      spdlog::warn("the Redis wake channel dropped ({}); reconnecting", v.status().message());
+      return true;
+    }
+    HandleWakeMessage(*v);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "store/redis/doctor.h"
+#include "store/redis/redis_connection.h"
 #include "store/redis/redis_fixture.h"
 #include "store/redis/redis_queue.h"
 
@@ -125,6 +126,26 @@ TEST(RedisDeploy, TlsWithAPrivateCaAClientCertificateAndAPassword) {
   auto half = redis::RedisUrl::Parse(Url("rediss", "", strict.port(), "?cert=" + certs.cert("client")));
   ASSERT_TRUE(half.ok());
   EXPECT_EQ(Open(Url("rediss", "", strict.port(), "?cert=" + certs.cert("client"))).code(), Code::kInvalidArgument);
+}
+
+// Found when Close began to interrupt the subscriber's read: OpenSSL's socket BIO writes with
+// write(), so a TLS write to a connection Redis had closed raised SIGPIPE and ended the process
+// (a library must not; the server does not ignore SIGPIPE). Writes now go through send() with
+// MSG_NOSIGNAL, as plain-text ones did, and such a write is an error like any other.
+TEST(RedisDeploy, AWriteToATlsConnectionRedisClosedIsAnErrorNotASignal) {
+  TestCerts certs;
+  RedisServer redis(certs.RedisArgs(false), "", /*tls=*/true);
+  redis::RedisTlsOptions tls_options{.enabled = true, .ca_file = certs.ca()};
+  auto tls = redis::MakeRedisTls(tls_options);
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  auto conn = redis::RedisConnection::Open(redis::Endpoint{"127.0.0.1", redis.port()}, {}, tls->get(), 2000);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  ASSERT_TRUE((*conn)->Send({{"PING"}}).ok());
+  ASSERT_TRUE((*conn)->Read(2000).ok());
+  redis.Kill();
+  Status last;
+  for (int i = 0; i < 20 && last.ok(); ++i) last = (*conn)->Send({{"PING"}});  // the first may still "succeed"
+  EXPECT_EQ(last.code(), Code::kUnavailable) << last.ToString();
 }
 
 // A Sentinel-managed master fails over while jobs are enqueued: every enqueue answered ok is on
