@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <charconv>
 
@@ -261,18 +262,29 @@ void PostgresQueue::ListenerLoop(std::unique_ptr<Connection> first) {
 }
 
 void PostgresQueue::Listen(Connection& c) {
+  // Close shuts down a duplicate of the socket that this function owns: libpq closes its own
+  // descriptor when the connection breaks, and its number may be another socket's by then.
+  const int own = ::dup(c.socket());
+  if (own < 0) return;
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return;
-    listening_socket_ = c.socket();  // from now on Close ends the wait below
+    if (stopping_) {
+      ::close(own);
+      return;
+    }
+    listening_socket_ = own;  // from now on Close ends the wait below
   }
   struct Unregister {
     PostgresQueue* q;
+    int own;
     ~Unregister() {
-      std::lock_guard lock(q->mu_);
-      q->listening_socket_ = -1;  // before the connection closes its socket
+      {
+        std::lock_guard lock(q->mu_);
+        q->listening_socket_ = -1;
+      }
+      ::close(own);
     }
-  } unregister{this};
+  } unregister{this, own};
   if (!c.Run("LISTEN delayq").ok()) return;
   {
     // Whatever was announced while no one listened: every waiting queue looks once.
@@ -289,7 +301,9 @@ void PostgresQueue::Listen(Connection& c) {
       HandleNotification(n->extra);
       PQfreemem(n);
     }
-    const int ready = ::poll(&fd, 1, -1);  // a notification, a broken connection, or Close
+    // A notification, a broken connection, or Close. The timeout is a backstop only: bytes that
+    // TLS has taken off the socket and libpq has not read would not wake poll.
+    const int ready = ::poll(&fd, 1, 1000);
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;

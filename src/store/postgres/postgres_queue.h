@@ -261,7 +261,7 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   std::mt19937_64 rng_;  // back-off jitter only (tokens: the OS CSPRNG); under mu_
   std::shared_ptr<const ReceiptSigner> signer_;
   std::thread scheduler_, listener_, vacuumer_;
-  int listening_socket_ = -1;  // the listener's connection's socket while it listens (Close)
+  int listening_socket_ = -1;  // while the listener listens: a duplicate of its socket (Close)
 };
 
 // The PostgreSQL store with its recurring schedules (schedule/scheduled_queue.h), on `clock`

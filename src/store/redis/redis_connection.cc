@@ -79,8 +79,10 @@ std::string SslErrors() {
 int SendWithoutSignal(BIO* bio, const char* data, int size) {
   const int fd = static_cast<int>(BIO_get_fd(bio, nullptr));
   const ssize_t n = ::send(fd, data, static_cast<size_t>(size), MSG_NOSIGNAL);
+  const int error = errno;
   BIO_clear_retry_flags(bio);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(bio);
+  if (n < 0 && (error == EAGAIN || error == EWOULDBLOCK || error == EINTR)) BIO_set_retry_write(bio);
+  errno = error;  // for SSL_ERROR_SYSCALL's reader
   return static_cast<int>(n);
 }
 
@@ -90,13 +92,28 @@ const BIO_METHOD* SocketWithoutSignal() {
     BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "delayq socket");
     if (m == nullptr) return m;
     BIO_meth_set_write(m, SendWithoutSignal);
+    // The socket BIO's own read, control, create and destroy (OpenSSL 3.5 deprecates the getters;
+    // Debian 12 has 3.0, and libpq uses them the same way).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     BIO_meth_set_read(m, BIO_meth_get_read(socket));
     BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(socket));
     BIO_meth_set_create(m, BIO_meth_get_create(socket));
     BIO_meth_set_destroy(m, BIO_meth_get_destroy(socket));
+#pragma GCC diagnostic pop
     return m;
   }();
   return method;
+}
+
+// Why an SSL_read or SSL_write failed with `error` (SSL_get_error): OpenSSL's queue, or the
+// socket's errno when the failure was the system's (a reset, a broken pipe).
+std::string SslFailure(int error) {
+  const int saved = errno;
+  if (error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+    return saved != 0 ? std::strerror(saved) : "the connection ended";
+  }
+  return SslErrors();
 }
 
 bool IsIpAddress(const std::string& host) {
@@ -275,7 +292,7 @@ struct RedisConnection::Impl {
           continue;
         }
         return Lost(e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ ? "no room to send within the timeout"
-                                                                          : SslErrors());
+                                                                          : SslFailure(e));
       }
       const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
       if (n > 0) {
@@ -306,7 +323,7 @@ struct RedisConnection::Impl {
             if (!Wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) return 0;
             continue;
           }
-          *why = e == SSL_ERROR_ZERO_RETURN ? "Redis closed the connection" : SslErrors();
+          *why = e == SSL_ERROR_ZERO_RETURN ? "Redis closed the connection" : SslFailure(e);
           return -1;
         }
       } else {

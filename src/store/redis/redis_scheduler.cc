@@ -392,7 +392,10 @@ bool RedisQueue::Subscribe(RedisClient::RawConnection& conn) {
     if (closed_) return false;
     subscription_ = &conn;  // from now on Close interrupts the read
   }
-  if (!conn.Send({"PSUBSCRIBE", "dq:*:wake"}).ok()) return true;
+  if (Status sent = conn.Send({"PSUBSCRIBE", "dq:*:wake"}); !sent.ok()) {
+    spdlog::warn("the Redis wake channel: {}; connecting again", sent.message());
+    return true;
+  }
   {
     std::lock_guard lock(mu_);  // messages may have been missed while disconnected
     for (auto& [name, q] : queues_) {
