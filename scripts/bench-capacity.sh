@@ -36,8 +36,6 @@ command -v redis-server >/dev/null || "$root/scripts/install-deps.sh"
 # shellcheck source=scripts/bench-lib.sh
 . "$root/scripts/bench-lib.sh"
 scratch delayq-capacity
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_redis() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; echo "redis on $1 did not start" >&2; exit 1; }
 redis_pids=()
 start_redis() {  # start_redis PORT [extra args]: a redis-server without persistence, on core 1
   local port=$1; shift
@@ -95,21 +93,11 @@ stop_delayq
 redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1 || true
 redis_pids=()
 
-# Two masters (no replicas): each node's port p and bus port p + 10000 must be free.
-nodes=()
-while [ ${#nodes[@]} -lt 2 ]; do
-  p=$(free_port)
-  [ "$p" -lt 55000 ] && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && nodes+=("$p")
-done
+cluster_ports 2
 for p in "${nodes[@]}"; do
   start_redis "$p" --cluster-enabled yes --cluster-config-file "$work/redis-$p/nodes.conf"
 done
-# shellcheck disable=SC2046  # one argument per node
-redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 0 --cluster-yes >"$work/cluster.log" 2>&1
-for _ in $(seq 100); do
-  redis-cli -p "${nodes[0]}" cluster info | grep -q cluster_state:ok && break
-  sleep 0.1
-done
+form_cluster
 start_delayq --store "redis-cluster://127.0.0.1:${nodes[0]}" --redis-shards 2
 for run in $(seq "$repeat"); do burst cluster-2 "$run"; done
 stop_delayq

@@ -32,8 +32,6 @@ runs=$out/tmp/growth-runs.jsonl
 started=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_redis() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; echo "redis on $1 did not start" >&2; exit 1; }
 start_redis() {  # start_redis PORT DIR [extra args]: a redis-server without persistence
   local port=$1 dir=$2; shift 2
   mkdir -p "$dir"
@@ -62,20 +60,12 @@ start_redis "$port" "$work/redis"
 run redis --levels "$levels" --rate 10000 --store "redis://127.0.0.1:$port"
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 
-# A 4-master cluster (no replicas): each node's port p and bus port p + 10000 must be free.
-nodes=()
-while [ ${#nodes[@]} -lt 4 ]; do
-  p=$(free_port)
-  [ "$p" -lt 55000 ] && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && nodes+=("$p")
-done
+# A 4-master cluster (no replicas).
+cluster_ports 4
 for p in "${nodes[@]}"; do
   start_redis "$p" "$work/cluster-$p" --cluster-enabled yes --cluster-config-file "$work/cluster-$p/nodes.conf"
 done
-redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 0 --cluster-yes >"$work/cluster.log" 2>&1
-for _ in $(seq 100); do
-  redis-cli -p "${nodes[0]}" cluster info | grep -q cluster_state:ok && break
-  sleep 0.1
-done
+form_cluster
 for n in $shards; do
   for p in "${nodes[@]}"; do redis-cli -p "$p" flushall >/dev/null; done
   run "cluster-shards-$n" --levels "$shard_levels" --rate 10000 --store "redis-cluster://127.0.0.1:${nodes[0]}" --shards "$n"

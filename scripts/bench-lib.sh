@@ -23,3 +23,28 @@ scratch() {
         wait 2>/dev/null || true
         rm -rf "$work"' EXIT
 }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_redis() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; echo "redis on $1 did not start" >&2; exit 1; }
+# cluster_ports N: sets nodes to N free ports whose cluster bus ports (p + 10000) are free too.
+cluster_ports() {
+  nodes=()
+  while [ ${#nodes[@]} -lt "$1" ]; do
+    local p
+    p=$(free_port)
+    [ "$p" -lt 55000 ] && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && nodes+=("$p")
+  done
+}
+# form_cluster: one Redis Cluster (no replicas) of the servers on $nodes, started with
+# --cluster-enabled yes; returns when it answers cluster_state:ok.
+form_cluster() {
+  # shellcheck disable=SC2046  # one argument per node
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 0 --cluster-yes \
+    >"$work/cluster.log" 2>&1
+  for _ in $(seq 100); do
+    redis-cli -p "${nodes[0]}" cluster info | grep -q cluster_state:ok && return
+    sleep 0.1
+  done
+  echo "the Redis Cluster did not form: $(tail -3 "$work/cluster.log")" >&2
+  exit 1
+}
