@@ -169,6 +169,11 @@ Result<std::unique_ptr<HttpConnectionPool::Tls>> HttpConnectionPool::MakeTls(con
     }
     const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;
     tls->context.use_private_key_file(key, net::ssl::context::pem, ec);
+    // OpenSSL compares a key with the certificate only when both are of one type: an RSA key
+    // beside an ECDSA certificate was taken, and the handshake failed later without a reason.
+    if (!ec && SSL_CTX_check_private_key(tls->context.native_handle()) != 1) {
+      ec = beast::error_code(static_cast<int>(ERR_get_error()), net::error::get_ssl_category());
+    }
     if (ec) {
       return Status::InvalidArgument(
           fmt::format("cannot use the client key \"{}\": {} (the unencrypted PEM private key of the client certificate "

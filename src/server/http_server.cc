@@ -145,6 +145,11 @@ class HttpServer::Impl {
                                                  options_.tls_cert_file, ec.message()));
     }
     ssl_->use_private_key_file(options_.tls_key_file, net::ssl::context::pem, ec);
+    // OpenSSL compares a key with the certificate only when both are of one type (an RSA key
+    // beside an ECDSA certificate was taken): ask it to.
+    if (!ec && SSL_CTX_check_private_key(ssl_->native_handle()) != 1) {
+      ec = beast::error_code(static_cast<int>(ERR_get_error()), net::error::get_ssl_category());
+    }
     if (ec) {
       return Status::InvalidArgument(
           fmt::format("cannot use --tls-key \"{}\": {} (an unencrypted PEM private key matching --tls-cert is needed)",

@@ -7,7 +7,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include "core/errors.h"
 #include "store/postgres/pg_common.h"
@@ -249,28 +251,30 @@ void PostgresQueue::ListenerLoop(std::unique_ptr<Connection> first) {
     }
     auto c = first ? Result<std::unique_ptr<Connection>>(std::move(first))
                    : Connection::Open(options_.url, options_.connect_timeout_s);
-    if (c.ok()) {
+    // A connection that listened, then broke, is opened again at once; one that could not LISTEN
+    // (a standby, a role without the right) is tried again after the back-off, not in a loop.
+    Status s = c.ok() ? Listen(**c) : c.status();
+    if (s.ok()) {
       backoff_ms = 100;
-      Listen(**c);
       continue;
     }
-    NoteHealth(n, c.status());
+    NoteHealth(n, s);
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] { return stopping_; });
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
   }
 }
 
-void PostgresQueue::Listen(Connection& c) {
+Status PostgresQueue::Listen(Connection& c) {
   // Close shuts down a duplicate of the socket that this function owns: libpq closes its own
   // descriptor when the connection breaks, and its number may be another socket's by then.
   const int own = ::dup(c.socket());
-  if (own < 0) return;
+  if (own < 0) return Status::Unavailable(fmt::format("cannot listen: dup: {}", std::strerror(errno)));
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
       ::close(own);
-      return;
+      return Status::Ok();  // closing: the loop sees it
     }
     listening_socket_ = own;  // from now on Close ends the wait below
   }
@@ -285,7 +289,10 @@ void PostgresQueue::Listen(Connection& c) {
       ::close(own);
     }
   } unregister{this, own};
-  if (!c.Run("LISTEN delayq").ok()) return;
+  if (Status s = c.Run("LISTEN delayq"); !s.ok()) {
+    std::lock_guard lock(mu_);
+    return stopping_ ? Status::Ok() : s;
+  }
   {
     // Whatever was announced while no one listened: every waiting queue looks once.
     std::lock_guard lock(mu_);
@@ -306,10 +313,10 @@ void PostgresQueue::Listen(Connection& c) {
     const int ready = ::poll(&fd, 1, 1000);
     {
       std::lock_guard lock(mu_);
-      if (stopping_) return;
+      if (stopping_) return Status::Ok();  // closing: the loop sees it
     }
-    if (ready < 0 && errno != EINTR) return;
-    if (PQconsumeInput(c.raw()) == 0) return;  // the connection broke: a new one
+    if (ready < 0 && errno != EINTR) return Status::Ok();   // as a broken connection: a new one
+    if (PQconsumeInput(c.raw()) == 0) return Status::Ok();  // the connection broke: a new one
   }
 }
 

@@ -219,8 +219,9 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   void ListenerLoop(std::unique_ptr<Connection> first);
   void VacuumLoop();
   bool VacuumDue();
-  // One listener connection's life: LISTEN, then notifications until it breaks or the store closes.
-  void Listen(Connection& c);
+  // One listener connection's life: LISTEN, then notifications until it breaks or the store
+  // closes (Ok: the loop connects again at once, or ends); an error when LISTEN itself failed.
+  Status Listen(Connection& c);
   void HandleNotification(std::string_view payload);
   // Serves the waiting reserves of `queue` in arrival order while jobs are ready.
   void ServeWaiters(const std::string& queue);
