@@ -60,14 +60,22 @@ stop_delayq() { kill "$delayq_pid"; wait "$delayq_pid" 2>/dev/null || true; }
 # The enqueue runs alone first (--lead: the window starts LEAD after the bench does), so the
 # phases are apart in time and the CPU between them is idle.
 burst() {
-  local layout=$1 run=$2 sampler bench_pid
-  taskset -c 1 "$delayq" --json --server "http://127.0.0.1:$port" bench --mode burst --jobs "$jobs" \
-    --window "$window" --lead "$lead" --no-progress --stream --queue "capacity-$run" >"$work/bench.json" &
+  local layout=$1 run=$2 sampler bench_pid queue="capacity-$1-$2"
+  [ "$layout" = cluster-2 ] && queue=capacity-cluster  # its shards are on both masters: form_cluster
+  # The bench starts once the sampler has taken its first sample (exec keeps the waiting shell's
+  # pid: the sampler watches the bench from before its first enqueue).
+  rm -f "$work/go" "$work/samples"
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  taskset -c 1 bash -c 'while [ ! -e "$1" ]; do sleep 0.01; done; shift; exec "$@"' _ "$work/go" \
+    "$delayq" --json --server "http://127.0.0.1:$port" bench --mode burst --jobs "$jobs" \
+    --window "$window" --lead "$lead" --no-progress --stream --queue "$queue" >"$work/bench.json" &
   bench_pid=$!
   local watched=("delayq=$delayq_pid" "client=$bench_pid") i
   for i in "${!redis_pids[@]}"; do watched+=("redis$i=${redis_pids[$i]}"); done
   python3 "$root/scripts/cpu_sampler.py" "$work/samples" "${watched[@]}" &
   sampler=$!
+  until [ -s "$work/samples" ]; do sleep 0.01; done
+  touch "$work/go"
   wait "$bench_pid" || { echo "the bench failed (layout $layout)" >&2; exit 1; }
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
@@ -97,7 +105,10 @@ cluster_ports 2
 for p in "${nodes[@]}"; do
   start_redis "$p" --cluster-enabled yes --cluster-config-file "$work/redis-$p/nodes.conf"
 done
-form_cluster
+# One queue for the runs, its two shards' slots on different masters: the split between them.
+s0=$(redis-cli -p "${nodes[0]}" cluster keyslot "{capacity-cluster#0}")
+s1=$(redis-cli -p "${nodes[0]}" cluster keyslot "{capacity-cluster#1}")
+form_cluster $((s0 > s1 ? s0 : s1))
 start_delayq --store "redis-cluster://127.0.0.1:${nodes[0]}" --redis-shards 2
 for run in $(seq "$repeat"); do burst cluster-2 "$run"; done
 stop_delayq

@@ -35,12 +35,24 @@ cluster_ports() {
     [ "$p" -lt 55000 ] && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && nodes+=("$p")
   done
 }
-# form_cluster: one Redis Cluster (no replicas) of the servers on $nodes, started with
-# --cluster-enabled yes; returns when it answers cluster_state:ok.
+# form_cluster [SPLIT]: one Redis Cluster (no replicas) of the servers on $nodes, started with
+# --cluster-enabled yes; returns when it answers cluster_state:ok. redis-cli makes clusters of 3
+# masters or more; 2 get the slots by hand, the first below SPLIT (default 8192), the second the
+# rest.
 form_cluster() {
-  # shellcheck disable=SC2046  # one argument per node
-  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 0 --cluster-yes \
-    >"$work/cluster.log" 2>&1
+  local n=${#nodes[@]} split=${1:-8192}
+  if [ "$n" -ge 3 ]; then
+    # shellcheck disable=SC2046  # one argument per node
+    redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 0 --cluster-yes \
+      >"$work/cluster.log" 2>&1
+  else
+    [ "$n" -eq 2 ] || { echo "form_cluster: 2 nodes or 3 and more, not $n" >&2; exit 1; }
+    {
+      redis-cli -p "${nodes[0]}" cluster addslotsrange 0 $((split - 1))
+      redis-cli -p "${nodes[1]}" cluster addslotsrange "$split" 16383
+      redis-cli -p "${nodes[0]}" cluster meet 127.0.0.1 "${nodes[1]}"
+    } >>"$work/cluster.log"
+  fi
   for _ in $(seq 100); do
     redis-cli -p "${nodes[0]}" cluster info | grep -q cluster_state:ok && return
     sleep 0.1

@@ -78,11 +78,16 @@ def cost(m, proc, phase="total"):
     return m["us_per_job"].get(proc, {}).get(phase, 0.0)
 
 
+def per_second(us):
+    """Jobs/s one core gives at `us` µs per job (inf when too few ticks were counted)."""
+    return 1e6 / us if us > 0 else float("inf")
+
+
 def predicted_enqueue(costs):
     """Enqueue jobs/s on this machine's layout: delayq alone on core 0, Redis and the client on 1."""
     core0 = cost(costs, "delayq", "enqueue")
     core1 = cost(costs, "redis", "enqueue") + cost(costs, "client", "enqueue")
-    return min(1e6 / core0, 1e6 / core1), ("delayq's core" if core0 >= core1 else "the Redis and client core")
+    return min(per_second(core0), per_second(core1)), ("delayq's core" if core0 >= core1 else "the Redis and client core")
 
 
 def projection(single, sharded):
@@ -90,8 +95,8 @@ def projection(single, sharded):
     for masters in (1, 4, 16):
         m = single if masters == 1 else sharded
         redis_total, dq = cost(m, "redis"), cost(m, "delayq")
-        rate = masters * 1e6 / redis_total
-        enqueue_rate = masters * 1e6 / cost(m, "redis", "enqueue")
+        rate = masters * per_second(redis_total)
+        enqueue_rate = masters * per_second(cost(m, "redis", "enqueue"))
         rows.append({"masters": masters, "shards": masters, "burst_jobs_per_s": rate,
                      "delayq_cores": rate * dq / 1e6, "enqueue_jobs_per_s": enqueue_rate,
                      "delayq_cores_enqueue": enqueue_rate * cost(m, "delayq", "enqueue") / 1e6})
@@ -99,6 +104,8 @@ def projection(single, sharded):
 
 
 def fmt(x, digits=0):
+    if x == float("inf"):
+        return "∞"
     return f"{x:,.{digits}f}".replace(",", " ")
 
 
@@ -133,8 +140,9 @@ def report(runs_path, out, date, machine, load, versions):
               "| layout | per delayq core, burst | per delayq core, enqueue | per Redis core, burst | "
               "per Redis core, enqueue |", "|---|--:|--:|--:|--:|"]
     for name, x in m.items():
-        per = [1e6 / cost(x, "delayq"), 1e6 / cost(x, "delayq", "enqueue")]
-        per += [1e6 / cost(x, "redis"), 1e6 / cost(x, "redis", "enqueue")] if "redis" in x["us_per_job"] else []
+        per = [per_second(cost(x, "delayq")), per_second(cost(x, "delayq", "enqueue"))]
+        if "redis" in x["us_per_job"]:
+            per += [per_second(cost(x, "redis")), per_second(cost(x, "redis", "enqueue"))]
         lines.append(f"| {name} | " + " | ".join(fmt(v) for v in per) + (" | – | – |" if len(per) == 2 else " |"))
     result = {"date": date, "machine": machine, "versions": versions, "load_before": load, "layouts": m}
     if "redis" in m and "cluster-2" in m:
