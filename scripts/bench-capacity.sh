@@ -77,6 +77,9 @@ burst() {
   until [ -s "$work/samples" ]; do sleep 0.01; done
   touch "$work/go"
   wait "$bench_pid" || { echo "the bench failed (layout $layout)" >&2; exit 1; }
+  # The runs of cluster-2 share their queue: what is left of one (a delivery whose ack the bench
+  # did not wait for) must not arrive in the next.
+  "$delayq" --server "http://127.0.0.1:$port" delete-queue "$queue" --force >/dev/null
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
   python3 "$root/scripts/capacity_model.py" --run "$layout" "$run" "$lead" "$work/samples" "$work/bench.json" \
