@@ -19,8 +19,6 @@ window=${WINDOW:-10s}
 # shellcheck source=scripts/bench-lib.sh
 . "$root/scripts/bench-lib.sh"
 scratch delayq-stream
-# shellcheck source=scripts/pg-temp.sh
-. "$root/scripts/pg-temp.sh"  # free_port
 port=$(free_port)
 "$delayq" serve --listen "127.0.0.1:$port" --data "$work/data" >"$work/delayq.log" 2>&1 &
 pids+=($!)

@@ -3,11 +3,10 @@
 # synchronous_commit on, autovacuum on) in $work/pg, on a free loopback port, as the postgres user
 # when root (initdb refuses root). Sets pgport, url and pgbin, adds the server's stop to stops, and
 # defines as_pg (run as postgres when root) and psql_ (one statement on url). Needs root (the
-# checkout), work and stops (bench-lib.sh's scratch) set.
+# checkout), work and stops (bench-lib.sh's scratch) set, and bench-lib.sh's free_port.
 : "${root:?the checkout directory}" "${work:?a scratch directory}"
 pgbin=/usr/lib/postgresql/15/bin
 [ -x "$pgbin/postgres" ] || "$root/scripts/install-deps.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 as_pg() { if [ "$(id -u)" = 0 ]; then setpriv --reuid postgres --regid postgres --clear-groups "$@"; else "$@"; fi; }
 start_temp_postgres() {
   if [ "$(id -u)" = 0 ]; then
