@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # which is how users and CI build, that takes a fraction of the time.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON -DDELAYQ_UNITY=ON
 
-.PHONY: all deps build run test test-sanitize test-sanitize-redis test-sanitize-all test-tsan test-tsan-all check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream bench-capacity clean
+.PHONY: all deps build run test test-sanitize test-sanitize-redis test-sanitize-all test-tsan test-tsan-all check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream bench-capacity bench-ordered clean
 
 all: build
 
@@ -189,6 +189,11 @@ bench-stream: build
 # per core and a projection over Redis Cluster masters (scripts/bench-capacity.sh).
 bench-capacity: build
 	@./scripts/bench-capacity.sh $(BUILD)
+
+# Priorities and fair groups against the plain path on both stores: reserve + ack jobs/s, and
+# Redis's commands per job (scripts/bench-ordered.sh; bench/results/ordered.md).
+bench-ordered: build
+	@./scripts/bench-ordered.sh $(BUILD)
 
 # delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
 # bench/results/postgres/churn.md.

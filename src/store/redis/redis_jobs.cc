@@ -36,7 +36,12 @@ std::vector<ShardPlan> PlanEnqueue(const std::string& queue, const QueueConfig& 
   for (size_t i = 0; i < requests.size(); ++i) {
     const EnqueueRequest& r = requests[i];
     ShardPlan& plan = plans[static_cast<size_t>(shard_of[i])];
-    const JobRecord record = NewJobRecord(queue, r, config, now_ms);
+    JobRecord record = NewJobRecord(queue, r, config, now_ms);
+    // Not kept twice: the queue is the record's key's, and the key is in the job's meta (every
+    // reader takes both from there: ToJob, DecodeDelivery). A job costs their bytes less
+    // (docs/performance.md, "The Redis store's bytes per job").
+    record.queue.clear();
+    record.key.clear();
     plan.members.push_back(i);
     plan.args.push_back(ids[i].ToString());
     plan.args.push_back(EncodeJobRecord(record));

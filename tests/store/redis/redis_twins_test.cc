@@ -14,6 +14,7 @@
 #include "core/backoff.h"
 #include "core/flow_control.h"
 #include "core/ready_order.h"
+#include "core/record.h"
 #include "core/ulid.h"
 #include "store/redis/redis_fixture.h"
 #include "store/redis/redis_meta.h"
@@ -141,6 +142,42 @@ TEST(RedisMeta, TheScriptsWriteAndReadFormatThreeAsTheCppSideDoes) {
   EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
 }
 
+// A job's record (dq:{q}:jobs) does not repeat its queue (the key's) or its key (the meta's), and
+// every reader still shows both; a record written with them (an older delayq) reads the same.
+TEST(RedisMeta, ARecordKeepsNeitherItsQueueNorItsKey) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("lean");
+  EnqueueRequest r = Keyed("order-12345-timeout");
+  r.when.delay_ms = std::nullopt;
+  r.payload = R"({"order":12345})";
+  auto job = q->Enqueue(queue, r);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string jobs_key = "dq:{" + queue + "}:jobs";
+  const std::string stored = MustCall(*q, {"HGET", jobs_key, job->id}).str;
+  JobRecord record;
+  ASSERT_TRUE(DecodeJobRecord(stored, &record).ok());
+  EXPECT_EQ(record.queue, "");
+  EXPECT_EQ(record.key, "");
+  EXPECT_EQ(record.payload, r.payload);
+  auto shown = [&](const char* when) {
+    auto got = q->Get(queue, JobRef::ByKey("order-12345-timeout"));
+    ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
+    EXPECT_EQ(got->queue, queue) << when;
+    EXPECT_EQ(got->key, "order-12345-timeout") << when;
+    EXPECT_EQ(got->payload, r.payload) << when;
+  };
+  shown("lean");
+  record.queue = queue;  // as an older delayq wrote it
+  record.key = "order-12345-timeout";
+  MustCall(*q, {"HSET", jobs_key, job->id, EncodeJobRecord(record)});
+  shown("with both");
+  auto delivered = q->Reserve(queue, {});
+  ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
+  EXPECT_EQ((*delivered)[0].key, "order-12345-timeout");
+  EXPECT_EQ((*delivered)[0].payload, r.payload);
+  EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+}
+
 // A job whose meta is still in format 1 (written by delayq 0.1) is read by every script and by
 // Get, and written back in format 2 by its next transition.
 TEST(RedisMeta, TheScriptsReadFormatOneAndWriteFormatTwo) {
@@ -169,15 +206,19 @@ TEST(RedisMeta, TheScriptsReadFormatOneAndWriteFormatTwo) {
 
 // Random enqueues (plain jobs, priorities, groups), reserves and acks on one Redis queue, each
 // reserve's jobs checked against ReadyOrder fed the same jobs: a change to the rule on one side
-// without the other fails here. (Aging is off: it depends on the two clocks agreeing.)
-TEST(RedisLanes, TheReserveScriptPicksWhatReadyOrderPicks) {
+// without the other fails here. Aging changes no pick (it depends on the two clocks agreeing):
+// off, or a day, which no job here waits, so that the script reads its lanes a level at a time
+// (its path with aging) and must still pick as strict priorities do. Reserves of up to
+// `max_reserve` jobs make the script read each source in several chunks.
+void ReservesPickWhatReadyOrderPicks(int64_t aging_ms, int32_t max_reserve, unsigned seed) {
   auto q = OpenStore();
   const std::string queue = UniqueQueue("lanes");
   QueueConfig config;
-  config.priority_aging_ms = 0;
-  config.group_max_reserved = 2;
+  config.priority_aging_ms = aging_ms;
+  config.group_max_reserved = max_reserve > 4 ? 8 : 2;
+  const int64_t cap = config.group_max_reserved;
   ASSERT_TRUE(q->SetConfig(queue, config).ok());
-  std::mt19937 rng(25);
+  std::mt19937 rng(seed);
   ReadyOrder model;
   std::map<std::string, int64_t, std::less<>> leased;     // per group
   std::vector<std::pair<std::string, std::string>> held;  // receipt, group
@@ -186,7 +227,7 @@ TEST(RedisLanes, TheReserveScriptPicksWhatReadyOrderPicks) {
   for (int step = 0; step < 300; ++step) {
     const int op = static_cast<int>(rng() % 3);
     if (op == 0) {
-      std::vector<EnqueueRequest> batch(1 + rng() % 5);
+      std::vector<EnqueueRequest> batch(1 + rng() % (max_reserve > 4 ? 30u : 5u));
       for (auto& r : batch) {
         r.payload = "1";
         r.group = groups[rng() % groups.size()];
@@ -200,12 +241,12 @@ TEST(RedisLanes, TheReserveScriptPicksWhatReadyOrderPicks) {
         model.Add(batch[i].group, batch[i].priority, {(*made)[i].due_at_ms, *id});
       }
     } else if (op == 1) {
-      const int32_t max = 1 + static_cast<int32_t>(rng() % 4);
+      const int32_t max = 1 + static_cast<int32_t>(rng() % static_cast<unsigned>(max_reserve));
       auto got = q->Reserve(queue, {.max = max});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       const ReadyOrderRules rules{0, [&](std::string_view g) {
                                     auto it = leased.find(g);
-                                    return it != leased.end() && it->second >= 2;
+                                    return it != leased.end() && it->second >= cap;
                                   }};
       std::vector<std::string> want;
       while (static_cast<int32_t>(want.size()) < max) {
@@ -222,15 +263,26 @@ TEST(RedisLanes, TheReserveScriptPicksWhatReadyOrderPicks) {
       }
       ASSERT_EQ(ids, want) << "step " << step;
       picks += static_cast<int>(ids.size());
-    } else if (!held.empty()) {
-      const size_t i = rng() % held.size();
-      ASSERT_TRUE(q->Ack(queue, held[i].first).ok());
-      --leased[held[i].second];
-      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      for (int acks = max_reserve > 4 ? 6 : 1; acks > 0 && !held.empty(); --acks) {
+        const size_t i = rng() % held.size();
+        ASSERT_TRUE(q->Ack(queue, held[i].first).ok());
+        --leased[held[i].second];
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+      }
     }
   }
   EXPECT_GT(picks, 100);
 }
+
+TEST(RedisLanes, TheReserveScriptPicksWhatReadyOrderPicks) { ReservesPickWhatReadyOrderPicks(0, 4, 25); }
+
+TEST(RedisLanes, WithAgingTheScriptReadsLevelByLevelAndPicksTheSame) {
+  ReservesPickWhatReadyOrderPicks(86'400'000, 4, 25);
+  ReservesPickWhatReadyOrderPicks(86'400'000, 40, 26);
+}
+
+TEST(RedisLanes, BigReservesReadTheLanesInChunksAndPickTheSame) { ReservesPickWhatReadyOrderPicks(0, 40, 27); }
 
 // ------------------------------------------------------------------------------------------
 // Kept keys (key_ttl_ms)

@@ -6,7 +6,7 @@ if n == 0 then return {} end
 local ids = {}
 for i = 1, n do ids[i] = ARGV[2 * i] end
 local found = redis.call('HMGET', K_META, unpack(ids))
-local out, acked, done, sids, gone = {}, 0, {}, {}, {}
+local out, acked, done, sids, gone, tally, laned_gone = {}, 0, {}, {}, {}, lane_tally_new(), {}
 local now
 for i = 1, n do
   local id, token = ids[i], ARGV[2 * i + 1]
@@ -23,8 +23,8 @@ for i = 1, n do
     elseif m.sid ~= '-' then
       sids[#sids + 1] = m.sid
     end
-    lane_unlease(m)
-    if laned(m) then redis.call('ZREM', K_LANED, id) end
+    lane_tally_unlease(tally, m)
+    if laned(m) then laned_gone[#laned_gone + 1] = id end
     now = now or math.floor(now_us() / 1000)
     release_key(id, m, now)
     gone[#gone + 1] = id
@@ -33,6 +33,8 @@ for i = 1, n do
   end
 end
 drop_entries(sids)
+lane_tally_flush(tally)
+if #laned_gone > 0 then redis.call('ZREM', K_LANED, unpack(laned_gone)) end
 if #gone > 0 then
   redis.call('HDEL', K_JOBS, unpack(gone))
   redis.call('HDEL', K_META, unpack(gone))

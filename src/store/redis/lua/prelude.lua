@@ -164,6 +164,30 @@ local function lane_lease(m)
   end
 end
 
+-- The same counts changed by a batch (reserve, ack), written once at its end: one HINCRBY per
+-- group served, not up to three per job. lane_tally_lease(t, m) and lane_tally_unlease(t, m) are
+-- lane_lease and lane_unlease; lane_tally_flush(t) writes them.
+local function lane_tally_new() return { all = 0, named = 0, groups = {} } end
+local function lane_tally_add(t, m, delta)
+  t.all = t.all + delta
+  if m.grp ~= '' then
+    t.named = t.named + delta
+    t.groups[m.grp] = (t.groups[m.grp] or 0) + delta
+  end
+end
+local function lane_tally_lease(t, m) lane_tally_add(t, m, 1) end
+local function lane_tally_unlease(t, m)
+  if m.state == 'r' and laned(m) then lane_tally_add(t, m, -1) end
+end
+local function lane_tally_flush(t)
+  if t.all ~= 0 then redis.call('HINCRBY', K_COUNTERS, '_lres', t.all) end
+  for g, d in pairs(t.groups) do
+    local key = 'gr:' .. g
+    if d ~= 0 and redis.call('HINCRBY', K_COUNTERS, key, d) <= 0 then redis.call('HDEL', K_COUNTERS, key) end
+  end
+  if t.named ~= 0 then redis.call('HINCRBY', K_COUNTERS, '_gres', t.named) end
+end
+
 local function leave_stream(m, id)
   if m.sid == 'L' then
     lane_remove(id, m)

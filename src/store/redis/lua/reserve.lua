@@ -94,101 +94,270 @@ local function plan_claims()
   if ordered() then turn_check('') end  -- the claims may have been the default group's last ready jobs
 end
 
--- Ready order (core/ready_order.h): the best job of group g, by effective priority (aged), then
--- due, then id, among its levels' heads and, for the default group, the stream's next entry
--- (priority 0). nil when it has none.
+-- Ready order (core/ready_order.h), read a chunk at a time. Each source of a group's ready jobs
+-- is read into the script in chunks that double (2, 4, ... 64): its lane (one source per
+-- priority level when priorities age, since a level's head is then what competes; else the whole
+-- lane, which is priority-major), and for the default group the stream (priority 0). Picks are
+-- made from the sources' heads, and what they change (lanes, the stream's consumer group, turns,
+-- counts) is written once, by flush_ready_order. Nothing else runs during a script, so the chunks
+-- stay true. The embedded twin is engine_delivery.cc's PlanReadyOrderLocked.
 local function effective(p, due)
   if aging <= 0 or now <= due then return p end
   return math.min(9, p + math.floor((now - due) / aging))
 end
-local function best_of_group(g)
-  local best
-  local function consider(eff, due, id, source)
-    if not best or eff > best.eff or (eff == best.eff and (due < best.due or (due == best.due and id < best.id))) then
-      best = { eff = eff, due = due, id = id, source = source }
-    end
+
+local function lane_source(g, lo, hi)
+  return { key = lane_key(g), lo = fmt(lo), hi = hi, buf = {}, pos = 1, read = 0, size = 2, done = false }
+end
+-- The head of a lane source, {id, prio, due, source = 'L'}; nil when it has no more.
+local function lane_head(s)
+  if s.pos <= #s.buf then return s.buf[s.pos] end
+  if s.done then return nil end
+  local r = redis.call('ZRANGEBYSCORE', s.key, s.lo, s.hi, 'WITHSCORES', 'LIMIT', s.read, s.size)
+  s.buf, s.pos = {}, 1
+  for i = 1, #r, 2 do
+    local score = tonumber(r[i + 1])
+    local p = 9 - math.floor(score / LEVEL)
+    s.buf[#s.buf + 1] = { id = r[i], prio = p, due = score - (9 - p) * LEVEL, source = 'L' }
   end
-  for p = 9, 1, -1 do
-    local lo = (9 - p) * LEVEL
-    local h = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '(' .. fmt(lo + LEVEL), 'WITHSCORES', 'LIMIT', 0, 1)
-    if h[1] then
-      local due = tonumber(h[2]) - lo
-      consider(effective(p, due), due, h[1], 'L')
-    end
-  end
-  if g == '' then
-    local e = stream_next()
-    if e and e[2] and e[2][2] then
-      local sm = meta_get(e[2][2])
-      local due = sm and sm.due or now
-      consider(effective(0, due), due, e[2][2], e[1])
-    end
-  else
-    local lo = 9 * LEVEL  -- priority 0 of a named group
-    local h = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if h[1] then
-      local due = tonumber(h[2]) - lo
-      consider(effective(0, due), due, h[1], 'L')
-    end
-  end
-  return best
+  s.read, s.done, s.size = s.read + #s.buf, #s.buf < s.size, math.min(64, s.size * 2)
+  return s.buf[1]
 end
 
--- Takes the picked job: out of its lane, or from the stream. False when the stream had none.
-local function take(pick)
-  if pick.source == 'L' then
-    local lm = meta_get(pick.id)
-    if lm then lane_remove(pick.id, lm) end
-    got[#got + 1] = { 'L', pick.id, 1 }
-    return true
+-- The default group's stream: entries past the consumer group's last delivered, with their due
+-- times from their metas (one HMGET a chunk). An entry without a job id ends it, as before.
+local stream = { buf = {}, pos = 1, after = nil, size = 2, done = false, taken = 0 }
+local function stream_head()
+  local s = stream
+  if s.pos <= #s.buf then return s.buf[s.pos] end
+  if s.done then return nil end
+  if not s.after then
+    if redis.call('EXISTS', K_READY) == 0 then s.done = true return nil end
+    s.after = last_delivered()
   end
-  local r = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', 1, 'STREAMS', K_READY, '>')
-  local e = r and r[1][2][1]
-  if not e or not e[2] or not e[2][2] then return false end
-  got[#got + 1] = { e[1], e[2][2], 1 }
-  turn_check('')
-  return true
+  local r = redis.call('XRANGE', K_READY, '(' .. s.after, '+', 'COUNT', s.size)
+  s.buf, s.pos = {}, 1
+  local ids = {}
+  for _, e in ipairs(r) do
+    if not (e[2] and e[2][2]) then break end
+    ids[#ids + 1] = e[2][2]
+    s.buf[#s.buf + 1] = { id = e[2][2], prio = 0, source = e[1] }
+  end
+  s.done = #s.buf < s.size
+  s.size = math.min(64, s.size * 2)
+  if #ids == 0 then return nil end
+  s.after = s.buf[#s.buf].source
+  local metas = redis.call('HMGET', K_META, unpack(ids))
+  for i, h in ipairs(s.buf) do
+    local m = meta_parse(metas[i])
+    h.due = m and m.due or now
+  end
+  return s.buf[1]
+end
+
+-- A group's sources, made on first use. Without aging, its whole lane. With aging, one source
+-- per non-empty level, found by reading on from the level after the last one found (so an empty
+-- level costs nothing: a group with jobs at one priority costs two reads, not ten). A read that
+-- spans levels seeds each level it saw; all but its last level are then read whole.
+local sources = {}
+local function level_sources(g)
+  local list, lo, page = {}, 0, 2
+  while true do
+    local r = redis.call('ZRANGEBYSCORE', lane_key(g), fmt(lo), '+inf', 'WITHSCORES', 'LIMIT', 0, page)
+    local s
+    for i = 1, #r, 2 do
+      local score = tonumber(r[i + 1])
+      local p = 9 - math.floor(score / LEVEL)
+      local level_lo = (9 - p) * LEVEL
+      if not s or s.lo ~= fmt(level_lo) then
+        if s then s.done = true end
+        s = lane_source(g, level_lo, '(' .. fmt(level_lo + LEVEL))
+        list[#list + 1] = s
+        lo = level_lo + LEVEL
+      end
+      s.buf[#s.buf + 1] = { id = r[i], prio = p, due = score - (9 - p) * LEVEL, source = 'L' }
+      s.read = s.read + 1
+    end
+    if #r < 2 * page then
+      if s then s.done = true end
+      return list
+    end
+  end
+end
+local function sources_of(g)
+  if not sources[g] then sources[g] = aging > 0 and level_sources(g) or { lane_source(g, 0, '+inf') } end
+  return sources[g]
+end
+
+-- The best job of group g by effective priority, then due, then id, with the source it heads
+-- (nil: the stream); nil when the group has none.
+local function best_of_group(g)
+  local best, best_source, best_eff
+  local function consider(h, source)
+    local eff = effective(h.prio, h.due)
+    local better = not best or eff > best_eff or
+      (eff == best_eff and (h.due < best.due or (h.due == best.due and h.id < best.id)))
+    if better then
+      best, best_source, best_eff = h, source, eff
+    end
+  end
+  for _, s in ipairs(sources_of(g)) do
+    local h = lane_head(s)
+    if h then consider(h, s) end
+  end
+  if g == '' then
+    local h = stream_head()
+    if h then consider(h, nil) end
+  end
+  if best then return { id = best.id, source = best.source, from = best_source } end
+  return nil
+end
+
+-- Whether group g has another ready job after the picks so far (claimable deliveries count for
+-- the default group, as in turn_check).
+local claimable = nil
+local function has_more(g)
+  for _, s in ipairs(sources_of(g)) do
+    if lane_head(s) then return true end
+  end
+  if g ~= '' then return false end
+  if stream_head() then return true end
+  if claimable == nil then claimable = redis.call('HGET', K_COUNTERS, '_claim') ~= false end
+  return claimable
+end
+
+-- Takes the picked job (in the script; flush_ready_order writes it).
+local lane_taken, lanes_left, turn = {}, nil, nil
+local function take(pick)
+  got[#got + 1] = { pick.source, pick.id, 1 }
+  if pick.from then
+    pick.from.pos = pick.from.pos + 1
+    local g = pick.g
+    lane_taken[g] = lane_taken[g] or {}
+    lane_taken[g][#lane_taken[g] + 1] = pick.id
+    lanes_left = lanes_left - 1
+  else
+    stream.pos = stream.pos + 1
+    stream.taken = stream.taken + 1
+  end
+end
+
+-- Writes what the picks changed: the stream entries taken are read into the consumer group, the
+-- lane entries removed, the counts lowered, and the turns of the groups served moved (or removed
+-- when a group has no ready job left; all turns go with the last laned ready job).
+local function flush_ready_order(turns)
+  if stream.taken > 0 then
+    redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', stream.taken, 'STREAMS', K_READY, '>')
+  end
+  local removed = 0
+  for g, ids in pairs(lane_taken) do removed = removed + redis.call('ZREM', lane_key(g), unpack(ids)) end
+  if lanes_left <= 0 or (removed > 0 and redis.call('HINCRBY', K_COUNTERS, '_lready', -removed) <= 0) then
+    redis.call('HDEL', K_COUNTERS, '_lready')
+    redis.call('DEL', K_TURNS)
+    ordering = false
+    return
+  end
+  if turn then redis.call('HSET', K_COUNTERS, '_turn', fmt(turn)) end
+  local moved, ended = {}, {}
+  for g, t in pairs(turns) do
+    if t == false then
+      ended[#ended + 1] = g
+    else
+      moved[#moved + 1] = fmt(t)
+      moved[#moved + 1] = g
+    end
+  end
+  if #moved > 0 then redis.call('ZADD', K_TURNS, unpack(moved)) end
+  if #ended > 0 then redis.call('ZREM', K_TURNS, unpack(ended)) end
+end
+
+-- The turns in order, read as far as the picks need: `front`, the groups of K_TURNS from its
+-- start in chunks (a queue of 1 000 tenants costs a reserve of 10 jobs a few of them), then
+-- `back`, the groups this reserve served that have more (their new turns; K_TURNS is written at
+-- flush, so a later chunk can hold one again: `seen` skips it).
+local turns_read, turns_done, seen = 0, false, {}
+local function read_turns(front)
+  if turns_done then return false end
+  local size = math.max(8, want - #got)
+  local r = redis.call('ZRANGE', K_TURNS, turns_read, turns_read + size - 1)
+  turns_read, turns_done = turns_read + #r, #r < size
+  for _, g in ipairs(r) do
+    if not seen[g] then
+      seen[g] = true
+      front[#front + 1] = g
+    end
+  end
+  return #r > 0
+end
+
+-- The next pick: the best job of the first group in turn order that is not full and has one.
+local function next_pick(front, back, full)
+  local function try(list, i)
+    local g = list[i]
+    if full(g) then return nil end
+    local pick = best_of_group(g)
+    if pick then pick.list, pick.gi, pick.g = list, i, g end
+    return pick
+  end
+  local i = 1
+  while i <= #front or read_turns(front) do
+    if i <= #front then
+      local pick = try(front, i)
+      if pick then return pick end
+      i = i + 1
+    end
+  end
+  for j = 1, #back do
+    local pick = try(back, j)
+    if pick then return pick end
+  end
+  return nil
 end
 
 -- Lanes: one job at a time from the group with the oldest turn that is not at group_max_reserved
 -- (counting what this reserve takes); each pick ends its group's turn.
 local function plan_ready_order()
-  local groups = redis.call('ZRANGE', K_TURNS, 0, -1)
-  local taking = {}
+  lanes_left = tonumber(redis.call('HGET', K_COUNTERS, '_lready') or '0')
+  if lanes_left <= 0 then  -- turns without a laned ready job: none to order (due order reads the stream)
+    flush_ready_order({})
+    return
+  end
+  local taking, leased, turns, front, back, served = {}, {}, {}, {}, {}, {}
   local function full(g)
     if group_cap <= 0 then return false end
-    local leased = g == '' and default_leased() or tonumber(redis.call('HGET', K_COUNTERS, 'gr:' .. g) or '0')
-    local at_cap = leased + (taking[g] or 0) >= group_cap
+    if leased[g] == nil then
+      leased[g] = g == '' and default_leased() or tonumber(redis.call('HGET', K_COUNTERS, 'gr:' .. g) or '0')
+    end
+    local at_cap = leased[g] + (taking[g] or 0) >= group_cap
     -- A group at its cap with ready jobs is held back by a limit from now on (its jobs' wait is
     -- limit_wait, not lateness: the embedded store's rule, FlowState::GroupHeld).
     if at_cap then redis.call('HSETNX', K_COUNTERS, '_gls:' .. g, fmt(nowu)) end
     return at_cap
   end
-  while #got < want and ordered() do
-    local pick
-    for gi, g in ipairs(groups) do
-      if not full(g) then
-        pick = best_of_group(g)
-        if pick then
-          pick.gi, pick.g = gi, g
-          break
-        end
-      end
-    end
-    if not pick or not fits(pick.id) or not take(pick) then break end
-    -- The group is served: since when its cap held it back goes with the jobs taken from it.
-    if group_since[pick.g] == nil then
-      group_since[pick.g] = tonumber(redis.call('HGET', K_COUNTERS, '_gls:' .. pick.g) or '-1')
-      redis.call('HDEL', K_COUNTERS, '_gls:' .. pick.g)
-    end
+  while #got < want and lanes_left > 0 do
+    local pick = next_pick(front, back, full)
+    if not pick or not fits(pick.id) then break end
+    take(pick)
+    if not taking[pick.g] then served[#served + 1] = '_gls:' .. pick.g end
     taking[pick.g] = (taking[pick.g] or 0) + 1
     -- The group's turn is over: to the back while it has ready jobs.
-    table.remove(groups, pick.gi)
-    if ordered() and redis.call('ZSCORE', K_TURNS, pick.g) then
-      redis.call('ZADD', K_TURNS, redis.call('HINCRBY', K_COUNTERS, '_turn', 1), pick.g)
-      groups[#groups + 1] = pick.g
+    table.remove(pick.list, pick.gi)
+    if has_more(pick.g) then
+      turn = (turn or tonumber(redis.call('HGET', K_COUNTERS, '_turn') or '0')) + 1
+      turns[pick.g] = turn
+      back[#back + 1] = pick.g
+    else
+      turns[pick.g] = false
     end
   end
+  -- The groups served: since when their caps held them back goes with the jobs taken from them.
+  if #served > 0 then
+    for i, since in ipairs(redis.call('HMGET', K_COUNTERS, unpack(served))) do
+      group_since[string.sub(served[i], 6)] = tonumber(since or '-1')
+    end
+    redis.call('HDEL', K_COUNTERS, unpack(served))
+  end
+  flush_ready_order(turns)
 end
 
 -- Due order: the stream's next entries, as many as fit.
@@ -228,7 +397,7 @@ local function apply()
   for i, g in ipairs(got) do ids[i] = g[2] end
   local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
   local out, token_at, acc, wait_acc = {}, 12, {}, {}
-  local stale, metas, leases, body_ids = {}, {}, {}, {}
+  local stale, metas, leases, body_ids, tally, laned_ids = {}, {}, {}, {}, lane_tally_new(), {}
   for i, g in ipairs(got) do
     local sid, id, count = g[1], g[2], g[3]
     local m = meta_parse(found[i])
@@ -253,8 +422,9 @@ local function apply()
       if laned(m) then  -- leased by its meta and the leases set, not the stream
         m.sid = '-'
         m.base = m.attempt
-        lane_lease(m)
-        laned_index(id, m)
+        lane_tally_lease(tally, m)
+        laned_ids[#laned_ids + 1] = m.due  -- laned_index: a reserved job stays listed by due time
+        laned_ids[#laned_ids + 1] = id
       end
       metas[#metas + 1] = id
       metas[#metas + 1] = meta_str(m)
@@ -265,6 +435,8 @@ local function apply()
     end
   end
   drop_entries(stale)
+  lane_tally_flush(tally)
+  if #laned_ids > 0 then redis.call('ZADD', K_LANED, unpack(laned_ids)) end
   if #out > 0 then
     redis.call('HSET', K_META, unpack(metas))
     redis.call('ZADD', K_LEASES, unpack(leases))
