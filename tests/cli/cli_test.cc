@@ -299,9 +299,9 @@ TEST_F(CliTest, ConfigSetsAndShowsFlowControl) {
 }
 
 TEST_F(CliTest, BenchLeadSetsWhenTheWindowStarts) {
-  const std::vector<std::string> burst = {
-      "--json",  "bench", "--no-progress", "--jobs", "2000",        "--window", "300ms",
-      "--grace", "2s",    "--consumers",   "2",      "--producers", "2"};
+  const std::vector<std::string> burst = {"--json", "bench",   "--no-progress", "--jobs",      "2000", "--window",
+                                          "300ms",  "--grace", "60s",           "--consumers", "2",    "--producers",
+                                          "2"};  // ends when all came
   auto with = [&](const std::string& lead) {
     std::vector<std::string> args = burst;
     args.insert(args.end(), {"--lead", lead, "--queue", "lead-" + lead});

@@ -58,14 +58,14 @@ TEST(WorkerTest, ReturnAcksAndThrowingNacksWithTheMessage) {
   EXPECT_EQ(engine->Stats("w")->ready + engine->Stats("w")->scheduled, 0);
 }
 
-// The queue's lease is 1 s and the handler runs 2.5 s: its lease is touched meanwhile, so no other
+// The queue's lease is 2 s and the handler runs 4 s: its lease is touched meanwhile, so no other
 // slot receives the job, and it is delivered once. (The keep-alive waited 30 s between touches
 // when WorkerOptions::lease_ms was unset, and the job went to a second handler.)
 TEST(WorkerTest, AHandlerLongerThanTheLeaseKeepsItsJob) {
   testing::TempDir dir;
   auto engine = OpenEngine(dir);
   QueueConfig config;
-  config.lease_ms = 1'000;
+  config.lease_ms = 2'000;  // touched every third of it: a touch may come 1.3 s late (a sanitizer build)
   ASSERT_TRUE(engine->SetConfig("long", config).ok());
   ASSERT_TRUE(engine->Enqueue("long", {.payload = "slow"}).ok());
   std::mutex mu;
@@ -76,7 +76,7 @@ TEST(WorkerTest, AHandlerLongerThanTheLeaseKeepsItsJob) {
                     std::lock_guard lock(mu);
                     attempts.push_back(d.attempt);
                   }
-                  std::this_thread::sleep_for(std::chrono::milliseconds(2'500));  // the long job itself
+                  std::this_thread::sleep_for(std::chrono::milliseconds(4'000));  // the long job itself
                 },
                 {.concurrency = 3, .wait_ms = 200});
   worker.Start();

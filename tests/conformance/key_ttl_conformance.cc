@@ -31,7 +31,8 @@ void AckOne(Queue& q, const std::string& queue) {
 
 TEST_P(QueueConformance, AKeyTtlKeepsTheKeyTakenAfterAnAckOrACancel) {
   const std::string queue = QueueName();
-  const int64_t ttl = 4 * h_->unit_ms();
+  // On a real clock the window holds ten calls: room for a slow machine (a sanitizer build).
+  const int64_t ttl = h_->exact_time() ? 4 * h_->unit_ms() : 2'500;
   const EnqueueResult first = MustEnqueue(q(), queue, Keyed("order-1", ttl));
   AckOne(q(), queue);
   // Within the window: a duplicate of the finished job, even asking to replace it.

@@ -64,7 +64,14 @@ TEST_P(QueueConformance, NeverEarly) {
   EnqueueResult late = MustEnqueue(q(), queue, Job("late", 3 * u));
   EnqueueResult soon = MustEnqueue(q(), queue, Job("soon", 1 * u));
   EnqueueResult mid = MustEnqueue(q(), queue, Job("mid", 2 * u));
-  EXPECT_TRUE(MustReserve(q(), queue).empty()) << "delivered before any job was due";
+  // On a real clock a slow machine (a sanitizer build) may reach the first due time by now: what
+  // this reserve answers must then be due, and nothing may come before the first due time.
+  std::vector<Delivery> first = MustReserve(q(), queue);
+  const int64_t checked_at = h_->NowMs();
+  for (const Delivery& d : first) EXPECT_LE(d.due_at_ms, checked_at) << "delivered before it was due";
+  if (h_->exact_time() || checked_at < soon.due_at_ms) {
+    EXPECT_TRUE(first.empty()) << "delivered before any job was due";
+  }
   if (h_->exact_time()) {
     h_->Advance(u - 1);
     EXPECT_TRUE(MustReserve(q(), queue).empty()) << "delivered 1 ms early";
@@ -83,7 +90,9 @@ TEST_P(QueueConformance, NeverEarly) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].id, late.id);
   } else {
-    auto got = ReceiveAll(*h_, queue, 3, u / 3);
+    auto rest = ReceiveAll(*h_, queue, 3 - first.size(), u / 3);
+    std::vector<Delivery> got = first;
+    got.insert(got.end(), rest.begin(), rest.end());
     ASSERT_EQ(got.size(), 3u);
     if (h_->ordered()) {
       EXPECT_EQ(got[0].id, soon.id);
@@ -97,9 +106,11 @@ TEST_P(QueueConformance, JobsWithoutDelayOrWithAPastTimeAreReadyAtOnce) {
   const std::string queue = QueueName();
   MustEnqueue(q(), queue, Job("now"));
   EnqueueRequest past = Job("past");
-  past.when.deliver_at_ms = h_->NowMs() - 3'600'000;
+  const int64_t sent = h_->NowMs();
+  past.when.deliver_at_ms = sent - 3'600'000;
   EnqueueResult e = MustEnqueue(q(), queue, past);
-  EXPECT_GE(e.due_at_ms, h_->NowMs() - 1000) << "a past deliver_at means due now";
+  // Read before the request: a slow round trip cannot make this fail.
+  EXPECT_GE(e.due_at_ms, sent - 5) << "a past deliver_at means due now";
   auto got = MustReserve(q(), queue);
   ASSERT_EQ(got.size(), 2u);
   if (!h_->ordered() && got[0].payload == "past") std::swap(got[0], got[1]);
@@ -165,7 +176,9 @@ TEST_P(QueueConformance, EveryJobIsDeliveredOnceWhenAcked) {
 TEST_P(QueueConformance, LeaseExpiryRedeliversAndBumpsAttempt) {
   const std::string queue = QueueName();
   EnqueueResult e = MustEnqueue(q(), queue, Job("work"));
-  auto first = MustReserve(q(), queue, 1, 1000);
+  // A real clock's lease leaves room for the calls made while it holds (a sanitizer build).
+  const int64_t lease = h_->exact_time() ? 1000 : 2500;
+  auto first = MustReserve(q(), queue, 1, lease);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0].attempt, 1);
   EXPECT_TRUE(MustReserve(q(), queue).empty()) << "a reserved job was handed out twice";
@@ -177,9 +190,9 @@ TEST_P(QueueConformance, LeaseExpiryRedeliversAndBumpsAttempt) {
     EXPECT_TRUE(MustReserve(q(), queue).empty()) << "redelivered before the lease ran out";
     h_->Advance(1);
   } else {
-    h_->Advance(1100);
+    h_->Advance(lease + 100);
   }
-  auto second = ReserveEventually(*h_, queue, 1, 1, 1000);
+  auto second = ReserveEventually(*h_, queue, 1, 1, 60'000);  // held while the stale receipt is tried
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].id, e.id);
   EXPECT_EQ(second[0].attempt, 2);
@@ -236,9 +249,20 @@ TEST_P(QueueConformance, EveryStateSurvivesARestart) {
 
   h_->Restart();
 
-  for (const delayq::Job& b : before) {
-    const delayq::Job a = snapshot(b.id);
-    EXPECT_EQ(a.state, b.state) << b.payload;
+  // A slow restart (a sanitizer build on a real clock) may outlast the scheduled job's delay: read
+  // the time after the reads, and let that one job be ready if it was due by then.
+  std::vector<delayq::Job> now_jobs;
+  for (const delayq::Job& b : before) now_jobs.push_back(snapshot(b.id));
+  const QueueStats after = MustStats(q(), queue);
+  const bool later_came_due = h_->NowMs() >= later.due_at_ms;
+  for (size_t i = 0; i < now_jobs.size(); ++i) {
+    const delayq::Job& b = before[i];
+    const delayq::Job& a = now_jobs[i];
+    if (b.id == later.id && later_came_due) {
+      EXPECT_TRUE(a.state == JobState::kScheduled || a.state == JobState::kReady) << b.payload;
+    } else {
+      EXPECT_EQ(a.state, b.state) << b.payload;
+    }
     EXPECT_EQ(a.due_at_ms, b.due_at_ms) << b.payload;
     EXPECT_EQ(a.attempt, b.attempt) << b.payload;
     EXPECT_EQ(a.max_attempts, b.max_attempts) << b.payload;
@@ -248,9 +272,11 @@ TEST_P(QueueConformance, EveryStateSurvivesARestart) {
     EXPECT_EQ(a.lease_deadline_ms, b.lease_deadline_ms) << b.payload;
     EXPECT_EQ(a.dead_at_ms, b.dead_at_ms) << b.payload;
   }
-  const QueueStats after = MustStats(q(), queue);
-  EXPECT_EQ(after.scheduled, stats.scheduled);
-  EXPECT_EQ(after.ready, stats.ready);
+  EXPECT_EQ(after.scheduled + after.ready, stats.scheduled + stats.ready);
+  if (!later_came_due) {
+    EXPECT_EQ(after.scheduled, stats.scheduled);
+    EXPECT_EQ(after.ready, stats.ready);
+  }
   EXPECT_EQ(after.reserved, stats.reserved);
   EXPECT_EQ(after.dead, stats.dead);
   auto config_after = q().GetConfig(queue);

@@ -348,7 +348,9 @@ TEST(Server, SigtermAnswersWaitingReservesAndExitsZero) {
   const auto started = std::chrono::steady_clock::now();
   EXPECT_EQ(server.Terminate(), 0) << server.log();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  EXPECT_LT(seconds, 5.0) << "SIGTERM took too long";
+  // A sanitizer build's stop (the store's close, the leak check) takes seconds; a waiting
+  // reserve left unanswered would hold it for the reserve's whole minute.
+  EXPECT_LT(seconds, 20.0) << "SIGTERM took too long";
   auto answer = waiting.get();
   ASSERT_TRUE(answer.ok()) << answer.status().ToString();
   EXPECT_TRUE(answer->empty());
