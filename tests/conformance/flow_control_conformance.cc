@@ -353,4 +353,33 @@ TEST_P(QueueConformance, TimeHeldBackByAGroupCapIsNotLateness) {
   EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : setup_ms.count() + wait_ms * 0.5);
 }
 
+// The same when the cap is reached inside one reserve: a reserve of 10 serves each of two groups
+// once, and both are then at their caps. (The Redis script once dropped, at the end of such a
+// reserve, the time it had just noted, and the wait counted as lateness.)
+TEST_P(QueueConformance, AGroupCappedInsideAReserveWaitsForALimitNotLate) {
+  const std::string queue = QueueName();
+  QueueConfig c;
+  c.group_max_reserved = 1;
+  ASSERT_TRUE(q().SetConfig(queue, c).ok());
+  std::vector<EnqueueRequest> jobs(2 * kJobsForEveryShard, Job("tenant"));
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].group = i % 2 ? "tenant-a" : "tenant-b";
+  const auto setup_start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(q().EnqueueBatch(queue, jobs).ok());
+  (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 2 * kJobsForEveryShard; });
+  // One reserve, and no other before the wait ends: one that found the groups full would note
+  // the time again.
+  std::vector<Delivery> held = MustReserve(q(), queue, 10, 3'600'000);
+  const auto setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - setup_start);
+  ASSERT_GE(held.size(), 2u);
+  const int64_t wait_ms = h_->exact_time() ? 5'000 : 1'500;
+  h_->Advance(wait_ms);
+  for (const Delivery& d : held) ASSERT_TRUE(q().Ack(queue, d.receipt).ok());
+  auto next = MustReserve(q(), queue, 1);
+  ASSERT_EQ(next.size(), 1u);
+  const QueueStats s = MustStats(q(), queue);
+  EXPECT_GE(s.limit_wait.count, 1u) << "the job held back by its group's cap waited for a limit";
+  EXPECT_GE(s.limit_wait.max_ms, wait_ms * 0.8);
+  EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : setup_ms.count() + wait_ms * 0.5);
+}
+
 }  // namespace delayq::testing

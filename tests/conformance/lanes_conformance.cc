@@ -160,6 +160,30 @@ TEST_P(QueueConformance, AGroupAtItsCapWaitsForOneOfItsLeasesToEnd) {
   }
 }
 
+// The default group's cap holds through a reserve that takes the last job with a group: the rest
+// of that reserve comes in due order, from the default group alone, under its cap. (The Redis
+// script once filled the rest from the stream with no cap: four jobs of a group capped at one.)
+TEST_P(QueueConformance, TheDefaultGroupsCapHoldsWhenAReserveTakesTheLastGroupedJob) {
+  const std::string queue = QueueName();
+  SetLanes(q(), queue, 60'000, 1);
+  std::vector<EnqueueRequest> jobs = {Job("\"p1\""), Job("\"p2\""), Job("\"p3\"")};
+  ASSERT_TRUE(q().EnqueueBatch(queue, jobs).ok());
+  (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 3; });
+  ASSERT_TRUE(q().Enqueue(queue, Laned("\"a1\"", 0, "a")).ok());
+  (void)StatsWhen(*h_, queue, [](const QueueStats& s) { return s.ready == 4; });
+  auto got = MustReserve(q(), queue, 4);
+  std::map<std::string, int> per;
+  for (const auto& d : got) ++per[d.group];
+  if (h_->ordered()) {
+    EXPECT_EQ(per[""], 1) << "the default group is capped at 1";
+    EXPECT_EQ(per["a"], 1);
+    EXPECT_TRUE(MustReserve(q(), queue, 4).empty()) << "both groups are at their cap";
+  } else {
+    EXPECT_LE(per[""], 4);  // each shard's share, rounded up, at most 4 shards
+  }
+  for (const auto& d : got) EXPECT_TRUE(q().Ack(queue, d.receipt).ok());
+}
+
 TEST_P(QueueConformance, PriorityAndGroupSurviveNackReplaceAndRestart) {
   const std::string queue = QueueName();
   EnqueueRequest r = Laned("\"x\"", 7, "tenant-7");

@@ -318,21 +318,37 @@ end
 -- (counting what this reserve takes); each pick ends its group's turn.
 local function plan_ready_order()
   lanes_left = tonumber(redis.call('HGET', K_COUNTERS, '_lready') or '0')
-  if lanes_left <= 0 then  -- turns without a laned ready job: none to order (due order reads the stream)
-    flush_ready_order({})
-    return
-  end
-  local taking, leased, turns, front, back, served = {}, {}, {}, {}, {}, {}
-  local function full(g)
-    if group_cap <= 0 then return false end
+  local taking, leased, turns, front, back, served, reheld = {}, {}, {}, {}, {}, {}, {}
+  -- Deliveries claimed back (plan_claims) are the default group's, and count toward its cap.
+  local claims = #got
+  local function leased_of(g)
     if leased[g] == nil then
       leased[g] = g == '' and default_leased() or tonumber(redis.call('HGET', K_COUNTERS, 'gr:' .. g) or '0')
     end
-    local at_cap = leased[g] + (taking[g] or 0) >= group_cap
+    return leased[g] + (taking[g] or 0) + (g == '' and claims or 0)
+  end
+  local function full(g)
+    if group_cap <= 0 then return false end
+    local at_cap = leased_of(g) >= group_cap
     -- A group at its cap with ready jobs is held back by a limit from now on (its jobs' wait is
-    -- limit_wait, not lateness: the embedded store's rule, FlowState::GroupHeld).
-    if at_cap then redis.call('HSETNX', K_COUNTERS, '_gls:' .. g, fmt(nowu)) end
+    -- limit_wait, not lateness: the embedded store's rule, FlowState::GroupHeld). One served by
+    -- this reserve is held again after its served time goes (below).
+    if at_cap then
+      redis.call('HSETNX', K_COUNTERS, '_gls:' .. g, fmt(nowu))
+      if taking[g] then reheld[g] = true end
+    end
     return at_cap
+  end
+  -- Once no laned job is ready (taken by this reserve, or none: turns left without one), the rest
+  -- comes in due order from the default group alone, under its cap as allowance() puts it on a
+  -- reserve that starts unordered.
+  local function unordered_rest()
+    if group_cap > 0 then want = math.min(want, #got + math.max(0, group_cap - leased_of(''))) end
+  end
+  if lanes_left <= 0 then
+    flush_ready_order({})
+    unordered_rest()
+    return
   end
   while #got < want and lanes_left > 0 do
     local pick = next_pick(front, back, full)
@@ -357,7 +373,14 @@ local function plan_ready_order()
     end
     redis.call('HDEL', K_COUNTERS, unpack(served))
   end
+  local held_again = {}
+  for g in pairs(reheld) do
+    held_again[#held_again + 1] = '_gls:' .. g
+    held_again[#held_again + 1] = fmt(nowu)
+  end
+  if #held_again > 0 then redis.call('HSET', K_COUNTERS, unpack(held_again)) end
   flush_ready_order(turns)
+  if not ordered() then unordered_rest() end
 end
 
 -- Due order: the stream's next entries, as many as fit.
