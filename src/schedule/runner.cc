@@ -154,7 +154,14 @@ Result<std::vector<ScheduleRunner::Made>> ScheduleRunner::MakeRuns(const StoredS
                                                                    const std::vector<int64_t>& again) {
   std::vector<Made> made;
   std::vector<int64_t> runs = coming;
-  runs.insert(runs.end(), again.begin(), again.end());
+  // A run made again (claimed earlier: its pass may have died before making it) only while it is
+  // still to come, by the clock read now, just before the enqueue: one that came due since the
+  // pass planned may have been delivered and acked already, and making it again would deliver it
+  // twice (seen in ScheduledRunsAreDeliveredOnceEachAtTheirTime under load).
+  const int64_t now = clock_->NowMs();
+  for (int64_t at : again) {
+    if (at > now) runs.push_back(at);
+  }
   if (runs.empty()) return made;
   const std::string revision = Revision(s);
   std::vector<EnqueueRequest> jobs;
