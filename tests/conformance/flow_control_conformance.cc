@@ -324,6 +324,26 @@ TEST_P(QueueConformance, RemovingEveryLimitWakesAWaitingReserve) {
 
 namespace delayq::testing {
 
+namespace {
+
+// The deliveries `held` are kept a while, then acked, and the next job is taken: it waited for a
+// limit (its group's cap), and nothing was late but by the setup's calls (`setup_ms`, on a real
+// clock), never by the wait.
+void ExpectTheWaitWasForALimit(QueueHarness& h, const std::string& queue, const std::vector<Delivery>& held,
+                               double setup_ms) {
+  const int64_t wait_ms = h.exact_time() ? 5'000 : 1'500;
+  h.Advance(wait_ms);
+  for (const Delivery& d : held) ASSERT_TRUE(h.queue().Ack(queue, d.receipt).ok());
+  auto next = MustReserve(h.queue(), queue, 1);
+  ASSERT_EQ(next.size(), 1u);
+  const QueueStats s = MustStats(h.queue(), queue);
+  EXPECT_GE(s.limit_wait.count, 1u) << "the job held back by its group's cap waited for a limit";
+  EXPECT_GE(s.limit_wait.max_ms, wait_ms * 0.8);
+  EXPECT_LE(s.lateness.max_ms, h.exact_time() ? 0.0 : setup_ms + wait_ms * 0.5);
+}
+
+}  // namespace
+
 // One rule for every limit (issue 34): time a job waits because its group is at
 // group_max_reserved is limit_wait, as for the queue's own limits, not lateness.
 TEST_P(QueueConformance, TimeHeldBackByAGroupCapIsNotLateness) {
@@ -341,16 +361,7 @@ TEST_P(QueueConformance, TimeHeldBackByAGroupCapIsNotLateness) {
   auto held = TakeUntilHeldBack(q(), queue);  // one per shard; the cap holds the rest back
   const auto setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - setup_start);
   ASSERT_FALSE(held.empty());
-  const int64_t wait_ms = h_->exact_time() ? 5'000 : 1'500;
-  h_->Advance(wait_ms);
-  for (const Delivery& d : held) ASSERT_TRUE(q().Ack(queue, d.receipt).ok());
-  auto next = MustReserve(q(), queue, 1);
-  ASSERT_EQ(next.size(), 1u);
-  const QueueStats s = MustStats(q(), queue);
-  EXPECT_GE(s.limit_wait.count, 1u) << "the job held back by its group's cap waited for a limit";
-  EXPECT_GE(s.limit_wait.max_ms, wait_ms * 0.8);
-  // Late by (almost) nothing: a real clock allows for the calls themselves, never for the wait.
-  EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : setup_ms.count() + wait_ms * 0.5);
+  ExpectTheWaitWasForALimit(*h_, queue, held, setup_ms.count());
 }
 
 // The same when the cap is reached inside one reserve: a reserve of 10 serves each of two groups
@@ -371,15 +382,7 @@ TEST_P(QueueConformance, AGroupCappedInsideAReserveWaitsForALimitNotLate) {
   std::vector<Delivery> held = MustReserve(q(), queue, 10, 3'600'000);
   const auto setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - setup_start);
   ASSERT_GE(held.size(), 2u);
-  const int64_t wait_ms = h_->exact_time() ? 5'000 : 1'500;
-  h_->Advance(wait_ms);
-  for (const Delivery& d : held) ASSERT_TRUE(q().Ack(queue, d.receipt).ok());
-  auto next = MustReserve(q(), queue, 1);
-  ASSERT_EQ(next.size(), 1u);
-  const QueueStats s = MustStats(q(), queue);
-  EXPECT_GE(s.limit_wait.count, 1u) << "the job held back by its group's cap waited for a limit";
-  EXPECT_GE(s.limit_wait.max_ms, wait_ms * 0.8);
-  EXPECT_LE(s.lateness.max_ms, h_->exact_time() ? 0.0 : setup_ms.count() + wait_ms * 0.5);
+  ExpectTheWaitWasForALimit(*h_, queue, held, setup_ms.count());
 }
 
 }  // namespace delayq::testing
