@@ -154,13 +154,8 @@ Result<std::vector<ScheduleRunner::Made>> ScheduleRunner::MakeRuns(const StoredS
                                                                    const std::vector<int64_t>& again) {
   std::vector<Made> made;
   std::vector<int64_t> runs = coming;
-  // A run made again (claimed earlier: its pass may have died before making it) only while it is
-  // still to come, by the clock read now, just before the enqueue: one that came due since the
-  // pass planned may have been delivered and acked already, and making it again would deliver it
-  // twice (seen in ScheduledRunsAreDeliveredOnceEachAtTheirTime under load).
-  const int64_t now = clock_->NowMs();
   for (int64_t at : again) {
-    if (at > now) runs.push_back(at);
+    if (ClaimedButNeverMade(s, at)) runs.push_back(at);
   }
   if (runs.empty()) return made;
   const std::string revision = Revision(s);
@@ -179,6 +174,23 @@ Result<std::vector<ScheduleRunner::Made>> ScheduleRunner::MakeRuns(const StoredS
     }
   }
   return made;
+}
+
+// Whether run `at`, claimed by an earlier pass, was never made into a job (that pass died, or its
+// enqueue failed), so that this pass must make it. Enqueueing every claimed run again and taking
+// the duplicates is not safe: a run that came due meanwhile may have been delivered and acked,
+// its key freed, and it would be made a second time (seen under load in
+// ScheduledRunsAreDeliveredOnceEachAtTheirTime). A made job exists at least until it is due, so a
+// look by its key that ended before the run's time and found nothing means it was never made.
+// The store may judge "due" by a clock of its own (PostgreSQL's), so the look must end a margin
+// before the run's time; a run claimed by a pass that died and not made by the next pass
+// before then is lost, as a missed run is (the misfire rule).
+bool ScheduleRunner::ClaimedButNeverMade(const StoredSchedule& s, int64_t at) {
+  constexpr int64_t kStoreClockSkewMs = 1'000;
+  if (at - kStoreClockSkewMs <= clock_->NowMs()) return false;
+  auto job = queue_.Get(s.queue, JobRef::ByKey(OccurrenceKey(s.spec.name, at)));
+  if (job.ok() || job.status().code() != Code::kNotFound) return false;  // made, or cannot tell: the next pass
+  return clock_->NowMs() < at - kStoreClockSkewMs;                       // the look ended before the run could be due
 }
 
 // A new run's key named a live job: whether it is an orphan of another revision (a pass that
@@ -486,6 +498,7 @@ ScheduleRunner::ComingPlan ScheduleRunner::PlanComing(const StoredSchedule& s, c
 // between cancelled the claimed runs before they existed, so the pass takes back what it made.
 // A pass that dies between claiming and making leaves runs the next pass makes (PlanComing).
 Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queue, std::string_view name) {
+  std::lock_guard pass(passes_mu_);
   for (int attempt = 0; attempt < kCasTries; ++attempt) {
     BackOffAfterConflict(attempt);
     auto loaded = store_.LoadSchedule(queue, name);
@@ -526,6 +539,7 @@ Result<std::optional<int64_t>> ScheduleRunner::Materialize(std::string_view queu
 // thread, another server) may have claimed them and not yet made them, so they are made here too
 // (a duplicate where they exist).
 void ScheduleRunner::MakeClaimed(std::string_view queue, std::string_view name) {
+  std::lock_guard pass(passes_mu_);
   auto loaded = store_.LoadSchedule(queue, name);
   if (!loaded.ok() || !*loaded || (*loaded)->state.paused) return;
   const StoredSchedule& s = **loaded;

@@ -18,8 +18,14 @@
 //   - A pass claims its coming runs (records them in `pending` by compare-and-set) before it
 //     makes them, then checks the schedule is still the revision it made them for: a change that
 //     came between cancelled the claimed runs before they existed, so the pass takes back what it
-//     made. A pass that died between claiming and making leaves runs the next pass makes again
-//     (claimed runs still to come are made again; where they exist, that is a duplicate).
+//     made. A pass that died between claiming and making leaves runs the next pass makes: a
+//     claimed run still to come is made if a look by its key, ended before its time (less a
+//     margin for the store's clock), finds no job; made jobs exist until they are due, so such a
+//     run was never made (ClaimedButNeverMade). One server's passes run one at a time, so none
+//     takes another's runs in flight for a dead pass's. Across servers one window is left: server
+//     B makes the runs server A claimed while A is still making them, and A's enqueue lands after
+//     B's job of the same run was due, delivered and acked, so the run is delivered twice. A
+//     store that refused such an enqueue atomically would close it.
 //   - Replacing, pausing or deleting a schedule cancels its jobs that are not yet due. The change
 //     first moves them from `pending` to `cancelling` in the same compare-and-set as itself, then
 //     cancels them and clears `cancelling`: a server that dies in between leaves them named, and
@@ -108,6 +114,7 @@ class ScheduleRunner {
   // (`coming`) whose key names another revision's orphan takes the run over (TakeOver).
   Result<std::vector<Made>> MakeRuns(const StoredSchedule& s, const std::vector<int64_t>& coming,
                                      const std::vector<int64_t>& again);
+  bool ClaimedButNeverMade(const StoredSchedule& s, int64_t at);
   bool TakeOver(const StoredSchedule& s, const std::string& revision, const std::string& id);
   // Cancels the runs a pass made that are not yet due when the schedule is no longer the
   // revision they were made for (replaced, paused, deleted meanwhile).
@@ -122,6 +129,11 @@ class ScheduleRunner {
   std::shared_ptr<Clock> clock_;
   const ScheduleRunnerOptions options_;
 
+  // Held through each pass (Materialize, MakeClaimed): a pass of this server never sees the runs
+  // another pass of this server claimed and has not made yet, which it would take for runs a
+  // dead pass left, make, and see delivered and acked before the other pass's enqueue made them
+  // a second time (ScheduledRunsAreDeliveredOnceEachAtTheirTime, a put beside the thread's pass).
+  std::mutex passes_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -5,6 +5,9 @@
 
 #include <map>
 #include <mutex>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "schedule/runner.h"
 #include "schedule/scheduled_queue.h"
@@ -131,6 +134,90 @@ TEST(ScheduleRunner, AReplaceKeepsTheNewRevisionsRunsThatShareAKeyWithTheOld) {
   ASSERT_TRUE(job.ok()) << "the replaced schedule's next run is a job: " << job.status().ToString();
   EXPECT_EQ(job->payload, "2");
   EXPECT_EQ(ComingRuns(h.queue(), queue), 1);
+}
+
+// The engine's Queue, where the run at `at` is delivered and acked (its key freed) as the first
+// call of a pass reaches the store: what a loaded machine does when a pass plans just before a
+// run comes due.
+class DeliveredDuringThePass final : public ForwardingQueue<Queue> {
+ public:
+  DeliveredDuringThePass(testing::EngineHarness& h, std::string queue, int64_t at)
+      : ForwardingQueue<Queue>(h.queue()), h_(h), queue_(std::move(queue)), at_(at) {}
+  Result<Job> Get(std::string_view q, const JobRef& ref) override {
+    DeliverTheRun();
+    return inner().Get(q, ref);
+  }
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view q, std::span<const EnqueueRequest> r) override {
+    DeliverTheRun();
+    return inner().EnqueueBatch(q, r);
+  }
+  bool armed = false;
+  int delivered = 0;
+
+ private:
+  void DeliverTheRun() {
+    if (!armed) return;
+    armed = false;
+    h_.clock().SetUs(at_ * 1000);
+    ReserveRequest all;
+    all.max = 100;
+    auto got = inner().Reserve(queue_, all);  // the run, and those before it
+    if (!got.ok()) return;
+    for (const Delivery& d : *got) {
+      if (inner().Ack(queue_, d.receipt).ok() && d.due_at_ms == at_) ++delivered;
+    }
+  }
+  testing::EngineHarness& h_;
+  std::string queue_;
+  int64_t at_;
+};
+
+// Puts a schedule "tick" every second; answers its last listed run (claimed and made, 5 s on).
+int64_t PutEverySecond(ScheduleRunner& runner, const std::string& queue) {
+  ScheduleSpec s;
+  s.name = "tick";
+  s.every_ms = 1'000;
+  s.payload = "1";
+  auto put = runner.Put(queue, s);
+  if (!put.ok() || put->next_runs.empty()) ADD_FAILURE() << put.status().ToString();
+  return put.ok() && !put->next_runs.empty() ? put->next_runs.back() : 0;
+}
+
+// A pass makes the runs an earlier pass claimed only if they were never made: one that came due
+// while the pass ran may have been delivered and acked, and making it "again" delivered it twice
+// (CI's make test saw ScheduledRunsAreDeliveredOnceEachAtTheirTime do it). Here the run is
+// delivered and acked as the pass's first call reaches the store.
+TEST(ScheduleRunner, AClaimedRunDeliveredWhileAPassRunsIsNotMadeAgain) {
+  testing::EngineHarness h;
+  MemoryScheduleStore store;
+  const std::string queue = "ticks";
+  ScheduleRunner putting(h.queue(), store, h.clock_ptr());
+  const int64_t at = PutEverySecond(putting, queue);  // still to come when the pass plans
+  h.clock().SetUs((at - 1'500) * 1000);
+
+  DeliveredDuringThePass racing(h, queue, at);
+  racing.armed = true;
+  ScheduleRunner runner(racing, store, h.clock_ptr());
+  auto pass = runner.Materialize(queue, "tick");
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_EQ(racing.delivered, 1) << "the run was delivered and acked during the pass";
+  auto again = h.queue().Get(queue, JobRef::ByKey(OccurrenceKey("tick", at)));
+  EXPECT_EQ(again.status().code(), Code::kNotFound) << "the acked run was made into a second job";
+}
+
+// What the look is for: a run a pass claimed and died before making is made by the next pass.
+TEST(ScheduleRunner, AClaimedRunThatWasNeverMadeIsMadeByTheNextPass) {
+  testing::EngineHarness h;
+  MemoryScheduleStore store;
+  const std::string queue = "ticks";
+  ScheduleRunner runner(h.queue(), store, h.clock_ptr());
+  const int64_t at = PutEverySecond(runner, queue);
+  ASSERT_TRUE(h.queue().Cancel(queue, JobRef::ByKey(OccurrenceKey("tick", at))).ok()) << "as if never made";
+  auto pass = runner.Materialize(queue, "tick");
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  auto made = h.queue().Get(queue, JobRef::ByKey(OccurrenceKey("tick", at)));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->due_at_ms, at);
 }
 
 // A store that keeps jobs and nothing else: what a new store is before it gets schedules.
