@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -55,6 +56,15 @@ std::optional<Status> TransientError(const Value& v, const Endpoint& node) {
         fmt::format("Redis at {} is out of memory (maxmemory reached); nothing was written: {}", at, e));
   }
   return std::nullopt;
+}
+
+// The sequential Eval's answer stands for a pipelined call whose reply says the script did not
+// run where it was sent: not loaded there, its slot elsewhere, or the node cannot serve now.
+bool RunAgainOnItsOwn(const Value& v, const Endpoint& node) {
+  if (!v.is_error()) return false;
+  const std::string& e = v.str;
+  return e.rfind("NOSCRIPT", 0) == 0 || e.rfind("MOVED ", 0) == 0 || e.rfind("ASK ", 0) == 0 ||
+         TransientError(v, node).has_value();
 }
 
 }  // namespace
@@ -318,20 +328,38 @@ class RedisClient::Node {
   // Runs the commands (pipelined) on one connection; ASKING first when `asking`.
   Result<std::vector<Value>> Run(const std::vector<std::vector<std::string>>& commands, bool asking,
                                  int extra_timeout_ms = 0) {
-    auto c = Take();
-    if (!c.ok()) return c.status();
     std::vector<std::vector<std::string>> all;
     if (asking) all.push_back({"ASKING"});
     all.insert(all.end(), commands.begin(), commands.end());
+    auto sent = Send(all);
+    if (!sent.ok()) return sent.status();
+    auto out = Finish(*sent, extra_timeout_ms);
+    if (out.ok() && asking) out->erase(out->begin());
+    return out;
+  }
+
+  // Commands sent on a connection of this node whose replies are still to read (Finish): what
+  // lets a caller send to several nodes before it waits for any.
+  struct Sent {
+    std::unique_ptr<RedisConnection> connection;
+    size_t replies = 0;
+  };
+  Result<Sent> Send(const std::vector<std::vector<std::string>>& commands) {
+    auto c = Take();
+    if (!c.ok()) return c.status();
     // A broken connection is dropped (the next call reconnects).
-    DELAYQ_RETURN_IF_ERROR((*c)->Send(all));
+    DELAYQ_RETURN_IF_ERROR((*c)->Send(commands));
+    return Sent{std::move(*c), commands.size()};
+  }
+  Result<std::vector<Value>> Finish(Sent& sent, int extra_timeout_ms = 0) {
     std::vector<Value> out;
-    for (size_t i = 0; i < all.size(); ++i) {
-      auto reply = (*c)->Read(timeout_ms_ + extra_timeout_ms);
+    out.reserve(sent.replies);
+    for (size_t i = 0; i < sent.replies; ++i) {
+      auto reply = sent.connection->Read(timeout_ms_ + extra_timeout_ms);
       if (!reply.ok()) return reply.status();
-      if (!(asking && i == 0)) out.push_back(std::move(**reply));
+      out.push_back(std::move(**reply));
     }
-    Give(std::move(*c));
+    Give(std::move(sent.connection));
     return out;
   }
 
@@ -646,6 +674,62 @@ Result<Value> RedisClient::Eval(const Script& script, const std::vector<std::str
     return v;
   }
   return Status::Unavailable("Redis keeps forgetting the delayq scripts (NOSCRIPT)");
+}
+
+std::vector<Result<Value>> RedisClient::EvalAll(const Script& script, const std::vector<EvalCall>& calls,
+                                                int wait_replicas, int wait_timeout_ms) {
+  std::vector<Result<Value>> out(calls.size(), Result<Value>(Status::Internal("not run")));
+  auto own = [&](size_t i) { out[i] = Eval(script, calls[i].keys, calls[i].args, wait_replicas, wait_timeout_ms); };
+  std::string sha;
+  {
+    std::lock_guard lock(mu_);
+    sha = shas_[script.name];
+  }
+  if (calls.size() == 1 || sha.empty()) {  // nothing to overlap, or the script to load first
+    for (size_t i = 0; i < calls.size(); ++i) own(i);
+    return out;
+  }
+  // Each node's calls on one connection, every node's sent before any reply is read.
+  std::vector<std::pair<Node*, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Node* node = NodeFor(calls[i].keys.empty() ? std::string_view() : calls[i].keys[0]);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == node; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {node, {}});
+    it->second.push_back(i);
+  }
+  std::vector<Result<Node::Sent>> sent;
+  for (const auto& [node, members] : groups) {
+    std::vector<std::vector<std::string>> commands;
+    for (size_t i : members) {
+      std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(calls[i].keys.size())};
+      argv.insert(argv.end(), calls[i].keys.begin(), calls[i].keys.end());
+      argv.insert(argv.end(), calls[i].args.begin(), calls[i].args.end());
+      commands.push_back(std::move(argv));
+    }
+    if (wait_replicas > 0) commands.push_back({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)});
+    sent.push_back(node->Send(commands));
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& [node, members] = groups[g];
+    // Unavailable as one call whose connection broke: what reached Redis may have run.
+    auto replies = sent[g].ok() ? node->Finish(*sent[g], wait_replicas > 0 ? wait_timeout_ms : 0)
+                                : Result<std::vector<Value>>(sent[g].status());
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (!replies.ok()) {
+        out[members[j]] = replies.status();
+      } else if (RunAgainOnItsOwn((*replies)[j], node->endpoint())) {
+        own(members[j]);
+      } else if (wait_replicas > 0 && !(*replies)[j].is_error() && replies->back().AsInt() < wait_replicas) {
+        out[members[j]] = Status::Unavailable(fmt::format(
+            "the write reached {} of {} replicas within {} ms (--redis-wait-replicas): it is on the primary but a "
+            "failover could lose it; retry it (with the same key, a retry is not a duplicate)",
+            replies->back().AsInt(), wait_replicas, wait_timeout_ms));
+      } else {
+        out[members[j]] = std::move((*replies)[j]);
+      }
+    }
+  }
+  return out;
 }
 
 Result<std::vector<std::pair<Endpoint, Value>>> RedisClient::CallAll(const std::vector<std::string>& argv) {

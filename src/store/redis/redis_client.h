@@ -98,6 +98,17 @@ class RedisClient {
   // replicas confirmed its writes within wait_timeout_ms (they are on the primary only).
   Result<Value> Eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                      int wait_replicas = 0, int wait_timeout_ms = 1000);
+  // One script run on several slots at once, as Eval runs it on each: every call's EVALSHA is
+  // sent before any reply is read, one node's calls pipelined on one connection and the nodes'
+  // side by side, so several shards cost one round trip and a cluster's masters run their parts
+  // at the same time. A call the pipeline could not run (NOSCRIPT, a redirect, a node that
+  // cannot serve) is run again on its own by Eval; each answers in calls' order.
+  struct EvalCall {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+  };
+  std::vector<Result<Value>> EvalAll(const Script& script, const std::vector<EvalCall>& calls, int wait_replicas = 0,
+                                     int wait_timeout_ms = 1000);
   // One command on every master (CONFIG GET, INFO, SCRIPT LOAD, ...), in node order.
   Result<std::vector<std::pair<Endpoint, Value>>> CallAll(const std::vector<std::string>& argv);
 

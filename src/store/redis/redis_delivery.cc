@@ -207,8 +207,9 @@ Status RedisQueue::Ack(std::string_view queue, std::string_view receipt) {
 }
 
 // Ack and release: each receipt opened (repeats answer what the first did), grouped by shard, and
-// one script per shard with (id, token) pairs and `tail` after them; the script answers "O" per
-// receipt it acted on, else a code DeliveryError reads ("L": a lease that already ran out).
+// one script per shard (all sent at once, RunAll) with (id, token) pairs and `tail` after them;
+// the script answers "O" per receipt it acted on, else a code DeliveryError reads ("L": a lease
+// that already ran out).
 std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::span<const std::string> receipts,
                                            const Script& script,
                                            const std::function<std::string(const QueueView&)>& tail) {
@@ -234,6 +235,7 @@ std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::spa
     parsed[i] = *r;
     by_shard[static_cast<size_t>(q.ShardOfId(parsed[i].id))].push_back(i);
   }
+  std::vector<std::pair<int, std::vector<std::string>>> shard_args;
   for (int shard = 0; shard < q.shards; ++shard) {
     const auto& members = by_shard[static_cast<size_t>(shard)];
     if (members.empty()) continue;
@@ -243,7 +245,12 @@ std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::spa
       args.push_back(parsed[i].token.Hex());
     }
     args.push_back(tail(q));
-    auto v = Run(script, q, shard, args, true);
+    shard_args.emplace_back(shard, std::move(args));
+  }
+  auto answers = RunAll(script, q, shard_args, true);  // the shards' parts at once
+  for (size_t p = 0; p < shard_args.size(); ++p) {
+    const auto& members = by_shard[static_cast<size_t>(shard_args[p].first)];
+    const auto& v = answers[p];
     for (size_t j = 0; j < members.size(); ++j) {
       const size_t i = members[j];
       if (!v.ok()) {

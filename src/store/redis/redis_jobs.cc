@@ -87,6 +87,23 @@ Status EnqueueRefusal(const Value& v, const ShardPlan& plan, std::span<const Enq
   return ScriptError(v);
 }
 
+// One shard's answer to its part of the batch, into `results` (the requests' places).
+Status ReadEnqueueAnswer(const Value& v, const ShardPlan& plan, std::span<const EnqueueRequest> requests,
+                         const QueueConfig& config, const std::function<std::string(size_t)>& prefix,
+                         std::vector<EnqueueResult>& results) {
+  if (v.is_error()) return EnqueueRefusal(v, plan, requests, config, prefix);
+  for (size_t j = 0; j < plan.members.size() && j < v.array.size(); ++j) {
+    const auto& row = v.array[j].array;
+    if (row.size() < 4) return Status::Internal("the enqueue script answered a short row");
+    EnqueueResult& out = results[plan.members[j]];
+    out.id = row[0].str;
+    out.due_at_ms = row[1].AsInt();
+    out.duplicate = row[2].AsInt() == 1;
+    out.replaced = row[3].AsInt() == 1;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<EnqueueResult> RedisQueue::Enqueue(std::string_view queue, const EnqueueRequest& request) {
@@ -96,9 +113,10 @@ Result<EnqueueResult> RedisQueue::Enqueue(std::string_view queue, const EnqueueR
 }
 
 // Validation and ids first (nothing is written when a request is invalid), then one script per
-// shard. A batch spread over several shards is all or nothing per shard: a refusal that only
-// Redis can see (a reserved job to replace, a deliver_at past max_delay_ms on Redis' clock) in
-// one shard's part leaves the parts of the shards before it stored.
+// shard, all sent before any answer is read (RunAll). A batch spread over several shards is all
+// or nothing per shard: a refusal that only Redis can see (a reserved job to replace, a
+// deliver_at past max_delay_ms on Redis' clock) in one shard's part leaves the other shards'
+// parts stored.
 Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view queue_view,
                                                             std::span<const EnqueueRequest> requests) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
@@ -139,23 +157,20 @@ Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view que
   }
   std::vector<EnqueueResult> results(requests.size());
   bool any_now = false;
-  for (const ShardPlan& plan : PlanEnqueue(q.name, q.config, requests, ids, shard_of, q.shards, now)) {
-    delivery_first_.BeforeEnqueue();
-    auto v = Run(kEnqueueScript, q, plan.shard, plan.args, true);
-    if (!v.ok()) return v.status();
-    if (v->is_error()) return EnqueueRefusal(*v, plan, requests, q.config, prefix);
-    for (size_t j = 0; j < plan.members.size() && j < v->array.size(); ++j) {
-      const auto& row = v->array[j].array;
-      if (row.size() < 4) return Status::Internal("the enqueue script answered a short row");
-      EnqueueResult& out = results[plan.members[j]];
-      out.id = row[0].str;
-      out.due_at_ms = row[1].AsInt();
-      out.duplicate = row[2].AsInt() == 1;
-      out.replaced = row[3].AsInt() == 1;
-    }
-    any_now = any_now || plan.any_now;
+  const std::vector<ShardPlan> plans = PlanEnqueue(q.name, q.config, requests, ids, shard_of, q.shards, now);
+  std::vector<std::pair<int, std::vector<std::string>>> shard_args;
+  for (const ShardPlan& plan : plans) shard_args.emplace_back(plan.shard, plan.args);
+  delivery_first_.BeforeEnqueue();
+  auto answers = RunAll(kEnqueueScript, q, shard_args, true);  // the shards' parts at once
+  Status refused = Status::Ok();  // the first part refused; the others' jobs stand, woken below
+  for (size_t p = 0; p < plans.size(); ++p) {
+    Status read = answers[p].ok() ? ReadEnqueueAnswer(*answers[p], plans[p], requests, q.config, prefix, results)
+                                  : answers[p].status();
+    if (read.ok()) any_now = any_now || plans[p].any_now;
+    if (!read.ok() && refused.ok()) refused = read;
   }
   if (any_now) NoteReady(q.name);
+  if (!refused.ok()) return refused;
   return results;
 }
 

@@ -131,6 +131,18 @@ Result<Value> RedisQueue::Run(const Script& script, const std::string& queue, in
   return v;
 }
 
+std::vector<Result<Value>> RedisQueue::RunAll(const Script& script, const QueueView& q,
+                                              const std::vector<std::pair<int, std::vector<std::string>>>& shard_args,
+                                              bool confirm) {
+  std::vector<RedisClient::EvalCall> calls;
+  calls.reserve(shard_args.size());
+  for (const auto& [shard, args] : shard_args) calls.push_back({ShardKeys(q.name, shard, q.shards), args});
+  auto out = confirm ? client_->EvalAll(script, calls, options_.wait_replicas, options_.wait_timeout_ms)
+                     : client_->EvalAll(script, calls);
+  for (const auto& v : out) Observe(v.ok() ? Status::Ok() : v.status());
+  return out;
+}
+
 Result<Value> RedisQueue::Call(std::string_view route_key, const std::vector<std::string>& argv) {
   auto v = client_->Call(route_key, argv);
   Observe(v.ok() ? Status::Ok() : v.status());

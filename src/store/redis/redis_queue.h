@@ -189,6 +189,11 @@ class RedisQueue final : public Queue, private ScheduleStore {
                     bool confirm = false) {
     return Run(script, q.name, shard, q.shards, args, confirm);
   }
+  // The script on several shards of a queue at once (RedisClient::EvalAll): `args` per shard,
+  // answers in the same order.
+  std::vector<Result<Value>> RunAll(const Script& script, const QueueView& q,
+                                    const std::vector<std::pair<int, std::vector<std::string>>>& shard_args,
+                                    bool confirm = false);
   // One command, or a script without the queue keys, on the node of `route_key`. Every call to
   // Redis goes through these or Run, so Health() sees what the last one found.
   Result<Value> Call(std::string_view route_key, const std::vector<std::string>& argv);

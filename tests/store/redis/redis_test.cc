@@ -127,6 +127,47 @@ TEST(RedisStore, TheQueueLimitHolds) {
   EXPECT_EQ(members->AsInt(), 3) << "a refused queue stayed in the registry";
 }
 
+// A key whose shard (CRC16 mod `shards`, docs/operations.md) is, or is not, `shard`.
+std::string KeyOnShard(const std::string& stem, int shards, int shard, bool on) {
+  for (int i = 0;; ++i) {
+    std::string key = stem + std::to_string(i);
+    if ((redis::Crc16(key) % shards == shard) == on) return key;
+  }
+}
+
+// A batch spread over shards goes out whole (RedisClient::EvalAll): the part Redis refuses (it
+// would replace a reserved job) is the answer, and the other shards' parts are stored, whatever
+// their order (when the parts went one at a time, a refusal in the first left the rest unmade).
+TEST(RedisStore, ABatchOverShardsRefusedInOnePartKeepsTheOtherParts) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  o.shards = 4;
+  auto q = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EnqueueRequest held = Job("held");
+  held.key = KeyOnShard("held", 4, 0, true);  // the batch's first part
+  ASSERT_TRUE((*q)->Enqueue("parts", held).ok());
+  auto reserved = (*q)->Reserve("parts", {});
+  ASSERT_TRUE(reserved.ok() && reserved->size() == 1);
+
+  std::vector<EnqueueRequest> batch;
+  for (int i = 0; i < 6; ++i) {
+    batch.push_back(Job("other"));
+    batch.back().key = KeyOnShard("other" + std::to_string(i) + "-", 4, 0, false);
+  }
+  EnqueueRequest replace = held;
+  replace.replace = true;
+  batch.insert(batch.begin() + 2, replace);
+  auto answer = (*q)->EnqueueBatch("parts", batch);
+  EXPECT_EQ(answer.code(), Code::kConflict) << answer.status().ToString();
+  EXPECT_NE(answer.status().message().find("jobs[2]"), std::string::npos) << answer.status().message();
+  for (const EnqueueRequest& r : batch) {
+    if (r.key == held.key) continue;
+    EXPECT_TRUE((*q)->Get("parts", JobRef::ByKey(r.key)).ok()) << r.key << "'s part was not stored";
+  }
+}
+
 TEST(RedisStore, TwoServersOnOneRedisShareTheWork) {
   RedisServer redis;
   ServerProcess a({"--store", redis.url()});
@@ -512,6 +553,72 @@ TEST(RedisClientTest, ConnectionsRedisClosedWhileIdleAreNotUsed) {
   auto pong = (*client)->Call("", {"PING"});
   ASSERT_TRUE(pong.ok()) << pong.status().ToString();
   EXPECT_EQ(pong->str, "PONG");
+}
+
+// RedisClient::EvalAll counts each key's runs and answers its key; "refuse" is the script's own
+// error, an answer like any other (never run again).
+const redis::Script kCountAndAnswer{
+    "count_and_answer",
+    "redis.call('INCR', KEYS[1]) if ARGV[1] == 'refuse' then return redis.error_reply('refused ' .. KEYS[1]) end "
+    "return KEYS[1] .. '=' .. ARGV[1]"};
+
+// One EvalAll over `keys` (the second call refused by the script): each answered in order, each
+// run exactly once (`round` runs per key so far).
+void ExpectEachAnsweredInOrderAndRunOnce(redis::RedisClient& c, const std::vector<std::string>& keys, int round) {
+  std::vector<redis::RedisClient::EvalCall> calls;
+  for (size_t i = 0; i < keys.size(); ++i) calls.push_back({{keys[i]}, {i == 1 ? "refuse" : std::to_string(i)}});
+  auto out = c.EvalAll(kCountAndAnswer, calls);
+  ASSERT_EQ(out.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(out[i].ok()) << keys[i] << ": " << out[i].status().ToString();
+    if (i == 1) {
+      EXPECT_TRUE(out[i]->is_error());
+      EXPECT_EQ(out[i]->str, "refused " + keys[i]);
+    } else {
+      EXPECT_EQ(out[i]->str, keys[i] + "=" + std::to_string(i));
+    }
+    auto runs = c.Call(keys[i], {"GET", keys[i]});
+    ASSERT_TRUE(runs.ok());
+    EXPECT_EQ(runs->AsInt(), round) << keys[i] << " was not run exactly once in round " << round;
+  }
+}
+
+// A sharded queue's parts go out together (EvalAll): the answers come in the calls' order, and a
+// pipeline Redis refused whole (the scripts flushed: NOSCRIPT) runs each call again, once; down,
+// each call is unavailable.
+TEST(RedisClientTest, EvalAllAnswersEachCallInOrderAndRunsEachOnce) {
+  RedisServer redis;
+  auto url = redis::RedisUrl::Parse(redis.url());
+  ASSERT_TRUE(url.ok());
+  auto client = redis::RedisClient::Connect(*url);
+  ASSERT_TRUE(client.ok());
+  redis::RedisClient& c = **client;
+  const std::vector<std::string> keys = {"{q#0}runs", "{q#1}runs", "{q#2}runs", "{q#3}runs"};
+  ExpectEachAnsweredInOrderAndRunOnce(c, keys, 1);  // loads the script on the way
+  ExpectEachAnsweredInOrderAndRunOnce(c, keys, 2);  // pipelined
+  ASSERT_TRUE(c.Call("", {"SCRIPT", "FLUSH"}).ok());
+  ExpectEachAnsweredInOrderAndRunOnce(c, keys, 3);
+  redis.Kill();
+  for (const auto& r : c.EvalAll(kCountAndAnswer, {{{keys[0]}, {"0"}}, {{keys[2]}, {"2"}}})) {
+    EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  }
+}
+
+// Over a cluster the parts go to their masters side by side; masters whose script cache was
+// flushed answer NOSCRIPT, and those calls run again on their own.
+TEST(RedisClientTest, EvalAllOverAClustersMastersRunsEachCallOnce) {
+  RedisCluster cluster;
+  auto url = redis::RedisUrl::Parse(cluster.url_text());
+  ASSERT_TRUE(url.ok());
+  auto client = redis::RedisClient::Connect(*url);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  redis::RedisClient& c = **client;
+  std::vector<std::string> keys;
+  for (const char* tag : {"a", "b", "c", "d", "e", "f", "g", "h"}) keys.push_back(std::string("{") + tag + "}runs");
+  ExpectEachAnsweredInOrderAndRunOnce(c, keys, 1);
+  ExpectEachAnsweredInOrderAndRunOnce(c, keys, 2);
+  ASSERT_TRUE(c.CallAll({"SCRIPT", "FLUSH"}).ok());
+  ExpectEachAnsweredInOrderAndRunOnce(c, keys, 3);
 }
 
 // Redis down, then loading its data after a restart: every call answers kUnavailable (HTTP 503,
