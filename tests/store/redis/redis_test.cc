@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -114,15 +115,23 @@ TEST(RedisStore, AReceiptFromOneServerIsGoodOnAnother) {
   EXPECT_EQ((*b)->Ack("signed", tampered).code(), Code::kInvalidArgument);
 }
 
-TEST(RedisStore, TheQueueLimitHolds) {
-  RedisServer redis;
+// The store on `redis`, with the options `set` changes.
+std::unique_ptr<redis::RedisQueue> OpenOn(RedisServer& redis,
+                                          const std::function<void(redis::RedisQueueOptions&)>& set) {
   redis::RedisQueueOptions o;
   o.url = redis.url();
-  o.max_queues = 3;
+  set(o);
   auto q = redis::RedisQueue::Open(o);
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
-  ExpectTheQueueLimitHolds(**q);
-  auto members = (*q)->client().Call("dq:queues", {"SCARD", "dq:queues"});
+  if (!q.ok()) ADD_FAILURE() << q.status().ToString();
+  return q.ok() ? std::move(*q) : nullptr;
+}
+
+TEST(RedisStore, TheQueueLimitHolds) {
+  RedisServer redis;
+  auto q = OpenOn(redis, [](auto& o) { o.max_queues = 3; });
+  ASSERT_TRUE(q);
+  ExpectTheQueueLimitHolds(*q);
+  auto members = q->client().Call("dq:queues", {"SCARD", "dq:queues"});
   ASSERT_TRUE(members.ok());
   EXPECT_EQ(members->AsInt(), 3) << "a refused queue stayed in the registry";
 }
@@ -140,15 +149,12 @@ std::string KeyOnShard(const std::string& stem, int shards, int shard, bool on) 
 // their order (when the parts went one at a time, a refusal in the first left the rest unmade).
 TEST(RedisStore, ABatchOverShardsRefusedInOnePartKeepsTheOtherParts) {
   RedisServer redis;
-  redis::RedisQueueOptions o;
-  o.url = redis.url();
-  o.shards = 4;
-  auto q = redis::RedisQueue::Open(o);
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto store = OpenOn(redis, [](auto& o) { o.shards = 4; });
+  ASSERT_TRUE(store);
   EnqueueRequest held = Job("held");
   held.key = KeyOnShard("held", 4, 0, true);  // the batch's first part
-  ASSERT_TRUE((*q)->Enqueue("parts", held).ok());
-  auto reserved = (*q)->Reserve("parts", {});
+  ASSERT_TRUE(store->Enqueue("parts", held).ok());
+  auto reserved = store->Reserve("parts", {});
   ASSERT_TRUE(reserved.ok() && reserved->size() == 1);
 
   std::vector<EnqueueRequest> batch;
@@ -159,12 +165,12 @@ TEST(RedisStore, ABatchOverShardsRefusedInOnePartKeepsTheOtherParts) {
   EnqueueRequest replace = held;
   replace.replace = true;
   batch.insert(batch.begin() + 2, replace);
-  auto answer = (*q)->EnqueueBatch("parts", batch);
+  auto answer = store->EnqueueBatch("parts", batch);
   EXPECT_EQ(answer.code(), Code::kConflict) << answer.status().ToString();
   EXPECT_NE(answer.status().message().find("jobs[2]"), std::string::npos) << answer.status().message();
   for (const EnqueueRequest& r : batch) {
     if (r.key == held.key) continue;
-    EXPECT_TRUE((*q)->Get("parts", JobRef::ByKey(r.key)).ok()) << r.key << "'s part was not stored";
+    EXPECT_TRUE(store->Get("parts", JobRef::ByKey(r.key)).ok()) << r.key << "'s part was not stored";
   }
 }
 
