@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # which is how users and CI build, that takes a fraction of the time.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON -DDELAYQ_UNITY=ON
 
-.PHONY: all deps build run test test-sanitize test-sanitize-redis test-sanitize-all test-tsan test-tsan-all check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream bench-capacity bench-ordered clean
+.PHONY: all deps build run test test-sanitize test-sanitize-redis test-sanitize-all test-tsan test-tsan-all check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream bench-capacity bench-ordered bench-shards clean
 
 all: build
 
@@ -194,6 +194,11 @@ bench-capacity: build
 # Redis's commands per job (scripts/bench-ordered.sh; bench/results/ordered.md).
 bench-ordered: build
 	@./scripts/bench-ordered.sh $(BUILD)
+
+# Batch enqueue on Redis from one server, a queue over 4 shards on one Redis and on a 2-master
+# cluster (scripts/bench-shards.sh; bench/results/shards.md).
+bench-shards: build
+	@./scripts/bench-shards.sh $(BUILD)
 
 # delayq's tables on PostgreSQL through 10 M churned jobs with 100 k live (issue 29); writes
 # bench/results/postgres/churn.md.

@@ -25,6 +25,17 @@ scratch() {
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# plain_redis PORT [extra args]: a redis-server without persistence in $work/redis-PORT, up when
+# this returns, stopped with the scratch directory.
+plain_redis() {
+  local port=$1
+  shift
+  mkdir -p "$work/redis-$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis-$port" "$@" \
+    >"$work/redis-$port/redis.log" 2>&1 &
+  pids+=($!)
+  wait_redis "$port"
+}
 wait_redis() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; echo "redis on $1 did not start" >&2; exit 1; }
 # cluster_ports N: sets nodes to N free ports whose cluster bus ports (p + 10000) are free too.
 cluster_ports() {
