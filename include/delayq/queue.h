@@ -50,7 +50,10 @@ class Queue {
   virtual Result<EnqueueResult> Enqueue(std::string_view queue, const EnqueueRequest& request) = 0;
 
   // Adds up to Limits::kMaxBatch jobs, all or none: one invalid request fails the batch and
-  // nothing is stored. Results are in request order.
+  // nothing is stored. Results are in request order. One exception: a queue the Redis store
+  // splits over shards stores each shard's part whole or not at all, so a refusal only Redis can
+  // see (replacing a reserved job) in one part leaves the others stored, and the error says how
+  // many (docs/operations.md).
   virtual Result<std::vector<EnqueueResult>> EnqueueBatch(std::string_view queue,
                                                           std::span<const EnqueueRequest> requests) = 0;
 

@@ -29,7 +29,7 @@ std::optional<Status> TransientError(const Value& v, const Endpoint& node) {
     return Status::Unavailable(
         fmt::format("Redis at {} is loading its data set into memory (it restarted); retry shortly", at));
   }
-  if (starts("BUSY")) {
+  if (starts("BUSY ")) {  // not BUSYGROUP or BUSYKEY: those are answers
     return Status::Unavailable(fmt::format("Redis at {} is busy running a script; retry shortly", at));
   }
   if (starts("MASTERDOWN")) {
@@ -325,13 +325,15 @@ class RedisClient::Node {
   Node(Endpoint e, const RedisAuth& auth, const RedisTls* tls, int timeout_ms)
       : endpoint_(std::move(e)), auth_(auth), tls_(tls), timeout_ms_(timeout_ms) {}
 
-  // Runs the commands (pipelined) on one connection; ASKING first when `asking`.
+  // Runs the commands (pipelined) on one connection; ASKING first when `asking`. `reached`, when
+  // given, says after a failure whether the commands may have reached Redis (a connection was had
+  // and writing began): only when not may they be sent again without running twice.
   Result<std::vector<Value>> Run(const std::vector<std::vector<std::string>>& commands, bool asking,
-                                 int extra_timeout_ms = 0) {
+                                 int extra_timeout_ms = 0, bool* reached = nullptr) {
     std::vector<std::vector<std::string>> all;
     if (asking) all.push_back({"ASKING"});
     all.insert(all.end(), commands.begin(), commands.end());
-    auto sent = Send(all);
+    auto sent = Send(all, reached);
     if (!sent.ok()) return sent.status();
     auto out = Finish(*sent, extra_timeout_ms);
     if (out.ok() && asking) out->erase(out->begin());
@@ -344,9 +346,10 @@ class RedisClient::Node {
     std::unique_ptr<RedisConnection> connection;
     size_t replies = 0;
   };
-  Result<Sent> Send(const std::vector<std::vector<std::string>>& commands) {
+  Result<Sent> Send(const std::vector<std::vector<std::string>>& commands, bool* reached = nullptr) {
     auto c = Take();
     if (!c.ok()) return c.status();
+    if (reached != nullptr) *reached = true;
     // A broken connection is dropped (the next call reconnects).
     DELAYQ_RETURN_IF_ERROR((*c)->Send(commands));
     return Sent{std::move(*c), commands.size()};
@@ -536,8 +539,8 @@ std::vector<Endpoint> RedisClient::Masters() {
   return out;
 }
 
-Result<Value> RedisClient::CallOn(Node* node, const std::vector<std::string>& argv, bool asking) {
-  auto r = node->Run({argv}, asking);
+Result<Value> RedisClient::CallOn(Node* node, const std::vector<std::string>& argv, bool asking, bool* reached) {
+  auto r = node->Run({argv}, asking, 0, reached);
   if (!r.ok()) return r.status();
   return std::move((*r)[0]);
 }
@@ -550,9 +553,12 @@ Result<Value> RedisClient::Call(std::string_view route_key, const std::vector<st
   Node* node = NodeFor(route_key);
   bool asking = false;
   for (int redirects = 0; redirects < 5; ++redirects) {
-    auto v = CallOn(node, argv, asking);
+    bool reached = false;
+    auto v = CallOn(node, argv, asking, &reached);
     if (!v.ok()) {
-      if (redirects == 0 && Relocate()) {  // the node may have failed over
+      // The node may have failed over. Sent again only if it never went out: a command that may
+      // have run (a read that timed out) is not run twice; the caller hears kUnavailable.
+      if (redirects == 0 && !reached && Relocate()) {
         node = NodeFor(route_key);
         continue;
       }
@@ -586,9 +592,10 @@ Result<std::vector<Value>> RedisClient::Pipeline(std::string_view route_key,
   Node* node = NodeFor(route_key);
   bool asking = false;
   for (int redirects = 0; redirects < 5; ++redirects) {
-    auto r = node->Run(commands, asking, extra_timeout_ms);
+    bool reached = false;
+    auto r = node->Run(commands, asking, extra_timeout_ms, &reached);
     if (!r.ok()) {
-      if (redirects == 0 && Relocate()) {  // the node may have failed over
+      if (redirects == 0 && !reached && Relocate()) {  // failed over, and nothing went out (as in Call)
         node = NodeFor(route_key);
         continue;
       }
@@ -698,6 +705,7 @@ std::vector<Result<Value>> RedisClient::EvalAll(const Script& script, const std:
     it->second.push_back(i);
   }
   std::vector<Result<Node::Sent>> sent;
+  std::vector<char> reached(groups.size(), 0);
   for (const auto& [node, members] : groups) {
     std::vector<std::vector<std::string>> commands;
     for (size_t i : members) {
@@ -707,10 +715,21 @@ std::vector<Result<Value>> RedisClient::EvalAll(const Script& script, const std:
       commands.push_back(std::move(argv));
     }
     if (wait_replicas > 0) commands.push_back({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)});
-    sent.push_back(node->Send(commands));
+    bool went_out = false;
+    sent.push_back(node->Send(commands, &went_out));
+    reached[sent.size() - 1] = went_out ? 1 : 0;
   }
+  bool relocated = false;
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& [node, members] = groups[g];
+    if (!sent[g].ok() && !reached[g]) {  // no connection to it: nothing went out; moved? each on its own
+      if (!relocated) {
+        (void)Relocate();
+        relocated = true;
+      }
+      for (size_t i : members) own(i);
+      continue;
+    }
     // Unavailable as one call whose connection broke: what reached Redis may have run.
     auto replies = sent[g].ok() ? node->Finish(*sent[g], wait_replicas > 0 ? wait_timeout_ms : 0)
                                 : Result<std::vector<Value>>(sent[g].status());

@@ -133,7 +133,7 @@ class RedisClient {
   Endpoint Single();  // the one Redis (or, with Sentinel, its master now)
   Node* NodeFor(std::string_view route_key);
   Node* NodeAt(const Endpoint& e);
-  Result<Value> CallOn(Node* node, const std::vector<std::string>& argv, bool asking);
+  Result<Value> CallOn(Node* node, const std::vector<std::string>& argv, bool asking, bool* reached = nullptr);
 
   const bool cluster_;
   const std::vector<Endpoint> seeds_;  // the nodes, or the Sentinels

@@ -104,6 +104,31 @@ Status ReadEnqueueAnswer(const Value& v, const ShardPlan& plan, std::span<const 
   return Status::Ok();
 }
 
+// Every shard's answer to its part, into `results`; `any_now` when a part that may be stored made
+// jobs ready. A part Redis could not serve (it may have written) outranks a refusal; the parts
+// stored stand, and the error says so.
+Status ReadEnqueueAnswers(std::vector<Result<Value>>& answers, const std::vector<ShardPlan>& plans,
+                          std::span<const EnqueueRequest> requests, const QueueConfig& config, int shards,
+                          const std::function<std::string(size_t)>& prefix, std::vector<EnqueueResult>& results,
+                          bool& any_now) {
+  Status failed = Status::Ok();
+  size_t stored = 0;
+  for (size_t p = 0; p < plans.size(); ++p) {
+    Status read = answers[p].ok() ? ReadEnqueueAnswer(*answers[p], plans[p], requests, config, prefix, results)
+                                  : answers[p].status();
+    if (read.ok()) stored += plans[p].members.size();
+    if (read.ok() || read.code() == Code::kUnavailable) any_now = any_now || plans[p].any_now;
+    if (!read.ok() && (failed.ok() || (read.code() == Code::kUnavailable && failed.code() != Code::kUnavailable))) {
+      failed = read;
+    }
+  }
+  if (failed.ok() || stored == 0) return failed;
+  return Status(failed.code(), fmt::format("{} (this queue is split over {} shards, each part stored whole or not at "
+                                           "all: the parts of {} of the {} jobs were stored; send only the others "
+                                           "again, or give jobs keys so that a retry is a duplicate)",
+                                           failed.message(), shards, stored, requests.size()));
+}
+
 }  // namespace
 
 Result<EnqueueResult> RedisQueue::Enqueue(std::string_view queue, const EnqueueRequest& request) {
@@ -162,15 +187,9 @@ Result<std::vector<EnqueueResult>> RedisQueue::EnqueueBatch(std::string_view que
   for (const ShardPlan& plan : plans) shard_args.emplace_back(plan.shard, plan.args);
   delivery_first_.BeforeEnqueue();
   auto answers = RunAll(kEnqueueScript, q, shard_args, true);  // the shards' parts at once
-  Status refused = Status::Ok();  // the first part refused; the others' jobs stand, woken below
-  for (size_t p = 0; p < plans.size(); ++p) {
-    Status read = answers[p].ok() ? ReadEnqueueAnswer(*answers[p], plans[p], requests, q.config, prefix, results)
-                                  : answers[p].status();
-    if (read.ok()) any_now = any_now || plans[p].any_now;
-    if (!read.ok() && refused.ok()) refused = read;
-  }
+  Status read = ReadEnqueueAnswers(answers, plans, requests, q.config, q.shards, prefix, results, any_now);
   if (any_now) NoteReady(q.name);
-  if (!refused.ok()) return refused;
+  if (!read.ok()) return read;
   return results;
 }
 

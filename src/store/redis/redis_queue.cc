@@ -1,6 +1,8 @@
 // The Redis store's lifecycle and how it runs scripts (redis_queue.h has the overview).
 #include "store/redis/redis_queue.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -139,7 +141,10 @@ std::vector<Result<Value>> RedisQueue::RunAll(const Script& script, const QueueV
   for (const auto& [shard, args] : shard_args) calls.push_back({ShardKeys(q.name, shard, q.shards), args});
   auto out = confirm ? client_->EvalAll(script, calls, options_.wait_replicas, options_.wait_timeout_ms)
                      : client_->EvalAll(script, calls);
-  for (const auto& v : out) Observe(v.ok() ? Status::Ok() : v.status());
+  // One observation for the whole: the first part Redis could not serve, else ok (one per
+  // part made health flip between the two within one call).
+  auto down = std::find_if(out.begin(), out.end(), [](const auto& v) { return !v.ok(); });
+  Observe(down == out.end() ? Status::Ok() : down->status());
   return out;
 }
 

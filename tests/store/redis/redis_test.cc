@@ -168,6 +168,8 @@ TEST(RedisStore, ABatchOverShardsRefusedInOnePartKeepsTheOtherParts) {
   auto answer = store->EnqueueBatch("parts", batch);
   EXPECT_EQ(answer.code(), Code::kConflict) << answer.status().ToString();
   EXPECT_NE(answer.status().message().find("jobs[2]"), std::string::npos) << answer.status().message();
+  EXPECT_NE(answer.status().message().find("the parts of 6 of the 7 jobs were stored"), std::string::npos)
+      << "the error says what was stored: " << answer.status().message();
   for (const EnqueueRequest& r : batch) {
     if (r.key == held.key) continue;
     EXPECT_TRUE(store->Get("parts", JobRef::ByKey(r.key)).ok()) << r.key << "'s part was not stored";
@@ -625,6 +627,34 @@ TEST(RedisClientTest, EvalAllOverAClustersMastersRunsEachCallOnce) {
   ExpectEachAnsweredInOrderAndRunOnce(c, keys, 2);
   ASSERT_TRUE(c.CallAll({"SCRIPT", "FLUSH"}).ok());
   ExpectEachAnsweredInOrderAndRunOnce(c, keys, 3);
+}
+
+// A command whose reply did not come in time may have run: it is not sent again, though the
+// cluster's slots could be read again (a failover?). It was: a slow script was run twice, an
+// enqueue made a job twice. Here the script counts its runs and outlasts the client's timeout.
+TEST(RedisClientTest, ACommandThatMayHaveRunIsNotSentAgain) {
+  RedisCluster cluster;
+  auto url = redis::RedisUrl::Parse(cluster.url_text());
+  ASSERT_TRUE(url.ok());
+  auto client = redis::RedisClient::Connect(*url, /*timeout_ms=*/200);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const redis::Script slow{"count_then_outlast_the_timeout",
+                           "local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] "
+                           "redis.call('INCR', KEYS[1]) "
+                           "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - start > 600000 "
+                           "return 1"};
+  ASSERT_TRUE((*client)->Call("{slow}runs", {"SCRIPT", "LOAD", slow.source}).ok());
+  auto v = (*client)->Eval(slow, {"{slow}runs"}, {});
+  EXPECT_EQ(v.status().code(), Code::kUnavailable) << "the reply came after the timeout";
+  // Read until five reads in a row are answered: a run sent again would hold the node (each read
+  // meanwhile times out), and be counted once it ends.
+  Result<redis::Value> runs = Status::Unavailable("not read");
+  for (int i = 0, answered = 0; i < 100 && answered < 5; ++i) {
+    runs = (*client)->Call("{slow}runs", {"GET", "{slow}runs"});
+    answered = runs.ok() && !runs->is_error() ? answered + 1 : 0;
+  }
+  ASSERT_TRUE(runs.ok() && !runs->is_error()) << runs.status().ToString();
+  EXPECT_EQ(runs->AsInt(), 1) << "the script ran again after its reply timed out";
 }
 
 // Redis down, then loading its data after a restart: every call answers kUnavailable (HTTP 503,
