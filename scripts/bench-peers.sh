@@ -41,17 +41,17 @@ if [ -n "$missing" ]; then
 fi
 # beanstalkd's Debian package starts a system service on 11300; the harness runs its own.
 
-all="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
+all="delayq-none delayq-none-stream delayq-redis delayq-redis-stream bullmq beanstalkd zset-poll zset-stream"
 all+=" delayq-interval beanstalkd-binlog delayq-redis-everysec zset-poll-everysec"
 all+=" delayq-sync beanstalkd-binlog-sync delayq-redis-always zset-poll-always"
 # On one PostgreSQL 15 as it ships (synchronous_commit on), started afresh for each run.
 all+=" delayq-postgres delayq-postgres-sql pg-boss graphile-worker"
 selected=${SYSTEMS:-$all}
-burst1="delayq-none delayq-redis bullmq beanstalkd zset-poll zset-stream"
+burst1="delayq-none delayq-none-stream delayq-redis delayq-redis-stream bullmq beanstalkd zset-poll zset-stream"
 single="delayq-sync beanstalkd-binlog-sync zset-poll-always delayq-interval beanstalkd-binlog delayq-none beanstalkd"
 single+=" delayq-postgres delayq-postgres-sql pg-boss graphile-worker"
 single_seconds=${SINGLE_SECONDS:-5}
-crash="$burst1 delayq-postgres pg-boss graphile-worker"
+crash="$burst1 delayq-postgres pg-boss graphile-worker"  # the stream consumers: a kill gives their jobs back at once
 memory="delayq-none delayq-redis bullmq beanstalkd zset-poll"
 has() { [[ " $1 " == *" $2 "* ]] && [[ " $selected " == *" $2 "* ]]; }
 

@@ -55,12 +55,27 @@ TEST_F(PeersHarnessSmoke, BurstDeliversEveryJobOnceAndNeverEarly) {
   EXPECT_GE(burst["lateness_ms"]["max"].get<double>(), burst["lateness_ms"]["p999"].get<double>());
   EXPECT_EQ(burst["lateness_cdf_permille"].size(), 1000u);
   EXPECT_GT(burst["peak_server_bytes"].get<double>(), 0);
+  // The server's CPU over the burst, per job: some, and not more than the whole run's time
+  // (2 000 jobs over ~1 s on at most a few cores: well under 10 ms a job).
+  EXPECT_GT(burst["server_cpu_us_per_job"].get<double>(), 0);
+  EXPECT_LT(burst["server_cpu_us_per_job"].get<double>(), 10000);
   // The HTTP client that drove delayq is named: undici when npm installed it (make bench-peers),
   // Node's http module in a clean clone (make test installs no npm package for the harness).
   const std::string describe = burst["describe"].get<std::string>();
   EXPECT_TRUE(describe.find("keep-alive from undici ") != std::string::npos ||
               describe.find("keep-alive from node:http") != std::string::npos)
       << describe;
+}
+
+TEST_F(PeersHarnessSmoke, BurstOnPushStreamsDeliversEveryJobOnce) {
+  const json burst = Run("burst", "delayq-none-stream");
+  ASSERT_TRUE(burst.is_object()) << lines_;
+  EXPECT_EQ(burst["delivered"], 2000);
+  EXPECT_EQ(burst["lost"], 0);
+  EXPECT_EQ(burst["duplicates"], 0);
+  EXPECT_EQ(burst["early"], 0);
+  EXPECT_GT(burst["server_cpu_us_per_job"].get<double>(), 0);
+  EXPECT_NE(burst["describe"].get<std::string>().find("push streams"), std::string::npos) << lines_;
 }
 
 TEST_F(PeersHarnessSmoke, CrashKillsTheConsumerMidwayAndNothingIsLost) {

@@ -16,7 +16,9 @@ const meta = JSON.parse(metaJson || '{}');
 // second), 'sync' (synced before the answer). Rows are listed in this order, class by class.
 const LABELS = {
   'delayq-none': ['delayq, embedded', 'none (RAM + disk, no fsync)', 'delayq', 'none'],
+  'delayq-none-stream': ['delayq, embedded, push streams', 'none (RAM + disk, no fsync)', 'delayq streams', 'none'],
   'delayq-redis': ['delayq on Redis', 'Redis without AOF', 'delayq on Redis', 'none'],
+  'delayq-redis-stream': ['delayq on Redis, push streams', 'Redis without AOF', 'delayq on Redis, streams', 'none'],
   bullmq: ['BullMQ 6.7', 'Redis without AOF', 'BullMQ', 'none'],
   beanstalkd: ['beanstalkd 1.12', 'none (RAM)', 'beanstalkd', 'none'],
   'zset-poll': ['Redis ZSET + Lua pop, 0.5 s poll', 'Redis without AOF', 'ZSET poll', 'none'],
@@ -57,7 +59,7 @@ function summary(list, fields) {
 }
 
 const DELIVERY_FIELDS = ['enqueue_per_s', 'delivered', 'lost', 'duplicates', 'early', 'lateness_ms.p50', 'lateness_ms.p90',
-  'lateness_ms.p99', 'lateness_ms.p999', 'lateness_ms.max', 'delivery_per_s', 'peak_server_bytes'];
+  'lateness_ms.p99', 'lateness_ms.p999', 'lateness_ms.max', 'delivery_per_s', 'server_cpu_us_per_job', 'peak_server_bytes'];
 const MEMORY_FIELDS = ['enqueue_per_s', 'bytes_per_job', 'disk_bytes_per_job', 'peak_server_bytes'];
 const SINGLE_FIELDS = ['enqueue_per_s', 'requests', 'peak_server_bytes'];
 const FIELDS = { memory: MEMORY_FIELDS, single: SINGLE_FIELDS };
@@ -80,6 +82,7 @@ const fmtMs = (x) => {
   if (a >= 10) return `${x.toFixed(1)} ms`;
   return `${x.toFixed(2)} ms`;
 };
+const fmtUs = (x) => (x == null ? '–' : `${x.toFixed(1)} µs`);
 const fmtMiB = (x) => (x == null ? '–' : `${(x / 1048576).toFixed(0)} MiB`);
 const range = (values, fmt) => {
   const v = values.filter((x) => typeof x === 'number');
@@ -110,18 +113,18 @@ function summaryTable() {
   w();
   w('Rows are grouped by what the system has synced to disk when it answers the producer; compare within a group.');
   w();
-  w('| system | durability | enqueue jobs/s | lateness p50 · p99 · max, 4 consumers | p99, 1 consumer | memory per job | crash: never delivered · twice |');
-  w('|---|---|--:|--:|--:|--:|--:|');
+  w('| system | durability | enqueue jobs/s | lateness p50 · p99 · max, 4 consumers | server CPU per job, 4 consumers | p99, 1 consumer | memory per job | crash: never delivered · twice |');
+  w('|---|---|--:|--:|--:|--:|--:|--:|');
   let lastClass = null;
   for (const sys of ORDER.filter((x) => b4[x] || mem[x] || crash[x])) {
     const s4 = b4[sys];
     if (LABELS[sys][3] !== lastClass) {
       lastClass = LABELS[sys][3];
-      w(`| ***${CLASS_TITLES[lastClass]}*** | | | | | | |`);
+      w(`| ***${CLASS_TITLES[lastClass]}*** | | | | | | | |`);
     }
     w(`| ${LABELS[sys][0]} | ${LABELS[sys][1]} | ${fmtInt(s4?.enqueue_per_s)} | `
       + `${s4 ? `${fmtMs(s4['lateness_ms.p50'])} · **${fmtMs(s4['lateness_ms.p99'])}** · ${fmtMs(s4['lateness_ms.max'])}` : '–'} | `
-      + `${fmtMs(b1[sys]?.['lateness_ms.p99'])} | ${mem[sys] ? `${fmtInt(mem[sys].bytes_per_job)} B` : '–'} | `
+      + `${fmtUs(s4?.server_cpu_us_per_job)} | ${fmtMs(b1[sys]?.['lateness_ms.p99'])} | ${mem[sys] ? `${fmtInt(mem[sys].bytes_per_job)} B` : '–'} | `
       + `${crash[sys] ? `${fmtInt(crash[sys].lost)} · ${fmtInt(crash[sys].duplicates)}` : '–'} |`);
   }
   w();
@@ -132,12 +135,13 @@ function deliveryTable(key, title) {
   if (!m) return;
   w(`## ${title}`);
   w();
-  w('| system | durability | enqueue jobs/s | lateness p50 | p90 | p99 | p99.9 | max | delivered | lost | duplicate | early | delivered/s | peak server RSS |');
-  w('|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+  w('| system | durability | enqueue jobs/s | lateness p50 | p90 | p99 | p99.9 | max | delivered | lost | duplicate | early | delivered/s | server CPU per job | peak server RSS |');
+  w('|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
   for (const [sys, s] of Object.entries(m)) {
     w(`| ${LABELS[sys][0]} | ${LABELS[sys][1]} | ${fmtInt(s.enqueue_per_s)}${range(s['enqueue_per_s.runs'], fmtInt)} | ${fmtMs(s['lateness_ms.p50'])} | ${fmtMs(s['lateness_ms.p90'])} | `
       + `${fmtMs(s['lateness_ms.p99'])}${range(s['lateness_ms.p99.runs'], fmtMs)} | ${fmtMs(s['lateness_ms.p999'])} | ${fmtMs(s['lateness_ms.max'])} | `
-      + `${fmtInt(s.delivered)} | ${fmtInt(s.lost)} | ${fmtInt(s.duplicates)} | ${fmtInt(s.early)} | ${fmtInt(s.delivery_per_s)} | ${fmtMiB(s.peak_server_bytes)} |`);
+      + `${fmtInt(s.delivered)} | ${fmtInt(s.lost)} | ${fmtInt(s.duplicates)} | ${fmtInt(s.early)} | ${fmtInt(s.delivery_per_s)} | `
+      + `${fmtUs(s.server_cpu_us_per_job)}${range(s['server_cpu_us_per_job.runs'], fmtUs)} | ${fmtMiB(s.peak_server_bytes)} |`);
   }
   w();
 }

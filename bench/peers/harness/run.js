@@ -6,7 +6,8 @@
 //
 // burst   N jobs (100-byte payloads) due uniformly over the S seconds after enqueueing
 //         starts, handed in in due order, batches of 100 with 4 in flight; C consumer
-//         processes take them as they come due. Lease 30 s.
+//         processes take them as they come due. Lease 30 s. Also the servers' CPU per job
+//         (user + system, from enqueue's start to the last job recorded).
 // memory  N jobs due 1-2 h ahead; server memory growth per job and the enqueue rate.
 // crash   N jobs all due 3 s after enqueueing starts; one consumer (50 µs of work per job)
 //         is SIGKILLed once it has processed a quarter of them and started again at once.
@@ -22,6 +23,7 @@ const net = require('net');
 const os = require('os');
 const path = require('path');
 const { system } = require('./systems');
+const { treeCpuSeconds } = require('./servers');
 const { nowMs, sleep, payloadFor, readRecords, percentile, round } = require('./lib');
 
 function parseArgs(argv) {
@@ -152,6 +154,10 @@ function deliveryStats(dues, records, t0) {
   };
 }
 
+// CPU seconds used so far by the processes a system runs on (delayq, redis-server,
+// beanstalkd, PostgreSQL with its backends): the "server CPU per job" of the burst.
+const serverCpuSeconds = (state) => state.procs.reduce((sum, p) => sum + treeCpuSeconds(p.pid), 0);
+
 async function waitFor(done, deadline, pollMs = 50) {
   while (!done() && nowMs() < deadline) await sleep(pollMs);
   return done();
@@ -201,6 +207,7 @@ async function main() {
       const offsets = a.workload === 'burst'
         ? Float64Array.from({ length: a.n }, () => Math.random() * a.seconds * 1000).sort()
         : new Float64Array(a.n).fill(3000);
+      const cpu0 = serverCpuSeconds(state);
       const t0 = nowMs();
       const dues = offsets.map((offset) => Math.ceil(t0 + offset));
       const ms = await enqueueAll(producer, payloads, dues);
@@ -211,6 +218,9 @@ async function main() {
       const distinct = () => new Set(consumers.records().map(([id]) => id)).size;
       if (a.workload === 'burst') {
         await waitFor(() => consumers.recorded() >= a.n || !consumers.alive(), lastDue + 20000);
+        // Enqueue, delivery and ack of every job (the consumers ack a batch once it is recorded:
+        // the last acks may still be on their way, a few µs of the figure at most).
+        result.server_cpu_us_per_job = round(((serverCpuSeconds(state) - cpu0) * 1e6) / a.n, 1);
         await sleep(500);  // let a stray redelivery show up as a duplicate
       } else {
         // crash: kill the consumer once it has processed a quarter, start another at once.

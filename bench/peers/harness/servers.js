@@ -56,6 +56,31 @@ function procStatusKb(pid, field) {
 const rssBytes = (pid) => procStatusKb(pid, 'VmRSS');
 const peakRssBytes = (pid) => procStatusKb(pid, 'VmHWM');
 
+// CPU seconds (user + system) a server has used: its process and every process under it (a
+// PostgreSQL backend per connection), with the children it has already reaped (cutime, cstime).
+// A child's time is either under a live descendant or in its reaper's c-times, never both.
+const CLK_TCK = Number(require('child_process').execFileSync('getconf', ['CLK_TCK']).toString().trim());
+function treeCpuSeconds(rootPid) {
+  const stats = new Map();  // pid -> [ppid, ticks]
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let text;
+    try { text = fs.readFileSync(`/proc/${name}/stat`, 'utf8'); } catch { continue; }  // gone meanwhile
+    // Fields after the command (which may hold spaces) in parentheses: state ppid ... utime(14)
+    // stime(15) cutime(16) cstime(17), counted from the pid as field 1.
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    stats.set(Number(name), [Number(f[1]), Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])]);
+  }
+  let ticks = 0;
+  const todo = [rootPid];
+  while (todo.length) {
+    const pid = todo.pop();
+    ticks += stats.get(pid)?.[1] ?? 0;
+    for (const [child, [ppid]] of stats) if (ppid === pid) todo.push(child);
+  }
+  return ticks / CLK_TCK;
+}
+
 function dirBytes(dir) {
   let total = 0;
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
@@ -145,5 +170,5 @@ async function redisUsedMemory(redis) {
 
 module.exports = {
   startRedis, startBeanstalkd, startDelayq, startPostgres, postgresUrl, postgresBytes, startProcess, stopProcess,
-  rssBytes, peakRssBytes, dirBytes, redisUsedMemory,
+  rssBytes, peakRssBytes, treeCpuSeconds, dirBytes, redisUsedMemory,
 };

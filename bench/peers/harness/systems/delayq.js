@@ -72,10 +72,11 @@ function describeStore(store, durability, appendfsync) {
   return `--store redis:// (${appendfsync ? `redis-server with AOF, appendfsync ${appendfsync}` : 'redis-server without persistence'})`;
 }
 
-function variant({ store, durability, appendfsync, producer: producerKind = 'http' }) {
+function variant({ store, durability, appendfsync, producer: producerKind = 'http', consumer: consumerKind = 'reserve' }) {
   const enqueueText = producerKind === 'sql' ? 'jobs enqueued by SELECT delayq.enqueue on the producer\'s pg connection, delivered' : 'over';
   return {
-    describe: `delayq serve ${describeStore(store, durability, appendfsync)}, ${enqueueText} HTTP/1.1 keep-alive from ${CLIENT}`,
+    describe: `delayq serve ${describeStore(store, durability, appendfsync)}, ${enqueueText} HTTP/1.1 keep-alive from ${CLIENT}`
+      + (consumerKind === 'stream' ? '; consumers on push streams (window 500, acks batched every 2 ms)' : ''),
 
     async start(ctx) {
       const procs = [];
@@ -143,6 +144,7 @@ function variant({ store, durability, appendfsync, producer: producerKind = 'htt
     },
 
     async consume(conn, opts, onBatch, onReady) {
+      if (consumerKind === 'stream') return streamConsume(conn, opts, onBatch, onReady);
       const call = httpClient(conn.port);
       await call('GET', QUEUE);
       onReady();
@@ -157,6 +159,52 @@ function variant({ store, durability, appendfsync, producer: producerKind = 'htt
       }
     },
   };
+}
+
+// A push stream (docs/http-api.md, "Push delivery"): POST .../stream answers one JSON line per
+// job as it comes due, at most 500 unacknowledged; what a read of the connection brings is one
+// batch, and its receipts are acked together within 2 ms on a second connection (one ack in
+// flight), as the clients' workers do.
+async function streamConsume(conn, opts, onBatch, onReady) {
+  const call = httpClient(conn.port);
+  const body = Buffer.from(JSON.stringify({ max_in_flight: 500, lease_ms: opts.leaseMs }));
+  const res = await new Promise((resolve, reject) => {
+    const req = http.request({
+      host: '127.0.0.1', port: conn.port, path: `${QUEUE}/stream`, method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': body.length },
+    }, resolve);
+    req.on('error', reject);
+    req.end(body);
+  });
+  if (res.statusCode !== 200) throw new Error(`delayq POST ${QUEUE}/stream answered ${res.statusCode}`);
+  res.setEncoding('utf8');
+  onReady();
+  let receipts = [];
+  let timer = null;
+  let acking = Promise.resolve();
+  const flush = () => {
+    timer = null;
+    const batch = receipts;
+    receipts = [];
+    acking = acking.then(() => call('POST', `${QUEUE}/ack`, { receipts: batch }));
+  };
+  let rest = '';
+  for await (const chunk of res) {
+    const lines = (rest + chunk).split('\n');
+    rest = lines.pop();
+    const payloads = [];
+    for (const line of lines) {
+      if (!line) continue;
+      const m = JSON.parse(line);
+      if (m.error) throw new Error(`delayq stream ended: ${JSON.stringify(m.error)}`);
+      if (m.receipt === undefined) continue;  // a heartbeat
+      payloads.push(m.payload);
+      receipts.push(m.receipt);
+    }
+    if (payloads.length) onBatch(payloads);
+    if (receipts.length && !timer) timer = setTimeout(flush, 2);
+  }
+  throw new Error('delayq stream ended without an error line');
 }
 
 // The SQL API on a connection of the producer's own: a batch is one statement (one transaction),

@@ -13,9 +13,12 @@ const graphile = require('./graphile');
 // synced before the answer (delayq sync, its default; beanstalkd -f 0; appendfsync always).
 const systems = {
   'delayq-none': delayq.variant({ durability: 'none' }),
+  // The same server, its consumers on push streams instead of long-polled reserves.
+  'delayq-none-stream': delayq.variant({ durability: 'none', consumer: 'stream' }),
   'delayq-interval': delayq.variant({ durability: 'interval' }),
   'delayq-sync': delayq.variant({ durability: 'sync' }),
   'delayq-redis': delayq.variant({ store: 'redis' }),
+  'delayq-redis-stream': delayq.variant({ store: 'redis', consumer: 'stream' }),
   'delayq-redis-everysec': delayq.variant({ store: 'redis', appendfsync: 'everysec' }),
   'delayq-redis-always': delayq.variant({ store: 'redis', appendfsync: 'always' }),
   bullmq: bullmq.variant(),
