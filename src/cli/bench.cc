@@ -86,6 +86,8 @@ struct Burst {
   // Notes one delivery (lateness, early, duplicate); under mu.
   void NoteLocked(const Delivery& d, int64_t now_us, LatencyHistogram& local);
   void Produce(int p, const std::string& payload);
+  // Counts a failed call; the first few are shown, so a run with errors says what they were.
+  void NoteError(const char* what, const Status& s);
   void Report(double enqueue_seconds, bool enqueue_late) const;
 };
 
@@ -100,7 +102,7 @@ void Burst::Consume() {
     auto got = (*client)->Reserve(queue, {a.reserve_max, 1000, std::nullopt});
     const int64_t now_us = clock.NowUs();
     if (!got.ok()) {
-      ++errors;
+      NoteError("reserve", got.status());
       continue;
     }
     receipts.clear();
@@ -115,13 +117,17 @@ void Burst::Consume() {
       last_receive_ms = now_us / 1000;
       received += static_cast<int64_t>(receipts.size());
       for (const Status& s : (*client)->AckBatch(queue, receipts)) {
-        if (!s.ok()) ++errors;
+        if (!s.ok()) NoteError("ack", s);
       }
     }
     if (received.load() >= a.jobs) done = true;
   }
   std::lock_guard lock(mu);
   hist.Merge(local);
+}
+
+void Burst::NoteError(const char* what, const Status& s) {
+  if (++errors <= 5) std::fprintf(stderr, "\n%s failed: %s\n", what, s.message().c_str());
 }
 
 void Burst::NoteLocked(const Delivery& d, int64_t now_us, LatencyHistogram& local) {
@@ -156,11 +162,24 @@ void Burst::ConsumeStream() {
       }
       if (batch.empty()) continue;
       for (const Status& s : (*acker)->AckBatch(queue, batch)) {
-        if (!s.ok()) ++errors;
+        if (!s.ok()) NoteError("ack", s);
       }
       batch.clear();
     }
   });
+  // The last receipts are acked before the stream closes: a stream's end gives back what it
+  // holds unacknowledged (ready again), and their acks would then be refused as stale.
+  bool acks_over = false;
+  auto finish_acks = [&] {
+    if (acks_over) return;
+    acks_over = true;
+    {
+      std::lock_guard lock(pending_mu);
+      stop = true;
+    }
+    pending_cv.notify_one();
+    acks.join();
+  };
   StreamOptions options;
   options.max_in_flight = a.max_in_flight;
   while (!done && clock.NowMs() < end_ms) {
@@ -177,13 +196,13 @@ void Burst::ConsumeStream() {
         pending.push_back(d->receipt);
         if (pending.size() >= 100) pending_cv.notify_one();
       }
-      return !done && clock.NowMs() < end_ms;
+      const bool more = !done && clock.NowMs() < end_ms;
+      if (!more) finish_acks();
+      return more;
     });
-    if (!s.ok()) ++errors;
+    if (!s.ok()) NoteError("stream", s);
   }
-  stop = true;
-  pending_cv.notify_one();
-  acks.join();
+  finish_acks();
   std::lock_guard lock(mu);
   hist.Merge(local);
 }
@@ -212,8 +231,7 @@ void Burst::Produce(int p, const std::string& payload) {
       if (!many.ok()) res = many.status();
     }
     if (!res.ok()) {
-      std::fprintf(stderr, "\nenqueue failed: %s\n", res.message().c_str());
-      ++errors;
+      NoteError("enqueue", res);
       continue;
     }
     int64_t total = enqueued += n;

@@ -414,7 +414,11 @@ Status HttpConnectionPool::Stream(std::string_view target, std::string_view body
   uint64_t watched = watch_->Arm(c->socket.native_handle(), timeout_ms_);
   beast::error_code ec = WriteWhole(*c, req);
   bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(16 << 20);  // a refusal's body; a stream's pieces go to on_body
+  // A refusal's body is read whole, so it is bounded; a stream's pieces go to on_body as they
+  // come, and Beast counts every chunk against the limit: a stream never ends on it (once
+  // its status says 2xx, below, the limit is lifted).
+  parser.body_limit(16 << 20);
+  bool streaming = false;
   bool stopped = false;
   auto take_piece = [&](std::uint64_t, beast::string_view piece, beast::error_code& e) -> std::size_t {
     if (!stopped && !on_body(std::string_view(piece.data(), piece.size()))) {
@@ -434,6 +438,10 @@ Status HttpConnectionPool::Stream(std::string_view target, std::string_view body
       return Status::Ok();
     }
     if (parser.is_done()) break;
+    if (parser.is_header_done() && !streaming) {
+      parser.body_limit(boost::none);
+      streaming = true;
+    }
     c->OnStream([&](auto& stream) { bhttp::read_some(stream, c->buffer, parser, ec); });
     if (ec == net::error::interrupted) ec = {};
     if (watch_->Disarm(watched)) {

@@ -443,6 +443,34 @@ TEST(PushStream, OverTlsLinesOfManyKilobytesArriveWhole) {
   }
 }
 
+// A stream is one answer that never ends: the client reading it must not hold its length to a
+// body limit. The C++ client's parser counted every chunk against 16 MiB, and a stream of 100-byte
+// jobs (~270 bytes a line) broke after ~60 000 of them, its deliveries given back and delivered
+// again (their acks then refused as stale).
+TEST(PushStream, ThroughTheClientAStreamLongerThanSixteenMebibytesGoesOn) {
+  ServerProcess server({"--durability", "none"});
+  auto client = server.NewClient();
+  auto acker = server.NewClient();
+  const std::string queue = "long-stream";
+  const std::string big = "\"" + std::string(900'000, 'z') + "\"";
+  constexpr int kJobs = 24;  // 24 lines of ~900 kB: ~21 MB on one stream
+  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(client->Enqueue(queue, EnqueueRequest{.payload = big}).ok());
+  int received = 0;
+  StreamOptions options;
+  options.max_in_flight = 2;
+  const Status s = client->Stream(queue, options, [&](const Delivery* d) {
+    if (!d) return true;  // a heartbeat
+    EXPECT_EQ(d->payload, big);
+    EXPECT_TRUE(acker->Ack(queue, d->receipt).ok()) << received;
+    return ++received < kJobs;
+  });
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(received, kJobs);
+  const auto st = client->Stats(queue);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->ready + st->reserved + st->scheduled, 0);
+}
+
 TEST(PushStream, SigtermEndsAStreamWithItsLastChunk) {
   ServerProcess server({"--durability", "interval"});
   StreamReader stream(server.port(), "sigterm-stream", R"({"max_in_flight": 3})");

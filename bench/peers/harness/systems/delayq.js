@@ -76,7 +76,7 @@ function variant({ store, durability, appendfsync, producer: producerKind = 'htt
   const enqueueText = producerKind === 'sql' ? 'jobs enqueued by SELECT delayq.enqueue on the producer\'s pg connection, delivered' : 'over';
   return {
     describe: `delayq serve ${describeStore(store, durability, appendfsync)}, ${enqueueText} HTTP/1.1 keep-alive from ${CLIENT}`
-      + (consumerKind === 'stream' ? '; consumers on push streams (window 500, acks batched every 2 ms)' : ''),
+      + (consumerKind === 'stream' ? '; consumers on push streams (window 1000, one ack in flight taking every receipt that came meanwhile)' : ''),
 
     async start(ctx) {
       const procs = [];
@@ -162,12 +162,12 @@ function variant({ store, durability, appendfsync, producer: producerKind = 'htt
 }
 
 // A push stream (docs/http-api.md, "Push delivery"): POST .../stream answers one JSON line per
-// job as it comes due, at most 500 unacknowledged; what a read of the connection brings is one
-// batch, and its receipts are acked together within 2 ms on a second connection (one ack in
-// flight), as the clients' workers do.
+// job as it comes due, at most 1000 unacknowledged; what a read of the connection brings is one
+// batch, and its receipts are acked 2 ms later on a second connection, one ack in flight, the next
+// taking every receipt that came meanwhile (as the clients' workers batch theirs).
 async function streamConsume(conn, opts, onBatch, onReady) {
   const call = httpClient(conn.port);
-  const body = Buffer.from(JSON.stringify({ max_in_flight: 500, lease_ms: opts.leaseMs }));
+  const body = Buffer.from(JSON.stringify({ max_in_flight: 1000, lease_ms: opts.leaseMs }));
   const res = await new Promise((resolve, reject) => {
     const req = http.request({
       host: '127.0.0.1', port: conn.port, path: `${QUEUE}/stream`, method: 'POST',
@@ -179,15 +179,24 @@ async function streamConsume(conn, opts, onBatch, onReady) {
   if (res.statusCode !== 200) throw new Error(`delayq POST ${QUEUE}/stream answered ${res.statusCode}`);
   res.setEncoding('utf8');
   onReady();
+  // One ack in flight; the next takes every receipt that came meanwhile (a chain of small acks
+  // would fall behind the stream and fill its window).
   let receipts = [];
   let timer = null;
-  let acking = Promise.resolve();
-  const flush = () => {
+  let acking = false;
+  const flush = async () => {
     timer = null;
-    const batch = receipts;
-    receipts = [];
-    acking = acking.then(() => call('POST', `${QUEUE}/ack`, { receipts: batch }));
+    if (acking) return;
+    acking = true;
+    while (receipts.length) {
+      const batch = receipts;
+      receipts = [];
+      await call('POST', `${QUEUE}/ack`, { receipts: batch });
+    }
+    acking = false;
   };
+  let failed = null;
+  const fail = (e) => { failed = e; res.destroy(e); };
   let rest = '';
   for await (const chunk of res) {
     const lines = (rest + chunk).split('\n');
@@ -202,9 +211,9 @@ async function streamConsume(conn, opts, onBatch, onReady) {
       receipts.push(m.receipt);
     }
     if (payloads.length) onBatch(payloads);
-    if (receipts.length && !timer) timer = setTimeout(flush, 2);
+    if (receipts.length && !timer && !acking) timer = setTimeout(() => flush().catch(fail), 2);
   }
-  throw new Error('delayq stream ended without an error line');
+  throw failed || new Error('delayq stream ended without an error line');
 }
 
 // The SQL API on a connection of the producer's own: a batch is one statement (one transaction),
