@@ -96,8 +96,8 @@ Status ReleasedTooLate(std::string_view id) {
 
 Status DeliveryOver(std::string_view id) {
   return Status::LeaseExpired(
-      fmt::format("the receipt names an earlier delivery of job {}; the job has since been nacked, rescheduled, "
-                  "replaced or delivered again",
+      fmt::format("the receipt names an earlier delivery of job {}; the job has since been nacked, released (as "
+                  "a push stream's unacknowledged jobs are when it closes), rescheduled, replaced or delivered again",
                   id));
 }
 

@@ -26,22 +26,33 @@ void PushStreams::Remove(std::span<const std::string> receipts) {
   for (const auto& r : receipts) by_receipt_.erase(r);
 }
 
-std::shared_ptr<PushStream> PushStreams::Find(const std::string& receipt, bool erase) {
+std::shared_ptr<PushStream> PushStreams::Find(const std::string& receipt) {
   std::lock_guard lock(mu_);
   auto it = by_receipt_.find(receipt);
   if (it == by_receipt_.end()) return nullptr;
   auto stream = it->second.lock();
-  if (erase || !stream) by_receipt_.erase(it);
+  if (!stream) by_receipt_.erase(it);
   return stream;
 }
 
-// The stream is told outside this lock: it takes its own, and adds receipts under it.
-void PushStreams::Ended(const std::string& receipt) {
-  if (auto s = Find(receipt, true)) s->Ended(receipt);
+// The streams are told outside this lock: each takes its own, and adds receipts under it.
+void PushStreams::Ended(std::span<const std::string> receipts) {
+  std::map<std::shared_ptr<PushStream>, std::vector<std::string>> by_stream;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& receipt : receipts) {
+      auto it = by_receipt_.find(receipt);
+      if (it == by_receipt_.end()) continue;
+      auto stream = it->second.lock();
+      by_receipt_.erase(it);
+      if (stream) by_stream[stream].push_back(receipt);
+    }
+  }
+  for (const auto& [stream, ended] : by_stream) stream->Ended(ended);
 }
 
 void PushStreams::Touched(const std::string& receipt, int64_t lease_deadline_ms) {
-  if (auto s = Find(receipt, false)) s->Touched(receipt, lease_deadline_ms);
+  if (auto s = Find(receipt)) s->Touched(receipt, lease_deadline_ms);
 }
 
 void PushStreams::QueueDeleted(std::string_view queue) {
@@ -246,7 +257,26 @@ void PushStream::OnJobs(uint64_t generation, Result<std::vector<Delivery>> jobs)
     end->End();
     return;
   }
-  Pump();
+  // Not on this thread: a waiting reserve is answered on the store's own thread (the Redis
+  // store's scheduler, which also promotes due jobs), and the next reserve made there would keep
+  // it busy for as long as jobs come (a stream's reserves then starved the promotions that feed
+  // them: seconds of lateness in a burst). The connection's strand makes it, as a long poll's
+  // next reserve comes from its connection.
+  PumpOnStrand();
+}
+
+void PushStream::PumpOnStrand() {
+  std::shared_ptr<StreamSink> sink;
+  {
+    std::lock_guard lock(mu_);
+    if (over_) return;
+    sink = sink_;
+  }
+  if (!sink) return;
+  std::weak_ptr<PushStream> weak = shared_from_this();
+  sink->Post([weak] {
+    if (auto self = weak.lock()) self->Pump();
+  });
 }
 
 void PushStream::OnTick() {
@@ -302,12 +332,13 @@ void PushStream::ScheduleTickLocked(int64_t at_ms, int64_t now_ms) {
   });
 }
 
-void PushStream::Ended(const std::string& receipt) {
+void PushStream::Ended(std::span<const std::string> receipts) {
+  size_t erased = 0;
   {
     std::lock_guard lock(mu_);
-    if (in_flight_.erase(receipt) == 0) return;
+    for (const auto& receipt : receipts) erased += in_flight_.erase(receipt);
   }
-  Pump();
+  if (erased > 0) Pump();
 }
 
 std::vector<std::string> PushStream::ForgetAll() {

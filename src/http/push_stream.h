@@ -49,9 +49,9 @@ class PushStreams {
   void Closed(const PushStream* stream);
   void StopAll();
   void Remove(std::span<const std::string> receipts);
-  // The delivery is over (acked, nacked, released, or its receipt is no longer valid): its
-  // stream has room for one more.
-  void Ended(const std::string& receipt);
+  // The deliveries are over (acked, nacked, released, or their receipts are no longer valid):
+  // their streams have room for as many more, and each stream reserves once for it.
+  void Ended(std::span<const std::string> receipts);
   // The delivery's lease was extended.
   void Touched(const std::string& receipt, int64_t lease_deadline_ms);
   // The queue was deleted (with its jobs): the deliveries of its streams are over.
@@ -59,7 +59,7 @@ class PushStreams {
   size_t size() const;
 
  private:
-  std::shared_ptr<PushStream> Find(const std::string& receipt, bool erase);
+  std::shared_ptr<PushStream> Find(const std::string& receipt);
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::weak_ptr<PushStream>> by_receipt_;
   std::unordered_map<const PushStream*, std::weak_ptr<PushStream>> open_;
@@ -79,7 +79,7 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
   void Gone() override;
   // The server stops: the stream ends with its last chunk; its deliveries stay leased.
   void Stop();
-  void Ended(const std::string& receipt);
+  void Ended(std::span<const std::string> receipts);
   void Touched(const std::string& receipt, int64_t lease_deadline_ms);
   // Its queue was deleted: every delivery it holds is over (their receipts are returned).
   std::vector<std::string> ForgetAll();
@@ -87,6 +87,8 @@ class PushStream final : public StreamSource, public std::enable_shared_from_thi
 
  private:
   void Pump();
+  // Pump, from the connection's strand (not the thread that answered a reserve).
+  void PumpOnStrand();
   // Under mu_: what the loop does next. A reserve to make (its generation, and the request in
   // `r`), or 0: wait for an answer, an ack or a tick.
   uint64_t NextLocked(ReserveRequest& r, std::vector<std::string>& expired);

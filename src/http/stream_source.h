@@ -24,6 +24,8 @@ class StreamSink {
   virtual void Abort() = 0;
   // Calls `fn` (on the connection's strand) after `ms`, unless the stream is over by then.
   virtual void After(int64_t ms, std::function<void()> fn) = 0;
+  // Calls `fn` on the connection's strand soon (no timer), unless the stream is over by then.
+  virtual void Post(std::function<void()> fn) = 0;
   // Bytes sent and not yet written to the connection (a client that reads slowly, or not at all).
   virtual size_t Pending() const = 0;
   // Bytes written to the connection so far (of those sent, in order).

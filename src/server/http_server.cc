@@ -573,6 +573,12 @@ class HttpServer::Impl::Session final : public SessionBase {
             if (!ec && self && !self->over) fn();
           });
     }
+    void Post(std::function<void()> fn) override {
+      net::post(executor_, [fn = std::move(fn), weak = std::weak_ptr<Sink>(this->weak_from_this())] {
+        auto self = weak.lock();
+        if (self && !self->over) fn();
+      });
+    }
     std::atomic<bool> over{false};
     std::atomic<size_t> pending{0};    // bytes sent, not yet written
     std::atomic<uint64_t> written{0};  // bytes sent and written
