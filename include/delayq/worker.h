@@ -90,7 +90,8 @@ class Worker {
   void Handle(uint64_t slot, const Delivery& job, bool batched);
   void ReadStream();
   bool Redelivered(const Delivery& d);
-  void QueueDelivery(uint64_t generation, const Delivery& d);
+  // False (nothing queued) when `window` unstarted deliveries already wait.
+  bool QueueDelivery(uint64_t generation, const Delivery& d, size_t window);
   void GiveBack(bool final);
   void SendAcks();
   void KeepAlive();

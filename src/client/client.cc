@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -23,6 +24,11 @@
 
 namespace delayq {
 namespace {
+
+// The longest line a stream may send: a job with the largest payload a queue may allow
+// (Limits::kMaxPayloadCeiling, 64 MiB), base64 if binary (4/3), and its other fields. A server
+// sending more without a newline is not a delayq server; its bytes are not kept.
+constexpr size_t kMaxStreamLineBytes = (Limits::kMaxPayloadCeiling / 3 * 4) + (1 << 20);
 
 using client::HttpConnectionPool;
 using client::HttpResult;
@@ -106,11 +112,12 @@ class HttpClient final : public Client {
     request.max_in_flight = options.max_in_flight;
     request.lease_ms = options.lease_ms;
     std::string partial;
+    size_t searched = 0;  // of `partial`: bytes already known to hold no newline
     Status ended = Status::Ok();
     auto on_body = [&](std::string_view piece) {
       partial.append(piece);
       size_t start = 0;
-      for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      for (size_t nl; (nl = partial.find('\n', std::max(start, searched))) != std::string::npos; start = nl + 1) {
         auto line = wire::ParseStreamLine(std::string_view(partial).substr(start, nl - start));
         if (!line.ok()) {
           ended = line.status();  // the server's last line: why it ended the stream
@@ -120,6 +127,14 @@ class HttpClient final : public Client {
         if (!on_line(d)) return false;
       }
       partial.erase(0, start);
+      searched = partial.size();
+      if (partial.size() > kMaxStreamLineBytes) {
+        ended = Status::Unavailable(fmt::format(
+            "a line of the stream from delayq is longer than {} bytes (a job of the largest payload a queue allows "
+            "is shorter): the stream was ended",
+            kMaxStreamLineBytes));
+        return false;
+      }
       return true;
     };
     client::HttpResult refused;

@@ -439,6 +439,15 @@ Status HttpConnectionPool::Stream(std::string_view target, std::string_view body
     }
     if (parser.is_done()) break;
     if (parser.is_header_done() && !streaming) {
+      // A stream comes in chunks, each handed to on_body. Any other 2xx answer would be read
+      // into the parser's body, unbounded once the limit is lifted: refused instead.
+      if (!parser.chunked()) {
+        watch_->Disarm(watched);
+        return Status::Unavailable(
+            fmt::format("delayq at {} answered the stream without chunked encoding; a stream is a chunked answer "
+                        "(is a proxy buffering it?)",
+                        url_));
+      }
       parser.body_limit(boost::none);
       streaming = true;
     }

@@ -1,5 +1,7 @@
 #include "delayq/worker.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -211,10 +213,20 @@ void Worker::ReadStream() {
       std::lock_guard lock(mu_);
       generation = ++generation_;
     }
+    bool overfed = false;
     Status s = client_->Stream(name_, so, [&](const Delivery* d) {
-      if (d != nullptr && !Redelivered(*d)) QueueDelivery(generation, *d);
-      return true;
+      if (d == nullptr || Redelivered(*d)) return true;
+      // No more unstarted deliveries than the window asked for: a server that sends past it
+      // would grow the inbox without end. The stream ends (what it queued is given back).
+      overfed = !QueueDelivery(generation, *d, static_cast<size_t>(so.max_in_flight));
+      return !overfed;
     });
+    if (overfed) {
+      s = Status::Unavailable(fmt::format(
+          "the server sent more than the stream's window of {} unacknowledged jobs; the stream was ended and opened "
+          "again",
+          so.max_in_flight));
+    }
     {
       std::lock_guard lock(mu_);
       ++generation_;  // what it queued and no handler started is given back
@@ -234,15 +246,17 @@ void Worker::ReadStream() {
 
 // A delivery for the slots. A newer delivery of a job still queued (its lease ran out while it
 // waited) replaces the older in place: the job runs once.
-void Worker::QueueDelivery(uint64_t generation, const Delivery& d) {
+bool Worker::QueueDelivery(uint64_t generation, const Delivery& d, size_t window) {
   std::lock_guard lock(mu_);
   if (auto q = queued_.find(d.id); q != queued_.end() && q->second->generation == generation) {
     q->second->job = d;
-    return;
+    return true;
   }
+  if (inbox_.size() >= window) return false;
   inbox_.push_back({generation, d});
   queued_[d.id] = &inbox_.back();  // a deque's push_back and pop_front keep the others in place
   inbox_cv_.notify_one();
+  return true;
 }
 
 // A delivery of a job whose handler runs here (the last stream broke and the server took the

@@ -128,11 +128,13 @@ namespace {
 // Ends each delivery of a receipts request with `start(receipt, done)`, all of them in flight at
 // once (each store call does its part at once, in request order, and answers once its write is
 // durable: one fsync covers the lot), and replies when the last has answered: the single answer
-// written by `write_one`, or the batch answer. A receipt given twice is ended once.
+// written by `write_one`, or the batch answer. A receipt given twice is ended once. `ended`,
+// when given, hears every receipt and its outcome once the last has answered, before the reply.
 template <typename R>
 void EndEach(std::vector<std::string> receipts, bool batch, std::string_view verb,
              std::function<void(const std::string&, std::function<void(Result<R>)>)> start,
-             std::string (*write_one)(const R&), Reply reply) {
+             std::string (*write_one)(const R&), Reply reply,
+             std::function<void(const std::vector<std::string>&, const std::vector<Status>&)> ended = {}) {
   struct State {
     std::vector<std::string> receipts;
     std::vector<size_t> first;
@@ -142,6 +144,7 @@ void EndEach(std::vector<std::string> receipts, bool batch, std::string_view ver
     std::string verb;
     std::string (*write_one)(const R&);
     Reply reply;
+    std::function<void(const std::vector<std::string>&, const std::vector<Status>&)> ended;
   };
   auto state = std::make_shared<State>();
   state->first = FirstOccurrences(receipts);
@@ -151,6 +154,7 @@ void EndEach(std::vector<std::string> receipts, bool batch, std::string_view ver
   state->verb = verb;
   state->write_one = write_one;
   state->reply = std::move(reply);
+  state->ended = std::move(ended);
   size_t firsts = 0;
   for (size_t i = 0; i < state->first.size(); ++i) firsts += state->first[i] == i;
   state->left = firsts;
@@ -162,6 +166,7 @@ void EndEach(std::vector<std::string> receipts, bool batch, std::string_view ver
       statuses.push_back(r.status());
       if (r.ok() && st.first[i] == i) last = &*r;
     }
+    if (st.ended) st.ended(st.receipts, statuses);
     if (!st.batch) {
       if (!statuses[0].ok()) return st.reply(ErrorResponse(statuses[0]));
       return st.reply(JsonResponse(200, st.write_one(*last)));
@@ -189,15 +194,15 @@ std::function<void()> Nack(Context& c, const Call& call, Reply reply) {
   std::string name(call.queue());
   EndEach<NackResult>(
       std::move(body->receipts), body->batch, "nacked",
-      [&queue, &streams = c.streams, name, retry = body->retry_in_ms, error = body->error, dead = body->dead](
-          const std::string& receipt, NackCallback done) {
-        queue.NackAsync(name, {receipt, retry, error, dead},
-                        [&streams, receipt, done = std::move(done)](Result<NackResult> r) {
-                          TellStreams(streams, {receipt}, {r.status()});
-                          done(std::move(r));
-                        });
+      [&queue, name, retry = body->retry_in_ms, error = body->error, dead = body->dead](const std::string& receipt,
+                                                                                        NackCallback done) {
+        queue.NackAsync(name, {receipt, retry, error, dead}, std::move(done));
       },
-      wire::WriteNackResponse, std::move(reply));
+      wire::WriteNackResponse, std::move(reply),
+      // The streams hear of the whole nack at once: one reserve for the room it makes.
+      [&streams = c.streams](const std::vector<std::string>& receipts, const std::vector<Status>& results) {
+        TellStreams(streams, receipts, results);
+      });
   return {};
 }
 

@@ -338,7 +338,9 @@ void PushStream::Ended(std::span<const std::string> receipts) {
     std::lock_guard lock(mu_);
     for (const auto& receipt : receipts) erased += in_flight_.erase(receipt);
   }
-  if (erased > 0) Pump();
+  // An ack is answered on the store's thread (the embedded store's commit thread, after the
+  // fsync): the reserve for the room it made is made on the connection's strand, as OnJobs's.
+  if (erased > 0) PumpOnStrand();
 }
 
 std::vector<std::string> PushStream::ForgetAll() {

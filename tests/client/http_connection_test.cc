@@ -158,5 +158,87 @@ TEST(HttpConnectionPool, AConnectionTheServerClosedWhileIdleIsNotUsed) {
   EXPECT_EQ(server.requests(), 2);
 }
 
+// Answers one stream request with `head`, then writes `piece` again and again until the client
+// closes the connection or `most` bytes went out: a server that never stops sending.
+class EndlessStreamServer {
+ public:
+  EndlessStreamServer(std::string head, std::string piece, size_t most)
+      : head_(std::move(head)), piece_(std::move(piece)), most_(most) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 8), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~EndlessStreamServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  size_t sent() const { return sent_.load(); }
+
+ private:
+  void Serve() {
+    const int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    std::string request;
+    char chunk[4096];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = ::read(c, chunk, sizeof chunk);
+      if (n <= 0) break;
+      request.append(chunk, static_cast<size_t>(n));
+    }
+    bool ok = ::write(c, head_.data(), head_.size()) == static_cast<ssize_t>(head_.size());
+    while (ok && sent_.load() < most_) {
+      ok = ::send(c, piece_.data(), piece_.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(piece_.size());
+      if (ok) sent_ += piece_.size();
+    }
+    ::close(c);
+  }
+
+  std::string head_, piece_;
+  size_t most_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<size_t> sent_{0};
+  std::thread thread_;
+};
+
+// A stream is a chunked answer. One that is not would be read into the client's memory until
+// the server closes it (the body limit is lifted for streams): refused at its head.
+TEST(ClientStream, AnAnswerWithoutChunksIsRefusedNotBuffered) {
+  EndlessStreamServer server("HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n",
+                             std::string(64 << 10, 'x'), size_t{256} << 20);
+  auto client = Client::Connect(server.url(), {.timeout_ms = 5000});
+  ASSERT_TRUE(client.ok());
+  int lines = 0;
+  const Status s = (*client)->Stream("q", {}, [&](const Delivery*) { return ++lines < 10; });
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("without chunked encoding"), std::string::npos) << s.message();
+  EXPECT_EQ(lines, 0);
+}
+
+// A line that never ends: the client keeps at most the longest line a job can make, then ends
+// the stream (before, a 16 MiB limit on the whole answer stopped it by accident, and broke every
+// long stream with it).
+TEST(ClientStream, ALineThatNeverEndsEndsTheStream) {
+  std::string piece = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";  // chunks of 64 KiB, no newline
+  EndlessStreamServer server(
+      "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n", piece,
+      size_t{512} << 20);
+  auto client = Client::Connect(server.url(), {.timeout_ms = 5000});
+  ASSERT_TRUE(client.ok());
+  const Status s = (*client)->Stream("q", {}, [](const Delivery*) { return true; });
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("is longer than"), std::string::npos) << s.message();
+  EXPECT_LT(server.sent(), size_t{200} << 20);  // it stopped reading near the limit (~86 MiB), not at 512 MiB
+}
+
 }  // namespace
 }  // namespace delayq::client

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -689,14 +690,16 @@ int64_t RedisScriptCalls(int port) {
   return at == std::string::npos ? 0 : std::stoll(r.out.substr(at + field.size()));
 }
 
-// An ack of many receipts makes its stream reserve once for the room it makes. Told receipt by
-// receipt, a full window acked in one request cost a reserve script per receipt, of one job each
-// (on Redis 100-200 us apiece: a burst with one stream consumer fell seconds behind its due times).
-TEST(PushStream, AnAckOfManyMakesOneReserveForTheRoomNotOnePerReceipt) {
+// An ack (or a nack) of many receipts makes its stream reserve once for the room it makes. Told
+// receipt by receipt, a full window settled in one request cost a reserve script per receipt, of
+// one job each (on Redis 100-200 us apiece: a burst with one stream consumer fell seconds behind).
+// `settle` ends the 50 deliveries in one request, in `own` scripts; the window then fills again.
+void OneRequestsRoomCostsOneReserve(
+    int own, const std::function<void(Client&, int, const std::string&, const std::vector<std::string>&)>& settle) {
   RedisServer redis;
   ServerProcess server({"--durability", "interval", "--store", redis.url()});
   auto client = server.NewClient();
-  const std::string queue = NewQueue("ack-many");
+  const std::string queue = NewQueue("settle-many");
   EnqueueN(*client, queue, 100);
   StreamReader stream(server.port(), queue, R"({"max_in_flight": 50})");
   ASSERT_EQ(stream.status(), 200) << stream.head();
@@ -706,11 +709,32 @@ TEST(PushStream, AnAckOfManyMakesOneReserveForTheRoomNotOnePerReceipt) {
     ASSERT_TRUE(d) << i;
     receipts.push_back(d->receipt);
   }
-  // The window is full: no reserve is out. The ack is one script; the room it makes, a few more.
+  // The window is full: no reserve is out. The request takes its own scripts; the room it makes,
+  // a few more.
   const int64_t before = RedisScriptCalls(redis.port());
-  for (const Status& s : client->AckBatch(queue, receipts)) ASSERT_TRUE(s.ok()) << s.ToString();
+  settle(*client, server.port(), queue, receipts);
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(stream.NextDelivery()) << i;
-  EXPECT_LE(RedisScriptCalls(redis.port()) - before, 10);
+  EXPECT_LE(RedisScriptCalls(redis.port()) - before, own + 10);
+}
+
+TEST(PushStream, AnAckOfManyMakesOneReserveForTheRoomNotOnePerReceipt) {
+  OneRequestsRoomCostsOneReserve(
+      1, [](Client& client, int, const std::string& queue, const std::vector<std::string>& receipts) {
+        for (const Status& s : client.AckBatch(queue, receipts)) ASSERT_TRUE(s.ok()) << s.ToString();
+      });
+}
+
+// A nack of many goes through each receipt's own store call (a script each on Redis), and still
+// tells the streams once. The raw request: the C++ client nacks one receipt at a time.
+TEST(PushStream, ANackOfManyMakesOneReserveForTheRoomNotOnePerReceipt) {
+  OneRequestsRoomCostsOneReserve(
+      50, [](Client&, int port, const std::string& queue, const std::vector<std::string>& receipts) {
+        std::string body = R"({"retry_in_ms": 3600000, "receipts": [)";
+        for (size_t i = 0; i < receipts.size(); ++i) body += (i ? ",\"" : "\"") + receipts[i] + "\"";
+        body += "]}";
+        const std::string answer = RawExchange(port, Post("/v1/queues/" + queue + "/nack", body));
+        ASSERT_EQ(StatusOf(answer), 200) << answer;
+      });
 }
 
 TEST(PushStream, TheWindowHoldsOnPostgres) {
