@@ -497,16 +497,9 @@ class Verifier {
     }
   }
 
+  // An ack, a cancel by id, or a dead job's purge. Cancels by key are matched apart (KeyCancelsExplain).
   bool RemovalExplained(const Trace& t) const {
     if (t.removed_ok_t1 != kNever || t.removed_in_doubt) return true;
-    if (!t.key.empty()) {
-      auto it = key_cancels_.find({t.queue, t.key});
-      if (it != key_cancels_.end()) {
-        for (const Op* op : it->second) {
-          if ((op->ok() || Doubtful(op->code)) && op->t0 >= t.created->t0) return true;
-        }
-      }
-    }
     bool dead = t.may_be_dead;
     for (size_t k : t.deliveries) dead = dead || deliveries_[k].attempt >= deliveries_[k].max;
     // Deliveries no one saw (reserves whose answer was lost) may have used up the attempts; then
@@ -534,7 +527,39 @@ class Verifier {
     return false;
   }
 
+  // A cancel by key removes one job: the live one with that key when it takes effect. It may take
+  // effect at any moment between its send and its answer, so it explains a job whose enqueue was
+  // sent before the cancel was answered, even one sent after the cancel was (found in CI: a cancel
+  // of key k slowed by a terminated PostgreSQL connection cancelled the job an enqueue sent 12 ms
+  // after it had created). Each such cancel explains at most one gone job. The jobs a cancel may
+  // explain are those enqueued before it ended; taking the cancels by end time, each the earliest
+  // job left, pairs as many as any pairing can.
+  std::set<const Trace*> KeyCancelsExplain(const std::vector<const Trace*>& unexplained) const {
+    std::map<std::pair<std::string, std::string>, std::vector<const Trace*>> by_key;
+    for (const Trace* t : unexplained) {
+      if (!t->key.empty()) by_key[{t->queue, t->key}].push_back(t);
+    }
+    std::set<const Trace*> explained;
+    for (auto& [qk, jobs] : by_key) {
+      auto it = key_cancels_.find(qk);
+      if (it == key_cancels_.end()) continue;
+      std::vector<int64_t> ends;
+      for (const Op* op : it->second) {
+        if (op->ok() || Doubtful(op->code)) ends.push_back(op->answered() ? op->t1 : kNever);
+      }
+      std::sort(ends.begin(), ends.end());
+      std::sort(jobs.begin(), jobs.end(),
+                [](const Trace* a, const Trace* b) { return a->created->t0 < b->created->t0; });
+      size_t next = 0;
+      for (int64_t end : ends) {
+        if (next < jobs.size() && jobs[next]->created->t0 <= end) explained.insert(jobs[next++]);
+      }
+    }
+    return explained;
+  }
+
   void CheckJobs() {
+    std::vector<const Trace*> gone;
     for (const auto& [id, t] : traces_) {
       auto f = f_.jobs.find(id);
       const bool present = f != f_.jobs.end() && f->second.found;
@@ -549,25 +574,28 @@ class Verifier {
                  t);
         }
       }
-      if (!t.created || present) continue;
-      if (!RemovalExplained(t)) {
-        ++r_.lost;
-        // How long before the next fault its enqueue was acknowledged: a loss bounded by a sync
-        // interval shows here.
-        // The fault that lost it is the first to end after the enqueue was answered (one answered
-        // during a fault, before its power cut, counts as 0 ms before it).
-        for (const Fault& f : h_.faults) {
-          if (t.created->answered() && f.t1 >= t.created->t1) {
-            r_.lost_window_ms = std::max(r_.lost_window_ms, std::max<int64_t>(0, f.t0 - t.created->t1) / 1000.0);
-            break;
-          }
+      if (t.created && !present && !RemovalExplained(t)) gone.push_back(&t);
+    }
+    const std::set<const Trace*> by_key = KeyCancelsExplain(gone);
+    for (const Trace* gone_job : gone) {
+      if (by_key.contains(gone_job)) continue;
+      const Trace& t = *gone_job;
+      ++r_.lost;
+      // How long before the next fault its enqueue was acknowledged: a loss bounded by a sync
+      // interval shows here.
+      // The fault that lost it is the first to end after the enqueue was answered (one answered
+      // during a fault, before its power cut, counts as 0 ms before it).
+      for (const Fault& f : h_.faults) {
+        if (t.created->answered() && f.t1 >= t.created->t1) {
+          r_.lost_window_ms = std::max(r_.lost_window_ms, std::max<int64_t>(0, f.t0 - t.created->t1) / 1000.0);
+          break;
         }
-        AddJob("lost",
-               fmt::format("job {} was enqueued (acknowledged) and is gone, with no ack, cancel or purge "
-                           "that explains it",
-                           id),
-               t);
       }
+      AddJob("lost",
+             fmt::format("job {} was enqueued (acknowledged) and is gone, with no ack, cancel or purge "
+                         "that explains it",
+                         t.id),
+             t);
     }
     // A nack of the last attempt makes the job dead.
     for (const Op& op : h_.ops) {
