@@ -184,6 +184,18 @@ struct Delivery {
   std::string group;     // the job's EnqueueRequest::group
 };
 
+// A job's W3C Trace Context: its producer's traceparent and tracestate, kept in its headers under
+// those names (docs/http-api.md, "Trace context"), so every Job and Delivery carries them. Empty
+// when the job has none. To give a job one, set the two headers on its EnqueueRequest.
+inline std::string_view TraceParentOf(const Headers& headers) {
+  auto it = headers.find("traceparent");
+  return it == headers.end() ? std::string_view() : std::string_view(it->second);
+}
+inline std::string_view TraceStateOf(const Headers& headers) {
+  auto it = headers.find("tracestate");
+  return it == headers.end() ? std::string_view() : std::string_view(it->second);
+}
+
 struct NackRequest {
   std::string receipt;
   std::optional<int64_t> retry_in_ms;  // default: the queue's back-off for this attempt

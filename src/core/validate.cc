@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/duration.h"
+#include "core/trace_context.h"
 
 namespace delayq {
 namespace {
@@ -208,6 +209,7 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
     return Status::InvalidArgument(fmt::format("{}headers have {} bytes in all; at most {} are allowed", prefix,
                                                header_bytes, Limits::kMaxHeaderBytes));
   }
+  if (!r.headers.empty()) DELAYQ_RETURN_IF_ERROR(ValidateTraceHeaders(r.headers, prefix));
   if (r.max_attempts && !ValidateMaxAttempts(*r.max_attempts).ok()) {  // the field's name built only then
     return ValidateMaxAttempts(*r.max_attempts, fmt::format("{}max_attempts", prefix));
   }

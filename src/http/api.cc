@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/nearest.h"
+#include "core/trace_context.h"
 #include "http/guard.h"
 #include "http/response.h"
 #include "http/routes.h"
@@ -19,6 +20,22 @@ namespace delayq::http {
 Api::Api(Queue& queue, ApiOptions options) : queue_(queue), options_(std::move(options)), metrics_(options_.build) {
   for (std::string& host : options_.allowed_hosts) host = Lower(host);  // host names ignore case
 }
+
+namespace {
+
+// What the access log says of a request: "GET /v1/queues/q" before the status and the time, and
+// " trace=<trace id>" after them when the request carries a valid W3C traceparent.
+struct AccessLogLine {
+  std::string request, trace;
+};
+
+AccessLogLine AccessLogOf(const HttpRequest& request) {
+  AccessLogLine line{fmt::format("{} {}", request.method.substr(0, 16), request.target.substr(0, 300)), ""};
+  if (auto trace = TraceIdOf(request.traceparent)) line.trace = fmt::format(" trace={}", *trace);
+  return line;
+}
+
+}  // namespace
 
 std::optional<HttpResponse> Api::Admit(const HttpRequest& head) const {
   if (auto refused = RefuseBrowserAttack(head, options_.allowed_hosts)) return refused;
@@ -31,12 +48,14 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   RouteMatch match = MatchRoute(request.method, target.segments);
   // Answers through `reply`, once, recording the request's latency under its route.
   auto observed = std::make_shared<Reply>(std::move(reply));
-  std::string logged;  // "GET /v1/queues/q": only with the access log
-  if (options_.access_log) logged = fmt::format("{} {}", request.method.substr(0, 16), request.target.substr(0, 300));
+  AccessLogLine logged;  // only with the access log
+  if (options_.access_log) logged = AccessLogOf(request);
   auto finish = [this, started, observed, route = match.route, logged](HttpResponse response) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     metrics_.Observe(route, response.status, seconds);
-    if (!logged.empty()) spdlog::info("{} {} {:.3f} ms", logged, response.status, seconds * 1e3);
+    if (!logged.request.empty()) {
+      spdlog::info("{} {} {:.3f} ms{}", logged.request, response.status, seconds * 1e3, logged.trace);
+    }
     (*observed)(std::move(response));
   };
   auto refuse = [&](HttpResponse response) {

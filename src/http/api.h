@@ -30,6 +30,9 @@ struct HttpRequest {
   std::string content_type;  // the Content-Type header, if any
   std::string host;          // the Host header, if any
   std::string origin;        // the Origin header, if any (browsers send it)
+  // W3C Trace Context: the traceparent header, and the tracestate headers joined with commas, as
+  // sent (unchecked: an enqueue uses them only when they are valid, and access logs show the trace).
+  std::string traceparent, tracestate;
   // True when the client has hung up (sent its end). Callable until the reply is given. A
   // reserve for a client that is gone takes no job, and jobs a waiting reserve took for a client
   // that left meanwhile go back at once: they would sit leased to nobody for the whole lease.

@@ -1,5 +1,6 @@
 // Job routes: enqueue, listing by state (/jobs?state=S), and a job by id (/jobs/{id}) or by key
 // (/jobs?key=K): get, reschedule, cancel.
+#include "core/trace_context.h"
 #include "http/handlers.h"
 #include "http/response.h"
 #include "wire/enqueue.h"
@@ -16,6 +17,19 @@ Result<JobRef> RefOf(const Call& call) {
   return Status::InvalidArgument("give a job id (/v1/queues/{q}/jobs/{id}) or a key (/v1/queues/{q}/jobs?key=K)");
 }
 
+// The request's traceparent header (and its tracestate) on each job that carries no context of its
+// own. A header W3C would not read is passed over, as W3C asks of a receiver: a proxy's or an
+// agent's headers never make an enqueue fail.
+void ApplyTraceContext(const HttpRequest& request, std::vector<EnqueueRequest>& jobs) {
+  if (request.traceparent.empty() || !ValidateTraceParent(request.traceparent, "traceparent").ok()) return;
+  const bool state = !request.tracestate.empty() && ValidateTraceState(request.tracestate, "tracestate").ok();
+  for (EnqueueRequest& job : jobs) {
+    if (job.headers.contains(std::string(kTraceState))) continue;  // refused: a state without a parent
+    if (!job.headers.try_emplace(std::string(kTraceParent), request.traceparent).second) continue;
+    if (state) job.headers.try_emplace(std::string(kTraceState), request.tracestate);
+  }
+}
+
 }  // namespace
 
 // No thread waits for the fsync: the store answers when the jobs are durable.
@@ -25,6 +39,7 @@ std::function<void()> Enqueue(Context& c, const Call& call, Reply reply) {
     reply(ErrorResponse(body.status()));
     return {};
   }
+  ApplyTraceContext(call.request, body->jobs);
   if (!body->batch) {
     c.queue.EnqueueAsync(call.queue(), body->jobs[0], [reply = std::move(reply)](Result<EnqueueResult> r) {
       if (!r.ok()) return reply(ErrorResponse(r.status()));

@@ -38,6 +38,17 @@ namespace {
 
 bool HeaderSafe(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
 
+// W3C Trace Context's headers: one traceparent, and tracestate, which may come in several lines
+// that read as one joined with commas.
+template <class Request>
+void ReadTraceContext(const Request& req, http::HttpRequest& out) {
+  if (auto it = req.find("traceparent"); it != req.end()) out.traceparent = std::string(it->value());
+  for (auto [it, end] = req.equal_range("tracestate"); it != end; ++it) {
+    if (!out.tracestate.empty()) out.tracestate += ',';
+    out.tracestate.append(it->value().data(), it->value().size());
+  }
+}
+
 // The head of every answer the server writes (written by hand: Beast's response object and
 // serializer were 8 % of the server's CPU for a single-job request, docs/performance.md).
 // Header names and values come from delayq's code, never from a request; one holding a line
@@ -465,6 +476,7 @@ class HttpServer::Impl::Session final : public SessionBase {
     request.host = std::string(req[bhttp::field::host]);
     request.origin = std::string(req[bhttp::field::origin]);
     request.content_type = std::string(req[bhttp::field::content_type]);
+    ReadTraceContext(req, request);
     request.body = std::move(req.body());
     // Bytes already buffered are a pipelined request: that client is still talking. The socket
     // stays open until the reply is written, which is as long as the Api may ask.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/trace_context.h"
 #include "core/validate.h"
 #include "wire/job.h"
 #include "wire/job_content.h"
@@ -9,6 +10,19 @@
 #include "wire/when.h"
 
 namespace delayq::wire {
+
+namespace {
+
+// The trace context is kept in the headers (core/trace_context.h); a job may give it as a field of
+// its own or as a header, and both at once only when they agree.
+Status PutTraceHeader(std::string_view name, std::string value, std::string_view prefix, EnqueueRequest* r) {
+  auto [it, added] = r->headers.try_emplace(std::string(name), std::move(value));
+  if (added || it->second == value) return Status::Ok();
+  return Status::InvalidArgument(
+      fmt::format("{0}{1} and {0}headers.{1} are both given, and differ; give the trace context once", prefix, name));
+}
+
+}  // namespace
 
 Result<bool> ParseJobContentField(std::string_view key, sj::value v, std::string_view prefix, EnqueueRequest* r,
                                   bool* have_payload) {
@@ -53,6 +67,13 @@ Result<bool> ParseJobContentField(std::string_view key, sj::value v, std::string
     r->max_attempts = static_cast<int32_t>(n);
     return true;
   }
+  if (key == kTraceParent || key == kTraceState) {
+    if (IsNull(v)) return true;
+    std::string value;
+    DELAYQ_RETURN_IF_ERROR(GetString(v, field, &value));
+    DELAYQ_RETURN_IF_ERROR(PutTraceHeader(key, std::move(value), prefix, r));
+    return true;
+  }
   if (key == "headers") {
     sj::object h;
     if (v.get_object().get(h)) return TypeError(field, "an object of strings");
@@ -63,7 +84,11 @@ Result<bool> ParseJobContentField(std::string_view key, sj::value v, std::string
       std::string value;
       if (hf.value().get(hv)) return TypeError(field, "an object of strings");
       DELAYQ_RETURN_IF_ERROR(GetString(hv, fmt::format("{}.{}", field, name), &value));
-      r->headers[std::string(name)] = std::move(value);
+      if (name == kTraceParent || name == kTraceState) {
+        DELAYQ_RETURN_IF_ERROR(PutTraceHeader(name, std::move(value), prefix, r));
+      } else {
+        r->headers[std::string(name)] = std::move(value);
+      }
     }
     return true;
   }
@@ -102,9 +127,9 @@ void WriteResult(JsonWriter& w, const EnqueueResult& r) {
   w.EndObject();
 }
 
-constexpr std::string_view kJobFields[] = {"payload",  "payload_base64", "delay_ms",     "delay",   "deliver_at",
-                                           "key",      "replace",        "max_attempts", "headers", "key_ttl_ms",
-                                           "debounce", "priority",       "group"};
+constexpr std::string_view kJobFields[] = {"payload",  "payload_base64", "delay_ms",     "delay",       "deliver_at",
+                                           "key",      "replace",        "max_attempts", "headers",     "key_ttl_ms",
+                                           "debounce", "priority",       "group",        "traceparent", "tracestate"};
 
 Result<EnqueueRequest> ParseJob(sj::object obj, std::string_view prefix) {
   EnqueueRequest r;

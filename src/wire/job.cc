@@ -2,6 +2,7 @@
 
 #include "wire/job.h"
 
+#include "core/trace_context.h"
 #include "wire/json_read.h"
 
 namespace delayq::wire {
@@ -50,6 +51,18 @@ void WriteHeaders(JsonWriter& w, const Headers& headers) {
   w.EndObject();
 }
 
+void WriteTraceContext(JsonWriter& w, const Headers& headers, bool nulls) {
+  if (headers.empty() && !nulls) return;
+  for (std::string_view name : {kTraceParent, kTraceState}) {
+    const auto it = headers.find(std::string(name));
+    if (it != headers.end()) {
+      w.Key(name).String(it->second);
+    } else if (nulls) {
+      w.Key(name).Null();
+    }
+  }
+}
+
 void WriteJob(JsonWriter& w, const Job& j) {
   w.BeginObject();
   w.Key("id").String(j.id);
@@ -79,6 +92,7 @@ void WriteJob(JsonWriter& w, const Job& j) {
   } else {
     w.Key("group").String(j.group);
   }
+  WriteTraceContext(w, j.headers, true);
   w.EndObject();
 }
 

@@ -70,6 +70,7 @@ void WriteDelivery(JsonWriter& w, const Delivery& d) {
   // Only when the job has them, so a plain delivery stays as it was.
   if (d.priority != 0) w.Key("priority").Int(d.priority);
   if (!d.group.empty()) w.Key("group").String(d.group);
+  WriteTraceContext(w, d.headers, false);
   w.EndObject();
 }
 

@@ -11,9 +11,9 @@
 namespace delayq::wire {
 namespace {
 
-constexpr std::string_view kSpecFields[] = {"cron",           "every",        "timezone", "payload",
-                                            "payload_base64", "headers",      "misfire",  "start_at",
-                                            "end_at",         "max_attempts", "priority", "group"};
+constexpr std::string_view kSpecFields[] = {"cron",     "every",   "timezone",    "payload",   "payload_base64",
+                                            "headers",  "misfire", "start_at",    "end_at",    "max_attempts",
+                                            "priority", "group",   "traceparent", "tracestate"};
 
 // Epoch ms or an RFC 3339 string.
 Status GetTimestamp(sj::value v, std::string_view field, int64_t* out) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "integration/server_fixture.h"
+#include "support/raw_http.h"
 
 namespace delayq::testing {
 namespace {
@@ -249,6 +250,28 @@ TEST(CliLogs, JsonLinesAccessLogDeadWarningAndLevels) {
                                {{"DELAYQ_LOG_LEVEL", "error"}, {"DELAYQ_MAX_QUEUES", "not-a-number"}});
   EXPECT_EQ(quiet.exit_code, 2) << "DELAYQ_MAX_QUEUES is serve's --max-queues: " << quiet.err;
   EXPECT_NE(quiet.err.find("max-queues"), std::string::npos) << quiet.err;
+}
+
+// A real server reads W3C Trace Context from an enqueue's headers (two tracestate lines read as
+// one), gives it to the job, and its access log names the trace.
+TEST(CliLogs, TheTraceparentHeaderGoesOnTheJobAndTheAccessLogNamesTheTrace) {
+  ServerProcess server({"--access-log"});
+  const std::string body = R"({"payload": 1})";
+  const std::string answer =
+      RawExchange(server.port(),
+                  "POST /v1/queues/traced/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+                  "tracestate: rojo=1\r\ntracestate: congo=2\r\nConnection: close\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_NE(answer.find("201 Created"), std::string::npos) << answer;
+  const auto id = nlohmann::json::parse(answer.substr(answer.find("\r\n\r\n") + 4))["id"].get<std::string>();
+  auto job = server.NewClient()->Get("traced", JobRef::ById(id));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(TraceParentOf(job->headers), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(TraceStateOf(job->headers), "rojo=1,congo=2");
+  ASSERT_EQ(server.Terminate(), 0);
+  EXPECT_NE(server.log().find("POST /v1/queues/traced/jobs 201"), std::string::npos) << server.log();
+  EXPECT_NE(server.log().find("ms trace=4bf92f3577b34da6a3ce929d0e0e4736"), std::string::npos) << server.log();
 }
 
 // `delayq completion bash` completes commands, nested commands and each command's options, and

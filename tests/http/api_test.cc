@@ -773,5 +773,75 @@ TEST(ApiRoutes, EveryRouteIsDocumentedAndAnswered) {
   }
 }
 
+// W3C Trace Context (docs/http-api.md, "Trace context"): a job's traceparent and tracestate as
+// fields or headers, the request's headers for jobs that carry none, shown top-level.
+class TraceApiTest : public ApiTest {
+ protected:
+  http::HttpResponse Enqueue(const std::string& body, const std::string& traceparent, const std::string& tracestate) {
+    std::promise<http::HttpResponse> p;
+    auto f = p.get_future();
+    http::HttpRequest request{"POST", "/v1/queues/traced/jobs", "", body, "application/json"};
+    request.traceparent = traceparent;
+    request.tracestate = tracestate;
+    api_.Handle(std::move(request), [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+    return f.get();
+  }
+  json Job(const std::string& id) { return J(Call("GET", "/v1/queues/traced/jobs/" + id)); }
+};
+
+const std::string kParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const std::string kRequestParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+TEST_F(TraceApiTest, AJobsOwnContextOrTheRequestsIsKeptAndShown) {
+  auto r = Enqueue(R"({"jobs": [{"payload": 1, "traceparent": ")" + kParent + R"(", "tracestate": "a=1"},
+                                {"payload": 2},
+                                {"payload": 3, "headers": {"traceparent": ")" +
+                       kParent + R"("}},
+                                {"payload": 4, "traceparent": null}]})",
+                   kRequestParent, "vendor=x, other=y");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json ids = J(r)["jobs"];
+  json own = Job(ids[0]["id"]);
+  EXPECT_EQ(own["traceparent"], kParent);
+  EXPECT_EQ(own["tracestate"], "a=1");
+  EXPECT_EQ(own["headers"]["traceparent"], kParent) << "kept in the headers, as OpenTelemetry carries it";
+  json from_request = Job(ids[1]["id"]);
+  EXPECT_EQ(from_request["traceparent"], kRequestParent);
+  EXPECT_EQ(from_request["tracestate"], "vendor=x, other=y");
+  json as_header = Job(ids[2]["id"]);
+  EXPECT_EQ(as_header["traceparent"], kParent);
+  EXPECT_TRUE(as_header["tracestate"].is_null()) << "the request's tracestate belongs to the request's traceparent";
+  EXPECT_EQ(Job(ids[3]["id"])["traceparent"], kRequestParent);
+
+  // A reserve answer shows it; a delivery without one has no such fields.
+  ASSERT_EQ(Enqueue(R"({"payload": "plain"})", "", "").status, 201);
+  auto got = J(Call("POST", "/v1/queues/traced/reserve", R"({"max": 10})"))["jobs"];
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0]["traceparent"], kParent);
+  EXPECT_EQ(got[0]["tracestate"], "a=1");
+  EXPECT_FALSE(got[4].contains("traceparent")) << got[4].dump();
+}
+
+TEST_F(TraceApiTest, AMalformedContextInTheBodyIsRefusedAndInTheRequestsHeadersPassedOver) {
+  ExpectError(Enqueue(R"({"payload": 1, "traceparent": "00-abc-def-01"})", "", ""), 400, "invalid_argument",
+              "traceparent is \"00-abc-def-01\"; a W3C traceparent is 00-");
+  ExpectError(Enqueue(R"({"payload": 1, "traceparent": 7})", "", ""), 400, "invalid_argument", "traceparent");
+  ExpectError(Enqueue(R"({"payload": 1, "traceparent": ")" + kParent + R"(", "headers": {"traceparent": ")" +
+                          kRequestParent + R"("}})",
+                      "", ""),
+              400, "invalid_argument", "traceparent and headers.traceparent are both given, and differ");
+  ExpectError(Enqueue(R"({"jobs": [{"payload": 1}, {"payload": 1, "tracestate": "a=1"}]})", kRequestParent, ""), 400,
+              "invalid_argument", "jobs[1].tracestate is given without a traceparent");
+  EXPECT_EQ(Call("GET", "/v1/queues/traced").status, 404) << "refused before the queue was made";
+  // A proxy's malformed header does not make an enqueue fail (W3C: a receiver passes it over).
+  auto r = Enqueue(R"({"payload": 1})", "not-a-traceparent", "a=1");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(Job(J(r)["id"])["traceparent"].is_null());
+  r = Enqueue(R"({"payload": 1})", kRequestParent, "Bad State");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Job(J(r)["id"])["traceparent"], kRequestParent);
+  EXPECT_TRUE(Job(J(r)["id"])["tracestate"].is_null()) << "a tracestate W3C would not read is dropped alone";
+}
+
 }  // namespace
 }  // namespace delayq::testing

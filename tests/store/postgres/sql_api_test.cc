@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "core/trace_context.h"
 #include "core/validate.h"
 #include "store/postgres/doctor.h"
 #include "store/postgres/pg_fixture.h"
@@ -229,8 +230,15 @@ TEST_F(SqlApi, TheProducerRoleMayCallTheApiAndNothingElse) {
   EXPECT_EQ(id.size(), 26u);
   EXPECT_EQ(app.Value("SELECT delayq.reschedule('orders', 'k1', delay_ms => 1000) > 0"), "t");
   EXPECT_EQ(app.Value("SELECT delayq.cancel('orders', 'k1')"), "t");
+  EXPECT_EQ(app.Value("SELECT id FROM delayq.enqueue('orders', '{}', traceparent => "
+                      "'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')")
+                .size(),
+            26u);
   for (const char* forbidden :
        {"SELECT count(*) FROM delayq.jobs", "DELETE FROM delayq.queues",
+        "SELECT * FROM delayq._enqueue_v1('orders', '{}', 0, NULL, NULL, NULL, '{\"traceparent\": \"x\"}', 0, "
+        "NULL, 'dedupe')",
+        "SELECT delayq._with_trace(NULL, NULL, NULL)",
         "SELECT * FROM delayq._put('orders', 'X', 'x'::bytea, false, NULL, 0, NULL, NULL, NULL, 'dedupe', 0, 0, '', "
         "true)",
         "SELECT * FROM delayq._reserve('orders', 1, NULL, 1000, ARRAY['0'])", "UPDATE delayq.meta SET value = 'x'"}) {
@@ -413,6 +421,81 @@ TEST_F(SqlApi, ARescheduleNeedsANewDueTimeAndAnswersNullForNoJob) {
   EXPECT_EQ(job->state, JobState::kScheduled) << "the refused reschedule moved the job";
   EXPECT_EQ(app_->Value("SELECT coalesce(delayq.reschedule('orders', 'nobody', delay_ms => 1000)::text, 'null')"),
             "null");
+}
+
+// W3C Trace Context through the SQL API: as arguments or headers, kept in the headers as the
+// server keeps it; and one table of values judged by the C++ rules and the SQL rules alike (the
+// two must not drift apart).
+TEST_F(SqlApi, ATraceContextIsKeptAsTheServerKeepsItAndJudgedByTheSameRules) {
+  const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const std::string id = app_->Value("SELECT id FROM delayq.enqueue('traced', '1', traceparent => '" + parent +
+                                     "', tracestate => 'rojo=1', headers => '{\"tenant\": \"a\\u0000b\"}')");
+  auto job = store_->Get("traced", JobRef::ById(id));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(TraceParentOf(job->headers), parent);
+  EXPECT_EQ(TraceStateOf(job->headers), "rojo=1");
+  EXPECT_EQ(job->headers.at("tenant"), std::string("a\0b", 3)) << "the other headers kept as given";
+  const std::string as_header =
+      app_->Value("SELECT id FROM delayq.enqueue('traced', '2', headers => '{\"traceparent\": \"" + parent + "\"}')");
+  EXPECT_EQ(TraceParentOf(store_->Get("traced", JobRef::ById(as_header))->headers), parent);
+  EXPECT_FALSE(
+      app_->Run("SELECT * FROM delayq.enqueue('traced', '3', traceparent => '" + parent +
+                "', headers => '{\"traceparent\": \"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}')"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_EQ(app_->message().rfind("traceparent and headers.traceparent are both given", 0), 0u) << app_->message();
+  // A hostile producer's spellings: a name written with escapes, and a name given twice.
+  for (const std::string& headers : {std::string(R"({"\u0074raceparent": "00-abc"})"),
+                                     R"({"traceparent": ")" + parent + R"(", "traceparent": "00-abc"})"}) {
+    SCOPED_TRACE(headers);
+    EXPECT_FALSE(app_->Run("SELECT * FROM delayq.enqueue('traced', '4', headers => '" + headers + "')"));
+    EXPECT_EQ(app_->sqlstate(), "22023") << app_->message();
+  }
+
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += "k" + std::to_string(i) + "=v,";
+  const std::optional<std::string> none;
+  const std::vector<std::pair<std::optional<std::string>, std::optional<std::string>>> table = {
+      {parent, none},
+      {parent, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"},
+      {parent, " a=1 ,, b@vendor=x y"},
+      {parent, ""},
+      {"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more", none},
+      {"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", none},
+      {"00-00000000000000000000000000000000-00f067aa0ba902b7-01", none},
+      {"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", none},
+      {"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", none},
+      {parent + "-extra", none},
+      {"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", none},
+      {"garbage", none},
+      {"", none},
+      {none, "a=1"},
+      {parent, "novalue"},
+      {parent, "Upper=1"},
+      {parent, "a=1,a=2"},
+      {parent, "a=b=c"},
+      {parent, std::string(513, 'a')},
+      {parent, "a=" + std::string(256, 'v')},
+      {parent, "a=" + std::string(257, 'v')},
+      {parent, std::string(256, 'k') + "=v"},
+      {parent, "t" + std::string(240, 'n') + "@s" + std::string(13, 'y') + "=v"},
+      {parent, "t" + std::string(241, 'n') + "@s=v"},
+      {parent, many},
+      {parent, "a=\t1"},
+  };
+  auto literal = [](const std::optional<std::string>& v) { return v ? "'" + *v + "'" : std::string("NULL"); };
+  for (const auto& [tp, ts] : table) {
+    SCOPED_TRACE(literal(tp) + ", " + literal(ts));
+    Headers headers;
+    if (tp) headers["traceparent"] = *tp;
+    if (ts) headers["tracestate"] = *ts;
+    const Status cpp = ValidateTraceHeaders(headers, "");
+    const std::string sql =
+        app_->Value("SELECT coalesce(delayq._trace_problem(" + literal(tp) + ", " + literal(ts) + "), 'ok')");
+    EXPECT_EQ(cpp.ok(), sql == "ok") << "C++: " << cpp.ToString() << "\nSQL: " << sql;
+    if (!cpp.ok() && sql != "ok") {
+      EXPECT_EQ(cpp.message().substr(0, 12), sql.substr(0, 12)) << "the same field named first";
+    }
+  }
 }
 
 }  // namespace
