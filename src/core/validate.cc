@@ -198,6 +198,8 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
     return Status::InvalidArgument(
         fmt::format("{}headers has {} entries; at most {} are allowed", prefix, r.headers.size(), Limits::kMaxHeaders));
   }
+  // The trace context first: an oversize traceparent is named as such, not as headers too big.
+  if (!r.headers.empty()) DELAYQ_RETURN_IF_ERROR(ValidateTraceHeaders(r.headers, prefix));
   size_t header_bytes = 0;
   for (const auto& [name, value] : r.headers) {
     if (name.empty()) {
@@ -209,7 +211,6 @@ Status ValidateEnqueue(const EnqueueRequest& r, const QueueConfig& config, std::
     return Status::InvalidArgument(fmt::format("{}headers have {} bytes in all; at most {} are allowed", prefix,
                                                header_bytes, Limits::kMaxHeaderBytes));
   }
-  if (!r.headers.empty()) DELAYQ_RETURN_IF_ERROR(ValidateTraceHeaders(r.headers, prefix));
   if (r.max_attempts && !ValidateMaxAttempts(*r.max_attempts).ok()) {  // the field's name built only then
     return ValidateMaxAttempts(*r.max_attempts, fmt::format("{}max_attempts", prefix));
   }

@@ -58,6 +58,30 @@ TEST(WorkerTest, ReturnAcksAndThrowingNacksWithTheMessage) {
   EXPECT_EQ(engine->Stats("w")->ready + engine->Stats("w")->scheduled, 0);
 }
 
+// The handler is handed the producer's W3C Trace Context with the delivery (TraceParentOf).
+TEST(WorkerTest, TheHandlerGetsTheProducersTraceContext) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  EnqueueRequest traced{.payload = "1"};
+  traced.headers = {{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, {"tracestate", "a=1"}};
+  ASSERT_TRUE(engine->Enqueue("w", traced).ok());
+  std::mutex m;
+  std::string parent, state;
+  Worker worker(*engine, "w",
+                [&](const Delivery& d) {
+                  std::lock_guard lock(m);
+                  parent = TraceParentOf(d.headers);
+                  state = TraceStateOf(d.headers);
+                },
+                {.wait_ms = 200});
+  worker.Start();
+  ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 1; }));
+  worker.Stop();
+  std::lock_guard lock(m);
+  EXPECT_EQ(parent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(state, "a=1");
+}
+
 // The queue's lease is 2 s and the handler runs 4 s: its lease is touched meanwhile, so no other
 // slot receives the job, and it is delivered once. (The keep-alive waited 30 s between touches
 // when WorkerOptions::lease_ms was unset, and the job went to a second handler.)

@@ -43,6 +43,12 @@ export interface JobOptions {
   priority?: number;
   /** A tenant: reserves take the groups in turn (at most 128 bytes). */
   group?: string;
+  /**
+   * The producer's W3C Trace Context (00-<trace id>-<span id>-<flags>). By default, with
+   * `@opentelemetry/api` in the application, the active span's context goes with the enqueue.
+   */
+  traceparent?: string;
+  tracestate?: string;
 }
 /** A recurring schedule: exactly one of cron and every. */
 export interface ScheduleOptions {
@@ -81,8 +87,15 @@ export interface WireJob {
   key_ttl_ms?: number;
   priority?: number;
   group?: string;
+  traceparent?: string;
+  tracestate?: string;
 }
 export function jobBody(payload: unknown, opts?: JobOptions): WireJob;
+/**
+ * The OpenTelemetry API the client traces with (`import * as api from '@opentelemetry/api'`), or
+ * null to trace nothing. By default it finds the application's own `@opentelemetry/api`.
+ */
+export function useOpenTelemetry(api: unknown | null): void;
 
 export interface EnqueueResult {
   id: string;
@@ -105,6 +118,9 @@ export interface Job {
   leaseDeadline: number;
   priority: number;
   group: string | null;
+  /** The producer's W3C Trace Context; the Worker links the handler's span to it. */
+  traceparent: string | null;
+  tracestate: string | null;
 }
 export interface JobInfo {
   id: string;
@@ -122,6 +138,8 @@ export interface JobInfo {
   deadAt: number | null;
   priority: number;
   group: string | null;
+  traceparent: string | null;
+  tracestate: string | null;
 }
 export interface BatchResult {
   done: number;

@@ -5,6 +5,9 @@ import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { JobStream, QUIET_MS, openStream } from './stream.js';
+import { activeTraceHeaders, inConsumerSpan } from './tracing.js';
+
+export { useOpenTelemetry } from './tracing.js';
 
 /** Any error from delayq; `code` is the server's code ("not_found", ...), `status` the HTTP one. */
 export class DelayqError extends Error {
@@ -91,6 +94,7 @@ function job(obj) {
     id: obj.id, receipt: obj.receipt, payload: payloadOf(obj), attempt: obj.attempt ?? 0, dueAt: obj.due_at ?? 0,
     key: obj.key ?? null, headers: obj.headers ?? {}, maxAttempts: obj.max_attempts ?? 0,
     leaseDeadline: obj.lease_deadline ?? 0, priority: obj.priority ?? 0, group: obj.group ?? null,
+    traceparent: obj.traceparent ?? null, tracestate: obj.tracestate ?? null,
   };
 }
 
@@ -100,6 +104,7 @@ function jobInfo(obj) {
     maxAttempts: obj.max_attempts ?? 0, payload: payloadOf(obj), key: obj.key ?? null, headers: obj.headers ?? {},
     createdAt: obj.created_at ?? 0, lastError: obj.last_error ?? null, leaseDeadline: obj.lease_deadline ?? null,
     deadAt: obj.dead_at ?? null, priority: obj.priority ?? 0, group: obj.group ?? null,
+    traceparent: obj.traceparent ?? null, tracestate: obj.tracestate ?? null,
   };
 }
 
@@ -117,7 +122,7 @@ function when(body, opts) {
 }
 
 const JOB_OPTIONS = new Set(['delay', 'delayMs', 'deliverAt', 'key', 'headers', 'maxAttempts', 'replace', 'keyTtl', 'debounce',
-  'priority', 'group']);
+  'priority', 'group', 'traceparent', 'tracestate']);
 
 function checkOptions(opts, known, what) {
   for (const name of Object.keys(opts)) {
@@ -140,6 +145,8 @@ export function jobBody(payload, opts = {}) {
   if (opts.keyTtl != null) body.key_ttl_ms = toMs(opts.keyTtl, 'keyTtl');
   if (opts.priority != null) body.priority = opts.priority;
   if (opts.group != null) body.group = opts.group;
+  if (opts.traceparent != null) body.traceparent = opts.traceparent;
+  if (opts.tracestate != null) body.tracestate = opts.tracestate;
   return body;
 }
 
@@ -244,7 +251,7 @@ export class Client {
     });
   }
 
-  async #call(method, path, body = undefined, { waitMs = 0, query = undefined } = {}) {
+  async #call(method, path, body = undefined, { waitMs = 0, query = undefined, extraHeaders = undefined } = {}) {
     if (query) {
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) q.append(k, String(v));
@@ -255,6 +262,7 @@ export class Client {
     if (method === 'POST' || method === 'PUT' || method === 'PATCH') headers['content-type'] = 'application/json';
     headers['content-length'] = payload === undefined ? 0 : Buffer.byteLength(payload);
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (extraHeaders) Object.assign(headers, extraHeaders);
     let answer;
     try {
       answer = await this.#send(method, path, headers, payload, this.timeoutMs + waitMs);
@@ -284,15 +292,19 @@ export class Client {
       : [`${Client.#q(queue)}/jobs`, { key }];
   }
 
-  /** Hands in one job: due after `delay` ("30m" or ms) or at `deliverAt`; now without either. */
+  /**
+   * Hands in one job: due after `delay` ("30m" or ms) or at `deliverAt`; now without either. With
+   * OpenTelemetry in the application, the active span's context goes with it (unless the job gives
+   * its own `traceparent`).
+   */
   async enqueue(queue, payload, opts = {}) {
-    const r = await this.#call('POST', `${Client.#q(queue)}/jobs`, jobBody(payload, opts));
+    const r = await this.#call('POST', `${Client.#q(queue)}/jobs`, jobBody(payload, opts), { extraHeaders: activeTraceHeaders() });
     return { id: r.id, dueAt: r.due_at, duplicate: !!r.duplicate, replaced: !!r.replaced };
   }
 
   /** Hands in up to 1000 jobs at once, all or none; each is jobBody(payload, opts) or the wire object. */
   async enqueueBatch(queue, jobs) {
-    const r = await this.#call('POST', `${Client.#q(queue)}/jobs`, { jobs });
+    const r = await this.#call('POST', `${Client.#q(queue)}/jobs`, { jobs }, { extraHeaders: activeTraceHeaders() });
     return r.jobs.map((j) => ({ id: j.id, dueAt: j.due_at, duplicate: !!j.duplicate, replaced: !!j.replaced }));
   }
 
@@ -706,7 +718,7 @@ export class Worker {
     }, lease / 3);
     let error = null;
     try {
-      await this.handler(j);
+      await inConsumerSpan(this.queue, j, () => this.handler(j));
     } catch (e) {
       error = e;
     } finally {

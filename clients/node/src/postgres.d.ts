@@ -12,6 +12,9 @@ export interface EnqueueInOptions {
   priority?: number;
   group?: string;
   onKey?: 'dedupe' | 'replace' | 'debounce';
+  /** The producer's W3C Trace Context; by default the active span's, with @opentelemetry/api in the application. */
+  traceparent?: string;
+  tracestate?: string;
 }
 export function enqueueIn(db: Queryable, queue: string, payload: unknown, options?: EnqueueInOptions):
   Promise<{ id: string; dueAtMs: number; duplicate: boolean }>;

@@ -14,6 +14,7 @@
 // is visible or delivered before the transaction commits. A refusal rejects with the driver's
 // error, `code` '22023' and a message naming the field.
 import { toMs } from './index.js';
+import { activeTraceHeaders } from './tracing.js';
 
 /**
  * @param {{query: Function}} db a pg Client or PoolClient inside your transaction (a Pool would run the
@@ -22,17 +23,25 @@ import { toMs } from './index.js';
  * @param {unknown} payload any JSON value
  * @param {{delay?: string|number (a number: milliseconds), deliverAt?: Date, key?: string, maxAttempts?: number,
  *          headers?: Record<string,string>, priority?: number, group?: string,
- *          onKey?: 'dedupe'|'replace'|'debounce'}} [options]
+ *          onKey?: 'dedupe'|'replace'|'debounce', traceparent?: string, tracestate?: string}} [options]
+ *   traceparent/tracestate: the producer's W3C Trace Context; by default, with `@opentelemetry/api`
+ *   in the application, the active span's (schema version 3; without either, any version works).
  * @returns {Promise<{id: string, dueAtMs: number, duplicate: boolean}>}
  */
 export async function enqueueIn(db, queue, payload, options = {}) {
   const delayMs = options.delay != null ? toMs(options.delay, 'delay') : options.deliverAt ? null : 0;
+  const own = options.traceparent != null || options.tracestate != null || options.headers?.traceparent != null;
+  const trace = own ? { traceparent: options.traceparent, tracestate: options.tracestate } : activeTraceHeaders() ?? {};
+  const values = [queue, JSON.stringify(payload), delayMs, options.key ?? null, options.deliverAt ?? null,
+    options.maxAttempts ?? null, options.headers ? JSON.stringify(options.headers) : null,
+    options.priority ?? 0, options.group ?? null, options.onKey ?? 'dedupe'];
+  const traced = trace.traceparent != null || trace.tracestate != null;
+  if (traced) values.push(trace.traceparent ?? null, trace.tracestate ?? null);
   const r = await db.query(
     'SELECT id, due_at_ms, duplicate FROM delayq.enqueue($1, $2::json, delay_ms => $3, key => $4, ' +
-      'deliver_at => $5, max_attempts => $6, headers => $7::json, priority => $8, "group" => $9, on_key => $10)',
-    [queue, JSON.stringify(payload), delayMs, options.key ?? null, options.deliverAt ?? null,
-      options.maxAttempts ?? null, options.headers ? JSON.stringify(options.headers) : null,
-      options.priority ?? 0, options.group ?? null, options.onKey ?? 'dedupe']);
+      'deliver_at => $5, max_attempts => $6, headers => $7::json, priority => $8, "group" => $9, on_key => $10' +
+      (traced ? ', traceparent => $11, tracestate => $12)' : ')'),
+    values);
   const row = r.rows[0];
   return { id: row.id, dueAtMs: Number(row.due_at_ms), duplicate: row.duplicate };
 }

@@ -230,3 +230,23 @@ test('browsing pages through a state; a key ttl keeps the key after the ack', as
     await s.stop();
   }
 });
+
+test('a trace context given is kept and shown; a malformed one is refused; without OpenTelemetry none is sent', async () => {
+  const s = await startServer(['--durability', 'interval']);
+  try {
+    const c = new Client(s.url);
+    const parent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const made = await c.enqueue('traced', 1, { traceparent: parent, tracestate: 'rojo=1' });
+    const plain = await c.enqueue('traced', 2);
+    assert.deepEqual([(await c.get('traced', made.id)).traceparent, (await c.get('traced', plain.id)).traceparent],
+      [parent, null]);
+    const [first, second] = await c.reserve('traced', { max: 2 });
+    assert.deepEqual([first.traceparent, first.tracestate, second.traceparent], [parent, 'rojo=1', null]);
+    await assert.rejects(c.enqueue('traced', 3, { traceparent: 'x'.repeat(100000) }),
+      (e) => e instanceof delayq.InvalidArgument && e.message.includes('traceparent') && e.message.length < 500);
+    await assert.rejects(c.enqueue('traced', 3, { tracestate: 'a=1' }),
+      (e) => e instanceof delayq.InvalidArgument && e.message.includes('without a traceparent'));
+  } finally {
+    await s.stop();
+  }
+});

@@ -92,3 +92,14 @@ test('paying cancels the timeout in the same transaction', async () => {
     (e) => e.code === '22023' && e.message.startsWith('priority is 12'));
   await db.end();
 });
+test('the trace context goes with a job enqueued in the transaction; a malformed one is refused', async () => {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  const parent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const made = await enqueueIn(db, 'traced', { orderId: 5 }, { traceparent: parent, tracestate: 'rojo=1' });
+  await assert.rejects(enqueueIn(db, 'traced', {}, { traceparent: '00-nope-01' }),
+    (e) => e.code === '22023' && e.message.startsWith('traceparent is'));
+  const job = await new Client(server.url).get('traced', made.id);
+  assert.deepEqual([job.traceparent, job.tracestate], [parent, 'rojo=1']);
+  await db.end();
+});

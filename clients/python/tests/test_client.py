@@ -281,3 +281,16 @@ def test_schedules_make_their_runs_into_jobs(server):
     c.delete_schedule("reports", "morning")
     with pytest.raises(delayq.NotFound):
         c.schedule("reports", "morning")
+
+
+def test_a_malformed_trace_context_is_refused_and_a_missing_one_is_none(server):
+    c = Client(server.url)
+    with pytest.raises(delayq.InvalidArgument) as e:
+        c.enqueue("traced-bad", 1, traceparent="00-not-a-trace-01")
+    assert "a W3C traceparent is 00-" in str(e.value)
+    with pytest.raises(delayq.InvalidArgument) as e:
+        c.enqueue("traced-bad", 1, tracestate="a=1")
+    assert "without a traceparent" in str(e.value)
+    plain = c.enqueue("traced-bad", 1)
+    assert c.get("traced-bad", plain.id).traceparent is None
+    assert c.reserve("traced-bad", max=1)[0].traceparent is None

@@ -111,6 +111,19 @@ def test_a_bad_field_is_named_with_sqlstate_22023(pg_url: str, server: Server) -
         assert str(e.value).startswith("priority is 12")
 
 
+def test_the_trace_context_goes_with_the_job_and_a_bad_one_is_refused(pg_url: str, server: Server) -> None:
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with psycopg.connect(pg_url) as conn:
+        with conn.transaction():
+            made = enqueue_in(conn, "traced", {"orderId": 5}, traceparent=parent, tracestate="rojo=1")
+        with pytest.raises(psycopg.Error) as e:
+            enqueue_in(conn, "traced", {"orderId": 6}, traceparent="00-nope-01")
+        assert e.value.sqlstate == "22023"
+        assert str(e.value).startswith("traceparent is")
+    job = Client(server.url).get("traced", made.id)
+    assert (job.traceparent, job.tracestate) == (parent, "rojo=1")
+
+
 def test_the_example_runs_as_written(pg_url: str, server: Server) -> None:
     example = pathlib.Path(__file__).resolve().parents[1] / "examples" / "order_timeout_postgres.py"
     env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parents[1] / "src"))

@@ -84,3 +84,24 @@ def test_sigterm_lets_the_running_handler_finish_and_be_acked(server, tmp_path):
     assert out.split("\n")[:2] == ["finished", "acked 1"]
     s = c.stats("term")
     assert s["counters"]["acked"] == 1 and s["ready"] == 0 and s["reserved"] == 0
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_the_handler_gets_the_producers_trace_context(server):
+    c = Client(server.url)
+    made = c.enqueue("traced", {"n": 1}, traceparent=TRACEPARENT, tracestate="rojo=1")
+    info = c.get("traced", made.id)
+    assert (info.traceparent, info.tracestate) == (TRACEPARENT, "rojo=1")
+    assert info.headers["traceparent"] == TRACEPARENT  # kept in the headers, as OpenTelemetry carries it
+    seen = []
+    worker = None
+
+    def handle(job):
+        seen.append((job.traceparent, job.tracestate))
+        worker.stop()
+
+    worker = Worker(c, "traced", handle, concurrency=1, wait="1s")
+    worker.run()
+    assert seen == [(TRACEPARENT, "rojo=1")]

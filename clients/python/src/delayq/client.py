@@ -45,6 +45,10 @@ class Job:
     lease_deadline: int = 0  # epoch ms; touch before it
     priority: int = 0
     group: Optional[str] = None
+    # W3C Trace Context of the producer (docs/http-api.md, "Trace context"): start the handler's
+    # span with a link to it. Also in headers, under the same names.
+    traceparent: Optional[str] = None
+    tracestate: Optional[str] = None
 
 
 @dataclass
@@ -66,6 +70,8 @@ class JobInfo:
     dead_at: Optional[int] = None
     priority: int = 0
     group: Optional[str] = None
+    traceparent: Optional[str] = None  # W3C Trace Context, as on Job
+    tracestate: Optional[str] = None
 
 
 @dataclass
@@ -102,7 +108,8 @@ def _job(obj: Mapping[str, Any]) -> Job:
     return Job(id=obj["id"], receipt=obj["receipt"], payload=_payload_of(obj), attempt=obj.get("attempt", 0),
                due_at=obj.get("due_at", 0), key=obj.get("key"), headers=dict(obj.get("headers") or {}),
                max_attempts=obj.get("max_attempts", 0), lease_deadline=obj.get("lease_deadline", 0),
-               priority=obj.get("priority", 0), group=obj.get("group"))
+               priority=obj.get("priority", 0), group=obj.get("group"), traceparent=obj.get("traceparent"),
+               tracestate=obj.get("tracestate"))
 
 
 def _job_info(obj: Mapping[str, Any]) -> JobInfo:
@@ -110,7 +117,8 @@ def _job_info(obj: Mapping[str, Any]) -> JobInfo:
                    attempt=obj.get("attempt", 0), max_attempts=obj.get("max_attempts", 0), payload=_payload_of(obj),
                    key=obj.get("key"), headers=dict(obj.get("headers") or {}), created_at=obj.get("created_at", 0),
                    last_error=obj.get("last_error"), lease_deadline=obj.get("lease_deadline"),
-                   dead_at=obj.get("dead_at"), priority=obj.get("priority", 0), group=obj.get("group"))
+                   dead_at=obj.get("dead_at"), priority=obj.get("priority", 0), group=obj.get("group"),
+                   traceparent=obj.get("traceparent"), tracestate=obj.get("tracestate"))
 
 
 def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[int],
@@ -139,9 +147,11 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
              headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
              replace: bool = False, key_ttl: Optional[Duration] = None,
              debounce: bool = False, priority: Optional[int] = None,
-             group: Optional[str] = None) -> Dict[str, Any]:
+             group: Optional[str] = None, traceparent: Optional[str] = None,
+             tracestate: Optional[str] = None) -> Dict[str, Any]:
     """The JSON object of one job, as enqueue and enqueue_batch send it. ``bytes`` payloads go
-    as base64; anything else as its JSON value."""
+    as base64; anything else as its JSON value. ``traceparent`` and ``tracestate`` are the
+    producer's W3C Trace Context (the server checks them)."""
     body: Dict[str, Any] = {}
     if isinstance(payload, (bytes, bytearray, memoryview)):
         body["payload_base64"] = base64.b64encode(bytes(payload)).decode("ascii")
@@ -164,6 +174,10 @@ def job_body(payload: Any, *, delay: Optional[Duration] = None, delay_ms: Option
         body["priority"] = priority
     if group is not None:
         body["group"] = group
+    if traceparent is not None:
+        body["traceparent"] = traceparent
+    if tracestate is not None:
+        body["tracestate"] = tracestate
     return body
 
 
@@ -345,16 +359,18 @@ class Client:
                 headers: Optional[Mapping[str, str]] = None, max_attempts: Optional[int] = None,
                 replace: bool = False, key_ttl: Optional[Duration] = None,
                 debounce: bool = False, priority: Optional[int] = None,
-                group: Optional[str] = None) -> EnqueueResult:
+                group: Optional[str] = None, traceparent: Optional[str] = None,
+                tracestate: Optional[str] = None) -> EnqueueResult:
         """Hands in one job, due after ``delay`` ("30m", ms, timedelta) or at ``deliver_at``
         (epoch ms, RFC 3339, aware datetime); due now without either. With a ``key`` naming a
         live job, nothing is added and ``duplicate`` is true (``replace=True`` rewrites it;
         ``debounce=True`` rewrites it and pushes it back, never earlier). ``key_ttl`` keeps the
         key taken that long after the job is acked or cancelled. ``priority`` (0-9) and ``group``
-        (a tenant, say) order the ready jobs: groups take turns, higher priority first within one."""
+        (a tenant, say) order the ready jobs: groups take turns, higher priority first within one.
+        ``traceparent``/``tracestate``: the producer's W3C Trace Context, handed to the consumer."""
         body = job_body(payload, delay=delay, delay_ms=delay_ms, deliver_at=deliver_at, key=key, headers=headers,
                         max_attempts=max_attempts, replace=replace, key_ttl=key_ttl, debounce=debounce,
-                        priority=priority, group=group)
+                        priority=priority, group=group, traceparent=traceparent, tracestate=tracestate)
         r = self._call("POST", self._q(queue) + "/jobs", body)
         return EnqueueResult(r["id"], r["due_at"], r.get("duplicate", False), r.get("replaced", False))
 

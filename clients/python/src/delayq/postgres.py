@@ -59,18 +59,21 @@ def _aware(at: Optional[datetime.datetime]) -> Optional[datetime.datetime]:
 def enqueue_in(conn: Any, queue: str, payload: Any, *, delay: Optional[Duration] = None,
                deliver_at: Optional[datetime.datetime] = None, key: Optional[str] = None,
                max_attempts: Optional[int] = None, headers: Optional[Mapping[str, str]] = None,
-               priority: int = 0, group: Optional[str] = None, on_key: str = "dedupe") -> Enqueued:
+               priority: int = 0, group: Optional[str] = None, on_key: str = "dedupe",
+               traceparent: Optional[str] = None, tracestate: Optional[str] = None) -> Enqueued:
     """Enqueues `payload` (any JSON value; a str is a JSON string) on `conn`'s transaction.
     delay: "30m", "1h", a timedelta, or a number of milliseconds; or deliver_at, an aware datetime.
-    on_key: dedupe (a live job with `key` is returned as is), replace or debounce."""
+    on_key: dedupe (a live job with `key` is returned as is), replace or debounce.
+    traceparent, tracestate: the producer's W3C Trace Context (schema version 3)."""
     row = _one(conn,
                "SELECT id, due_at_ms, duplicate FROM delayq.enqueue(%(queue)s, %(payload)s::json, "
                "delay_ms => %(delay)s, key => %(key)s, deliver_at => %(at)s, max_attempts => %(max)s, "
-               "headers => %(headers)s::json, priority => %(priority)s, \"group\" => %(group)s, on_key => %(on_key)s)",
+               "headers => %(headers)s::json, priority => %(priority)s, \"group\" => %(group)s, on_key => %(on_key)s"
+               + (", traceparent => %(tp)s, tracestate => %(ts)s" if traceparent or tracestate else "") + ")",
                {"queue": queue, "payload": json.dumps(payload), "delay": to_ms(delay, "delay") if delay is not None else
                 (None if deliver_at is not None else 0), "key": key, "at": _aware(deliver_at), "max": max_attempts,
                 "headers": json.dumps(dict(headers)) if headers is not None else None, "priority": priority,
-                "group": group, "on_key": on_key})
+                "group": group, "on_key": on_key, "tp": traceparent, "ts": tracestate})
     return Enqueued(row[0], int(row[1]), bool(row[2]))
 
 
