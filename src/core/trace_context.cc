@@ -55,18 +55,30 @@ std::string TraceShown(std::string_view value) {
   return value.size() <= 80 ? std::string(value) : fmt::format("{}... ({} bytes)", value.substr(0, 80), value.size());
 }
 
+// What a later version adds after the 55 characters: "-" and visible ASCII.
+bool LaterFields(std::string_view rest) {
+  if (rest.empty()) return true;
+  if (rest[0] != '-') return false;
+  for (char c : rest) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status ValidateTraceParent(std::string_view v, std::string_view field) {
-  const bool shape = v.size() >= 55 && v[2] == '-' && v[35] == '-' && v[52] == '-' && LowerHex(v.substr(0, 2)) &&
-                     LowerHex(v.substr(3, 32)) && LowerHex(v.substr(36, 16)) && LowerHex(v.substr(53, 2));
+  const bool shape = v.size() >= 55 && v.size() <= kMaxTraceParent && v[2] == '-' && v[35] == '-' && v[52] == '-' &&
+                     LowerHex(v.substr(0, 2)) && LowerHex(v.substr(3, 32)) && LowerHex(v.substr(36, 16)) &&
+                     LowerHex(v.substr(53, 2));
   const bool version_ok =
-      shape && v.substr(0, 2) != "ff" && (v.size() == 55 || (v.substr(0, 2) != "00" && v[55] == '-'));
+      shape && v.substr(0, 2) != "ff" && (v.size() == 55 || (v.substr(0, 2) != "00" && LaterFields(v.substr(55))));
   if (!version_ok) {
     return Status::InvalidArgument(fmt::format(
         "{} is \"{}\"; a W3C traceparent is 00-<32 hex digits>-<16 hex digits>-<2 hex digits>, in lower case, "
-        "as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        field, TraceShown(v)));
+        "as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 (a version after 00 may add -fields of "
+        "visible ASCII, up to {} characters in all)",
+        field, TraceShown(v), kMaxTraceParent));
   }
   if (AllZeros(v.substr(3, 32)) || AllZeros(v.substr(36, 16))) {
     return Status::InvalidArgument(
@@ -92,8 +104,9 @@ Status ValidateTraceState(std::string_view v, std::string_view field) {
           eq != std::string_view::npos && ValidKey(member.substr(0, eq)) && ValidValue(member.substr(eq + 1));
       if (!ok) {
         return Status::InvalidArgument(fmt::format(
-            "{} has the member \"{}\"; a W3C tracestate member is key=value, the key in lower case letters, digits "
-            "and _-*/ (or tenant@system), the value printable ASCII without , or =",
+            "{} has the member \"{}\"; a W3C tracestate member is key=value: the key a lower case letter, then up to "
+            "255 of a-z 0-9 _-*/ (or tenant@system: up to 241 and 14), the value 1 to 256 printable ASCII characters "
+            "without , or =",
             field, TraceShown(member)));
       }
       if (!keys.insert(member.substr(0, eq)).second) {

@@ -20,9 +20,13 @@ inline constexpr std::string_view kTraceState = "tracestate";
 // OpenTelemetry's SDKs keep no more.
 inline constexpr size_t kMaxTraceState = 512;
 
+// The longest traceparent kept: version 00's is 55 characters; a later version may add fields.
+inline constexpr size_t kMaxTraceParent = 256;
+
 // A traceparent as W3C version 00 writes it, "00-<32 hex trace id>-<16 hex parent id>-<2 hex
 // flags>" in lower case, with neither id all zeros; a later version (not ff) may add "-…" after
-// those 55 characters. `field` names it in the error.
+// those 55 characters, in visible ASCII (no space or control character), up to kMaxTraceParent
+// in all. `field` names it in the error.
 Status ValidateTraceParent(std::string_view value, std::string_view field);
 // A tracestate: at most 32 comma-separated key=value members with W3C's characters, no key twice,
 // at most kMaxTraceState bytes.

@@ -17,16 +17,27 @@ Result<JobRef> RefOf(const Call& call) {
   return Status::InvalidArgument("give a job id (/v1/queues/{q}/jobs/{id}) or a key (/v1/queues/{q}/jobs?key=K)");
 }
 
+// Adds a header to a job if the job's headers stay within their limits with it.
+bool PutIfRoom(Headers& headers, std::string_view name, const std::string& value) {
+  size_t bytes = 0;
+  for (const auto& [n, v] : headers) bytes += n.size() + v.size();
+  if (headers.size() + 1 > Limits::kMaxHeaders || bytes + name.size() + value.size() > Limits::kMaxHeaderBytes) {
+    return false;
+  }
+  return headers.try_emplace(std::string(name), value).second;
+}
+
 // The request's traceparent header (and its tracestate) on each job that carries no context of its
-// own. A header W3C would not read is passed over, as W3C asks of a receiver: a proxy's or an
-// agent's headers never make an enqueue fail.
+// own. A header W3C would not read is passed over, as W3C asks of a receiver, and so is one a job
+// has no room for in its headers (Limits::kMaxHeaders, kMaxHeaderBytes): a proxy's or an agent's
+// headers never make an enqueue fail.
 void ApplyTraceContext(const HttpRequest& request, std::vector<EnqueueRequest>& jobs) {
   if (request.traceparent.empty() || !ValidateTraceParent(request.traceparent, "traceparent").ok()) return;
   const bool state = !request.tracestate.empty() && ValidateTraceState(request.tracestate, "tracestate").ok();
   for (EnqueueRequest& job : jobs) {
-    if (job.headers.contains(std::string(kTraceState))) continue;  // refused: a state without a parent
-    if (!job.headers.try_emplace(std::string(kTraceParent), request.traceparent).second) continue;
-    if (state) job.headers.try_emplace(std::string(kTraceState), request.tracestate);
+    const bool own = job.headers.contains(std::string(kTraceParent)) || job.headers.contains(std::string(kTraceState));
+    if (own || !PutIfRoom(job.headers, kTraceParent, request.traceparent)) continue;
+    if (state) PutIfRoom(job.headers, kTraceState, request.tracestate);
   }
 }
 

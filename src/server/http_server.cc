@@ -38,11 +38,11 @@ namespace {
 
 bool HeaderSafe(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
 
-// W3C Trace Context's headers: one traceparent, and tracestate, which may come in several lines
-// that read as one joined with commas.
+// W3C Trace Context's headers: one traceparent (two lines of it are none: W3C reads neither), and
+// tracestate, which may come in several lines that read as one joined with commas.
 template <class Request>
 void ReadTraceContext(const Request& req, http::HttpRequest& out) {
-  if (auto it = req.find("traceparent"); it != req.end()) out.traceparent = std::string(it->value());
+  if (req.count("traceparent") == 1) out.traceparent = std::string(req.find("traceparent")->value());
   for (auto [it, end] = req.equal_range("tracestate"); it != end; ++it) {
     if (!out.tracestate.empty()) out.tracestate += ',';
     out.tracestate.append(it->value().data(), it->value().size());

@@ -269,6 +269,17 @@ TEST(CliLogs, TheTraceparentHeaderGoesOnTheJobAndTheAccessLogNamesTheTrace) {
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(TraceParentOf(job->headers), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   EXPECT_EQ(TraceStateOf(job->headers), "rojo=1,congo=2");
+  // Two traceparent lines: W3C reads neither.
+  const std::string twice =
+      RawExchange(server.port(),
+                  "POST /v1/queues/traced/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+                  "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n"
+                  "Connection: close\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_NE(twice.find("201 Created"), std::string::npos) << twice;
+  const auto plain = nlohmann::json::parse(twice.substr(twice.find("\r\n\r\n") + 4))["id"].get<std::string>();
+  EXPECT_EQ(TraceParentOf(server.NewClient()->Get("traced", JobRef::ById(plain))->headers), "");
   ASSERT_EQ(server.Terminate(), 0);
   EXPECT_NE(server.log().find("POST /v1/queues/traced/jobs 201"), std::string::npos) << server.log();
   EXPECT_NE(server.log().find("ms trace=4bf92f3577b34da6a3ce929d0e0e4736"), std::string::npos) << server.log();

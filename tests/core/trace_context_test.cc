@@ -16,6 +16,9 @@ TEST(TraceContext, W3CsExamplesPass) {
   EXPECT_TRUE(ValidateTraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", "t").ok());
   // A later version may add fields after the four.
   EXPECT_TRUE(ValidateTraceParent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-comes", "t").ok());
+  EXPECT_TRUE(
+      ValidateTraceParent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-" + std::string(200, 'x'), "t")
+          .ok());
   EXPECT_TRUE(ValidateTraceState("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", "tracestate").ok());
   EXPECT_TRUE(ValidateTraceState("", "tracestate").ok());
   EXPECT_TRUE(ValidateTraceState(" a=1 ,, b@vendor=x y", "tracestate").ok());
@@ -35,6 +38,12 @@ TEST(TraceContext, AMalformedTraceparentIsRefusedWithAnExample) {
            std::string("00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01"),
            std::string("00-4bf92f3577b34da6a3ce929d0e0e473\0-00f067aa0ba902b7-01", 55),
            std::string(100'000, 'a'),
+           // A later version's fields: visible ASCII, 256 characters in all.
+           std::string("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\0", 57),
+           std::string("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-a b"),
+           std::string("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\r\nX: y"),
+           std::string("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\xc3\xa9"),
+           std::string("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-") + std::string(201, 'x'),
        }) {
     const Status s = ValidateTraceParent(bad, "jobs[2].traceparent");
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;

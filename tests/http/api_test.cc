@@ -837,6 +837,20 @@ TEST_F(TraceApiTest, AMalformedContextInTheBodyIsRefusedAndInTheRequestsHeadersP
   auto r = Enqueue(R"({"payload": 1})", "not-a-traceparent", "a=1");
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_TRUE(Job(J(r)["id"])["traceparent"].is_null());
+  // Nor does a job's lack of room for it: 64 headers, or headers near 16 KiB (a hostile try found
+  // both refused as "headers has 65 entries" once an agent added the header).
+  std::string full = R"({"jobs": [{"payload": 1, "headers": {)";
+  for (int i = 0; i < 64; ++i) full += (i ? ", " : "") + fmt::format(R"("h{}": "v")", i);
+  full += R"(}}, {"payload": 2, "headers": {"big": ")" + std::string(16'370, 'x') + R"("}}]})";
+  r = Enqueue(full, kRequestParent, "a=1");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(Job(J(r)["jobs"][0]["id"])["traceparent"].is_null());
+  EXPECT_TRUE(Job(J(r)["jobs"][1]["id"])["traceparent"].is_null());
+  r = Enqueue(R"({"payload": 1, "headers": {"big": ")" + std::string(16'300, 'x') + R"("}})", kRequestParent,
+              std::string(300, 'a') + "=1");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Job(J(r)["id"])["traceparent"], kRequestParent) << "room for the traceparent";
+  EXPECT_TRUE(Job(J(r)["id"])["tracestate"].is_null()) << "not for the tracestate";
   r = Enqueue(R"({"payload": 1})", kRequestParent, "Bad State");
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_EQ(Job(J(r)["id"])["traceparent"], kRequestParent);

@@ -70,7 +70,9 @@ export async function inConsumerSpan(queue, job, fn) {
       'messaging.delayq.attempt': job.attempt,
     },
   };
-  return otel.trace.getTracer('delayq').startActiveSpan(`${queue} process`, options, async (span) => {
+  // A new root (ROOT_CONTEXT), not a child of whatever is active where the worker reads its jobs
+  // (with HTTP instrumentation, the span of the long-lived stream request): the link is the tie.
+  return otel.trace.getTracer('delayq').startActiveSpan(`${queue} process`, options, otel.ROOT_CONTEXT, async (span) => {
     try {
       return await fn();
     } catch (e) {

@@ -26,8 +26,11 @@ class Contexts {
 const spans = [];
 let nextSpan = 1;
 const tracer = {
-  startActiveSpan(name, options, fn) {
-    const parent = api.trace.getSpanContext(api.context.active());
+  // (name, options, fn) or (name, options, context, fn): the parent is the context given, else the active one.
+  startActiveSpan(name, options, ...rest) {
+    const fn = rest.pop();
+    const ctx = rest.length ? rest[0] : api.context.active();
+    const parent = api.trace.getSpanContext(ctx);
     const context = {
       traceId: parent?.traceId ?? '5b8efff798038103d269b633813fc60c',
       spanId: (nextSpan++).toString(16).padStart(16, '0'),
@@ -42,8 +45,9 @@ const tracer = {
       setAttribute() { return this; }, setAttributes() { return this; }, addEvent() { return this; },
       isRecording: () => true, updateName() { return this; },
     };
+    span.parent = parent ?? null;
     spans.push(span);
-    return api.context.with(api.trace.setSpan(api.context.active(), span), () => fn(span));
+    return api.context.with(api.trace.setSpan(ctx, span), () => fn(span));
   },
 };
 
@@ -91,7 +95,10 @@ test("the worker runs each handler in a CONSUMER span linked to the producer's, 
     if (seen.length === 2) worker.stop();
     if (!job.payload.ok) throw new Error('card declined');
   }, { wait: '1s', signals: false });
-  await worker.run();
+  // Run inside a span of the application's (as an HTTP instrumentation's stream span would be):
+  // the handlers' spans are still roots of their own, tied to the producer by the link alone.
+  await api.context.with(api.trace.setSpan(api.ROOT_CONTEXT, api.trace.wrapSpanContext({
+    traceId: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', spanId: 'bbbbbbbbbbbbbbbb', traceFlags: 1 })), () => worker.run());
   assert.equal(seen.length, 2);
   for (const { job, span } of seen) {
     assert.ok(span, 'the handler runs in a span');
@@ -102,6 +109,7 @@ test("the worker runs each handler in a CONSUMER span linked to the producer's, 
       [[PRODUCER.traceId, PRODUCER.spanId, true]]);
     assert.equal(span.options.links[0].context.traceState.get('rojo'), '1');
     assert.equal(span.options.attributes['messaging.message.id'], job.id);
+    assert.equal(span.parent, null, 'a root span, not a child of the context the worker ran in');
     assert.ok(span.ended);
   }
   const failed = seen.find(({ job }) => !job.payload.ok).span;

@@ -15,11 +15,12 @@ DECLARE
   n int := 0;
 BEGIN
   IF traceparent IS NOT NULL AND NOT (
-       traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$'
-       AND left(traceparent, 2) <> 'ff'
+       traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[\x21-\x7e]*)?$'
+       AND octet_length(traceparent) <= 256 AND left(traceparent, 2) <> 'ff'
        AND (octet_length(traceparent) = 55 OR (left(traceparent, 2) <> '00' AND substr(traceparent, 56, 1) = '-'))) THEN
     RETURN format('traceparent is %s; a W3C traceparent is 00-<32 hex digits>-<16 hex digits>-<2 hex digits>, in '
-                  'lower case, as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+                  'lower case, as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 (a version after 00 may '
+                  'add -fields of visible ASCII, up to 256 characters in all)',
                   quote_literal(left(traceparent, 80)));
   END IF;
   IF traceparent IS NOT NULL AND (substr(traceparent, 4, 32) = repeat('0', 32) OR substr(traceparent, 37, 16) = repeat('0', 16)) THEN
@@ -37,9 +38,9 @@ BEGIN
     member := btrim(member, E' \t');
     CONTINUE WHEN member = '';
     IF member !~ '^([a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$' THEN
-      RETURN format('tracestate has the member %s; a W3C tracestate member is key=value, the key in lower case letters, '
-                    'digits and _-*/ (or tenant@system), the value printable ASCII without , or =',
-                    quote_literal(left(member, 80)));
+      RETURN format('tracestate has the member %s; a W3C tracestate member is key=value: the key a lower case '
+                    'letter, then up to 255 of a-z 0-9 _-*/ (or tenant@system: up to 241 and 14), the value 1 to 256 '
+                    'printable ASCII characters without , or =', quote_literal(left(member, 80)));
     END IF;
     k := split_part(member, '=', 1);
     IF k = ANY (keys) THEN
