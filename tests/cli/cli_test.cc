@@ -256,30 +256,27 @@ TEST(CliLogs, JsonLinesAccessLogDeadWarningAndLevels) {
 // one), gives it to the job, and its access log names the trace.
 TEST(CliLogs, TheTraceparentHeaderGoesOnTheJobAndTheAccessLogNamesTheTrace) {
   ServerProcess server({"--access-log"});
-  const std::string body = R"({"payload": 1})";
-  const std::string answer =
-      RawExchange(server.port(),
-                  "POST /v1/queues/traced/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
-                  "tracestate: rojo=1\r\ntracestate: congo=2\r\nConnection: close\r\nContent-Length: " +
-                      std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_NE(answer.find("201 Created"), std::string::npos) << answer;
-  const auto id = nlohmann::json::parse(answer.substr(answer.find("\r\n\r\n") + 4))["id"].get<std::string>();
-  auto job = server.NewClient()->Get("traced", JobRef::ById(id));
-  ASSERT_TRUE(job.ok()) << job.status().ToString();
-  EXPECT_EQ(TraceParentOf(job->headers), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-  EXPECT_EQ(TraceStateOf(job->headers), "rojo=1,congo=2");
+  // Enqueues {"payload": 1} with these header lines; the job as the server then shows it.
+  auto enqueue_with = [&](const std::string& lines) {
+    const std::string body = R"({"payload": 1})";
+    const std::string answer = RawExchange(
+        server.port(), "POST /v1/queues/traced/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                           lines + "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                           body);
+    EXPECT_NE(answer.find("201 Created"), std::string::npos) << answer;
+    const auto id = nlohmann::json::parse(answer.substr(answer.find("\r\n\r\n") + 4))["id"].get<std::string>();
+    return server.NewClient()->Get("traced", JobRef::ById(id)).value();
+  };
+  const Job job = enqueue_with(
+      "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+      "tracestate: rojo=1\r\ntracestate: congo=2\r\n");
+  EXPECT_EQ(TraceParentOf(job.headers), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(TraceStateOf(job.headers), "rojo=1,congo=2");
   // Two traceparent lines: W3C reads neither.
-  const std::string twice =
-      RawExchange(server.port(),
-                  "POST /v1/queues/traced/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
-                  "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n"
-                  "Connection: close\r\nContent-Length: " +
-                      std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_NE(twice.find("201 Created"), std::string::npos) << twice;
-  const auto plain = nlohmann::json::parse(twice.substr(twice.find("\r\n\r\n") + 4))["id"].get<std::string>();
-  EXPECT_EQ(TraceParentOf(server.NewClient()->Get("traced", JobRef::ById(plain))->headers), "");
+  const Job twice = enqueue_with(
+      "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+      "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n");
+  EXPECT_EQ(TraceParentOf(twice.headers), "");
   ASSERT_EQ(server.Terminate(), 0);
   EXPECT_NE(server.log().find("POST /v1/queues/traced/jobs 201"), std::string::npos) << server.log();
   EXPECT_NE(server.log().find("ms trace=4bf92f3577b34da6a3ce929d0e0e4736"), std::string::npos) << server.log();
