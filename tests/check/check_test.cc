@@ -61,7 +61,12 @@ std::vector<Mode> Modes() {
   cut.options.redis_appendfsync = "always";
   m.push_back(cut);
   Mode everysec{"redis_power_cut_appendfsync_everysec", Base("redis", "power-cut")};
-  everysec.max_lost_window_ms = 2'000;  // Redis: "you may lose 1 second of data"
+  // Redis says "you may lose 1 second of data", but its source (aof.c, flushAppendOnlyFile) says
+  // more: the background fsync starts once a second, and while one is still running (a busy
+  // disk) the writes are postponed, answered meanwhile, until Redis's seconds clock has moved on
+  // by 2 (up to 3 s). A run on a loaded CI machine lost writes acknowledged 3.3 s before the
+  // cut. The bound: 3 s of postponing, 1 s to the next fsync, 1 s for a loaded machine.
+  everysec.max_lost_window_ms = 5'000;
   m.push_back(everysec);
   Mode failover{"redis_failover_wait_replicas_1", Base("redis", "redis-failover")};
   failover.options.redis_wait_replicas = 1;
