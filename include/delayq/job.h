@@ -29,6 +29,7 @@ struct Limits {
   static constexpr size_t kMaxHeaders = 64;         // header entries per job
   static constexpr size_t kMaxHeaderBytes = 16384;  // sum of header names and values
   static constexpr size_t kMaxErrorText = 4096;     // last_error is truncated to this
+  static constexpr size_t kMaxProgress = 4096;      // TouchRequest::progress bytes
   static constexpr size_t kMaxBatch = 1000;         // jobs per enqueue batch
   static constexpr int32_t kMaxReserve = 1000;      // jobs per reserve call
   static constexpr int64_t kMaxWaitMs = 60'000;     // longest reserve long-poll
@@ -101,6 +102,9 @@ struct Job {
   int64_t dead_at_ms = 0;         // when state is kDead
   int32_t priority = 0;           // EnqueueRequest::priority
   std::string group;              // EnqueueRequest::group
+  // While reserved: the JSON text its current delivery's last touch reported (TouchRequest);
+  // empty when none did, and in every other state.
+  std::string progress;
 };
 
 // When a job becomes due. Give at most one of delay_ms and deliver_at_ms; neither means now.
@@ -206,6 +210,14 @@ struct NackRequest {
 struct NackResult {
   JobState state = JobState::kScheduled;  // kScheduled (retry) or kDead
   int64_t due_at_ms = 0;                  // the retry's due time when scheduled
+};
+
+struct TouchRequest {
+  std::string receipt;
+  std::optional<int64_t> lease_ms;  // 1000..43200000; default: the queue's lease_ms
+  // JSON text (at most Limits::kMaxProgress bytes): how far the consumer has got, shown on the
+  // job while this delivery holds it (Job::progress). Nothing keeps the last one reported.
+  std::optional<std::string> progress;
 };
 
 struct TouchResult {

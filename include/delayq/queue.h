@@ -124,10 +124,13 @@ class Queue {
   // Receipt errors as for Ack.
   virtual Result<NackResult> Nack(std::string_view queue, const NackRequest& request) = 0;
 
-  // Extends the lease of a current delivery to now + lease_ms (default: the queue's lease_ms).
-  // Receipt errors as for Ack.
-  virtual Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
-                                    std::optional<int64_t> lease_ms) = 0;
+  // Extends the lease of a current delivery to now + lease_ms (default: the queue's lease_ms),
+  // and records its progress when the request carries one. Receipt errors as for Ack;
+  // kInvalidArgument for a progress that is not JSON or is too large, before anything changes.
+  virtual Result<TouchResult> Touch(std::string_view queue, const TouchRequest& request) = 0;
+  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) {
+    return Touch(queue, TouchRequest{std::string(receipt), lease_ms, std::nullopt});
+  }
 
   // Nack and Touch answered through `done`, as EnqueueAsync is: many of them in flight share the
   // store's fsyncs, and none holds its caller's thread meanwhile. The defaults call the
@@ -135,9 +138,8 @@ class Queue {
   virtual void NackAsync(std::string_view queue, const NackRequest& request, NackCallback done) {
     done(Nack(queue, request));
   }
-  virtual void TouchAsync(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms,
-                          TouchCallback done) {
-    done(Touch(queue, receipt, lease_ms));
+  virtual void TouchAsync(std::string_view queue, const TouchRequest& request, TouchCallback done) {
+    done(Touch(queue, request));
   }
 
   // One page of the queue's jobs in request.state, in the order job.h gives for ListRequest;

@@ -210,10 +210,11 @@ class HttpClient final : public Client {
     return wire::ParseNackResponse(r->body);
   }
 
-  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt,
-                            std::optional<int64_t> lease_ms) override {
+  using Queue::Touch;
+  Result<TouchResult> Touch(std::string_view queue, const TouchRequest& request) override {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    auto r = Call("POST", Path(queue, "/touch"), wire::WriteTouchRequest(receipt, lease_ms));
+    DELAYQ_RETURN_IF_ERROR(ValidateTouch(request));  // the body carries the progress as it is
+    auto r = Call("POST", Path(queue, "/touch"), wire::WriteTouchRequest(request));
     if (!r.ok()) return r.status();
     return wire::ParseTouchResponse(r->body);
   }

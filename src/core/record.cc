@@ -123,8 +123,10 @@ std::string EncodeDueRecord(const DueRecord& r) {
   std::string out;
   out.reserve(32 + r.record.size());
   ByteWriter w(&out);
-  const bool laned = r.priority != 0 || !r.group.empty();
-  w.U8(laned ? (r.record.empty() ? 4 : 5) : (r.record.empty() ? 2 : 3));
+  const bool progress = !r.progress.empty();
+  const bool laned = progress || r.priority != 0 || !r.group.empty();
+  const bool inline_record = !r.record.empty();
+  w.U8(progress ? (inline_record ? 7 : 6) : laned ? (inline_record ? 5 : 4) : (inline_record ? 3 : 2));
   w.Varint(static_cast<uint64_t>(r.due_ms));
   w.Varint(static_cast<uint64_t>(r.attempt));
   w.Fixed64(r.delivery.lo);
@@ -134,6 +136,7 @@ std::string EncodeDueRecord(const DueRecord& r) {
     w.U8(static_cast<uint8_t>(r.priority));
     w.Bytes(r.group);
   }
+  if (progress) w.Bytes(r.progress);
   out.append(r.record);
   return out;
 }
@@ -142,7 +145,7 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   ByteReader in(data);
   uint8_t version;
   if (!in.U8(&version)) return Truncated("due");
-  if (version < 1 || version > 5) return VersionError("due", version, kDueRecordVersion);
+  if (version < 1 || version > kDueRecordVersion) return VersionError("due", version, kDueRecordVersion);
   uint64_t due, attempt, lease;
   r->delivery = {};
   if (!in.Varint(&due) || !in.Varint(&attempt) || !in.Fixed64(&r->delivery.lo) || !in.Varint(&lease)) {
@@ -152,12 +155,14 @@ Status DecodeDueRecord(std::string_view data, DueRecord* r) {
   r->record = {};
   r->priority = 0;
   r->group = {};
+  r->progress = {};
   if (version >= 4) {
     uint8_t priority;
     if (!in.U8(&priority) || priority > Limits::kMaxPriority || !in.Bytes(&r->group)) return Truncated("due");
     r->priority = priority;
   }
-  if (version == 3 || version == 5) {
+  if (version >= 6 && (!in.Bytes(&r->progress) || r->progress.empty())) return Truncated("due");
+  if (version == 3 || version == 5 || version == 7) {
     if (in.empty()) return Truncated("due");  // a version 3 entry always holds a record
     r->record = in.rest();
   } else if (!in.empty()) {

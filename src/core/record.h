@@ -21,6 +21,9 @@
 //   DueRecord versions 4 and 5: versions 2 and 3 with u8 priority, bytes group after the
 //              delivery's high half (before the record, in 5). Written only for a job with a
 //              priority or a group: the scheduler needs them when the job comes due.
+//   DueRecord versions 6 and 7: versions 4 and 5 with bytes progress after the group (before
+//              the record, in 7). Written only for a reserved job whose delivery reported its
+//              progress (TouchRequest), so every other entry stays as before.
 //   (bytes = varint length + raw bytes; varints are LEB128.)
 //
 // How to change the format safely:
@@ -44,7 +47,7 @@
 namespace delayq {
 
 inline constexpr uint8_t kRecordVersion = 3;     // JobRecord (1 or 2 without a priority or group)
-inline constexpr uint8_t kDueRecordVersion = 5;  // DueRecord (2, 3 or 4: see above)
+inline constexpr uint8_t kDueRecordVersion = 7;  // DueRecord (2 to 6: see above)
 
 struct JobRecord {
   std::string queue;
@@ -75,6 +78,9 @@ struct DueRecord {
   // Versions 4 and 5: the job's priority and group (a view into the decoded bytes).
   int32_t priority = 0;
   std::string_view group;
+  // Versions 6 and 7: the current delivery's progress, JSON text (a view into the decoded bytes;
+  // empty: none).
+  std::string_view progress;
   // Version 3: the job's encoded JobRecord, a view into the decoded bytes (empty: the record
   // is elsewhere).
   std::string_view record;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/duration.h"
+#include "core/json_value.h"
 #include "core/trace_context.h"
 
 namespace delayq {
@@ -166,6 +167,20 @@ Status ValidateNack(const NackRequest& r, const QueueConfig& config) {
     return Status::InvalidArgument(
         fmt::format("retry_in_ms is {}; it must be between 0 and the queue's max_delay_ms ({})", *r.retry_in_ms,
                     config.max_delay_ms));
+  }
+  return Status::Ok();
+}
+
+Status ValidateTouch(const TouchRequest& r) {
+  if (r.lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*r.lease_ms));
+  if (!r.progress) return Status::Ok();
+  if (r.progress->size() > Limits::kMaxProgress) {
+    return Status::InvalidArgument(
+        fmt::format("progress is {} bytes of JSON; at most {} are allowed", r.progress->size(), Limits::kMaxProgress));
+  }
+  if (!IsJsonValue(*r.progress)) {
+    return Status::InvalidArgument(
+        "progress is not a JSON value; give a number, string, object or array, such as 0.5 or {\"done\": 3}");
   }
   return Status::Ok();
 }

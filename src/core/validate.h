@@ -32,6 +32,8 @@ Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets);
 
 // A nack's retry_in_ms is within 0..the queue's max_delay_ms.
 Status ValidateNack(const NackRequest& request, const QueueConfig& config);
+// A touch's lease_ms and progress (at most Limits::kMaxProgress bytes of JSON).
+Status ValidateTouch(const TouchRequest& request);
 // The last_error a nack stores: its error text cut to Limits::kMaxErrorText, or a default.
 std::string NackErrorText(const NackRequest& request);
 

@@ -216,11 +216,13 @@ std::function<void()> Touch(Context& c, const Call& call, Reply reply) {
   std::string name(call.queue());
   EndEach<TouchResult>(
       std::move(body->receipts), body->batch, "touched",
-      [&queue, &streams = c.streams, name, lease = body->lease_ms](const std::string& receipt, TouchCallback done) {
-        queue.TouchAsync(name, receipt, lease, [&streams, receipt, done = std::move(done)](Result<TouchResult> r) {
-          if (r.ok()) streams.Touched(receipt, r->lease_deadline_ms);
-          done(std::move(r));
-        });
+      [&queue, &streams = c.streams, name, lease = body->lease_ms, progress = body->progress](
+          const std::string& receipt, TouchCallback done) {
+        queue.TouchAsync(name, TouchRequest{receipt, lease, progress},
+                         [&streams, receipt, done = std::move(done)](Result<TouchResult> r) {
+                           if (r.ok()) streams.Touched(receipt, r->lease_deadline_ms);
+                           done(std::move(r));
+                         });
       },
       wire::WriteTouchResponse, std::move(reply));
   return {};

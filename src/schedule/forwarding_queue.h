@@ -57,15 +57,13 @@ class ForwardingQueue : public Base {
     return inner_.ReleaseBatch(q, receipts);
   }
   Result<NackResult> Nack(std::string_view q, const NackRequest& r) override { return inner_.Nack(q, r); }
-  Result<TouchResult> Touch(std::string_view q, std::string_view receipt, std::optional<int64_t> lease_ms) override {
-    return inner_.Touch(q, receipt, lease_ms);
-  }
+  using Queue::Touch;
+  Result<TouchResult> Touch(std::string_view q, const TouchRequest& r) override { return inner_.Touch(q, r); }
   void NackAsync(std::string_view q, const NackRequest& r, NackCallback done) override {
     inner_.NackAsync(q, r, std::move(done));
   }
-  void TouchAsync(std::string_view q, std::string_view receipt, std::optional<int64_t> lease_ms,
-                  TouchCallback done) override {
-    inner_.TouchAsync(q, receipt, lease_ms, std::move(done));
+  void TouchAsync(std::string_view q, const TouchRequest& r, TouchCallback done) override {
+    inner_.TouchAsync(q, r, std::move(done));
   }
   Result<JobPage> ListJobs(std::string_view q, const ListRequest& r) override { return inner_.ListJobs(q, r); }
   Result<int64_t> ReplayDead(std::string_view q, std::span<const std::string> ids) override {

@@ -31,6 +31,7 @@ Status ReadJob(sj::object o, Job* j) {
     else if (k == "dead_at") j->dead_at_ms = Int(v);
     else if (k == "priority") j->priority = static_cast<int32_t>(Int(v));
     else if (k == "group") j->group = IsNull(v) ? "" : Str(v);
+    else if (k == "progress") j->progress = IsNull(v) ? "" : Raw(v);
   }
   return Status::Ok();
 }
@@ -93,6 +94,13 @@ void WriteJob(JsonWriter& w, const Job& j) {
     w.Key("group").String(j.group);
   }
   WriteTraceContext(w, j.headers, true);
+  // Stores keep only checked JSON (ValidateTouch); a value that is not JSON after all shows as none
+  // rather than breaking the answer.
+  if (j.progress.empty() || !IsJsonValue(j.progress)) {
+    w.Key("progress").Null();
+  } else {
+    w.Key("progress").Raw(j.progress);
+  }
   w.EndObject();
 }
 

@@ -133,17 +133,6 @@ Status RawValue(sj::value v, std::string_view field, std::string* out) {
   return Status::Ok();
 }
 
-bool IsJsonValue(std::string_view bytes) {
-  if (bytes.empty()) return false;
-  ShrinkValidatorAfterUse shrink;
-  auto& parser = Validator();
-  if (parser.capacity() < bytes.size() || parser.max_depth() != kMaxJsonDepth) {
-    if (parser.allocate(std::max<size_t>(bytes.size(), 4096), kMaxJsonDepth)) return false;
-  }
-  simdjson::dom::element e;
-  return !parser.parse(bytes.data(), bytes.size(), true).get(e);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Answers (lenient)
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/json_value.h"
 #include "delayq/job.h"
 #include "delayq/status.h"
 
@@ -21,7 +22,7 @@ namespace delayq::wire {
 
 namespace sj = simdjson::ondemand;
 
-inline constexpr size_t kMaxJsonDepth = 64;
+using delayq::kMaxJsonDepth;  // core/json_value.h
 
 // A padded copy of the text and the on-demand parser over it.
 struct Doc {
@@ -43,8 +44,7 @@ Status GetString(sj::value v, std::string_view field, std::string* out);
 Status GetBool(sj::value v, std::string_view field, bool* out);
 // The exact text of a JSON value.
 Status RawValue(sj::value v, std::string_view field, std::string* out);
-// True when `bytes` is exactly one valid JSON value (surrounding whitespace allowed).
-bool IsJsonValue(std::string_view bytes);
+using delayq::IsJsonValue;  // core/json_value.h
 
 // --- answers (lenient) ---
 // A field that could not be read leniently: it keeps its default.

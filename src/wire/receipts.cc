@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/validate.h"
 #include "wire/json_read.h"
 #include "wire/json_writer.h"
 
@@ -61,10 +62,11 @@ std::string WriteNackRequest(const NackRequest& request) {
   return w.Take();
 }
 
-std::string WriteTouchRequest(std::string_view receipt, std::optional<int64_t> lease_ms) {
+std::string WriteTouchRequest(const TouchRequest& request) {
   JsonWriter w;
-  w.BeginObject().Key("receipt").String(receipt);
-  if (lease_ms) w.Key("lease_ms").Int(*lease_ms);
+  w.BeginObject().Key("receipt").String(request.receipt);
+  if (request.lease_ms) w.Key("lease_ms").Int(*request.lease_ms);
+  if (request.progress) w.Key("progress").Raw(*request.progress);
   w.EndObject();
   return w.Take();
 }
@@ -72,7 +74,7 @@ std::string WriteTouchRequest(std::string_view receipt, std::optional<int64_t> l
 Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor route) {
   constexpr std::string_view kAckFields[] = {"receipt", "receipts"};
   constexpr std::string_view kNackFields[] = {"receipt", "receipts", "retry_in_ms", "error", "dead"};
-  constexpr std::string_view kTouchFields[] = {"receipt", "receipts", "lease_ms"};
+  constexpr std::string_view kTouchFields[] = {"receipt", "receipts", "lease_ms", "progress"};
   using Names = std::span<const std::string_view>;
   const Names known = route == ReceiptsFor::kAck    ? Names(kAckFields)
                       : route == ReceiptsFor::kNack ? Names(kNackFields)
@@ -115,11 +117,17 @@ Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor rou
     } else if (key == "lease_ms") {
       DELAYQ_RETURN_IF_ERROR(GetInt(v, "lease_ms", &n, "an integer from 1000 to 43200000"));
       out.lease_ms = n;
+    } else if (key == "progress" && !IsNull(v)) {
+      std::string raw;
+      DELAYQ_RETURN_IF_ERROR(RawValue(v, "progress", &raw));
+      out.progress = std::move(raw);
     }
   }
   if (single && out.batch) {
     return Status::InvalidArgument("receipt and receipts are both given; give one of them");
   }
+  // A bad lease_ms or progress fails the whole request, not each receipt of a batch.
+  DELAYQ_RETURN_IF_ERROR(ValidateTouch(TouchRequest{{}, out.lease_ms, out.progress}));
   if (out.receipts.empty()) {
     return Status::InvalidArgument(out.batch ? "receipts is empty"
                                              : "receipt is missing; give \"receipt\" or \"receipts\"");

@@ -19,16 +19,17 @@ namespace delayq::wire {
 
 struct ReceiptsBody {
   std::vector<std::string> receipts;
-  bool batch = false;                  // "receipts": [...] rather than "receipt": "..."
-  std::optional<int64_t> retry_in_ms;  // nack
-  std::string error;                   // nack
-  bool dead = false;                   // nack
-  std::optional<int64_t> lease_ms;     // touch
+  bool batch = false;                   // "receipts": [...] rather than "receipt": "..."
+  std::optional<int64_t> retry_in_ms;   // nack
+  std::string error;                    // nack
+  bool dead = false;                    // nack
+  std::optional<int64_t> lease_ms;      // touch
+  std::optional<std::string> progress;  // touch: the JSON text as given (null: none)
 };
 
 std::string WriteAckRequest(std::span<const std::string> receipts, bool batch);
 std::string WriteNackRequest(const NackRequest& request);
-std::string WriteTouchRequest(std::string_view receipt, std::optional<int64_t> lease_ms);
+std::string WriteTouchRequest(const TouchRequest& request);
 // Which route's body: each takes "receipt" or "receipts", and its own fields besides.
 enum class ReceiptsFor { kAck, kNack, kTouch };
 // kInvalidArgument naming the field (also a field of another route: "lease_ms" on a nack);

@@ -115,8 +115,8 @@ TEST(Record, RefusesNewerVersionsAndGarbage) {
   EXPECT_FALSE(DecodeDueRecord("\x01\x01", &d).ok());
   std::string due = EncodeDueRecord({1, 2, DeliveryToken::Random(), 3});
   for (size_t n = 0; n < due.size(); ++n) EXPECT_FALSE(DecodeDueRecord(due.substr(0, n), &d).ok()) << n;
-  due[0] = 6;
-  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (5)"), std::string::npos);
+  due[0] = 8;
+  EXPECT_NE(DecodeDueRecord(due, &d).message().find("newer than this delayq understands (7)"), std::string::npos);
   due[0] = 3;  // version 3 without the record it must carry
   EXPECT_FALSE(DecodeDueRecord(due, &d).ok());
 }
@@ -146,6 +146,40 @@ TEST(Record, DueVersion3CarriesTheJobRecordAfterTheDueFields) {
   ASSERT_TRUE(DecodeDueRecord(EncodeDueRecord(plain), &out).ok());
   EXPECT_TRUE(out.record.empty()) << "a decoded entry does not keep the record of the one before";
   for (size_t n = 0; n < 21; ++n) EXPECT_FALSE(DecodeDueRecord(bytes.substr(0, n), &out).ok()) << n;
+}
+
+// A reserved job's progress makes its due entry version 6 (7 with the record inline): version 4's
+// fields (a priority and group, 0 and "" when none), then the progress as bytes, then the record.
+// Every other entry keeps the version an older delayq reads.
+TEST(Record, AProgressIsWrittenOnlyInTheEntriesOfJobsThatReportedOne) {
+  DueRecord due{11, 2, {7, 9}, 10};
+  due.progress = R"({"a":1})";
+  const std::string fields("\x0b\x02\x00\x00\x00\x00\x00\x00\x00\x09\x0a\x00\x00\x00\x00\x00\x00\x00\x07", 19);
+  const std::string entry = EncodeDueRecord(due);
+  EXPECT_EQ(entry, "\x06" + fields + std::string("\x00\x00\x07{\"a\":1}", 10)) << "priority 0, group \"\", progress";
+  DueRecord back;
+  ASSERT_TRUE(DecodeDueRecord(entry, &back).ok());
+  EXPECT_EQ(back.progress, R"({"a":1})");
+  EXPECT_EQ(back.lease_deadline_ms, 10);
+  EXPECT_TRUE(back.record.empty());
+  for (size_t n = 0; n < entry.size(); ++n) EXPECT_FALSE(DecodeDueRecord(entry.substr(0, n), &back).ok()) << n;
+  EXPECT_FALSE(DecodeDueRecord("\x06" + fields + std::string("\x00\x00\x00", 3), &back).ok())
+      << "a version 6 entry holds a progress";
+
+  const std::string record = EncodeJobRecord(Sample());
+  due.record = record;
+  due.priority = 4;
+  due.group = "g";
+  const std::string inline_entry = EncodeDueRecord(due);
+  EXPECT_EQ(inline_entry[0], 7);
+  ASSERT_TRUE(DecodeDueRecord(inline_entry, &back).ok());
+  EXPECT_EQ(back.progress, R"({"a":1})");
+  EXPECT_EQ(back.priority, 4);
+  EXPECT_EQ(back.group, "g");
+  EXPECT_EQ(back.record, record);
+  ASSERT_TRUE(DecodeDueRecord(EncodeDueRecord({11, 2, {7, 9}, 10}), &back).ok());
+  EXPECT_TRUE(back.progress.empty()) << "a decoded entry does not keep the progress of the one before";
+  EXPECT_EQ(EncodeDueRecord({11, 2, {7, 9}, 10})[0], 2) << "no progress: the version before";
 }
 
 // A priority or a group makes a job record version 3 and its due entry version 4 (5 with the

@@ -466,6 +466,44 @@ TEST_F(ApiTest, AckNackTouchSingleAndBatch) {
               "invalid_argument", "retry_in_ms");
 }
 
+// A touch's progress (SPEC §11.3): any JSON value, kept as written and shown on the job while its
+// delivery holds it; a batch touch reports it for every receipt; null is none; a bad one is
+// refused with a 400 naming it, and the touch does nothing.
+TEST_F(ApiTest, ATouchReportsProgressShownOnTheJob) {
+  for (int i = 0; i < 2; ++i) Call("POST", "/v1/queues/p/jobs", R"({"payload":1})");
+  json jobs = J(Call("POST", "/v1/queues/p/reserve", R"({"max":2})"))["jobs"];
+  ASSERT_EQ(jobs.size(), 2u);
+  const std::string r0 = jobs[0]["receipt"], r1 = jobs[1]["receipt"];
+  const std::string id0 = jobs[0]["id"], id1 = jobs[1]["id"];
+  EXPECT_TRUE(J(Call("GET", "/v1/queues/p/jobs/" + id0))["progress"].is_null());
+  auto t = Call("POST", "/v1/queues/p/touch", R"({"receipt":")" + r0 + R"(","progress":{"rows": 120, "of": 1e3}})");
+  ASSERT_EQ(t.status, 200) << t.body;
+  auto got = Call("GET", "/v1/queues/p/jobs/" + id0);
+  EXPECT_NE(got.body.find(R"("progress":{"rows": 120, "of": 1e3})"), std::string::npos) << "as written: " << got.body;
+  auto both = Call("POST", "/v1/queues/p/touch", R"({"receipts":[")" + r0 + R"(",")" + r1 + R"("],"progress":"half"})");
+  ASSERT_EQ(both.status, 200) << both.body;
+  EXPECT_EQ(J(both)["touched"], 2);
+  json listed = J(Call("GET", "/v1/queues/p/jobs?state=reserved"))["jobs"];
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0]["progress"], "half");
+  EXPECT_EQ(listed[1]["progress"], "half");
+  ASSERT_EQ(Call("POST", "/v1/queues/p/touch", R"({"receipt":")" + r1 + R"(","progress":null})").status, 200);
+  EXPECT_EQ(J(Call("GET", "/v1/queues/p/jobs/" + id1))["progress"], "half") << "null is none: the last one stays";
+
+  const std::string big = R"({"receipt":")" + r0 + R"(","progress":")" + std::string(5000, 'x') + R"("})";
+  auto refused = Call("POST", "/v1/queues/p/touch", big);
+  ExpectError(refused, 400, "invalid_argument", "progress is 5002 bytes of JSON; at most 4096");
+  EXPECT_LT(refused.body.size(), 400u) << "the value is not echoed";
+  ExpectError(Call("POST", "/v1/queues/p/touch", R"({"receipt":")" + r0 + R"(","progress":[1,)"), 400,
+              "invalid_argument");
+  const std::string big_batch =
+      R"({"receipts":[")" + r0 + R"(",")" + r1 + R"("],"progress":")" + std::string(5000, 'x') + R"("})";
+  ExpectError(Call("POST", "/v1/queues/p/touch", big_batch), 400, "invalid_argument", "progress is 5002 bytes");
+  EXPECT_EQ(J(Call("GET", "/v1/queues/p/jobs/" + id0))["progress"], "half") << "a refused touch changed nothing";
+  ASSERT_EQ(Call("POST", "/v1/queues/p/ack", R"({"receipt":")" + r0 + R"("})").status, 200);
+  ExpectError(Call("POST", "/v1/queues/p/touch", R"({"receipt":")" + r0 + R"(","progress":1})"), 404, "not_found");
+}
+
 TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
   std::string id = J(Call("POST", "/v1/queues/c/jobs", R"({"payload":1,"delay":"1h","key":"k"})"))["id"];
   auto p = Call("PATCH", "/v1/queues/c/jobs/" + id, R"({"delay":"2h"})");

@@ -185,9 +185,16 @@ TEST(WireReceipts, RequestsAndAnswersRoundTrip) {
   EXPECT_EQ(nack->retry_in_ms, 5);
   EXPECT_EQ(nack->error, "e");
   EXPECT_TRUE(nack->dead);
-  auto touch = ParseReceiptsRequest(WriteTouchRequest("a.1.2", 60'000), ReceiptsFor::kTouch);
+  auto touch = ParseReceiptsRequest(WriteTouchRequest({"a.1.2", 60'000, R"({"done": [1, 2]})"}), ReceiptsFor::kTouch);
   ASSERT_TRUE(touch.ok());
   EXPECT_EQ(touch->lease_ms, 60'000);
+  EXPECT_EQ(touch->progress, R"({"done": [1, 2]})") << "kept as written";
+  auto plain = ParseReceiptsRequest(WriteTouchRequest({"a.1.2", {}, {}}), ReceiptsFor::kTouch);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->progress);
+  auto null = ParseReceiptsRequest(R"({"receipt": "a.1.2", "progress": null})", ReceiptsFor::kTouch);
+  ASSERT_TRUE(null.ok());
+  EXPECT_FALSE(null->progress) << "null is none";
 
   auto n = ParseNackResponse(WriteNackResponse({.state = JobState::kDead, .due_at_ms = 11}));
   ASSERT_TRUE(n.ok());
@@ -280,6 +287,8 @@ TEST(WireClosedObjects, AnUnknownFieldIsRefusedNamingTheNearestKnownOne) {
       {R"({"receipt": "r", "lease_ms": 5})", nack, R"(unknown field "lease_ms")"},
       {R"({"receipt": "r", "retry_in": 5})", nack, R"(did you mean "retry_in_ms"?)"},
       {R"({"receipt": "r", "lease": 5})", touch, R"(did you mean "lease_ms"?)"},
+      {R"({"receipt": "r", "progres": 5})", touch, R"(did you mean "progress"?)"},
+      {R"({"receipt": "r", "progress": 5})", ack, R"(unknown field "progress")"},
       {R"({"lease_ms": 5000, "max_atempts": 3})", config, R"(did you mean "max_attempts"?)"},
       {R"({"backoff": {"base": 10}})", config, R"(unknown field "backoff.base" (did you mean "base_ms"?))"},
       {R"({"delay": "5s", "when": 1})", reschedule, R"(unknown field "when")"},

@@ -587,30 +587,36 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
   return result;
 }
 
-Result<TouchResult> EngineImpl::Touch(std::string_view queue, std::string_view receipt_text,
-                                      std::optional<int64_t> lease_ms) {
+Result<TouchResult> EngineImpl::Touch(std::string_view queue, const TouchRequest& request) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
-  auto receipt = signer_->Open(queue, receipt_text);  // answered after the queue's existence
+  DELAYQ_RETURN_IF_ERROR(ValidateTouch(request));
+  auto receipt = signer_->Open(queue, request.receipt);  // answered after the queue's existence
   Op op(*this, Op::kWrites);
-  auto result = TouchLocked(op, queue, receipt, lease_ms);
+  auto result = TouchLocked(op, queue, receipt, request);
   if (!result.ok()) return result;
   DELAYQ_RETURN_IF_ERROR(op.Finish());
   return result;
 }
 
-void EngineImpl::TouchAsync(std::string_view queue, std::string_view receipt_text, std::optional<int64_t> lease_ms,
-                            TouchCallback done) {
+void EngineImpl::TouchAsync(std::string_view queue, const TouchRequest& request, TouchCallback done) {
   Status valid = ValidateQueueName(queue);
-  if (valid.ok() && lease_ms) valid = ValidateLeaseMs(*lease_ms);
+  if (valid.ok()) valid = ValidateTouch(request);
   if (!valid.ok()) return done(valid);
-  auto receipt = signer_->Open(queue, receipt_text);
+  auto receipt = signer_->Open(queue, request.receipt);
   Op op(*this, Op::kWrites);
-  FinishWith(op, TouchLocked(op, queue, receipt, lease_ms), std::move(done));
+  FinishWith(op, TouchLocked(op, queue, receipt, request), std::move(done));
+}
+
+Result<std::string> EngineImpl::ProgressLocked(std::string_view queue, const DueKey& key) {
+  std::string raw;
+  DueRecord due;
+  DELAYQ_RETURN_IF_ERROR(storage_->Get(Cf::kDue, DueIndexKey(queue, key), &raw));
+  DELAYQ_RETURN_IF_ERROR(DecodeDueRecord(raw, &due));
+  return std::string(due.progress);
 }
 
 Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, const Result<Receipt>& receipt,
-                                            std::optional<int64_t> lease_ms) {
+                                            const TouchRequest& request) {
   TouchResult result;
   DELAYQ_RETURN_IF_ERROR(op.status());
   {
@@ -621,7 +627,7 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
     JobRecord record;
     bool have_record;
     DELAYQ_RETURN_IF_ERROR(LocateReceiptLocked(q, *receipt, &t, &record, &have_record));
-    const int64_t lease = lease_ms.value_or(ConfigOf(q).lease_ms);
+    const int64_t lease = request.lease_ms.value_or(ConfigOf(q).lease_ms);
     const int64_t deadline = op.now().wall_ms() + lease;
     const int64_t deadline_mono_us = op.now().mono_us + lease * 1000;
     auto batch = storage_->NewBatch();
@@ -634,6 +640,17 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
       DELAYQ_RETURN_IF_ERROR(ReadRecord(*storage_, queue, t.id, &t.key, &record, &still_inline, &inline_record));
       if (still_inline) due.record = inline_record;
     }
+    // The progress is rewritten with its entry: this touch's, else the delivery's last one (an
+    // entry whose lease had run out may hold one too).
+    std::string kept_progress;
+    if (request.progress) {
+      due.progress = *request.progress;
+    } else if (const Lease* held = leases_.Find(t.id); !held || held->has_progress) {
+      auto kept = ProgressLocked(queue, t.key);
+      if (!kept.ok()) return kept.status();
+      kept_progress = std::move(*kept);
+      due.progress = kept_progress;
+    }
     batch->Put(Cf::kDue, DueIndexKey(queue, t.key), EncodeDueRecord(due));
     DELAYQ_RETURN_IF_ERROR(op.Write(*batch));
     if (t.leased) {
@@ -645,6 +662,7 @@ Result<TouchResult> EngineImpl::TouchLocked(Op& op, std::string_view queue, cons
       AddLeaseLocked(t.id, Lease{q, t.key, t.attempt, record.max_attempts, t.delivery, deadline, deadline_mono_us,
                                  record.key, record.key_indexed, record.key_ttl_ms, t.in_due, t.lane});
     }
+    leases_.SetHasProgress(t.id, !due.progress.empty());
     result.lease_deadline_ms = deadline;
   }
   return result;

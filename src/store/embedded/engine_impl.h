@@ -75,10 +75,10 @@ class EngineImpl final : public Engine {
   void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
-  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
+  using Queue::Touch;
+  Result<TouchResult> Touch(std::string_view queue, const TouchRequest& request) override;
   void NackAsync(std::string_view queue, const NackRequest& request, NackCallback done) override;
-  void TouchAsync(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms,
-                  TouchCallback done) override;
+  void TouchAsync(std::string_view queue, const TouchRequest& request, TouchCallback done) override;
   Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;
@@ -198,7 +198,9 @@ class EngineImpl final : public Engine {
   Result<NackResult> NackLocked(Op& op, std::string_view queue, const NackRequest& request,
                                 const Result<Receipt>& receipt);
   Result<TouchResult> TouchLocked(Op& op, std::string_view queue, const Result<Receipt>& receipt,
-                                  std::optional<int64_t> lease_ms);
+                                  const TouchRequest& request);
+  // The progress a reserved job's due entry holds (empty when none).
+  Result<std::string> ProgressLocked(std::string_view queue, const DueKey& key);
   template <typename T>
   static void FinishWith(Op& op, Result<T> result, std::function<void(Result<T>)> done);  // engine_op.h
   Result<EnqueuePlan> PlanEnqueueLocked(std::string_view queue, const QueueConfig& config,

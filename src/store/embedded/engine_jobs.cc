@@ -241,6 +241,11 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
     job.state = JobState::kReserved;
     job.attempt = lease->attempt;
     job.lease_deadline_ms = lease->deadline_ms;
+    if (lease->has_progress) {
+      auto progress = ProgressLocked(q->name, lease->key);
+      if (!progress.ok()) return progress.status();
+      job.progress = std::move(*progress);
+    }
   } else if (auto r = q->ready.find(key); r != q->ready.end()) {
     job.state = JobState::kReady;
     job.attempt = r->second.attempt;

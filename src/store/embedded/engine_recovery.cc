@@ -53,7 +53,8 @@ class EngineImpl::Recovery {
   struct PendingLease {
     QueueState* queue;
     DueKey key;
-    DueRecord due;  // its views (record, group) are not used: they point into the scan's rows
+    DueRecord due;  // its views (record, group, progress) are not used: they point into the scan's rows
+    bool has_progress = false;
   };
   // A job that is not reserved: ready when due, else counted and in its queue's window while the
   // window takes whole buckets.
@@ -99,7 +100,7 @@ Status EngineImpl::Recovery::Due() {
     ++q->live;
     ++jobs_;
     if (rec.lease_deadline_ms != 0) {
-      pending_.push_back({q, key, rec});
+      pending_.push_back({q, key, rec, !rec.progress.empty()});
     } else {
       Place(q, key, bucket, rec);
     }
@@ -145,7 +146,7 @@ Status EngineImpl::Recovery::Leases() {
     const int64_t left_us = std::max<int64_t>(0, p.due.lease_deadline_ms * 1000 - now_.wall_us);
     e_.AddLeaseLocked(p.key.id, Lease{p.queue, p.key, p.due.attempt, record.max_attempts, p.due.delivery,
                                       p.due.lease_deadline_ms, now_.mono_us + left_us, record.key, record.key_indexed,
-                                      record.key_ttl_ms, in_due, Lane{record.priority, record.group}});
+                                      record.key_ttl_ms, in_due, Lane{record.priority, record.group}, p.has_progress});
   }
   return Status::Ok();
 }

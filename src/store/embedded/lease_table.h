@@ -31,6 +31,7 @@ struct Lease {
   int64_t key_ttl_ms = 0;  // the job's EnqueueRequest::key_ttl_ms
   bool in_due = false;     // its record is inline in its due entry (keys.h)
   Lane lane;
+  bool has_progress = false;  // its due entry holds this delivery's progress (DueRecord)
 };
 
 // Where a receipt's delivery is now (EngineImpl::LocateReceiptLocked).
@@ -55,6 +56,9 @@ class LeaseTable {
   size_t size() const { return leases_.size(); }
   // Moves a lease's end: to deadline_mono_us, shown as deadline_ms (nullopt: as it was).
   void Extend(const Ulid& id, int64_t deadline_mono_us, std::optional<int64_t> deadline_ms = std::nullopt);
+  void SetHasProgress(const Ulid& id, bool has_progress) {
+    if (auto it = leases_.find(id); it != leases_.end()) it->second.has_progress = has_progress;
+  }
   // The earliest end of a lease (Clock::kNever: none), and the leases ended by mono_us.
   int64_t NextDeadline() const { return deadlines_.Next(); }
   std::vector<Ulid> EndedBy(int64_t mono_us) const { return deadlines_.DueBy(mono_us); }

@@ -55,7 +55,7 @@ Result<JobPage> PostgresQueue::ListJobs(std::string_view queue_view, const ListR
   int64_t bytes = 0;
   int i = 0;
   for (; i < r->size() && i < request.limit; ++i) {
-    auto job = JobFromRow(queue, *r, i, r->Int(i, 15));
+    auto job = JobFromRow(queue, *r, i, r->Int(i, kJobColumnCount));
     if (!job.ok()) return job.status();
     const auto size = static_cast<int64_t>(job->payload.size() + job->key.size() + job->group.size()) + 64;
     if (i > 0 && bytes + size > Limits::kMaxListBytes) break;
@@ -63,7 +63,7 @@ Result<JobPage> PostgresQueue::ListJobs(std::string_view queue_view, const ListR
     page.jobs.push_back(std::move(*job));
   }
   if (i < r->size()) {
-    page.next_cursor = EncodePageCursor(request.state, {r->Int(i - 1, 16), page.jobs.back().id});
+    page.next_cursor = EncodePageCursor(request.state, {r->Int(i - 1, kJobColumnCount + 1), page.jobs.back().id});
   }
   return page;
 }

@@ -158,6 +158,7 @@ Result<Job> JobFromRow(const std::string& queue, const Rows& r, int row, int64_t
   if (j.state == JobState::kDead) j.dead_at_ms = r.Int(row, 12);
   j.priority = static_cast<int32_t>(r.Int(row, 13));
   j.group = r.Str(row, 14);
+  if (j.state == JobState::kReserved) j.progress = r.Str(row, 15);
   return j;
 }
 

@@ -31,7 +31,10 @@ QueueConfig ConfigFromRow(const Rows& rows, int row, int col);
 // The columns of delayq.jobs a Job shows, in the order JobFromRow reads them.
 inline constexpr const char* kJobColumns =
     "id, state, due_at_ms, attempt, max_attempts, key, payload, is_binary, headers, created_at_ms, last_error, "
-    "lease_deadline_ms, dead_at_ms, priority, grp";
+    "lease_deadline_ms, dead_at_ms, priority, grp, "
+    "CASE WHEN state = 'r' AND progress_token = token THEN progress END";  // its delivery's (v4_1_progress.sql)
+// How many columns kJobColumns names: what a query selects after them starts at this index.
+inline constexpr int kJobColumnCount = 16;
 // The job of that row at `now_ms` (a waiting job is ready once due). Headers are the jsonb's text.
 Result<Job> JobFromRow(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
 

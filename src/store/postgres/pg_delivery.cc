@@ -401,21 +401,23 @@ Result<NackResult> PostgresQueue::Nack(std::string_view queue_view, const NackRe
   return result;
 }
 
-Result<TouchResult> PostgresQueue::Touch(std::string_view queue_view, std::string_view receipt_text,
-                                         std::optional<int64_t> lease_ms) {
-  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
+Result<TouchResult> PostgresQueue::Touch(std::string_view queue_view, const TouchRequest& request) {
+  DELAYQ_RETURN_IF_ERROR(ValidateTouch(request));
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
   const std::string queue(queue_view);
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();
-  auto receipt = OpenReceipt(queue, receipt_text);
+  auto receipt = OpenReceipt(queue, request.receipt);
   if (!receipt.ok()) return receipt.status();
   const std::string id = receipt->id.ToString();
+  // A progress (NULL: none) replaces the delivery's last one; without one, both stay as they are.
   auto r = Exec(
-      "UPDATE delayq.jobs SET lease_deadline_ms = delayq.now_ms() + $4 WHERE queue = $1 AND id = $2 AND state = 'r' "
-      "AND token = $3 AND lease_deadline_ms > delayq.now_ms() RETURNING lease_deadline_ms",
+      "UPDATE delayq.jobs SET lease_deadline_ms = delayq.now_ms() + $4, progress = coalesce($5::json, progress), "
+      "progress_token = CASE WHEN $5 IS NULL THEN progress_token ELSE token END WHERE queue = $1 AND id = $2 AND "
+      "state = 'r' AND token = $3 AND lease_deadline_ms > delayq.now_ms() RETURNING lease_deadline_ms",
       {Param::Of(queue), Param::Of(id), Param::Of(receipt->token.Hex()),
-       Param::Of(lease_ms.value_or(config->lease_ms))});
+       Param::Of(request.lease_ms.value_or(config->lease_ms)),
+       request.progress ? Param::Of(*request.progress) : Param::Null()});
   if (!r.ok()) return r.status();
   if (r->empty()) return DeliveryError(queue, id, receipt->token.Hex());
   NoteLease(r->Int(0, 0));

@@ -223,7 +223,7 @@ Result<Job> PostgresQueue::GetById(const std::string& queue, const std::string& 
            {Param::Of(queue), Param::Of(id)});
   if (!r.ok()) return r.status();
   if (r->empty()) return errors::NoSuchJob(queue, id);
-  return JobFromRow(queue, *r, 0, r->Int(0, 15));
+  return JobFromRow(queue, *r, 0, r->Int(0, kJobColumnCount));
 }
 
 Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
@@ -242,7 +242,7 @@ Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
                 {Param::Of(queue), Param::Of(ref.key)});
   if (!r.ok()) return r.status();
   if (r->empty()) return errors::NoJobWithKey(queue, ref.key);
-  return JobFromRow(queue, *r, 0, r->Int(0, 15));
+  return JobFromRow(queue, *r, 0, r->Int(0, kJobColumnCount));
 }
 
 Status PostgresQueue::Cancel(std::string_view queue_view, const JobRef& ref) {

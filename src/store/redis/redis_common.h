@@ -34,7 +34,7 @@ inline std::vector<std::string> ShardKeys(const std::string& queue, int shard, i
   const std::string p = "dq:{" + Tag(queue, shard, shards) + "}:";
   return {p + "due",    p + "jobs",   p + "meta",     p + "ready",    p + "leases", p + "dead",
           p + "keys",   p + "errors", p + "counters", p + "lateness", p + "config", p + "wake",
-          p + "keyttl", p + "kept",   p + "turns",    p + "lane:",    p + "laned"};
+          p + "keyttl", p + "kept",   p + "turns",    p + "lane:",    p + "laned",  p + "progress"};
 }
 inline constexpr size_t kMetaKey = 2, kDeadKey = 5, kConfigKey = 10;  // indexes into ShardKeys
 // The config hash every server reads a queue's shards and config from (shard 0's tag unsharded).

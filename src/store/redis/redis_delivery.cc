@@ -309,19 +309,19 @@ Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackReque
   return r;
 }
 
-Result<TouchResult> RedisQueue::Touch(std::string_view queue_view, std::string_view receipt_text,
-                                      std::optional<int64_t> lease_ms) {
-  if (lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*lease_ms));
+Result<TouchResult> RedisQueue::Touch(std::string_view queue_view, const TouchRequest& request) {
+  DELAYQ_RETURN_IF_ERROR(ValidateTouch(request));
   auto info = Info(queue_view, false);
   if (!info.ok()) return info.status();
   const QueueView& q = *info;
-  auto receipt = Signer()->Open(q.name, receipt_text);
+  auto receipt = Signer()->Open(q.name, request.receipt);
   if (!receipt.ok()) return receipt.status();
   const int shard = q.ShardOfId(receipt->id);
-  auto v = Run(kTouchScript, q, shard,
-               {receipt->id.ToString(), receipt->token.Hex(), std::to_string(lease_ms.value_or(q.config.lease_ms)),
-                std::to_string(kClaimIdleMs), options_.consumer},
-               true);
+  auto v =
+      Run(kTouchScript, q, shard,
+          {receipt->id.ToString(), receipt->token.Hex(), std::to_string(request.lease_ms.value_or(q.config.lease_ms)),
+           std::to_string(kClaimIdleMs), options_.consumer, request.progress ? "|" + *request.progress : std::string()},
+          true);
   if (!v.ok()) return v.status();
   if (v->is_error()) return ScriptError(*v);
   if (v->type != Value::kInteger) return DeliveryError(v->str, receipt->id);

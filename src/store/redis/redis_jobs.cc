@@ -219,6 +219,12 @@ Result<Job> RedisQueue::ToJob(const std::string& queue, const Value& v) {
     case 'r': {
       j.lease_deadline_ms = v.array[4].AsInt();
       j.state = j.lease_deadline_ms > now ? JobState::kReserved : JobState::kReady;
+      // dq:{q}:progress holds "delivery|json": only the current delivery's is shown.
+      const std::string_view progress = v.array.size() > 7 ? std::string_view(v.array[7].str) : "";
+      if (j.state == JobState::kReserved && progress.size() > meta->delivery.size() + 1 &&
+          progress.starts_with(meta->delivery) && progress[meta->delivery.size()] == '|') {
+        j.progress = progress.substr(meta->delivery.size() + 1);
+      }
       break;
     }
     case 'd':

@@ -105,7 +105,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
-  Result<TouchResult> Touch(std::string_view queue, std::string_view receipt, std::optional<int64_t> lease_ms) override;
+  using Queue::Touch;
+  Result<TouchResult> Touch(std::string_view queue, const TouchRequest& request) override;
   Result<JobPage> ListJobs(std::string_view queue, const ListRequest& request) override;
   Result<int64_t> ReplayDead(std::string_view queue, std::span<const std::string> ids) override;
   Result<int64_t> PurgeDead(std::string_view queue) override;

@@ -26,6 +26,9 @@
 //                                  + due: a group's ready jobs with a priority or a group
 //  17 dq:{q}:laned     sorted set  id -> due            ready and reserved jobs with a priority
 //                                  or a group (the job listing's index of what the stream lacks)
+//  18 dq:{q}:progress  hash        id -> "delivery|json"   a reserved job's progress, as its
+//                                  delivery's last touch reported it (shown only while that
+//                                  delivery holds the job; deleted with the job)
 //
 // Priorities and groups (core/ready_order.h is the rule; the Lua below is its twin). Jobs with
 // neither go through the stream as before. A ready job with one is in its group's lane set

@@ -145,14 +145,14 @@ TEST(AsyncDurability, NacksAndTouchesAreAnsweredAfterTheFsyncWithoutHoldingTheir
     });
   }
   Result<TouchResult> touched = Status::Internal("unanswered");
-  h.engine().TouchAsync("q", (*got)[2].receipt, 90'000, [&](Result<TouchResult> r) {
+  h.engine().TouchAsync("q", {(*got)[2].receipt, 90'000, {}}, [&](Result<TouchResult> r) {
     touched = r;
     answers.Add(r.status());
   });
   // Errors need no fsync: answered at once, on this thread.
   h.engine().NackAsync("q", {"forged.0.0", std::nullopt, "", false},
                        [&](Result<NackResult> r) { answers.Add(r.status()); });
-  h.engine().TouchAsync("q", (*got)[3].receipt, -1, [&](Result<TouchResult> r) { answers.Add(r.status()); });
+  h.engine().TouchAsync("q", {(*got)[3].receipt, -1, {}}, [&](Result<TouchResult> r) { answers.Add(r.status()); });
   ASSERT_EQ(answers.size(), 2u) << "the durable ones wait for the fsync";
   EXPECT_EQ(answers.statuses()[0].code(), Code::kInvalidArgument);
   EXPECT_EQ(answers.statuses()[1].code(), Code::kInvalidArgument);

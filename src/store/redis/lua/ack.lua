@@ -40,6 +40,7 @@ if #gone > 0 then
   redis.call('HDEL', K_META, unpack(gone))
   redis.call('HDEL', K_ERRORS, unpack(gone))
   redis.call('HDEL', K_KEYTTL, unpack(gone))
+  if redis.call('EXISTS', K_PROGRESS) == 1 then redis.call('HDEL', K_PROGRESS, unpack(gone)) end
   redis.call('ZREM', K_LEASES, unpack(gone))
 end
 if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end

@@ -18,7 +18,7 @@ local function row(id, meta)
   local body = redis.call('HGET', K_JOBS, id) or ''
   bytes = bytes + #body
   return { id, meta, body, redis.call('HGET', K_ERRORS, id) or '', redis.call('ZSCORE', K_LEASES, id) or '',
-           redis.call('ZSCORE', K_DEAD, id) or '', now }
+           redis.call('ZSCORE', K_DEAD, id) or '', now, redis.call('HGET', K_PROGRESS, id) or '' }
 end
 local function full() return #rows >= limit or bytes >= max_bytes end
 local CHUNK = 200

@@ -6,6 +6,7 @@
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_KEYTTL, K_KEPT, K_TURNS, K_LANE, K_LANED = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+local K_PROGRESS = KEYS[18]
 local GROUP = 'dq'
 
 local function now_us()
@@ -260,6 +261,7 @@ local function remove_job(id, m, now)
   redis.call('HDEL', K_JOBS, id)
   redis.call('HDEL', K_META, id)
   redis.call('HDEL', K_ERRORS, id)
+  redis.call('HDEL', K_PROGRESS, id)
   redis.call('ZREM', K_LEASES, id)
   redis.call('ZREM', K_DUE, id)
   redis.call('ZREM', K_DEAD, id)
@@ -273,6 +275,7 @@ local function go_dead(id, m, now, err)
   redis.call('ZADD', K_DEAD, now, id)
   release_key(id, m)
   if err and err ~= '' then redis.call('HSET', K_ERRORS, id, err) end
+  redis.call('HDEL', K_PROGRESS, id)
   m.state = 'd'
   m.delivery = '0'
   meta_put(id, m)

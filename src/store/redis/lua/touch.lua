@@ -1,6 +1,10 @@
--- ARGV: id, token, lease_ms, T, consumer. Returns the new lease deadline, or "N" / "E:..." as ack.
+-- ARGV: id, token, lease_ms, T, consumer, progress ('' = none; else '|' then the JSON text).
+-- Returns the new lease deadline, or "N" / "E:..." as ack.
 -- (ARGV[4], T, is not read: a touch sets the idle time to 0, below any T.)
-local id, token, lease, consumer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[5]
+local id, token, lease, consumer, progress = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[5], ARGV[6]
+local function note_progress()
+  if progress ~= '' then redis.call('HSET', K_PROGRESS, id, token .. progress) end
+end
 local m = meta_get(id)
 if not m then return 'N' end
 if laned(m) and (m.state == 'r' or m.state == 'q') and m.delivery == token and m.delivery ~= '0' then
@@ -12,6 +16,7 @@ if laned(m) and (m.state == 'r' or m.state == 'q') and m.delivery == token and m
     meta_put(id, m)
   end
   redis.call('ZADD', K_LEASES, now + lease, id)
+  note_progress()
   return now + lease
 end
 if (m.state ~= 'r' and m.state ~= 'q') or m.delivery ~= token or m.sid == '-' then
@@ -25,4 +30,5 @@ local now = math.floor(now_us() / 1000)
 m.state = 'r'
 meta_put(id, m)
 redis.call('ZADD', K_LEASES, now + lease, id)
+note_progress()
 return now + lease
