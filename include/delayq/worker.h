@@ -77,6 +77,10 @@ class Worker {
   bool stopping() const { return stopping_; }
   // True while jobs come by a stream; false with reserves.
   bool streaming() const { return streaming_; }
+  // From a handler: reports how far it has got with `job` (progress_json: any JSON value of at
+  // most Limits::kMaxProgress bytes), shown on the job while it runs (Job::progress); touches its
+  // lease too. kInvalidArgument when the job's handler is not running here; else Touch's errors.
+  Status Progress(const Delivery& job, std::string progress_json);
 
  private:
   struct Streamed {

@@ -73,6 +73,7 @@ void PrintJob(const Job& j, bool json) {
   if (!j.group.empty()) std::printf("group       %s\n", j.group.c_str());
   std::printf("created     %s\n", WhenText(j.created_at_ms).c_str());
   if (j.state == JobState::kReserved) std::printf("lease until %s\n", WhenText(j.lease_deadline_ms).c_str());
+  if (!j.progress.empty()) std::printf("progress    %s\n", j.progress.c_str());
   if (j.state == JobState::kDead) std::printf("dead since  %s\n", WhenText(j.dead_at_ms).c_str());
   if (!j.last_error.empty()) std::printf("last error  %s\n", j.last_error.c_str());
   for (const auto& [k, v] : j.headers) std::printf("header      %s: %s\n", k.c_str(), v.c_str());

@@ -330,6 +330,20 @@ void Worker::SendAcks() {
   }
 }
 
+Status Worker::Progress(const Delivery& job, std::string progress_json) {
+  std::string receipt;
+  {
+    std::lock_guard lock(mu_);
+    auto running = running_.find(job.id);
+    if (running == running_.end()) {
+      return Status::InvalidArgument("job " + job.id +
+                                     " is not running in this worker; report progress from its handler");
+    }
+    receipt = in_flight_.at(running->second);  // the newest delivery of the job
+  }
+  return queue_.Touch(name_, TouchRequest{std::move(receipt), options_.lease_ms, std::move(progress_json)}).status();
+}
+
 // Touches the leases of the jobs whose handlers run, every third of the lease: options_.lease_ms,
 // or else the queue's lease_ms, read again every round (a config change shortens the rounds).
 // It used 30 s whenever options_.lease_ms was unset, so on a queue with a shorter lease a long

@@ -255,8 +255,12 @@ class Worker {
   }
 
   std::string Touch(const std::string& queue, const std::string& receipt, int64_t lease, const char* why) {
+    // Every other touch reports a progress too: the touch's rules (a stale receipt refused, the
+    // lease moved) hold with one as without.
+    std::optional<std::string> progress;
+    if (Uniform(0, 1) == 1) progress = fmt::format(R"({{"why":"{}","lease":{}}})", why, lease);
     return Do("touch", queue, {{"rc", receipt}, {"lease", lease}, {"why", why}}, [&](Json& r, std::string& m) {
-      auto res = client_->Touch(queue, receipt, lease);
+      auto res = client_->Touch(queue, TouchRequest{receipt, lease, progress});
       if (!res.ok()) {
         m = res.status().message();
         return std::string(Name(res.code()));

@@ -52,6 +52,25 @@ TEST_F(CliTest, EnqueueGetCancelWithExitCodes) {
   EXPECT_NE(stats.out.find("orders"), std::string::npos);
 }
 
+// `delayq touch --progress` reports a delivery's progress; `get` shows it while it holds the job,
+// and a bad one exits 2 (bad input) naming it.
+TEST_F(CliTest, TouchReportsProgressThatGetShows) {
+  RunResult e = Cli({"enqueue", "reports", R"({"month":11})"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const std::string id = e.out.substr(e.out.find("enqueued ") + 9, 26);
+  RunResult r = Cli({"reserve", "reports"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("receipt ") + 8;
+  const std::string receipt = r.out.substr(at, r.out.find('\n', at) - at);
+  RunResult t = Cli({"touch", "reports", receipt, "--lease", "2m", "--progress", R"({"rows": 120})"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  RunResult g = Cli({"get", "reports", id});
+  EXPECT_NE(g.out.find(R"(progress    {"rows": 120})"), std::string::npos) << g.out;
+  RunResult bad = Cli({"touch", "reports", receipt, "--progress", "half done"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("progress is not a JSON value"), std::string::npos) << bad.err;
+}
+
 // `bench --lead` moves the window's start: 0ms makes jobs come due while others are still being
 // enqueued (what `make bench-peers` measures); a lead longer than the enqueue does not.
 // A typo names the nearest command, option or queue, creates nothing, and exits 2 (bad input) or 3

@@ -82,6 +82,38 @@ TEST(WorkerTest, TheHandlerGetsTheProducersTraceContext) {
   EXPECT_EQ(state, "a=1");
 }
 
+// A handler reports its progress through its worker: the job shows it while the handler runs.
+TEST(WorkerTest, AHandlerReportsItsProgress) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  auto made = engine->Enqueue("w", EnqueueRequest{.payload = "1"});
+  ASSERT_TRUE(made.ok());
+  std::mutex m;
+  std::string seen;
+  Status reported = Status::Internal("not called");
+  Worker* self = nullptr;
+  Worker worker(*engine, "w",
+                [&](const Delivery& d) {
+                  Status s = self->Progress(d, R"({"step": 1})");
+                  auto job = engine->Get("w", JobRef::ById(d.id));
+                  std::lock_guard lock(m);
+                  reported = s;
+                  seen = job.ok() ? job->progress : job.status().ToString();
+                },
+                {.wait_ms = 200});
+  self = &worker;
+  worker.Start();
+  ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 1; }));
+  worker.Stop();
+  std::lock_guard lock(m);
+  EXPECT_TRUE(reported.ok()) << reported.ToString();
+  EXPECT_EQ(seen, R"({"step": 1})");
+  EXPECT_EQ(engine->Get("w", JobRef::ById(made->id)).code(), Code::kNotFound) << "acked: gone";
+  Delivery other;
+  other.id = made->id;
+  EXPECT_EQ(worker.Progress(other, "1").code(), Code::kInvalidArgument) << "not running here";
+}
+
 // The queue's lease is 2 s and the handler runs 4 s: its lease is touched meanwhile, so no other
 // slot receives the job, and it is delivered once. (The keep-alive waited 30 s between touches
 // when WorkerOptions::lease_ms was unset, and the job went to a second handler.)

@@ -153,6 +153,26 @@ TEST_F(DashboardTest, DeadJobIsReplayedAndPurgeAsksFirst) {
   EXPECT_EQ(api_->Stats("refunds")->dead, 0);
 }
 
+// A reserved job's progress, as its consumer's touch reported it, shows in the Reserved tab and on
+// the job's page.
+TEST_F(DashboardTest, AReservedJobShowsItsProgress) {
+  auto made = api_->Enqueue("reports", Job(R"({"month":11})"));
+  ASSERT_TRUE(made.ok());
+  auto got = api_->Reserve("reports", {1, 0, std::nullopt});
+  ASSERT_TRUE(got.ok() && got->size() == 1);
+  ASSERT_TRUE(
+      api_->Touch("reports", TouchRequest{(*got)[0].receipt, std::nullopt, R"({"rows": 120, "of": 1000})"}).ok());
+  browser_.Go(Url("#/queue/reports/jobs/reserved"));
+  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=progress]') && "
+                          "document.querySelector('[data-testid=progress]').textContent"),
+            R"({"rows":120,"of":1000})");
+  browser_.Go(Url("#/job/reports/" + made->id));
+  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-progress]') && "
+                          "document.querySelector('[data-testid=job-progress]').textContent"),
+            R"({"rows":120,"of":1000})");
+  browser_.Screenshot(Shot("progress"));
+}
+
 // The jobs of a state are browsed a page at a time with their payload shown; selected scheduled
 // jobs are run now (they turn ready) or cancelled after a confirmation; the queue page says
 // when lateness is the wait for a consumer.

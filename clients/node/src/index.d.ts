@@ -140,6 +140,8 @@ export interface JobInfo {
   group: string | null;
   traceparent: string | null;
   tracestate: string | null;
+  /** While reserved: its delivery's last progress (Client.touch); else null. */
+  progress: unknown;
 }
 export interface BatchResult {
   done: number;
@@ -184,8 +186,10 @@ export class Client {
   ack(queue: string, receipts: string[]): Promise<BatchResult>;
   nack(queue: string, receipt: string, opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<{ state: 'scheduled' | 'dead'; dueAt: number }>;
   nack(queue: string, receipts: string[], opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<BatchResult>;
-  touch(queue: string, receipt: string, opts?: { lease?: Duration }): Promise<number>;
-  touch(queue: string, receipts: string[], opts?: { lease?: Duration }): Promise<BatchResult>;
+  /** `progress`: any JSON value up to 4 KiB, shown on the job (JobInfo.progress) while this
+   *  delivery holds it; absent or null keeps the last one. */
+  touch(queue: string, receipt: string, opts?: { lease?: Duration; progress?: unknown }): Promise<number>;
+  touch(queue: string, receipts: string[], opts?: { lease?: Duration; progress?: unknown }): Promise<BatchResult>;
   stats(queue: string): Promise<Record<string, any>>;
   queues(): Promise<Record<string, any>[]>;
   config(queue: string): Promise<Record<string, any>>;
@@ -252,4 +256,6 @@ export class Worker {
   /** Resolves after stop() (or a signal), once the running handlers are settled. */
   run(): Promise<void>;
   stop(): void;
+  /** From a handler: reports its progress with `job` (any JSON value up to 4 KiB), touching its lease. */
+  progress(job: Job, value: unknown): Promise<void>;
 }

@@ -104,7 +104,7 @@ function jobInfo(obj) {
     maxAttempts: obj.max_attempts ?? 0, payload: payloadOf(obj), key: obj.key ?? null, headers: obj.headers ?? {},
     createdAt: obj.created_at ?? 0, lastError: obj.last_error ?? null, leaseDeadline: obj.lease_deadline ?? null,
     deadAt: obj.dead_at ?? null, priority: obj.priority ?? 0, group: obj.group ?? null,
-    traceparent: obj.traceparent ?? null, tracestate: obj.tracestate ?? null,
+    traceparent: obj.traceparent ?? null, tracestate: obj.tracestate ?? null, progress: obj.progress ?? null,
   };
 }
 
@@ -392,8 +392,10 @@ export class Client {
   }
 
   /** Extends a delivery's lease; answers the new deadline (epoch ms). */
-  async touch(queue, receipt, { lease = undefined } = {}) {
-    const r = await this.#settle(queue, 'touch', receipt, lease === undefined ? {} : { lease_ms: toMs(lease, 'lease') }, 'touched');
+  async touch(queue, receipt, { lease = undefined, progress = undefined } = {}) {
+    const extra = lease === undefined ? {} : { lease_ms: toMs(lease, 'lease') };
+    if (progress !== undefined && progress !== null) extra.progress = progress;
+    const r = await this.#settle(queue, 'touch', receipt, extra, 'touched');
     return typeof receipt === 'string' ? r.lease_deadline : r;
   }
 
@@ -707,9 +709,20 @@ export class Worker {
     }
   }
 
+  /**
+   * From a handler: reports how far it has got with `job` (any JSON value up to 4 KiB), shown on
+   * the job while it runs; touches its lease too. Rejects with LeaseExpired or NotFound when the
+   * job is no longer this handler's.
+   */
+  async progress(job, value) {
+    const book = this.#running.get(job.id);
+    if (!book) throw new Error(`job ${job.id} is not running in this worker`);
+    await this.client.touch(this.queue, book.receipt, { lease: book.lease, progress: value });
+  }
+
   async #handle(j, receivedAt, batched) {
     const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - receivedAt) : 30_000;
-    const book = { receipt: j.receipt };
+    const book = { receipt: j.receipt, lease };
     this.#running.set(j.id, book);
     const keeper = setInterval(() => {
       this.client.touch(this.queue, book.receipt, { lease }).catch((e) => {

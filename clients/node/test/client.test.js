@@ -250,3 +250,23 @@ test('a trace context given is kept and shown; a malformed one is refused; witho
     await s.stop();
   }
 });
+
+test('a touch reports progress, shown on the job while it is reserved; a bad one is refused', async () => {
+  const s = await startServer(['--durability', 'interval']);
+  try {
+    const c = new Client(s.url);
+    const made = await c.enqueue('progress', { rows: 1000 });
+    const [job] = await c.reserve('progress', { max: 1 });
+    assert.equal((await c.get('progress', made.id)).progress, null);
+    await c.touch('progress', job.receipt, { progress: { rows: 120, of: 1000 } });
+    assert.deepEqual((await c.get('progress', made.id)).progress, { rows: 120, of: 1000 });
+    await c.touch('progress', job.receipt, { lease: '1m' }); // no progress: the last one stays
+    assert.deepEqual((await c.jobs('progress', 'reserved')).jobs[0].progress, { rows: 120, of: 1000 });
+    await assert.rejects(c.touch('progress', job.receipt, { progress: 'x'.repeat(5000) }),
+      (e) => e instanceof delayq.InvalidArgument && e.message.includes('at most 4096') && e.message.length < 500);
+    await c.ack('progress', job.receipt);
+    await assert.rejects(c.touch('progress', job.receipt, { progress: 1 }), delayq.NotFound);
+  } finally {
+    await s.stop();
+  }
+});

@@ -102,3 +102,23 @@ test('the order-timeout story of the README, importing the package by its name',
     assert.deepEqual(out.slice(-2), ['replayed 1', 'done: acked 2 nacked 2']);
   } finally { await s.stop(); }
 });
+
+test('a handler reports its progress', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    const made = await c.enqueue('progressing', { n: 1 });
+    const seen = [];
+    const worker = new Worker(c, 'progressing', async (job) => {
+      await worker.progress(job, { step: 1, of: 2 });
+      seen.push((await c.get('progressing', job.id)).progress);
+      worker.stop();
+    }, { wait: '1s', signals: false });
+    await worker.run();
+    assert.deepEqual(seen, [{ step: 1, of: 2 }]);
+    await assert.rejects(c.get('progressing', made.id), /does not exist/); // acked: gone, and its progress
+    await assert.rejects(worker.progress({ id: made.id }, 1), /not running/);
+  } finally {
+    await s.stop();
+  }
+});

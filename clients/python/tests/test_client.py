@@ -294,3 +294,20 @@ def test_a_malformed_trace_context_is_refused_and_a_missing_one_is_none(server):
     plain = c.enqueue("traced-bad", 1)
     assert c.get("traced-bad", plain.id).traceparent is None
     assert c.reserve("traced-bad", max=1)[0].traceparent is None
+
+
+def test_a_touch_reports_progress_shown_on_the_job_while_it_is_reserved(server):
+    c = Client(server.url)
+    made = c.enqueue("progress", {"rows": 1000})
+    job = c.reserve("progress", max=1)[0]
+    assert c.get("progress", made.id).progress is None
+    c.touch("progress", job.receipt, progress={"rows": 120, "of": 1000})
+    assert c.get("progress", made.id).progress == {"rows": 120, "of": 1000}
+    c.touch("progress", job.receipt, lease="1m")  # no progress: the last one stays
+    assert c.jobs("progress", state="reserved").jobs[0].progress == {"rows": 120, "of": 1000}
+    with pytest.raises(delayq.InvalidArgument, match="at most 4096"):
+        c.touch("progress", job.receipt, progress="x" * 5000)
+    assert c.get("progress", made.id).progress == {"rows": 120, "of": 1000}
+    c.ack("progress", job.receipt)
+    with pytest.raises(delayq.NotFound):
+        c.touch("progress", job.receipt, progress=1)

@@ -10,6 +10,9 @@ import textwrap
 import threading
 import time
 
+import pytest
+
+import delayq
 from delayq import Client, Worker
 
 
@@ -105,3 +108,23 @@ def test_the_handler_gets_the_producers_trace_context(server):
     worker = Worker(c, "traced", handle, concurrency=1, wait="1s")
     worker.run()
     assert seen == [(TRACEPARENT, "rojo=1")]
+
+
+def test_a_handler_reports_its_progress(server):
+    c = Client(server.url)
+    made = c.enqueue("progressing", {"n": 1})
+    seen = []
+    worker = None
+
+    def handle(job):
+        worker.progress(job, {"step": 1, "of": 2})
+        seen.append(c.get("progressing", job.id).progress)
+        worker.stop()
+
+    worker = Worker(c, "progressing", handle, concurrency=1, wait="1s")
+    worker.run()
+    assert seen == [{"step": 1, "of": 2}]
+    with pytest.raises(delayq.NotFound):
+        c.get("progressing", made.id)  # acked: gone, and its progress with it
+    with pytest.raises(ValueError, match="not running"):
+        worker.progress(delayq.Job(id=made.id, receipt="r", payload=1, attempt=1, due_at=0), 1)

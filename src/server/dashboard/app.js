@@ -490,7 +490,7 @@ function jobsPage(name, state) {
   const tabs = h('div', { class: 'tabs', role: 'tablist' }, STATES.map(([s, label]) =>
     h('a', { href: '#/queue/' + enc(name) + '/jobs/' + s, role: 'tab', class: s === state ? 'active' : '', 'aria-selected': String(s === state), 'data-testid': 'tab-' + s }, label)));
   const when = { scheduled: 'Due', ready: 'Due', reserved: 'Lease until', dead: 'Dead since' }[state];
-  const columns = ['Job', when, 'Attempts', 'Key', 'Payload', ...(state === 'dead' ? ['Last error'] : []), ''];
+  const columns = ['Job', when, 'Attempts', 'Key', 'Payload', ...(state === 'dead' ? ['Last error'] : state === 'reserved' ? ['Progress'] : []), ''];
   const selected = () => [...tbody.querySelectorAll('input[type=checkbox]:checked')].map(c => c.value);
   // Runs `one` on each selected job (a few at a time) and says how many it did.
   function bulk(button, verb, one) {
@@ -540,7 +540,7 @@ function jobsPage(name, state) {
     tabs,
     h('div', { class: 'toolbar' }, ...buttons, state === 'reserved' ? h('span', { class: 'muted' }, 'Held by consumers: each comes back when its lease runs out.') : '', count),
     h('div', { class: 'tablewrap' }, h('table', { 'data-testid': 'jobs' },
-      h('thead', {}, h('tr', {}, h('th', { class: 'left' }, state === 'reserved' ? '' : all), columns.map(t => h('th', { class: ['Job', 'Key', 'Payload', 'Last error'].includes(t) ? 'left' : '' }, t)))),
+      h('thead', {}, h('tr', {}, h('th', { class: 'left' }, state === 'reserved' ? '' : all), columns.map(t => h('th', { class: ['Job', 'Key', 'Payload', 'Last error', 'Progress'].includes(t) ? 'left' : '' }, t)))),
       tbody)),
     h('div', { class: 'toolbar' }, prev, next));
   all.onchange = () => tbody.querySelectorAll('input[type=checkbox]').forEach(c => { c.checked = all.checked; });
@@ -575,10 +575,19 @@ function jobsPage(name, state) {
         h('td', { class: 'left mono' }, j.key || ''),
         h('td', { class: 'left mono wrap', 'data-testid': 'preview' }, preview(j)),
         ...(state === 'dead' ? [h('td', { class: 'wrap left' }, j.last_error || '')] : []),
+        ...(state === 'reserved' ? [h('td', { class: 'left mono wrap', 'data-testid': 'progress' }, progressText(j.progress))] : []),
         h('td', {}, actionCell));
     }) : [h('tr', {}, h('td', { colspan: columns.length + 1, class: 'muted left' }, `No ${state} jobs${page ? ' on this page' : ''}.`))]));
   }
   return refresh;
+}
+
+// A delivery's progress (any JSON value its touches reported): a string as it is, else its JSON,
+// cut at 200 characters.
+function progressText(p) {
+  if (p == null) return '';
+  const text = typeof p === 'string' ? p : JSON.stringify(p);
+  return text.length > 200 ? text.slice(0, 200) + '…' : text;
 }
 
 // "in 5m" / "3s ago" / "now".
@@ -641,6 +650,7 @@ function jobPage(name, id, params) {
         j.key ? [h('dt', {}, 'Key'), h('dd', { class: 'mono' }, j.key)] : [],
         h('dt', {}, 'Created'), h('dd', {}, when(j.created_at)),
         j.lease_deadline ? [h('dt', {}, 'Lease until'), h('dd', {}, when(j.lease_deadline))] : [],
+        j.progress != null ? [h('dt', {}, 'Progress'), h('dd', { class: 'mono wrap', 'data-testid': 'job-progress' }, progressText(j.progress))] : [],
         j.dead_at ? [h('dt', {}, 'Dead since'), h('dd', {}, when(j.dead_at))] : [],
         h('dt', {}, 'Last error'), h('dd', { class: j.last_error ? 'error' : 'muted' }, j.last_error || 'none'),
         h('dt', {}, 'Headers'), h('dd', {}, Object.keys(j.headers).length ?

@@ -72,6 +72,7 @@ class JobInfo:
     group: Optional[str] = None
     traceparent: Optional[str] = None  # W3C Trace Context, as on Job
     tracestate: Optional[str] = None
+    progress: Any = None  # while reserved: its delivery's last progress (Client.touch); else None
 
 
 @dataclass
@@ -118,7 +119,8 @@ def _job_info(obj: Mapping[str, Any]) -> JobInfo:
                    key=obj.get("key"), headers=dict(obj.get("headers") or {}), created_at=obj.get("created_at", 0),
                    last_error=obj.get("last_error"), lease_deadline=obj.get("lease_deadline"),
                    dead_at=obj.get("dead_at"), priority=obj.get("priority", 0), group=obj.get("group"),
-                   traceparent=obj.get("traceparent"), tracestate=obj.get("tracestate"))
+                   traceparent=obj.get("traceparent"), tracestate=obj.get("tracestate"),
+                   progress=obj.get("progress"))
 
 
 def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[int],
@@ -486,10 +488,14 @@ class Client:
         r = self._settle(queue, "nack", receipt, extra, "nacked")
         return NackResult(r["state"], r["due_at"]) if isinstance(r, dict) else r
 
-    def touch(self, queue: str, receipt: Union[str, Sequence[str]], lease: Optional[Duration] = None) -> Union[int, BatchResult]:
+    def touch(self, queue: str, receipt: Union[str, Sequence[str]], lease: Optional[Duration] = None, *,
+              progress: Any = None) -> Union[int, BatchResult]:
         """Extends a delivery's lease (by ``lease``, default the queue's); answers the new
-        lease deadline (epoch ms)."""
-        extra = {"lease_ms": to_ms(lease, "lease")} if lease is not None else {}
+        lease deadline (epoch ms). ``progress``, any JSON value up to 4 KiB (0.5, {"rows": 120}),
+        is shown on the job while this delivery holds it (JobInfo.progress); None keeps the last."""
+        extra: Dict[str, Any] = {"lease_ms": to_ms(lease, "lease")} if lease is not None else {}
+        if progress is not None:
+            extra["progress"] = progress
         r = self._settle(queue, "touch", receipt, extra, "touched")
         return r["lease_deadline"] if isinstance(r, dict) else r
 

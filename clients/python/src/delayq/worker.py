@@ -347,6 +347,17 @@ class Worker:
         self.acked += result.done
         self.errors += sum(1 for e in result.failed if not isinstance(e, (LeaseExpired, NotFound)))
 
+    def progress(self, job: Job, value: Any) -> None:
+        """From a handler: reports how far it has got with ``job`` (any JSON value up to 4 KiB),
+        shown on the job while it runs; it touches the lease too. Raises LeaseExpired or NotFound
+        when the job is no longer this handler's."""
+        with self._lock:
+            book = self._running.get(job.id)
+        if book is None:
+            raise ValueError(f"job {job.id} is not running in this worker")
+        self.client.touch(self.queue, book["receipt"], lease=int(book["lease"]), progress=value)
+        book["next"] = time.time() * 1000 + book["lease"] / 3
+
     def _keep_leases(self) -> None:
         while True:
             with self._lock:
