@@ -110,13 +110,21 @@ void PrintJobPage(const JobPage& page, JobState state, bool json, const std::str
     std::printf("no %s jobs\n", JobStateName(state));
     return;
   }
-  if (!page.jobs.empty()) std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", "ID", when, "ATTEMPT", "KEY", "PAYLOAD");
+  const bool reserved = state == JobState::kReserved;  // then the progress ends each line
+  if (!page.jobs.empty()) {
+    std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", "ID", when, "ATTEMPT", "KEY",
+                reserved ? "PAYLOAD                                                       PROGRESS" : "PAYLOAD");
+  }
   for (const auto& j : page.jobs) {
     const int64_t at = state == JobState::kDead       ? j.dead_at_ms
                        : state == JobState::kReserved ? j.lease_deadline_ms
                                                       : j.due_at_ms;
     std::string payload = PayloadText(j.payload, j.binary);
     if (payload.size() > 60) payload = payload.substr(0, 57) + "...";
+    if (reserved) {
+      std::string progress = j.progress.size() > 60 ? j.progress.substr(0, 57) + "..." : j.progress;
+      payload = fmt::format("{:<60}  {}", payload, progress);
+    }
     std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", j.id.c_str(), FormatTimestamp(at).c_str(),
                 fmt::format("{}/{}", j.attempt, j.max_attempts).c_str(), j.key.substr(0, 20).c_str(), payload.c_str());
   }

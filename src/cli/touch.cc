@@ -24,8 +24,11 @@ void AddTouchCommand(CLI::App& app, Global& g, int& rc) {
     if (!client.ok()) return client.status();
     auto t = (*client)->Touch(a->queue, TouchRequest{a->receipt, lease, a->progress});
     if (!t.ok()) return t.status();
-    std::printf(g.json ? "{\"lease_deadline\":%lld}\n" : "lease until %lld\n",
-                static_cast<long long>(t->lease_deadline_ms));
+    if (g.json) {
+      std::printf("{\"lease_deadline\":%lld}\n", static_cast<long long>(t->lease_deadline_ms));
+    } else {
+      std::printf("lease until %s\n", WhenText(t->lease_deadline_ms).c_str());
+    }
     return Status::Ok();
   }));
 }

@@ -7,7 +7,7 @@
 
 namespace delayq {
 
-bool IsJsonValue(std::string_view bytes) {
+bool IsJsonValue(std::string_view bytes, size_t max_depth) {
   if (bytes.empty()) return false;
   thread_local simdjson::dom::parser parser;
   // The parser keeps buffers of several times the largest value it has checked, for the life of
@@ -21,8 +21,8 @@ bool IsJsonValue(std::string_view bytes) {
       }
     }
   } shrink;
-  if (parser.capacity() < bytes.size() || parser.max_depth() != kMaxJsonDepth) {
-    if (parser.allocate(std::max<size_t>(bytes.size(), 4096), kMaxJsonDepth)) return false;
+  if (parser.capacity() < bytes.size() || parser.max_depth() != max_depth) {
+    if (parser.allocate(std::max<size_t>(bytes.size(), 4096), max_depth)) return false;
   }
   simdjson::dom::element e;
   return !parser.parse(bytes.data(), bytes.size(), true).get(e);

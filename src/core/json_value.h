@@ -11,7 +11,7 @@ namespace delayq {
 inline constexpr size_t kMaxJsonDepth = 64;
 
 // True when `bytes` is exactly one valid JSON value (UTF-8, surrounding whitespace allowed),
-// nested at most kMaxJsonDepth levels.
-bool IsJsonValue(std::string_view bytes);
+// nested at most max_depth levels.
+bool IsJsonValue(std::string_view bytes, size_t max_depth = kMaxJsonDepth);
 
 }  // namespace delayq

@@ -178,9 +178,12 @@ Status ValidateTouch(const TouchRequest& r) {
     return Status::InvalidArgument(
         fmt::format("progress is {} bytes of JSON; at most {} are allowed", r.progress->size(), Limits::kMaxProgress));
   }
-  if (!IsJsonValue(*r.progress)) {
-    return Status::InvalidArgument(
-        "progress is not a JSON value; give a number, string, object or array, such as 0.5 or {\"done\": 3}");
+  // A value inside a request body nests one level less than the body may.
+  if (!IsJsonValue(*r.progress, kMaxJsonDepth - 1)) {
+    return Status::InvalidArgument(fmt::format(
+        "progress is not a JSON value nested at most {} levels (numbers within 64-bit integers and doubles); "
+        "give a number, string, object or array, such as 0.5 or {{\"done\": 3}}",
+        kMaxJsonDepth - 1));
   }
   return Status::Ok();
 }

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unordered_set>
+
 #include "core/nearest.h"
 #include "wire/json_writer.h"
 
@@ -31,8 +33,38 @@ struct ShrinkValidatorAfterUse {
   }
 };
 
-// Validates the whole body (UTF-8, syntax, nesting) before the on-demand walk, which skips
-// over what it does not read without checking it.
+// RFC 8259 leaves an object that names a field twice to its reader, and the field parsers here
+// acted on every copy of some ("receipt" twice: both receipts touched, or acked under a 400 for
+// the other) and on the last copy of others. A request's own objects are refused with a name
+// twice, before anything is done. The JSON values a request carries to be kept as written (a
+// payload, a progress) are not looked into: their duplicates are kept, as given.
+Status NoFieldTwice(simdjson::dom::element e, const std::string& path) {
+  if (e.is_array()) {
+    const simdjson::dom::array array = e.get_array().value_unsafe();
+    size_t i = 0;
+    for (simdjson::dom::element item : array) {
+      DELAYQ_RETURN_IF_ERROR(NoFieldTwice(item, fmt::format("{}[{}]", path, i++)));
+    }
+    return Status::Ok();
+  }
+  if (!e.is_object()) return Status::Ok();
+  const simdjson::dom::object object = e.get_object().value_unsafe();
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(object.size());
+  for (auto [key, value] : object) {
+    const std::string field = path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+    if (!seen.insert(key).second) {
+      return Status::InvalidArgument(
+          fmt::format("the field \"{}\" is given twice; give each field once", field.substr(0, 200)));
+    }
+    if (key == "payload" || key == "progress") continue;  // kept as written
+    DELAYQ_RETURN_IF_ERROR(NoFieldTwice(value, field));
+  }
+  return Status::Ok();
+}
+
+// Validates the whole body (UTF-8, syntax, nesting, no field twice) before the on-demand walk,
+// which skips over what it does not read without checking it.
 Status ValidateBody(std::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Status::InvalidArgument("the request body is empty; expected a JSON object");
@@ -63,7 +95,7 @@ Status ValidateBody(std::string_view body) {
   if (!root.is_object()) {
     return Status::InvalidArgument("the request body must be a JSON object");
   }
-  return Status::Ok();
+  return NoFieldTwice(root, "");
 }
 
 }  // namespace

@@ -64,8 +64,12 @@ TEST_F(CliTest, TouchReportsProgressThatGetShows) {
   const std::string receipt = r.out.substr(at, r.out.find('\n', at) - at);
   RunResult t = Cli({"touch", "reports", receipt, "--lease", "2m", "--progress", R"({"rows": 120})"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("lease until 20"), std::string::npos) << "a date, as get shows it: " << t.out;
   RunResult g = Cli({"get", "reports", id});
   EXPECT_NE(g.out.find(R"(progress    {"rows": 120})"), std::string::npos) << g.out;
+  RunResult ls = Cli({"jobs", "ls", "reports", "--state", "reserved"});
+  EXPECT_NE(ls.out.find("PROGRESS"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find(R"({"rows": 120})"), std::string::npos) << ls.out;
   RunResult bad = Cli({"touch", "reports", receipt, "--progress", "half done"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("progress is not a JSON value"), std::string::npos) << bad.err;

@@ -89,16 +89,15 @@ TEST_P(QueueConformance, ABadProgressIsRefusedBeforeTheTouchChangesAnything) {
   ASSERT_TRUE(TouchWith(q(), queue, receipt, R"({"step": "kept"})").ok());
   const int64_t deadline = q().Get(queue, JobRef::ById(made.id))->lease_deadline_ms;
 
-  std::string nested;
-  for (int i = 0; i < 200; ++i) nested += "[";
-  for (int i = 0; i < 200; ++i) nested += "]";
+  auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"", "not a JSON value"},
       {"{", "not a JSON value"},
       {"step 3", "not a JSON value"},
       {"1 2", "not a JSON value"},
       {"\"\xff\xfe\"", "not a JSON value"},
-      {nested, "not a JSON value"},
+      {nested(200), "not a JSON value"},
+      {nested(64), "nested at most 63 levels"},  // in a request body it would be 65 deep
       {"\"" + std::string(4095, 'x') + "\"", "4097 bytes of JSON; at most 4096"},
       {"\"" + std::string(1 << 20, 'x') + "\"", "at most 4096"},
   };
@@ -116,6 +115,8 @@ TEST_P(QueueConformance, ABadProgressIsRefusedBeforeTheTouchChangesAnything) {
   const std::string largest = "\"" + std::string(Limits::kMaxProgress - 2, 'y') + "\"";
   ASSERT_TRUE(TouchWith(q(), queue, receipt, largest).ok()) << "exactly the limit is fine";
   EXPECT_EQ(ProgressOf(q(), queue, JobRef::ById(made.id)), largest);
+  ASSERT_TRUE(TouchWith(q(), queue, receipt, nested(63)).ok());
+  EXPECT_EQ(ProgressOf(q(), queue, JobRef::ById(made.id)), nested(63));
   EXPECT_EQ(TouchWith(q(), queue, "not-a-receipt", "1").code(), Code::kInvalidArgument);
 }
 

@@ -504,6 +504,34 @@ TEST_F(ApiTest, ATouchReportsProgressShownOnTheJob) {
   ExpectError(Call("POST", "/v1/queues/p/touch", R"({"receipt":")" + r0 + R"(","progress":1})"), 404, "not_found");
 }
 
+// A request's object that names a field twice is refused before anything is done: the receipts
+// parser took every "receipt", so an ack answered 400 for the first had acked the second. The
+// values kept as written (payload, progress) keep their duplicates.
+TEST_F(ApiTest, AFieldGivenTwiceIsRefusedAndChangesNothing) {
+  Call("POST", "/v1/queues/twice/jobs", R"({"payload":1})");
+  json jobs = J(Call("POST", "/v1/queues/twice/reserve", R"({"max":1})"))["jobs"];
+  ASSERT_EQ(jobs.size(), 1u);
+  const std::string r = jobs[0]["receipt"], id = jobs[0]["id"];
+  ExpectError(Call("POST", "/v1/queues/twice/ack", R"({"receipt":"bogus","receipt":")" + r + R"("})"), 400,
+              "invalid_argument", R"(the field "receipt" is given twice)");
+  ExpectError(Call("POST", "/v1/queues/twice/touch", R"({"receipt":")" + r + R"(","progress":1,"progress":2})"), 400,
+              "invalid_argument", R"("progress" is given twice)");
+  EXPECT_EQ(J(Call("GET", "/v1/queues/twice/jobs/" + id))["state"], "reserved") << "not acked";
+  ExpectError(
+      Call("POST", "/v1/queues/twice/jobs", R"({"jobs":[{"payload":1},{"payload":2,"headers":{"a":"1","a":"2"}}]})"),
+      400, "invalid_argument", R"("jobs[1].headers.a" is given twice)");
+  ExpectError(Call("PUT", "/v1/queues/twice/config", R"({"lease_ms":5000,"lease_ms":60000})"), 400, "invalid_argument",
+              "lease_ms");
+  auto kept = Call("POST", "/v1/queues/twice/jobs", R"({"payload":{"a":1,"a":2}})");
+  ASSERT_EQ(kept.status, 201) << kept.body;
+  EXPECT_NE(Call("GET", "/v1/queues/twice/jobs/" + J(kept)["id"].get<std::string>()).body.find(R"({"a":1,"a":2})"),
+            std::string::npos)
+      << "a payload is kept as written";
+  ASSERT_EQ(Call("POST", "/v1/queues/twice/touch", R"({"receipt":")" + r + R"(","progress":{"s":1,"s":2}})").status,
+            200);
+  EXPECT_NE(Call("GET", "/v1/queues/twice/jobs/" + id).body.find(R"("progress":{"s":1,"s":2})"), std::string::npos);
+}
+
 TEST_F(ApiTest, CancelRescheduleDeadAndQueues) {
   std::string id = J(Call("POST", "/v1/queues/c/jobs", R"({"payload":1,"delay":"1h","key":"k"})"))["id"];
   auto p = Call("PATCH", "/v1/queues/c/jobs/" + id, R"({"delay":"2h"})");

@@ -98,6 +98,17 @@ function job(obj) {
   };
 }
 
+// A value sent as JSON, or a TypeError naming it: JSON.stringify turns NaN and Infinity into null
+// and drops functions and symbols (a progress of NaN meant "keep the last" without a word), and
+// makes a Map or a Set {}.
+function jsonValue(value, field) {
+  const text = JSON.stringify(value);
+  if (text === undefined || (text === 'null' && value !== null) || value instanceof Map || value instanceof Set) {
+    throw new TypeError(`${field} is not a JSON value (${typeof value === 'number' ? value : typeof value}); give a number, string, object or array`);
+  }
+  return value;
+}
+
 function jobInfo(obj) {
   return {
     id: obj.id, queue: obj.queue, state: obj.state, dueAt: obj.due_at ?? 0, attempt: obj.attempt ?? 0,
@@ -394,7 +405,7 @@ export class Client {
   /** Extends a delivery's lease; answers the new deadline (epoch ms). */
   async touch(queue, receipt, { lease = undefined, progress = undefined } = {}) {
     const extra = lease === undefined ? {} : { lease_ms: toMs(lease, 'lease') };
-    if (progress !== undefined && progress !== null) extra.progress = progress;
+    if (progress !== undefined && progress !== null) extra.progress = jsonValue(progress, 'progress');
     const r = await this.#settle(queue, 'touch', receipt, extra, 'touched');
     return typeof receipt === 'string' ? r.lease_deadline : r;
   }

@@ -264,6 +264,11 @@ test('a touch reports progress, shown on the job while it is reserved; a bad one
     assert.deepEqual((await c.jobs('progress', 'reserved')).jobs[0].progress, { rows: 120, of: 1000 });
     await assert.rejects(c.touch('progress', job.receipt, { progress: 'x'.repeat(5000) }),
       (e) => e instanceof delayq.InvalidArgument && e.message.includes('at most 4096') && e.message.length < 500);
+    for (const bad of [NaN, Infinity, () => 1, Symbol('s'), new Map([[1, 2]])]) {
+      await assert.rejects(c.touch('progress', job.receipt, { progress: bad }),
+        (e) => e instanceof TypeError && e.message.includes('progress is not a JSON value'));
+    }
+    assert.deepEqual((await c.get('progress', made.id)).progress, { rows: 120, of: 1000 }, 'nothing sent');
     await c.ack('progress', job.receipt);
     await assert.rejects(c.touch('progress', job.receipt, { progress: 1 }), delayq.NotFound);
   } finally {

@@ -311,3 +311,15 @@ def test_a_touch_reports_progress_shown_on_the_job_while_it_is_reserved(server):
     c.ack("progress", job.receipt)
     with pytest.raises(delayq.NotFound):
         c.touch("progress", job.receipt, progress=1)
+
+
+def test_a_progress_counts_its_utf8_bytes_and_nan_is_refused_before_sending(server):
+    c = Client(server.url)
+    c.enqueue("progress-utf8", 1)
+    job = c.reserve("progress-utf8", max=1)[0]
+    largest = "é" * 2047  # 4 094 bytes of UTF-8, 4 096 with its quotes
+    c.touch("progress-utf8", job.receipt, progress=largest)
+    assert c.get("progress-utf8", job.id).progress == largest
+    with pytest.raises(ValueError, match="JSON"):
+        c.touch("progress-utf8", job.receipt, progress=float("nan"))
+    assert c.get("progress-utf8", job.id).progress == largest

@@ -99,6 +99,13 @@ class BatchResult:
     failed_receipts: List[str] = field(default_factory=list)
 
 
+def _json_body(body: Any) -> bytes:
+    """A request body as the server reads it: UTF-8 as written (not \\u escapes, which made a
+    progress of 2 047 "é" count 12 284 bytes against its 4 096), compact, and no NaN or Infinity,
+    which JSON has not (a ValueError here rather than the server's "not valid JSON")."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
 def _payload_of(obj: Mapping[str, Any]) -> Any:
     if "payload_base64" in obj:
         return base64.b64decode(obj["payload_base64"])
@@ -300,7 +307,7 @@ class Client:
               query: Optional[Mapping[str, Any]] = None) -> Any:
         if query:
             path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
+        data = None if body is None else _json_body(body)
         headers = self._headers(method)
         for attempt in (0, 1):
             conn = self._connection(fresh=False)
@@ -434,7 +441,7 @@ class Client:
         path = self._q(queue) + "/stream"
         conn = self._new_connection(self._timeout + QUIET_S)
         try:
-            conn.request("POST", path, body=json.dumps(body).encode("utf-8"), headers=self._headers("POST"))
+            conn.request("POST", path, body=_json_body(body), headers=self._headers("POST"))
             sock = conn.sock
             response = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
