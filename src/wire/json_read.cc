@@ -5,7 +5,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
+#include <optional>
 #include <unordered_set>
+#include <vector>
 
 #include "core/nearest.h"
 #include "wire/json_writer.h"
@@ -38,29 +42,72 @@ struct ShrinkValidatorAfterUse {
 // the other) and on the last copy of others. A request's own objects are refused with a name
 // twice, before anything is done. The JSON values a request carries to be kept as written (a
 // payload, a progress) are not looked into: their duplicates are kept, as given.
-Status NoFieldTwice(simdjson::dom::element e, const std::string& path) {
+// The key `object` names twice, if any. Most objects are a job's few fields: a scan of them
+// allocates nothing.
+std::optional<std::string_view> KeyTwice(const simdjson::dom::object& object) {
+  constexpr size_t kScan = 16;
+  if (object.size() <= kScan) {
+    std::array<std::string_view, kScan> keys;
+    size_t n = 0;
+    for (auto field : object) {
+      if (std::find(keys.begin(), keys.begin() + n, field.key) != keys.begin() + n) return field.key;
+      keys[n++] = field.key;
+    }
+    return std::nullopt;
+  }
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(object.size());
+  for (auto field : object) {
+    if (!seen.insert(field.key).second) return field.key;
+  }
+  return std::nullopt;
+}
+
+// Where a field is given twice, as the names leading to it from the body ({"jobs", "[1]",
+// "headers", "a"}); empty when none is. Built only for an error: the walk formats nothing.
+std::vector<std::string> FieldTwice(simdjson::dom::element e) {
   if (e.is_array()) {
     const simdjson::dom::array array = e.get_array().value_unsafe();
     size_t i = 0;
     for (simdjson::dom::element item : array) {
-      DELAYQ_RETURN_IF_ERROR(NoFieldTwice(item, fmt::format("{}[{}]", path, i++)));
+      auto inner = FieldTwice(item);
+      if (!inner.empty()) {
+        inner.insert(inner.begin(), fmt::format("[{}]", i));
+        return inner;
+      }
+      ++i;
     }
-    return Status::Ok();
+    return {};
   }
-  if (!e.is_object()) return Status::Ok();
+  if (!e.is_object()) return {};
   const simdjson::dom::object object = e.get_object().value_unsafe();
-  std::unordered_set<std::string_view> seen;
-  seen.reserve(object.size());
-  for (auto [key, value] : object) {
-    const std::string field = path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
-    if (!seen.insert(key).second) {
-      return Status::InvalidArgument(
-          fmt::format("the field \"{}\" is given twice; give each field once", field.substr(0, 200)));
+  if (auto twice = KeyTwice(object)) return {std::string(*twice)};
+  for (auto field : object) {
+    if (field.key == "payload" || field.key == "progress") continue;  // kept as written
+    auto inner = FieldTwice(field.value);
+    if (!inner.empty()) {
+      inner.insert(inner.begin(), std::string(field.key));
+      return inner;
     }
-    if (key == "payload" || key == "progress") continue;  // kept as written
-    DELAYQ_RETURN_IF_ERROR(NoFieldTwice(value, field));
   }
-  return Status::Ok();
+  return {};
+}
+
+// RFC 8259 leaves an object that names a field twice to its reader, and the field parsers here
+// acted on every copy of some ("receipt" twice: both receipts touched, or acked under a 400 for
+// the other) and on the last copy of others. A request's own objects are refused with a name
+// twice, before anything is done. The JSON values a request carries to be kept as written (a
+// payload, a progress) are not looked into: their duplicates are kept, as given.
+Status NoFieldTwice(simdjson::dom::element root) {
+  const std::vector<std::string> where = FieldTwice(root);
+  if (where.empty()) return Status::Ok();
+  std::string field;
+  for (const std::string& name : where) {
+    if (!field.empty() && name[0] != '[') field += '.';
+    field += name;
+  }
+  return Status::InvalidArgument(
+      fmt::format("the field \"{}\" is given twice; give each field once", field.substr(0, 200)));
 }
 
 // Validates the whole body (UTF-8, syntax, nesting, no field twice) before the on-demand walk,
@@ -95,7 +142,7 @@ Status ValidateBody(std::string_view body) {
   if (!root.is_object()) {
     return Status::InvalidArgument("the request body must be a JSON object");
   }
-  return NoFieldTwice(root, "");
+  return NoFieldTwice(root);
 }
 
 }  // namespace

@@ -306,5 +306,23 @@ TEST(WireClosedObjects, AnUnknownFieldIsRefusedNamingTheNearestKnownOne) {
   EXPECT_TRUE(ParseConfig(R"({"lease_ms": 5000, "from_a_newer_server": 1})", QueueConfig{}, Fields::kOpen).ok());
 }
 
+// A field named twice in any of a request's own objects is refused, naming where; a large object
+// (past the scan of a few keys) and a late job of a batch alike. Payloads keep their duplicates.
+TEST(WireClosedObjects, AFieldGivenTwiceIsRefusedNamingWhere) {
+  std::string headers;
+  for (int i = 0; i < 40; ++i) headers += fmt::format(R"("h{}":"v",)", i);
+  const std::string big = R"({"payload":1,"headers":{)" + headers + R"("h7":"again"}})";
+  Status s = ParseEnqueueRequest(big).status();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find(R"(the field "headers.h7" is given twice)"), std::string::npos) << s.ToString();
+  std::string jobs;
+  for (int i = 0; i < 999; ++i) jobs += R"({"payload":{"a":1,"a":2}},)";
+  s = ParseEnqueueRequest(R"({"jobs":[)" + jobs + R"({"payload":1,"key":"k","key":"k"}]})").status();
+  EXPECT_NE(s.message().find(R"(the field "jobs[999].key" is given twice)"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(ParseEnqueueRequest(R"({"jobs":[)" + jobs + R"({"payload":1}]})").ok()) << "payloads keep theirs";
+  s = ParseReceiptsRequest(R"({"receipts":["a"],"receipts":["b"]})", ReceiptsFor::kAck).status();
+  EXPECT_NE(s.message().find(R"(the field "receipts" is given twice)"), std::string::npos) << s.ToString();
+}
+
 }  // namespace
 }  // namespace delayq::wire
