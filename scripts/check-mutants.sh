@@ -41,6 +41,7 @@ drop-waiter-answer none
 deliver-early none
 ack-keeps-job none
 lease-twice none
+result-of-another none
 MUTANTS
 echo
 echo "| mutant | fault | verdict | anomalies |"

@@ -16,8 +16,9 @@ namespace delayq {
 
 using Headers = std::map<std::string, std::string>;
 
-enum class JobState { kScheduled, kReady, kReserved, kDead };
-// "scheduled" | "ready" | "reserved" | "dead".
+// kCompleted: acked, and kept for QueueConfig::keep_completed_ms with its result (never live).
+enum class JobState { kScheduled, kReady, kReserved, kDead, kCompleted };
+// "scheduled" | "ready" | "reserved" | "dead" | "completed".
 const char* JobStateName(JobState state);
 // The state of that name, or nothing.
 std::optional<JobState> ParseJobState(std::string_view name);
@@ -30,6 +31,7 @@ struct Limits {
   static constexpr size_t kMaxHeaderBytes = 16384;  // sum of header names and values
   static constexpr size_t kMaxErrorText = 4096;     // last_error is truncated to this
   static constexpr size_t kMaxProgress = 4096;      // TouchRequest::progress bytes
+  static constexpr size_t kMaxResult = 65536;       // AckRequest::result bytes
   static constexpr size_t kMaxBatch = 1000;         // jobs per enqueue batch
   static constexpr int32_t kMaxReserve = 1000;      // jobs per reserve call
   static constexpr int64_t kMaxWaitMs = 60'000;     // longest reserve long-poll
@@ -39,12 +41,13 @@ struct Limits {
   static constexpr int64_t kMaxPayloadCeiling = 64 << 20;    // max_payload may not exceed 64 MiB
   static constexpr int64_t kDefaultReserveBytes = 16 << 20;  // ReserveRequest::max_bytes
   static constexpr int64_t kMaxReserveBytes = 256 << 20;
-  static constexpr int64_t kMaxKeyTtlMs = 30LL * 86'400'000;  // EnqueueRequest::key_ttl_ms: 30 days
-  static constexpr int32_t kMaxListPage = 1000;               // jobs per ListJobs page (default 100)
-  static constexpr int32_t kMaxPriority = 9;                  // EnqueueRequest::priority: 0..9
-  static constexpr size_t kMaxGroup = 128;                    // EnqueueRequest::group bytes
-  static constexpr size_t kStatsGroups = 10;                  // QueueStats::groups: the top 10
-  static constexpr int64_t kMaxListBytes = 16 << 20;          // stored bytes per ListJobs page
+  static constexpr int64_t kMaxKeyTtlMs = 30LL * 86'400'000;         // EnqueueRequest::key_ttl_ms: 30 days
+  static constexpr int64_t kMaxKeepCompletedMs = 30LL * 86'400'000;  // QueueConfig::keep_completed_ms
+  static constexpr int32_t kMaxListPage = 1000;                      // jobs per ListJobs page (default 100)
+  static constexpr int32_t kMaxPriority = 9;                         // EnqueueRequest::priority: 0..9
+  static constexpr size_t kMaxGroup = 128;                           // EnqueueRequest::group bytes
+  static constexpr size_t kStatsGroups = 10;                         // QueueStats::groups: the top 10
+  static constexpr int64_t kMaxListBytes = 16 << 20;                 // stored bytes per ListJobs page
   // A date given as epoch milliseconds (a schedule's start_at and end_at) lies in
   // 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z, the dates an RFC 3339 string can name.
   static constexpr int64_t kMaxDateMs = 253'402'300'799'999;
@@ -81,6 +84,10 @@ struct QueueConfig {
   // A ready job counts one priority level higher for every this long it has been due (at most 9),
   // so a low priority is not starved: 0 (strict priorities) to 100 years; default 60 s.
   int64_t priority_aging_ms = 60'000;
+  // How long an acked job is kept as `completed` (with its AckRequest::result), from its ack:
+  // 0..Limits::kMaxKeepCompletedMs; default 0 (an acked job is deleted at once). Read when the
+  // sweep runs, as dead_retention_ms is: a shorter time deletes the older completed jobs then.
+  int64_t keep_completed_ms = 0;
   bool operator==(const QueueConfig&) const = default;
 };
 
@@ -100,11 +107,14 @@ struct Job {
   std::string last_error;
   int64_t lease_deadline_ms = 0;  // when state is kReserved
   int64_t dead_at_ms = 0;         // when state is kDead
+  int64_t completed_at_ms = 0;    // when state is kCompleted: when it was acked
   int32_t priority = 0;           // EnqueueRequest::priority
   std::string group;              // EnqueueRequest::group
   // While reserved: the JSON text its current delivery's last touch reported (TouchRequest);
   // empty when none did, and in every other state.
   std::string progress;
+  // When completed: the JSON text its ack carried (AckRequest::result); empty when none.
+  std::string result;
 };
 
 // When a job becomes due. Give at most one of delay_ms and deliver_at_ms; neither means now.
@@ -200,6 +210,14 @@ inline std::string_view TraceStateOf(const Headers& headers) {
   return it == headers.end() ? std::string_view() : std::string_view(it->second);
 }
 
+// One delivery to acknowledge (Queue::AckBatch).
+struct AckRequest {
+  std::string receipt;
+  // JSON text (at most Limits::kMaxResult bytes): the job's outcome, kept with it while the queue
+  // keeps completed jobs (QueueConfig::keep_completed_ms; dropped with the job otherwise).
+  std::optional<std::string> result;
+};
+
 struct NackRequest {
   std::string receipt;
   std::optional<int64_t> retry_in_ms;  // default: the queue's back-off for this attempt
@@ -241,6 +259,7 @@ struct QueueCounters {
 struct QueueStats {
   std::string name;
   int64_t scheduled = 0, ready = 0, reserved = 0, dead = 0;
+  int64_t completed = 0;  // kept completed jobs (QueueConfig::keep_completed_ms)
   int64_t due_next_60s = 0;
   std::optional<int64_t> earliest_due_at_ms;  // of scheduled jobs
   int64_t oldest_ready_ms = 0;                // age of the longest-waiting ready job
@@ -270,11 +289,10 @@ struct ScheduleHistogram {
 
 // One page of a queue's jobs in one state (Queue::ListJobs).
 //
-// Order: scheduled by (due_at, id); dead by (dead_at, id); ready and reserved by (due_at, id) on
-// the embedded store, and on the Redis store first those without a priority or a group in the
-// order they became ready (the same, except that a replayed job goes last), then those with
-// either by (due_at, id). Without priorities and groups that is the order a reserve hands jobs
-// out; with them a reserve follows core/ready_order.h.
+// Order: scheduled by (due_at, id); dead by (dead_at, id); completed by (completed_at, id); ready and reserved by
+// (due_at, id) on the embedded store, and on the Redis store first those without a priority or a group in the order
+// they became ready (the same, except that a replayed job goes last), then those with either by (due_at, id). Without
+// priorities and groups that is the order a reserve hands jobs out; with them a reserve follows core/ready_order.h.
 struct ListRequest {
   JobState state = JobState::kScheduled;
   int32_t limit = 100;  // 1..Limits::kMaxListPage

@@ -99,16 +99,39 @@ class Queue {
   // Ends a waiting ReserveAsync early: its callback gets an empty vector (unless it already ran).
   virtual void CancelReserve(uint64_t handle) = 0;
 
-  // Acknowledges a delivery: the job is deleted. A receipt stays valid until its job is acked,
-  // delivered again or gone, so an ack after the lease ran out still succeeds if no one else
+  // Acknowledges a delivery: the job is deleted, or kept as completed with the request's result
+  // while the queue's keep_completed_ms says (a completed job is never live: its key is released
+  // as an acked job's is, and its receipts act on nothing). A receipt stays valid until its job is
+  // acked, delivered again or gone, so an ack after the lease ran out still succeeds if no one else
   // received the job meanwhile. kLeaseExpired when the job was delivered again or went dead;
-  // kNotFound when the job no longer exists; kInvalidArgument for an unparseable receipt.
-  virtual Status Ack(std::string_view queue, std::string_view receipt) = 0;
-  // Acks each receipt independently (one store write); one Status per receipt, in order.
-  virtual std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) = 0;
+  // kNotFound when the job no longer exists (or was acked); kInvalidArgument for an unparseable
+  // receipt, or a result that is not JSON or is over Limits::kMaxResult (before anything changes).
+  // Each request independently (one store write); one Status per request, in order.
+  virtual std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> requests) = 0;
   // AckBatch answered through `done`, as EnqueueBatchAsync is. The default calls AckBatch.
-  virtual void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) {
-    done(AckBatch(queue, receipts));
+  virtual void AckBatchAsync(std::string_view queue, std::span<const AckRequest> requests, AckCallback done) {
+    done(AckBatch(queue, requests));
+  }
+  // The same without results. (An implementation that overrides AckBatch brings these back into
+  // its scope with `using Queue::AckBatch;`.)
+  Status Ack(std::string_view queue, std::string_view receipt) {
+    const AckRequest request{std::string(receipt), std::nullopt};
+    return AckBatch(queue, std::span(&request, 1)).front();
+  }
+  Status Ack(std::string_view queue, const AckRequest& request) {
+    return AckBatch(queue, std::span(&request, 1)).front();
+  }
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) {
+    return AckBatch(queue, AckRequests(receipts));
+  }
+  void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) {
+    AckBatchAsync(queue, AckRequests(receipts), std::move(done));
+  }
+  static std::vector<AckRequest> AckRequests(std::span<const std::string> receipts) {
+    std::vector<AckRequest> out;
+    out.reserve(receipts.size());
+    for (const auto& r : receipts) out.push_back({r, std::nullopt});
+    return out;
   }
 
   // Gives back deliveries that never reached their consumer (an answer that could not be

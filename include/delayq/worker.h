@@ -1,6 +1,12 @@
 // A consumer loop: runs a handler on each job of a queue, with up to `concurrency` jobs in
 // flight. The handler returning acks the job; throwing nacks it (the exception's what() becomes
-// last_error, the queue's back-off decides the retry). While a handler runs, its lease is kept
+// last_error, the queue's back-off decides the retry). A handler that returns a std::string
+// returns the job's result, JSON text (AckRequest::result; empty: none), kept with the job while
+// the queue keeps completed jobs (QueueConfig::keep_completed_ms):
+//
+//   delayq::Worker worker(*queue, "orders", [](const delayq::Delivery& job) -> std::string {
+//     return R"({"charged": 1999})";
+//   }); While a handler runs, its lease is kept
 // alive with touches, so a long job is not handed to someone else.
 //
 //   delayq::Worker worker(*queue, "orders", [](const delayq::Delivery& job) { Cancel(job); },
@@ -28,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -65,7 +72,13 @@ struct WorkerStats {
 class Worker {
  public:
   using Handler = std::function<void(const Delivery&)>;
-  Worker(Queue& queue, std::string queue_name, Handler handler, WorkerOptions options = {});
+  // A handler that returns the job's result (JSON text; empty: none).
+  using ResultHandler = std::function<std::string(const Delivery&)>;
+  // `handler` returns void, or the job's result as a std::string.
+  template <typename F>
+  requires std::invocable<F&, const Delivery&> Worker(Queue& queue, std::string queue_name, F handler,
+                                                      WorkerOptions options = {})
+      : Worker(queue, std::move(queue_name), Results(std::move(handler)), std::move(options), 0) {}
   ~Worker();  // Stop()
 
   void Start();
@@ -87,6 +100,18 @@ class Worker {
     uint64_t generation;  // of the stream it came on
     Delivery job;
   };
+  Worker(Queue& queue, std::string queue_name, ResultHandler handler, WorkerOptions options, int);
+  template <typename F>
+  static ResultHandler Results(F handler) {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, const Delivery&>>) {
+      return [h = std::move(handler)](const Delivery& d) mutable {
+        h(d);
+        return std::string();
+      };
+    } else {
+      return [h = std::move(handler)](const Delivery& d) mutable { return std::string(h(d)); };
+    }
+  }
   void Loop();
   void ReserveOnce(uint64_t slot);
   void TakeStreamed(uint64_t slot);
@@ -103,7 +128,7 @@ class Worker {
 
   Queue& queue_;
   const std::string name_;
-  const Handler handler_;
+  const ResultHandler handler_;
   const WorkerOptions options_;
   std::atomic<bool> stopping_{false};
   std::vector<std::thread> threads_;
@@ -123,7 +148,7 @@ class Worker {
   std::deque<Streamed> inbox_;
   std::unordered_map<std::string, Streamed*> queued_;  // job id -> its entry in inbox_
   uint64_t generation_ = 0;                            // of the stream open now; older deliveries were given back
-  std::vector<std::string> acks_;
+  std::vector<AckRequest> acks_;
   std::vector<std::pair<std::string, int64_t>> unstarted_;  // receipt, lease deadline: to give back
   bool handlers_done_ = false;
   std::condition_variable acks_cv_;

@@ -6,7 +6,7 @@ namespace delayq::cli {
 
 void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
   struct Args {
-    std::string queue, lease, backoff_base, backoff_max, dead_retention, max_delay, priority_aging;
+    std::string queue, lease, backoff_base, backoff_max, dead_retention, max_delay, priority_aging, keep_completed;
     std::optional<int32_t> max_attempts;
     std::optional<double> factor, jitter;
     std::optional<int64_t> max_payload, burst, max_reserved, group_max_reserved;
@@ -30,6 +30,8 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
   c->add_option("--group-max-reserved", a->group_max_reserved, "Jobs of one group leased at once at most; 0: no limit");
   c->add_option("--priority-aging", a->priority_aging,
                 "A ready job gains a priority level per this long due, e.g. 60s; 0ms: strict priorities");
+  c->add_option("--keep-completed", a->keep_completed,
+                "Keep acked jobs this long as completed, with their results, e.g. 1d (at most 30d); 0ms: delete them");
   c->callback(Run(rc, [a, &g]() -> Status {
     auto client = MakeClient(g);
     if (!client.ok()) return client.status();
@@ -47,6 +49,7 @@ void AddConfigCommand(CLI::App& app, Global& g, int& rc) {
     set_ms(a->dead_retention, "--dead-retention", &config->dead_retention_ms);
     set_ms(a->max_delay, "--max-delay", &config->max_delay_ms);
     set_ms(a->priority_aging, "--priority-aging", &config->priority_aging_ms);
+    set_ms(a->keep_completed, "--keep-completed", &config->keep_completed_ms);
     if (a->max_attempts) config->max_attempts = *a->max_attempts, change = true;
     if (a->factor) config->backoff.factor = *a->factor, change = true;
     if (a->jitter) config->backoff.jitter = *a->jitter, change = true;

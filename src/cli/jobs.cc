@@ -20,8 +20,8 @@ void AddJobsCommand(CLI::App& app, Global& g, int& rc) {
   auto* ls = jobs->add_subcommand("ls", "List jobs in one state: delayq jobs ls orders --state ready");
   ls->alias("list");
   ls->add_option("queue", a->queue, "Queue name")->required();
-  ls->add_option("--state", a->state, "scheduled, ready, reserved or dead")
-      ->check(CLI::IsMember({"scheduled", "ready", "reserved", "dead"}))
+  ls->add_option("--state", a->state, "scheduled, ready, reserved, dead or completed")
+      ->check(CLI::IsMember({"scheduled", "ready", "reserved", "dead", "completed"}))
       ->capture_default_str();
   ls->add_option("--limit", a->limit, "Jobs per page (1-1000)")->capture_default_str();
   ls->add_option("--cursor", a->cursor, "Continue after a page: the cursor it printed");

@@ -75,6 +75,8 @@ void PrintJob(const Job& j, bool json) {
   if (j.state == JobState::kReserved) std::printf("lease until %s\n", WhenText(j.lease_deadline_ms).c_str());
   if (!j.progress.empty()) std::printf("progress    %s\n", j.progress.c_str());
   if (j.state == JobState::kDead) std::printf("dead since  %s\n", WhenText(j.dead_at_ms).c_str());
+  if (j.state == JobState::kCompleted) std::printf("completed   %s\n", WhenText(j.completed_at_ms).c_str());
+  if (!j.result.empty()) std::printf("result      %s\n", j.result.c_str());
   if (!j.last_error.empty()) std::printf("last error  %s\n", j.last_error.c_str());
   for (const auto& [k, v] : j.headers) std::printf("header      %s: %s\n", k.c_str(), v.c_str());
   std::printf("payload     %s\n", PayloadText(j.payload, j.binary).c_str());
@@ -105,25 +107,31 @@ void PrintJobPage(const JobPage& page, JobState state, bool json, const std::str
     std::printf("%s\n", wire::WriteJobPageResponse(page).c_str());
     return;
   }
-  const char* when = state == JobState::kDead ? "DEAD SINCE" : state == JobState::kReserved ? "LEASE UNTIL" : "DUE";
+  const char* when = state == JobState::kDead        ? "DEAD SINCE"
+                     : state == JobState::kReserved  ? "LEASE UNTIL"
+                     : state == JobState::kCompleted ? "COMPLETED"
+                                                     : "DUE";
   if (page.jobs.empty() && more_hint.empty()) {
     std::printf("no %s jobs\n", JobStateName(state));
     return;
   }
-  const bool reserved = state == JobState::kReserved;  // then the progress ends each line
+  // A reserved job's progress, a completed job's result ends each line.
+  const char* last = state == JobState::kReserved ? "PROGRESS" : state == JobState::kCompleted ? "RESULT" : nullptr;
   if (!page.jobs.empty()) {
     std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", "ID", when, "ATTEMPT", "KEY",
-                reserved ? "PAYLOAD                                                       PROGRESS" : "PAYLOAD");
+                last ? fmt::format("{:<60}  {}", "PAYLOAD", last).c_str() : "PAYLOAD");
   }
   for (const auto& j : page.jobs) {
-    const int64_t at = state == JobState::kDead       ? j.dead_at_ms
-                       : state == JobState::kReserved ? j.lease_deadline_ms
-                                                      : j.due_at_ms;
+    const int64_t at = state == JobState::kDead        ? j.dead_at_ms
+                       : state == JobState::kReserved  ? j.lease_deadline_ms
+                       : state == JobState::kCompleted ? j.completed_at_ms
+                                                       : j.due_at_ms;
     std::string payload = PayloadText(j.payload, j.binary);
     if (payload.size() > 60) payload = payload.substr(0, 57) + "...";
-    if (reserved) {
-      std::string progress = j.progress.size() > 60 ? j.progress.substr(0, 57) + "..." : j.progress;
-      payload = fmt::format("{:<60}  {}", payload, progress);
+    if (last) {
+      const std::string& shown = state == JobState::kReserved ? j.progress : j.result;
+      std::string text = shown.size() > 60 ? shown.substr(0, 57) + "..." : shown;
+      payload = fmt::format("{:<60}  {}", payload, text);
     }
     std::printf("%-26s  %-24s  %-7s  %-20s  %s\n", j.id.c_str(), FormatTimestamp(at).c_str(),
                 fmt::format("{}/{}", j.attempt, j.max_attempts).c_str(), j.key.substr(0, 20).c_str(), payload.c_str());
@@ -185,6 +193,7 @@ void PrintStats(const std::vector<QueueStats>& list, bool json, bool one) {
     std::printf("lateness: p50 %.2f ms, p99 %.2f ms, max %.2f ms over %llu deliveries\n", s.lateness.p50_ms,
                 s.lateness.p99_ms, s.lateness.max_ms, static_cast<unsigned long long>(s.lateness.count));
     if (s.earliest_due_at_ms) std::printf("next due: %s\n", WhenText(*s.earliest_due_at_ms).c_str());
+    if (s.completed > 0) std::printf("completed jobs kept: %lld\n", static_cast<long long>(s.completed));
     if (s.ready > 0) std::printf("oldest ready job waits %s\n", HumanDuration(s.oldest_ready_ms).c_str());
     for (const auto& g : s.groups) {
       std::printf("group %-24s %8lld ready %8lld reserved\n", g.group.empty() ? "(default)" : g.group.c_str(),
@@ -229,6 +238,11 @@ void PrintConfig(const std::string& queue, const QueueConfig& c, bool json) {
     std::printf("priority aging  one level per %s due\n", FormatDuration(c.priority_aging_ms).c_str());
   } else {
     std::printf("priority aging  none (strict priorities)\n");
+  }
+  if (c.keep_completed_ms > 0) {
+    std::printf("keep completed  %s after the ack, with its result\n", FormatDuration(c.keep_completed_ms).c_str());
+  } else {
+    std::printf("keep completed  no (an acked job is deleted)\n");
   }
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "client/http_connection.h"
+#include "core/ack_results.h"
 #include "core/validate.h"
 #include "wire/enqueue.h"
 #include "wire/error.h"
@@ -174,18 +175,22 @@ class HttpClient final : public Client {
     if (it != calls_.end()) it->second->cancel.Cancel();
   }
 
-  Status Ack(std::string_view queue, std::string_view receipt) override {
-    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    const std::string one(receipt);
-    auto r = Call("POST", Path(queue, "/ack"), wire::WriteAckRequest(std::span(&one, 1), false));
-    return r.ok() ? Status::Ok() : r.status();
+  using Queue::AckBatch;
+  // A bad result answers its own request, as on a store (the server would refuse the whole body).
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> all) override {
+    return AckWithValidResults(all, [&](std::span<const AckRequest> requests) { return AckValid(queue, requests); });
   }
 
-  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override {
-    std::vector<std::string> list(receipts.begin(), receipts.end());
+  std::vector<Status> AckValid(std::string_view queue, std::span<const AckRequest> requests) {
+    std::vector<std::string> list;
+    for (const auto& r : requests) list.push_back(r.receipt);
     Status valid = ValidateQueueName(queue);
     if (!valid.ok() || list.empty()) return std::vector<Status>(list.size(), valid);
-    auto r = Call("POST", Path(queue, "/ack"), wire::WriteAckRequest(list, true));
+    if (requests.size() == 1) {  // the single form: its error is the answer's
+      auto r = Call("POST", Path(queue, "/ack"), wire::WriteAckRequest(requests, false));
+      return {r.ok() ? Status::Ok() : r.status()};
+    }
+    auto r = Call("POST", Path(queue, "/ack"), wire::WriteAckRequest(requests, true));
     if (!r.ok()) return std::vector<Status>(list.size(), r.status());
     auto statuses = wire::ParseBatchResponse(r->body, list);
     if (!statuses.ok()) return std::vector<Status>(list.size(), statuses.status());

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <future>
 
+#include "core/validate.h"
 #include "delayq/client.h"
 
 namespace delayq {
@@ -14,6 +15,8 @@ namespace {
 
 constexpr int kMaxInFlight = 1000;  // the longest window a stream may ask for (the server's limit)
 constexpr size_t kMaxAckBatch = 1000;
+// The results one ack request carries at most (the server's default body limit is 16 MiB).
+constexpr size_t kMaxAckBatchBytes = 8 << 20;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -22,7 +25,7 @@ int64_t WallMs() {
 
 }  // namespace
 
-Worker::Worker(Queue& queue, std::string queue_name, Handler handler, WorkerOptions options)
+Worker::Worker(Queue& queue, std::string queue_name, ResultHandler handler, WorkerOptions options, int)
     : queue_(queue), name_(std::move(queue_name)), handler_(std::move(handler)), options_(std::move(options)) {}
 
 Worker::~Worker() { Stop(); }
@@ -158,13 +161,23 @@ void Worker::TakeStreamed(uint64_t slot) {
 
 void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
   std::string error;
+  std::optional<std::string> result;
   try {
-    handler_(job);
+    std::string r = handler_(job);
+    if (!r.empty()) result = std::move(r);
   } catch (const std::exception& e) {
     error = e.what();
     if (error.empty()) error = "the handler threw an exception";
   } catch (...) {
     error = "the handler threw a non-standard exception";
+  }
+  // A result the store would refuse is reported, and the job acked without it: its work is done,
+  // and refusing the ack would only run it again.
+  if (result) {
+    if (Status valid = ValidateResult(*result, "the handler's result for job " + job.id); !valid.ok()) {
+      Report(valid);
+      result.reset();
+    }
   }
   std::string receipt;  // the newest delivery of the job
   {
@@ -173,13 +186,13 @@ void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
     in_flight_.erase(slot);
     if (auto r = running_.find(job.id); r != running_.end() && r->second == slot) running_.erase(r);
     if (error.empty() && batched) {
-      acks_.push_back(receipt);
+      acks_.push_back({receipt, std::move(result)});
       acks_cv_.notify_one();
       return;
     }
   }
   if (error.empty()) {
-    Status s = queue_.Ack(name_, receipt);
+    Status s = queue_.Ack(name_, AckRequest{receipt, std::move(result)});
     if (!s.ok()) {
       Report(s);
     } else {
@@ -312,8 +325,12 @@ void Worker::SendAcks() {
     acks_cv_.wait(lock, [this] { return !acks_.empty() || handlers_done_; });
     if (acks_.empty()) return;
     if (!handlers_done_) acks_cv_.wait_for(lock, delay, [this] { return handlers_done_; });  // more join
-    const size_t n = std::min(acks_.size(), kMaxAckBatch);
-    std::vector<std::string> batch(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + n));
+    size_t n = 0, bytes = 0;  // at most kMaxAckBatch acks and kMaxAckBatchBytes of results (the first always)
+    for (; n < acks_.size() && n < kMaxAckBatch; ++n) {
+      bytes += acks_[n].receipt.size() + (acks_[n].result ? acks_[n].result->size() : 0);
+      if (n > 0 && bytes > kMaxAckBatchBytes) break;
+    }
+    std::vector<AckRequest> batch(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + n));
     acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
     lock.unlock();
     const std::vector<Status> results = queue_.AckBatch(name_, batch);

@@ -66,6 +66,10 @@ Status DeadCannotReschedule(std::string_view id) {
   return Status::Conflict(fmt::format("job {} is dead; replay it (dead/replay) to make it ready again", id));
 }
 
+Status CompletedCannotReschedule(std::string_view id) {
+  return Status::Conflict(fmt::format("job {} is completed (acked); enqueue a new job to run it again", id));
+}
+
 Status ReservedCannotReplace(std::string_view field_prefix, std::string_view key, std::string_view id) {
   return Status::Conflict(
       fmt::format("{}key \"{}\" names job {}, which a consumer has reserved; it can be replaced after it is acked or "

@@ -35,6 +35,8 @@ Status ReservedCannotCancel(std::string_view id);
 Status ReservedCannotReschedule(std::string_view id);
 // kConflict: job `id` is dead; only a replay makes it live again.
 Status DeadCannotReschedule(std::string_view id);
+// kConflict: a reschedule names a completed job (kept by keep_completed_ms).
+Status CompletedCannotReschedule(std::string_view id);
 // kConflict: an enqueue with replace names (by `key`) job `id`, which is reserved.
 Status ReservedCannotReplace(std::string_view field_prefix, std::string_view key, std::string_view id);
 

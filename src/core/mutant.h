@@ -10,6 +10,7 @@
 //   ack-keeps-job         one in 10 acks answers ok and deletes nothing
 //   lease-twice           a lease runs out a second early: its job is handed out again while the
 //                         first lease holds
+//   result-of-another     one in 10 completed jobs is kept with another job's result
 #pragma once
 
 #ifdef DELAYQ_MUTANTS

@@ -54,9 +54,9 @@ std::string EncodeJobRecord(const JobRecord& r) {
   std::string out;
   out.reserve(64 + r.queue.size() + r.key.size() + r.payload.size() + r.last_error.size());
   ByteWriter w(&out);
-  const bool laned = r.priority != 0 || !r.group.empty();
-  w.U8(laned ? 3 : r.key_ttl_ms > 0 ? 2 : 1);
-  w.U8(r.dead ? 1 : 0);
+  const bool laned = r.priority != 0 || !r.group.empty() || r.completed;
+  w.U8(r.completed ? 4 : laned ? 3 : r.key_ttl_ms > 0 ? 2 : 1);
+  w.U8(r.completed ? 2 : r.dead ? 1 : 0);
   w.U8((r.key_indexed ? 1 : 0) | (r.binary ? 2 : 0));
   w.Varint(static_cast<uint64_t>(r.due_at_ms));
   w.Varint(static_cast<uint64_t>(r.created_at_ms));
@@ -77,6 +77,10 @@ std::string EncodeJobRecord(const JobRecord& r) {
     w.U8(static_cast<uint8_t>(r.priority));
     w.Bytes(r.group);
   }
+  if (r.completed) {
+    w.Varint(static_cast<uint64_t>(r.completed_at_ms));
+    w.Bytes(r.result);
+  }
   return out;
 }
 
@@ -84,14 +88,16 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   ByteReader in(data);
   uint8_t version, state, flags;
   if (!in.U8(&version)) return Truncated("job");
-  if (version < 1 || version > 3) return VersionError("job", version, kRecordVersion);
+  if (version < 1 || version > kRecordVersion) return VersionError("job", version, kRecordVersion);
   uint64_t due, created, max_attempts, attempt, dead_at, header_count;
   if (!in.U8(&state) || !in.U8(&flags) || !in.Varint(&due) || !in.Varint(&created) || !in.Varint(&max_attempts) ||
       !in.Varint(&attempt) || !in.Varint(&dead_at) || !in.Bytes(&r->queue) || !in.Bytes(&r->key) ||
       !in.Bytes(&r->last_error) || !in.Varint(&header_count) || header_count > Limits::kMaxHeaders) {
     return Truncated("job");
   }
+  if (state > 2 || (state == 2) != (version >= 4)) return Truncated("job");
   r->dead = state == 1;
+  r->completed = state == 2;
   r->key_indexed = (flags & 1) != 0;
   r->binary = (flags & 2) != 0;
   r->due_at_ms = static_cast<int64_t>(due);
@@ -113,7 +119,11 @@ Status DecodeJobRecord(std::string_view data, JobRecord* r) {
   if (version >= 3 && (!in.U8(&priority) || priority > Limits::kMaxPriority || !in.Bytes(&r->group))) {
     return Truncated("job");
   }
+  uint64_t completed_at = 0;
+  r->result.clear();
+  if (version >= 4 && (!in.Varint(&completed_at) || !in.Bytes(&r->result))) return Truncated("job");
   if (!in.empty()) return Truncated("job");
+  r->completed_at_ms = static_cast<int64_t>(completed_at);
   r->key_ttl_ms = static_cast<int64_t>(key_ttl);
   r->priority = priority;
   return Status::Ok();

@@ -21,6 +21,8 @@
 //   DueRecord versions 4 and 5: versions 2 and 3 with u8 priority, bytes group after the
 //              delivery's high half (before the record, in 5). Written only for a job with a
 //              priority or a group: the scheduler needs them when the job comes due.
+//   JobRecord version 4: version 3, then varint completed_at_ms, bytes result (empty: none). Written
+//              only for a completed job (state 2), kept after its ack (keep_completed_ms).
 //   DueRecord versions 6 and 7: versions 4 and 5 with bytes progress after the group (before
 //              the record, in 7). Written only for a reserved job whose delivery reported its
 //              progress (TouchRequest), so every other entry stays as before.
@@ -46,14 +48,15 @@
 
 namespace delayq {
 
-inline constexpr uint8_t kRecordVersion = 3;     // JobRecord (1 or 2 without a priority or group)
+inline constexpr uint8_t kRecordVersion = 4;     // JobRecord (1 to 3 for a job not completed)
 inline constexpr uint8_t kDueRecordVersion = 7;  // DueRecord (2 to 6: see above)
 
 struct JobRecord {
   std::string queue;
   std::string key;
   bool key_indexed = false;  // the key index points at this job (it owns its key)
-  bool dead = false;         // false: waiting (scheduled/ready/reserved: see DueRecord)
+  bool dead = false;         // false: waiting (scheduled/ready/reserved: see DueRecord) or completed
+  bool completed = false;    // acked and kept (QueueConfig::keep_completed_ms)
   bool binary = false;       // the payload is opaque bytes rather than JSON text
   int64_t due_at_ms = 0;
   int64_t created_at_ms = 0;
@@ -63,9 +66,11 @@ struct JobRecord {
   std::string last_error;
   Headers headers;
   std::string payload;
-  int64_t key_ttl_ms = 0;  // EnqueueRequest::key_ttl_ms
-  int32_t priority = 0;    // EnqueueRequest::priority
-  std::string group;       // EnqueueRequest::group
+  int64_t key_ttl_ms = 0;       // EnqueueRequest::key_ttl_ms
+  int32_t priority = 0;         // EnqueueRequest::priority
+  std::string group;            // EnqueueRequest::group
+  int64_t completed_at_ms = 0;  // when completed
+  std::string result;           // when completed: AckRequest::result (empty: none)
 };
 
 // The per-delivery state of a live job, kept beside its due-index entry so that a reserve

@@ -35,12 +35,14 @@ const char* JobStateName(JobState state) {
     case JobState::kReady: return "ready";
     case JobState::kReserved: return "reserved";
     case JobState::kDead: return "dead";
+    case JobState::kCompleted: return "completed";
   }
   return "unknown";
 }
 
 std::optional<JobState> ParseJobState(std::string_view name) {
-  for (JobState s : {JobState::kScheduled, JobState::kReady, JobState::kReserved, JobState::kDead}) {
+  for (JobState s :
+       {JobState::kScheduled, JobState::kReady, JobState::kReserved, JobState::kDead, JobState::kCompleted}) {
     if (name == JobStateName(s)) return s;
   }
   return std::nullopt;

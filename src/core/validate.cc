@@ -107,6 +107,7 @@ Status ValidateConfig(const QueueConfig& c) {
   DELAYQ_RETURN_IF_ERROR(range("max_reserved", c.max_reserved, 0, 1'000'000));
   DELAYQ_RETURN_IF_ERROR(range("group_max_reserved", c.group_max_reserved, 0, 1'000'000));
   DELAYQ_RETURN_IF_ERROR(range("priority_aging_ms", c.priority_aging_ms, 0, 100LL * 365 * 86'400'000));
+  DELAYQ_RETURN_IF_ERROR(range("keep_completed_ms", c.keep_completed_ms, 0, Limits::kMaxKeepCompletedMs));
   return Status::Ok();
 }
 
@@ -171,21 +172,34 @@ Status ValidateNack(const NackRequest& r, const QueueConfig& config) {
   return Status::Ok();
 }
 
+namespace {
+
+// A JSON value a consumer reports (a touch's progress, an ack's result): at most `max` bytes of
+// JSON nested one level less than a request body may (it is inside one).
+Status ValidateReportedJson(std::string_view field, std::string_view value, size_t max, std::string_view example) {
+  if (value.size() > max) {
+    return Status::InvalidArgument(
+        fmt::format("{} is {} bytes of JSON; at most {} are allowed", field, value.size(), max));
+  }
+  if (!IsJsonValue(value, kMaxJsonDepth - 1)) {
+    return Status::InvalidArgument(
+        fmt::format("{} is not a JSON value nested at most {} levels (numbers within 64-bit integers and doubles); "
+                    "give a number, string, object or array, such as {}",
+                    field, kMaxJsonDepth - 1, example));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateTouch(const TouchRequest& r) {
   if (r.lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*r.lease_ms));
   if (!r.progress) return Status::Ok();
-  if (r.progress->size() > Limits::kMaxProgress) {
-    return Status::InvalidArgument(
-        fmt::format("progress is {} bytes of JSON; at most {} are allowed", r.progress->size(), Limits::kMaxProgress));
-  }
-  // A value inside a request body nests one level less than the body may.
-  if (!IsJsonValue(*r.progress, kMaxJsonDepth - 1)) {
-    return Status::InvalidArgument(fmt::format(
-        "progress is not a JSON value nested at most {} levels (numbers within 64-bit integers and doubles); "
-        "give a number, string, object or array, such as 0.5 or {{\"done\": 3}}",
-        kMaxJsonDepth - 1));
-  }
-  return Status::Ok();
+  return ValidateReportedJson("progress", *r.progress, Limits::kMaxProgress, "0.5 or {\"done\": 3}");
+}
+
+Status ValidateResult(std::string_view result, std::string_view field) {
+  return ValidateReportedJson(field, result, Limits::kMaxResult, "true or {\"order\": \"A-17\"}");
 }
 
 std::string NackErrorText(const NackRequest& r) {

@@ -34,6 +34,8 @@ Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets);
 Status ValidateNack(const NackRequest& request, const QueueConfig& config);
 // A touch's lease_ms and progress (at most Limits::kMaxProgress bytes of JSON).
 Status ValidateTouch(const TouchRequest& request);
+// An ack's result (AckRequest::result): JSON, at most Limits::kMaxResult bytes; `field` names it.
+Status ValidateResult(std::string_view result, std::string_view field = "result");
 // The last_error a nack stores: its error text cut to Limits::kMaxErrorText, or a default.
 std::string NackErrorText(const NackRequest& request);
 

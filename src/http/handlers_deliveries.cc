@@ -108,10 +108,15 @@ std::function<void()> Ack(Context& c, const Call& call, Reply reply) {
     reply(ErrorResponse(body.status()));
     return {};
   }
+  std::vector<AckRequest> requests;
+  requests.reserve(body->receipts.size());
+  for (size_t i = 0; i < body->receipts.size(); ++i) {
+    requests.push_back({body->receipts[i], body->results.empty() ? std::nullopt : std::move(body->results[i])});
+  }
   auto receipts = std::make_shared<std::vector<std::string>>(std::move(body->receipts));
   const bool batch = body->batch;
   c.queue.AckBatchAsync(
-      call.queue(), *receipts,
+      call.queue(), requests,
       [reply = std::move(reply), receipts, batch, &streams = c.streams](std::vector<Status> results) {
         TellStreams(streams, *receipts, results);
         if (!batch) {
@@ -229,7 +234,7 @@ std::function<void()> Touch(Context& c, const Call& call, Reply reply) {
 }
 
 HttpResponse Release(Context& c, const Call& call) {
-  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kAck);
+  auto body = wire::ParseReceiptsRequest(call.request.body, wire::ReceiptsFor::kRelease);
   if (!body.ok()) return ErrorResponse(body.status());
   std::vector<Status> results = c.queue.ReleaseBatch(call.queue(), body->receipts);
   TellStreams(c.streams, body->receipts, results);

@@ -73,8 +73,8 @@ HttpResponse GetJob(Context& c, const Call& call) {
     return ListJobs(c, call);
   }
   if (call.params.size() == 1 && !call.target.Query("key")) {
-    return ErrorResponse(
-        Status::InvalidArgument("give state=scheduled|ready|reserved|dead to list jobs, or key=K for one job"));
+    return ErrorResponse(Status::InvalidArgument(
+        "give state=scheduled|ready|reserved|dead|completed to list jobs, or key=K for one job"));
   }
   auto ref = RefOf(call);
   if (!ref.ok()) return ErrorResponse(ref.status());

@@ -123,8 +123,8 @@ HttpResponse ListJobs(Context& c, const Call& call) {
   const std::string& name = *call.target.Query("state");
   auto state = ParseJobState(name);
   if (!state) {
-    return ErrorResponse(Status::InvalidArgument(
-        fmt::format("state \"{}\" is not a job state: give scheduled, ready, reserved or dead", name.substr(0, 40))));
+    return ErrorResponse(Status::InvalidArgument(fmt::format(
+        "state \"{}\" is not a job state: give scheduled, ready, reserved, dead or completed", name.substr(0, 40))));
   }
   return Page(c, call, *state);
 }

@@ -110,6 +110,7 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
     out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "ready"}}, s.ready);
     out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "reserved"}}, s.reserved);
     out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "dead"}}, s.dead);
+    out.Sample("delayq_jobs", {{"queue", s.name}, {"state", "completed"}}, s.completed);
   }
   out.Family("delayq_jobs_due_next_60s", "gauge", "Scheduled jobs due in the next 60 seconds.");
   for (const auto& s : stats) out.Sample("delayq_jobs_due_next_60s", {{"queue", s.name}}, s.due_next_60s);

@@ -46,12 +46,13 @@ class ForwardingQueue : public Base {
     return inner_.ReserveAsync(q, r, std::move(done));
   }
   void CancelReserve(uint64_t handle) override { inner_.CancelReserve(handle); }
-  Status Ack(std::string_view q, std::string_view receipt) override { return inner_.Ack(q, receipt); }
-  std::vector<Status> AckBatch(std::string_view q, std::span<const std::string> receipts) override {
-    return inner_.AckBatch(q, receipts);
+  using Queue::AckBatch;
+  using Queue::AckBatchAsync;
+  std::vector<Status> AckBatch(std::string_view q, std::span<const AckRequest> requests) override {
+    return inner_.AckBatch(q, requests);
   }
-  void AckBatchAsync(std::string_view q, std::span<const std::string> receipts, AckCallback done) override {
-    inner_.AckBatchAsync(q, receipts, std::move(done));
+  void AckBatchAsync(std::string_view q, std::span<const AckRequest> requests, AckCallback done) override {
+    inner_.AckBatchAsync(q, requests, std::move(done));
   }
   std::vector<Status> ReleaseBatch(std::string_view q, std::span<const std::string> receipts) override {
     return inner_.ReleaseBatch(q, receipts);

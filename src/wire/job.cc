@@ -32,6 +32,8 @@ Status ReadJob(sj::object o, Job* j) {
     else if (k == "priority") j->priority = static_cast<int32_t>(Int(v));
     else if (k == "group") j->group = IsNull(v) ? "" : Str(v);
     else if (k == "progress") j->progress = IsNull(v) ? "" : Raw(v);
+    else if (k == "completed_at") j->completed_at_ms = Int(v);
+    else if (k == "result") j->result = IsNull(v) ? "" : Raw(v);
   }
   return Status::Ok();
 }
@@ -87,6 +89,7 @@ void WriteJob(JsonWriter& w, const Job& j) {
   }
   if (j.state == JobState::kReserved) w.Key("lease_deadline").Int(j.lease_deadline_ms);
   if (j.state == JobState::kDead) w.Key("dead_at").Int(j.dead_at_ms);
+  if (j.state == JobState::kCompleted) w.Key("completed_at").Int(j.completed_at_ms);
   w.Key("priority").Int(j.priority);
   if (j.group.empty()) {
     w.Key("group").Null();
@@ -100,6 +103,12 @@ void WriteJob(JsonWriter& w, const Job& j) {
     w.Key("progress").Null();
   } else {
     w.Key("progress").Raw(j.progress);
+  }
+  // The same for a completed job's result (AckRequest::result).
+  if (j.result.empty() || !IsJsonValue(j.result)) {
+    w.Key("result").Null();
+  } else {
+    w.Key("result").Raw(j.result);
   }
   w.EndObject();
 }

@@ -41,7 +41,7 @@ struct ShrinkValidatorAfterUse {
 // acted on every copy of some ("receipt" twice: both receipts touched, or acked under a 400 for
 // the other) and on the last copy of others. A request's own objects are refused with a name
 // twice, before anything is done. The JSON values a request carries to be kept as written (a
-// payload, a progress) are not looked into: their duplicates are kept, as given.
+// payload, a progress, a result) are not looked into: their duplicates are kept, as given.
 // The key `object` names twice, if any. Most objects are a job's few fields: a scan of them
 // allocates nothing.
 std::optional<std::string_view> KeyTwice(const simdjson::dom::object& object) {
@@ -83,7 +83,7 @@ std::vector<std::string> FieldTwice(simdjson::dom::element e) {
   const simdjson::dom::object object = e.get_object().value_unsafe();
   if (auto twice = KeyTwice(object)) return {std::string(*twice)};
   for (auto field : object) {
-    if (field.key == "payload" || field.key == "progress") continue;  // kept as written
+    if (field.key == "payload" || field.key == "progress" || field.key == "result") continue;  // kept as written
     auto inner = FieldTwice(field.value);
     if (!inner.empty()) {
       inner.insert(inner.begin(), std::string(field.key));
@@ -97,7 +97,7 @@ std::vector<std::string> FieldTwice(simdjson::dom::element e) {
 // acted on every copy of some ("receipt" twice: both receipts touched, or acked under a 400 for
 // the other) and on the last copy of others. A request's own objects are refused with a name
 // twice, before anything is done. The JSON values a request carries to be kept as written (a
-// payload, a progress) are not looked into: their duplicates are kept, as given.
+// payload, a progress, a result) are not looked into: their duplicates are kept, as given.
 Status NoFieldTwice(simdjson::dom::element root) {
   const std::vector<std::string> where = FieldTwice(root);
   if (where.empty()) return Status::Ok();
@@ -288,6 +288,7 @@ JobState StateOf(std::string_view s) {
   if (s == "ready") return JobState::kReady;
   if (s == "reserved") return JobState::kReserved;
   if (s == "dead") return JobState::kDead;
+  if (s == "completed") return JobState::kCompleted;
   return JobState::kScheduled;
 }
 

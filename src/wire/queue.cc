@@ -21,6 +21,7 @@ Status ReadStats(sj::object o, QueueStats* s) {
     else if (k == "ready") s->ready = Int(v);
     else if (k == "reserved") s->reserved = Int(v);
     else if (k == "dead") s->dead = Int(v);
+    else if (k == "completed") s->completed = Int(v);
     else if (k == "due_next_60s") s->due_next_60s = Int(v);
     else if (k == "earliest_due_at") {
       if (!IsNull(v)) s->earliest_due_at_ms = Int(v);
@@ -104,6 +105,7 @@ void WriteStats(JsonWriter& w, const QueueStats& s) {
   w.Key("ready").Int(s.ready);
   w.Key("reserved").Int(s.reserved);
   w.Key("dead").Int(s.dead);
+  w.Key("completed").Int(s.completed);
   w.Key("due_next_60s").Int(s.due_next_60s);
   if (s.earliest_due_at_ms) {
     w.Key("earliest_due_at").Int(*s.earliest_due_at_ms);
@@ -169,6 +171,7 @@ void WriteConfig(JsonWriter& w, const QueueConfig& c) {
   w.Key("max_reserved").Int(c.max_reserved);
   w.Key("group_max_reserved").Int(c.group_max_reserved);
   w.Key("priority_aging_ms").Int(c.priority_aging_ms);
+  w.Key("keep_completed_ms").Int(c.keep_completed_ms);
   w.EndObject();
 }
 
@@ -201,6 +204,7 @@ constexpr NumberField<QueueConfig> kConfigFields[] = {
     {"max_reserved", &QueueConfig::max_reserved, nullptr, "an integer number of jobs"},
     {"group_max_reserved", &QueueConfig::group_max_reserved, nullptr, "an integer number of jobs"},
     {"priority_aging_ms", &QueueConfig::priority_aging_ms, nullptr, "an integer number of milliseconds"},
+    {"keep_completed_ms", &QueueConfig::keep_completed_ms, nullptr, "an integer number of milliseconds"},
 };
 constexpr NumberField<BackoffPolicy> kBackoffFields[] = {
     {"base_ms", &BackoffPolicy::base_ms, nullptr, "an integer number of milliseconds"},

@@ -52,6 +52,25 @@ std::string WriteAckRequest(std::span<const std::string> receipts, bool batch) {
   return w.Take();
 }
 
+std::string WriteAckRequest(std::span<const AckRequest> requests, bool batch) {
+  JsonWriter w;
+  w.BeginObject();
+  auto entry = [&w](const AckRequest& r) {
+    if (!r.result) return void(w.String(r.receipt));
+    w.BeginObject().Key("receipt").String(r.receipt).Key("result").Raw(*r.result).EndObject();
+  };
+  if (batch) {
+    w.Key("receipts").BeginArray();
+    for (const auto& r : requests) entry(r);
+    w.EndArray();
+  } else if (!requests.empty()) {
+    w.Key("receipt").String(requests.front().receipt);
+    if (requests.front().result) w.Key("result").Raw(*requests.front().result);
+  }
+  w.EndObject();
+  return w.Take();
+}
+
 std::string WriteNackRequest(const NackRequest& request) {
   JsonWriter w;
   w.BeginObject().Key("receipt").String(request.receipt);
@@ -71,20 +90,62 @@ std::string WriteTouchRequest(const TouchRequest& request) {
   return w.Take();
 }
 
+namespace {
+
+// One entry of an ack's "receipts": a receipt, or {"receipt", "result"}.
+Status ParseAckEntry(sj::value v, size_t i, ReceiptsBody& out) {
+  std::string_view s;
+  if (!v.get_string().get(s)) {
+    out.receipts.emplace_back(s);
+    out.results.emplace_back();
+    return Status::Ok();
+  }
+  const std::string at = fmt::format("receipts[{}]", i);
+  sj::object entry;
+  if (v.get_object().get(entry)) return TypeError(at, "a receipt (a string) or {\"receipt\", \"result\"}");
+  constexpr std::string_view kEntryFields[] = {"receipt", "result"};
+  std::optional<std::string> receipt, result;
+  for (auto f : entry) {
+    std::string_view key;
+    sj::value value;
+    if (f.unescaped_key().get(key) || f.value().get(value)) return Status::InvalidArgument("malformed field");
+    if (key == "receipt") {
+      receipt.emplace();
+      DELAYQ_RETURN_IF_ERROR(GetString(value, at + ".receipt", &*receipt));
+    } else if (key == "result") {
+      if (IsNull(value)) continue;
+      result.emplace();
+      DELAYQ_RETURN_IF_ERROR(RawValue(value, at + ".result", &*result));
+      DELAYQ_RETURN_IF_ERROR(ValidateResult(*result, at + ".result"));
+    } else {
+      return UnknownField(at + ".", key, kEntryFields);
+    }
+  }
+  if (!receipt) return Status::InvalidArgument(at + ".receipt is missing");
+  out.receipts.push_back(std::move(*receipt));
+  out.results.push_back(std::move(result));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor route) {
-  constexpr std::string_view kAckFields[] = {"receipt", "receipts"};
+  constexpr std::string_view kAckFields[] = {"receipt", "receipts", "result"};
+  constexpr std::string_view kReleaseFields[] = {"receipt", "receipts"};
   constexpr std::string_view kNackFields[] = {"receipt", "receipts", "retry_in_ms", "error", "dead"};
   constexpr std::string_view kTouchFields[] = {"receipt", "receipts", "lease_ms", "progress"};
   using Names = std::span<const std::string_view>;
-  const Names known = route == ReceiptsFor::kAck    ? Names(kAckFields)
-                      : route == ReceiptsFor::kNack ? Names(kNackFields)
-                                                    : Names(kTouchFields);
+  const Names known = route == ReceiptsFor::kAck       ? Names(kAckFields)
+                      : route == ReceiptsFor::kNack    ? Names(kNackFields)
+                      : route == ReceiptsFor::kRelease ? Names(kReleaseFields)
+                                                       : Names(kTouchFields);
   auto d = OpenRequest(body);
   if (!d.ok()) return d.status();
   sj::object obj;
   if ((*d)->doc.get_object().get(obj)) return Status::InvalidArgument("the body must be a JSON object");
   ReceiptsBody out;
   bool single = false;
+  std::optional<std::string> result;  // the single form's
   for (auto f : obj) {
     std::string_view key;
     sj::value v;
@@ -101,9 +162,16 @@ Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor rou
       if (v.get_array().get(arr)) return TypeError("receipts", "an array of strings");
       size_t i = 0;
       for (auto element : arr) {
-        std::string_view s;
-        if (element.get_string().get(s)) return TypeError(fmt::format("receipts[{}]", i), "a string");
-        out.receipts.emplace_back(s);
+        if (route == ReceiptsFor::kAck) {
+          sj::value ev;
+          if (element.get(ev))
+            return TypeError(fmt::format("receipts[{}]", i), "a receipt or {\"receipt\", \"result\"}");
+          DELAYQ_RETURN_IF_ERROR(ParseAckEntry(ev, i, out));
+        } else {
+          std::string_view s;
+          if (element.get_string().get(s)) return TypeError(fmt::format("receipts[{}]", i), "a string");
+          out.receipts.emplace_back(s);
+        }
         ++i;
       }
       out.batch = true;
@@ -121,7 +189,21 @@ Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor rou
       std::string raw;
       DELAYQ_RETURN_IF_ERROR(RawValue(v, "progress", &raw));
       out.progress = std::move(raw);
+    } else if (key == "result" && !IsNull(v)) {
+      result.emplace();
+      DELAYQ_RETURN_IF_ERROR(RawValue(v, "result", &*result));
+      DELAYQ_RETURN_IF_ERROR(ValidateResult(*result));
     }
+  }
+  if (result && out.batch) {
+    return Status::InvalidArgument(
+        "result is given beside receipts; give each its own: {\"receipts\": "
+        "[{\"receipt\": \"...\", \"result\": ...}]}");
+  }
+  if (single) out.results.assign(1, std::move(result));
+  // No entry with a result: none kept (a plain ack batch costs nothing more).
+  if (std::none_of(out.results.begin(), out.results.end(), [](const auto& r) { return r.has_value(); })) {
+    out.results.clear();
   }
   if (single && out.batch) {
     return Status::InvalidArgument("receipt and receipts are both given; give one of them");

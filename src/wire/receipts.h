@@ -1,6 +1,8 @@
-// Ending deliveries on the wire (POST /v1/queues/{q}/ack | nack | touch): {"receipt": "..."} or a
-// batch {"receipts": [...]}, with "retry_in_ms", "error", "dead" for a nack and "lease_ms" for a
-// touch. One receipt answers with its own status ({"acked": 1}, {"state", "due_at"},
+// Ending deliveries on the wire (POST /v1/queues/{q}/ack | nack | touch | release): {"receipt":
+// "..."} or a batch {"receipts": [...]}, with "retry_in_ms", "error", "dead" for a nack, "lease_ms"
+// and "progress" for a touch, and "result" for an ack (a batch's entry is then {"receipt",
+// "result"} in place of the receipt's string). One receipt answers with its own status ({"acked": 1}, {"state",
+// "due_at"},
 // {"lease_deadline"}); a batch answers 200 {"acked"|"nacked"|"touched": n, "failed": [{"receipt",
 // "code", "message"}]}.
 #pragma once
@@ -25,15 +27,21 @@ struct ReceiptsBody {
   bool dead = false;                    // nack
   std::optional<int64_t> lease_ms;      // touch
   std::optional<std::string> progress;  // touch: the JSON text as given (null: none)
+  // ack: one per receipt, the JSON text of its result as given (empty: none, or null); empty
+  // when no receipt has one.
+  std::vector<std::optional<std::string>> results;
 };
 
 std::string WriteAckRequest(std::span<const std::string> receipts, bool batch);
+// An ack's body: each request's receipt, as {"receipt", "result"} when it has a result.
+std::string WriteAckRequest(std::span<const AckRequest> requests, bool batch);
 std::string WriteNackRequest(const NackRequest& request);
 std::string WriteTouchRequest(const TouchRequest& request);
 // Which route's body: each takes "receipt" or "receipts", and its own fields besides.
-enum class ReceiptsFor { kAck, kNack, kTouch };
+enum class ReceiptsFor { kAck, kNack, kTouch, kRelease };
 // kInvalidArgument naming the field (also a field of another route: "lease_ms" on a nack);
-// kTooLarge past Limits::kMaxBatch receipts.
+// kTooLarge past Limits::kMaxBatch receipts. A result that is not JSON or is too large fails the
+// whole request.
 Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor route);
 
 std::string WriteNackResponse(const NackResult& result);

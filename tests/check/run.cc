@@ -516,6 +516,7 @@ class Run {
       config.backoff.base_ms = 200;
       config.backoff.max_ms = 3000;
       config.backoff.jitter = 0.2;
+      config.keep_completed_ms = StartConfig::KeepCompletedMs(q);
       Status s = c->SetConfig(q, config);
       if (!s.ok()) throw std::runtime_error("setting up queue " + q + ": " + s.ToString());
     }
@@ -756,7 +757,7 @@ class Run {
     auto counts = [&](std::map<std::string, QueueCounts>* into) {
       for (const auto& q : kQueues) {
         auto s = c->Stats(q);
-        if (s.ok()) (*into)[q] = {s->scheduled, s->ready, s->reserved, s->dead};
+        if (s.ok()) (*into)[q] = {s->scheduled, s->ready, s->reserved, s->dead, s->completed};
       }
     };
     counts(&out.stats);
@@ -785,6 +786,7 @@ class Run {
         f.state = JobStateName(job->state);
         f.key = job->key;
         f.attempt = job->attempt;
+        f.result = job->result;
       } else if (job.code() != Code::kNotFound) {
         out.settled = false;
       }
@@ -800,10 +802,11 @@ class Run {
         QueueCounts& qc = out.metrics[(*it)[1]];
         const std::string state = (*it)[2];
         const int64_t n = std::stoll((*it)[3]);
-        (state == "scheduled"  ? qc.scheduled
-         : state == "ready"    ? qc.ready
-         : state == "reserved" ? qc.reserved
-                               : qc.dead) = n;
+        (state == "scheduled"   ? qc.scheduled
+         : state == "ready"     ? qc.ready
+         : state == "reserved"  ? qc.reserved
+         : state == "completed" ? qc.completed
+                                : qc.dead) = n;
       }
     }
     return out;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "check/worker.h"
+
 namespace delayq::check {
 namespace {
 
@@ -44,6 +46,8 @@ struct Trace {
   bool due_unknown = false;
   int64_t removed_ok_t1 = kNever;  // first ack or cancel by id that answered ok
   bool removed_in_doubt = false;
+  bool cancelled_ok = false;          // a cancel by id answered ok
+  std::set<std::string> ack_results;  // of its acks that answered ok or in doubt
   bool may_be_dead = false;
   int64_t max_asked = 0;  // max_attempts its enqueue asked for (0: the queue's default)
 };
@@ -212,6 +216,7 @@ class Verifier {
           Trace& t = T(IdOf(receipts[i]), q);
           t.ops.push_back(&op);
           DeliveryRec* d = DeliveryOf(receipts[i]);
+          if (op.op == "ack" && (code == "ok" || Doubtful(code))) t.ack_results.insert(op.args.value("res", ""));
           if (code == "ok") {
             if (op.args.value("why", "") == "forged") {
               Add("stale", fmt::format("a forged receipt {} was accepted by {}", receipts[i], op.op), {&op});
@@ -248,6 +253,7 @@ class Verifier {
         Trace& t = T(id, q);
         t.ops.push_back(&op);
         if (op.op == "cancel") {
+          t.cancelled_ok = t.cancelled_ok || op.ok();
           if (op.ok()) t.removed_ok_t1 = std::min(t.removed_ok_t1, op.t1);
           else if (Doubtful(op.code)) t.removed_in_doubt = true;
         } else if (op.op == "reschedule") {
@@ -558,13 +564,30 @@ class Verifier {
     return explained;
   }
 
+  // A completed job: its queue keeps completed jobs, an ack of it went well (or is in doubt), and
+  // it shows that ack's result.
+  void CheckCompleted(const Trace& t, const FinalJob& f) {
+    if (StartConfig::KeepCompletedMs(t.queue) == 0) {
+      AddJob("result", fmt::format("job {} is completed in queue {}, which keeps no completed jobs", t.id, t.queue), t);
+    } else if (t.ack_results.empty()) {
+      AddJob("result", fmt::format("job {} is completed, but no ack of it answered ok", t.id), t);
+    } else if (!t.ack_results.contains(f.result)) {
+      AddJob("result",
+             fmt::format("job {} is completed with the result {}, which no ack of it that answered ok carried", t.id,
+                         f.result.substr(0, 80)),
+             t);
+    }
+  }
+
   void CheckJobs() {
     std::vector<const Trace*> gone;
     for (const auto& [id, t] : traces_) {
       auto f = f_.jobs.find(id);
       const bool present = f != f_.jobs.end() && f->second.found;
+      const bool completed = present && f->second.state == "completed";
+      if (completed) CheckCompleted(t, f->second);
       if (t.removed_ok_t1 != kNever) {
-        bool again = present;
+        bool again = present && (!completed || t.cancelled_ok);  // an ack keeps it completed; a cancel does not
         for (size_t k : t.deliveries) again = again || deliveries_[k].reserve->t0 > t.removed_ok_t1;
         if (again) {
           ++r_.resurrected;
@@ -614,7 +637,8 @@ class Verifier {
     std::map<std::pair<std::string, std::string>, std::vector<const Trace*>> live;
     for (const auto& [id, t] : traces_) {
       auto f = f_.jobs.find(id);
-      if (f == f_.jobs.end() || !f->second.found || f->second.state == "dead" || f->second.key.empty()) continue;
+      if (f == f_.jobs.end() || !f->second.found || f->second.key.empty()) continue;
+      if (f->second.state == "dead" || f->second.state == "completed") continue;  // neither holds its key
       live[{t.queue, f->second.key}].push_back(&t);
     }
     for (const auto& [qk, jobs] : live) {
@@ -633,21 +657,27 @@ class Verifier {
       if (f == f_.jobs.end() || !f->second.found) continue;
       QueueCounts& c = recount[t.queue];
       const std::string& s = f->second.state;
-      (s == "scheduled" ? c.scheduled : s == "ready" ? c.ready : s == "reserved" ? c.reserved : c.dead) += 1;
+      (s == "scheduled"   ? c.scheduled
+       : s == "ready"     ? c.ready
+       : s == "reserved"  ? c.reserved
+       : s == "completed" ? c.completed
+                          : c.dead) += 1;
     }
     for (const auto& [q, stats] : f_.stats) {
       const QueueCounts& mine = recount[q];
       auto slack = in_doubt_jobs_.count(q) ? in_doubt_jobs_.at(q) : 0;
       const int64_t extra = (stats.scheduled - mine.scheduled) + (stats.ready - mine.ready) +
-                            (stats.reserved - mine.reserved) + (stats.dead - mine.dead);
+                            (stats.reserved - mine.reserved) + (stats.dead - mine.dead) +
+                            (stats.completed - mine.completed);
       const bool each_at_least = stats.scheduled >= mine.scheduled && stats.ready >= mine.ready &&
-                                 stats.reserved >= mine.reserved && stats.dead >= mine.dead;
+                                 stats.reserved >= mine.reserved && stats.dead >= mine.dead &&
+                                 stats.completed >= mine.completed;
       if (!each_at_least || extra > slack) {
         Add("counts",
-            fmt::format("queue {}: stats say scheduled {} ready {} reserved {} dead {}; a recount of the "
-                        "jobs finds {} {} {} {} (and up to {} unknown from enqueues in doubt)",
-                        q, stats.scheduled, stats.ready, stats.reserved, stats.dead, mine.scheduled, mine.ready,
-                        mine.reserved, mine.dead, slack),
+            fmt::format("queue {}: stats say scheduled {} ready {} reserved {} dead {} completed {}; a recount of "
+                        "the jobs finds {} {} {} {} {} (and up to {} unknown from enqueues in doubt)",
+                        q, stats.scheduled, stats.ready, stats.reserved, stats.dead, stats.completed, mine.scheduled,
+                        mine.ready, mine.reserved, mine.dead, mine.completed, slack),
             {});
       }
       auto m = f_.metrics.find(q);

@@ -9,7 +9,9 @@
 //   stale        a receipt acts only while its delivery is the job's newest: no ack, nack or
 //                touch succeeds after the client saw a later delivery; a forged one never does
 //   lost         every acknowledged enqueue ends acked, cancelled, dead, purged or present
-//   resurrected  nothing is delivered or present after an ack or cancel answered ok
+//   resurrected  nothing is delivered or present after an ack or cancel answered ok, but a job
+//                an ack kept completed (keep_completed_ms), while no cancel of it answered ok
+//   result       a completed job shows the result of an ack of it that answered ok (or in doubt)
 //   keys         no two live jobs share a key
 //   answered     every request is answered; a long poll within wait_ms + 1 s, anything else
 //                within 5 s; no internal errors, no 503 outside a fault. The workers stop
@@ -40,13 +42,14 @@ namespace delayq::check {
 
 struct FinalJob {
   bool found = false;
-  std::string state;  // scheduled | ready | reserved | dead
+  std::string state;  // scheduled | ready | reserved | dead | completed
   std::string key;
   int32_t attempt = 0;
+  std::string result;  // when completed
 };
 
 struct QueueCounts {
-  int64_t scheduled = 0, ready = 0, reserved = 0, dead = 0;
+  int64_t scheduled = 0, ready = 0, reserved = 0, dead = 0, completed = 0;
   bool operator==(const QueueCounts&) const = default;
 };
 

@@ -19,7 +19,7 @@ class HistoryBuilder {
     o.client = 1;
     o.seq = static_cast<int64_t>(h_.ops.size());
     o.op = op;
-    o.queue = "q";
+    o.queue = queue_;
     o.t0 = kT0 + at_ms * 1000;
     o.t1 = o.t0 + 1000;
     o.code = code;
@@ -45,9 +45,13 @@ class HistoryBuilder {
                              {"key", ""}}})}},
         handed_ms);
   }
-  void Ack(const std::string& receipt, int64_t at_ms, const std::string& code = "ok") {
-    Add("ack", {{"rc", Json::array({receipt})}}, "ok", {{"codes", Json::array({code})}}, at_ms);
+  void Ack(const std::string& receipt, int64_t at_ms, const std::string& code = "ok", const std::string& result = "") {
+    Add("ack", {{"rc", Json::array({receipt})}, {"res", result}}, "ok", {{"codes", Json::array({code})}}, at_ms);
   }
+  void Cancel(const std::string& id, int64_t at_ms, const std::string& code = "ok") {
+    Add("cancel", {{"id", id}}, code, {{"id", id}}, at_ms);
+  }
+  void SetQueue(std::string queue) { queue_ = std::move(queue); }
   // An enqueue of one job with a key, answered 1 ms after it was sent.
   void EnqueueKeyed(const std::string& id, const std::string& key, int64_t due_ms, int64_t at_ms) {
     Add("enqueue", {{"jobs", Json::array({{{"d", due_ms - at_ms}, {"key", key}}})}}, "ok",
@@ -62,6 +66,7 @@ class HistoryBuilder {
 
  private:
   History h_;
+  std::string queue_ = "q";
 };
 
 std::vector<std::string> Kinds(const Report& r) {
@@ -353,4 +358,41 @@ TEST(Verify, TwoLiveJobsWithOneKeyAreReported) {
 }
 
 }  // namespace
+// A queue that keeps completed jobs (chk.b): a job acked ok may be there at the end, completed, with
+// the result that ack carried; with another result, after a cancel that answered ok, or in a queue
+// that keeps none, it is an anomaly.
+TEST(Verify, ACompletedJobShowsTheResultOfAnAckThatWentWell) {
+  HistoryBuilder b;
+  b.SetQueue("chk.b");
+  b.Enqueue(kId, 100, 0);
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Ack(kReceipt, 150, "ok", R"({"c":1,"n":7})");
+  auto final_with = [](const std::string& result) {
+    FinalState f;
+    f.stats["chk.b"] = {0, 0, 0, 0, 1};
+    f.metrics["chk.b"] = {0, 0, 0, 0, 1};
+    f.jobs[kId] = {true, "completed", "", 1, result};
+    return f;
+  };
+  const Report good = Verify(b.history(), final_with(R"({"c":1,"n":7})"), {});
+  EXPECT_TRUE(good.anomalies.empty()) << good.anomalies.front().what;
+  EXPECT_EQ(Kinds(Verify(b.history(), final_with(R"({"c":1,"n":8})"), {})), std::vector<std::string>{"result"});
+  FinalState miscounted = final_with(R"({"c":1,"n":7})");
+  miscounted.stats["chk.b"].completed = 0;
+  miscounted.metrics["chk.b"].completed = 0;
+  EXPECT_EQ(Kinds(Verify(b.history(), miscounted, {})), std::vector<std::string>{"counts"});
+  b.Cancel(kId, 200);
+  EXPECT_EQ(Kinds(Verify(b.history(), final_with(R"({"c":1,"n":7})"), {})), std::vector<std::string>{"resurrected"});
+
+  HistoryBuilder other;  // queue q keeps no completed jobs
+  other.Enqueue(kId, 100, 0);
+  other.Reserve(kId, kReceipt, 1, 100, 100);
+  other.Ack(kReceipt, 150, "ok", R"({"c":1,"n":7})");
+  FinalState f = Empty();
+  f.stats["q"].completed = 1;
+  f.metrics["q"].completed = 1;
+  f.jobs[kId] = {true, "completed", "", 1, R"({"c":1,"n":7})"};
+  EXPECT_EQ(Kinds(Verify(other.history(), f, {})), std::vector<std::string>{"result"});
+}
+
 }  // namespace delayq::check

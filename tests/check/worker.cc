@@ -212,10 +212,15 @@ class Worker {
     if (past_.size() > 200) past_.pop_front();
   }
 
+  // Each ack carries a result of its own ({"c": worker, "n": request}, the same for each receipt
+  // of one request): a completed job must show the result of an ack of it that went well.
   std::string Ack(const std::string& queue, std::vector<std::string> receipts, const char* why) {
-    return Do("ack", queue, {{"rc", receipts}, {"why", why}}, [&](Json& r, std::string& m) {
-      std::vector<Status> st = receipts.size() == 1 ? std::vector<Status>{client_->Ack(queue, receipts[0])}
-                                                    : client_->AckBatch(queue, receipts);
+    const std::string result = fmt::format(R"({{"c":{},"n":{}}})", o_.id, seq_ + 1);
+    return Do("ack", queue, {{"rc", receipts}, {"why", why}, {"res", result}}, [&](Json& r, std::string& m) {
+      std::vector<AckRequest> acks;
+      for (const auto& rc : receipts) acks.push_back({rc, result});
+      std::vector<Status> st =
+          acks.size() == 1 ? std::vector<Status>{client_->Ack(queue, acks[0])} : client_->AckBatch(queue, acks);
       r["codes"] = Json::array();
       std::string code = "ok";
       for (const auto& s : st) {
@@ -615,6 +620,7 @@ class Worker {
         c.max_reserved = Uniform(500, 2'000);
       }
       c.max_delay_ms = Uniform(o_.max_delay_ms, 3'600'000);  // every delay the workers ask stays allowed
+      c.keep_completed_ms = StartConfig::KeepCompletedMs(queue);
       Do("config", queue,
          {{"max", c.max_attempts},
           {"lease", c.lease_ms},

@@ -17,6 +17,14 @@ class CliTest : public ::testing::Test {
     args.insert(args.begin(), DELAYQ_BIN);
     return RunProcess(args, {{"DELAYQ_URL", server_.url()}}, input);
   }
+  // Reserves one job of `queue` with `delayq reserve`: its receipt, or "" (a failure is reported).
+  std::string ReservedReceipt(const std::string& queue) {
+    RunResult r = Cli({"reserve", queue});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.out.find("receipt ");
+    if (at == std::string::npos) return "";
+    return r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
+  }
   ServerProcess server_{{"--durability", "interval"}};
 };
 
@@ -58,10 +66,8 @@ TEST_F(CliTest, TouchReportsProgressThatGetShows) {
   RunResult e = Cli({"enqueue", "reports", R"({"month":11})"});
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const std::string id = e.out.substr(e.out.find("enqueued ") + 9, 26);
-  RunResult r = Cli({"reserve", "reports"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const size_t at = r.out.find("receipt ") + 8;
-  const std::string receipt = r.out.substr(at, r.out.find('\n', at) - at);
+  const std::string receipt = ReservedReceipt("reports");
+  ASSERT_FALSE(receipt.empty());
   RunResult t = Cli({"touch", "reports", receipt, "--lease", "2m", "--progress", R"({"rows": 120})"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_NE(t.out.find("lease until 20"), std::string::npos) << "a date, as get shows it: " << t.out;
@@ -73,6 +79,33 @@ TEST_F(CliTest, TouchReportsProgressThatGetShows) {
   RunResult bad = Cli({"touch", "reports", receipt, "--progress", "half done"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("progress is not a JSON value"), std::string::npos) << bad.err;
+}
+
+// `config --keep-completed` keeps acked jobs; `ack --result` gives each its result, which `get` and
+// `jobs ls --state completed` show; a result that is not JSON is refused before anything is acked.
+TEST_F(CliTest, AckKeepsAResultThatGetAndTheCompletedListingShow) {
+  RunResult c = Cli({"config", "invoices", "--keep-completed", "1d"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("keep completed  1d"), std::string::npos) << c.out;
+  RunResult e = Cli({"enqueue", "invoices", R"({"n":7})"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const std::string id = e.out.substr(e.out.find("enqueued ") + 9, 26);
+  const std::string receipt = ReservedReceipt("invoices");
+  ASSERT_FALSE(receipt.empty());
+  RunResult bad = Cli({"ack", "invoices", receipt, "--result", "paid in full"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--result is not a JSON value"), std::string::npos) << bad.err;
+  EXPECT_NE(Cli({"get", "invoices", id}).out.find("state       reserved"), std::string::npos) << "nothing acked";
+  RunResult a = Cli({"ack", "invoices", receipt, "--result", R"({"paid": 1999})"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  RunResult g = Cli({"get", "invoices", id});
+  EXPECT_NE(g.out.find("state       completed"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("completed   20"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find(R"(result      {"paid": 1999})"), std::string::npos) << g.out;
+  RunResult ls = Cli({"jobs", "ls", "invoices", "--state", "completed"});
+  EXPECT_NE(ls.out.find("RESULT"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find(R"({"paid": 1999})"), std::string::npos) << ls.out;
+  EXPECT_NE(Cli({"stats", "invoices"}).out.find("completed jobs kept: 1"), std::string::npos);
 }
 
 // `bench --lead` moves the window's start: 0ms makes jobs come due while others are still being

@@ -114,6 +114,51 @@ TEST(WorkerTest, AHandlerReportsItsProgress) {
   EXPECT_EQ(worker.Progress(other, "1").code(), Code::kInvalidArgument) << "not running here";
 }
 
+// A handler that returns a std::string returns its job's result, kept with the job while the
+// queue keeps completed jobs; an empty string is none; a result the store would refuse (not JSON)
+// is reported and the job acked without it (refusing the ack would only run the work again).
+TEST(WorkerTest, AHandlerReturnsItsJobsResult) {
+  testing::TempDir dir;
+  auto engine = OpenEngine(dir);
+  QueueConfig config;
+  config.keep_completed_ms = 3'600'000;
+  ASSERT_TRUE(engine->SetConfig("w", config).ok());
+  std::vector<std::string> ids;
+  for (const char* p : {"1", "2", "3"}) {
+    auto made = engine->Enqueue("w", EnqueueRequest{.payload = p});
+    ASSERT_TRUE(made.ok());
+    ids.push_back(made->id);
+  }
+  std::mutex m;
+  std::vector<Status> reported;
+  Worker worker(*engine, "w",
+                [](const Delivery& d) -> std::string {
+                  if (d.payload == "1") return R"({"n": 1})";
+                  if (d.payload == "2") return "";
+                  return "{not json";
+                },
+                {.wait_ms = 200, .on_error = [&](const Status& s) {
+                   std::lock_guard lock(m);
+                   reported.push_back(s);
+                 }});
+  worker.Start();
+  ASSERT_TRUE(Eventually([&] { return worker.stats().acked == 3; }));
+  worker.Stop();
+  auto job = [&](size_t i) { return engine->Get("w", JobRef::ById(ids[i])); };
+  ASSERT_TRUE(job(0).ok());
+  EXPECT_EQ(job(0)->state, JobState::kCompleted);
+  EXPECT_EQ(job(0)->result, R"({"n": 1})");
+  EXPECT_EQ(job(1)->result, "") << "an empty string is none";
+  EXPECT_EQ(job(2)->state, JobState::kCompleted) << "acked without the refused result";
+  EXPECT_EQ(job(2)->result, "");
+  std::lock_guard lock(m);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_NE(reported[0].message().find("the handler's result for job " + ids[2]), std::string::npos)
+      << reported[0].ToString();
+  // A handler returning void still compiles and acks, as before.
+  Worker plain(*engine, "w", [](const Delivery&) {});
+}
+
 // The queue's lease is 2 s and the handler runs 4 s: its lease is touched meanwhile, so no other
 // slot receives the job, and it is delivered once. (The keep-alive waited 30 s between touches
 // when WorkerOptions::lease_ms was unset, and the job went to a second handler.)

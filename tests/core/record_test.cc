@@ -100,7 +100,7 @@ TEST(Record, Version2CarriesKeyTtlAndIsWrittenOnlyWhenItIsSet) {
 
 TEST(Record, RefusesNewerVersionsAndGarbage) {
   std::string bytes = EncodeJobRecord(Sample());
-  bytes[0] = 4;
+  bytes[0] = 5;
   JobRecord r;
   Status s = DecodeJobRecord(bytes, &r);
   EXPECT_EQ(s.code(), Code::kCorruption);
@@ -225,6 +225,36 @@ TEST(Record, APriorityOrAGroupIsWrittenOnlyForTheJobsThatHaveOne) {
   ASSERT_TRUE(DecodeDueRecord(EncodeDueRecord({1, 0, {}, 0}), &back).ok());
   EXPECT_EQ(back.priority, 0);
   EXPECT_TRUE(back.group.empty());
+}
+
+// A completed job (kept by keep_completed_ms) is the only one written as version 4: version 3's
+// fields (key_ttl_ms, priority, group: 0, 0 and "" when none), then its completion time and result;
+// its state byte is 2. Every other record keeps the version an older delayq reads.
+TEST(Record, ACompletedJobIsVersion4WithItsCompletionAndResult) {
+  JobRecord done = Sample();
+  done.completed = true;
+  done.completed_at_ms = 300;
+  done.result = R"({"ok":1})";
+  const std::string bytes = EncodeJobRecord(done);
+  EXPECT_EQ(bytes[0], 4);
+  EXPECT_EQ(bytes[1], 2) << "the state byte";
+  EXPECT_EQ(bytes.substr(bytes.size() - 14), std::string("\x00\x00\x00\xac\x02\x08{\"ok\":1}", 14))
+      << "key_ttl_ms 0, priority 0, group \"\", completed_at 300, then the result as bytes";
+  JobRecord out;
+  ASSERT_TRUE(DecodeJobRecord(bytes, &out).ok());
+  EXPECT_TRUE(out.completed);
+  EXPECT_FALSE(out.dead);
+  EXPECT_EQ(out.completed_at_ms, 300);
+  EXPECT_EQ(out.result, R"({"ok":1})");
+  EXPECT_EQ(out.payload, Sample().payload);
+  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(DecodeJobRecord(bytes.substr(0, n), &out).ok()) << n;
+  std::string mislabelled = EncodeJobRecord(Sample());
+  mislabelled[1] = 2;
+  EXPECT_FALSE(DecodeJobRecord(mislabelled, &out).ok()) << "state 2 only in version 4";
+  ASSERT_TRUE(DecodeJobRecord(EncodeJobRecord(Sample()), &out).ok());
+  EXPECT_FALSE(out.completed);
+  EXPECT_EQ(out.result, "") << "a decoded record does not keep the result of the one before";
+  EXPECT_EQ(EncodeJobRecord(Sample())[0], 1) << "a job not completed keeps its version";
 }
 
 }  // namespace

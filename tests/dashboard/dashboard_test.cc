@@ -173,6 +173,29 @@ TEST_F(DashboardTest, AReservedJobShowsItsProgress) {
   browser_.Screenshot(Shot("progress"));
 }
 
+// The Completed tab lists acked jobs kept by keep_completed_ms with their results, and the job
+// page shows when it completed and its result.
+TEST_F(DashboardTest, ACompletedJobShowsItsResult) {
+  QueueConfig config;
+  config.keep_completed_ms = 3'600'000;
+  ASSERT_TRUE(api_->SetConfig("invoices", config).ok());
+  auto made = api_->Enqueue("invoices", Job(R"({"n":7})"));
+  ASSERT_TRUE(made.ok());
+  auto got = api_->Reserve("invoices", {1, 0, std::nullopt});
+  ASSERT_TRUE(got.ok() && got->size() == 1);
+  ASSERT_TRUE(api_->Ack("invoices", AckRequest{(*got)[0].receipt, R"({"paid": 1999})"}).ok());
+  browser_.Go(Url("#/queue/invoices/jobs/completed"));
+  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=result]') && "
+                          "document.querySelector('[data-testid=result]').textContent"),
+            R"({"paid":1999})");
+  browser_.Go(Url("#/job/invoices/" + made->id));
+  EXPECT_EQ(browser_.Wait("document.querySelector('[data-testid=job-result]') && "
+                          "document.querySelector('[data-testid=job-result]').textContent"),
+            R"({"paid":1999})");
+  EXPECT_EQ(browser_.Text("[data-testid=job-state]"), "completed");
+  browser_.Screenshot(Shot("completed"));
+}
+
 // The jobs of a state are browsed a page at a time with their payload shown; selected scheduled
 // jobs are run now (they turn ready) or cancelled after a confirmation; the queue page says
 // when lateness is the wait for a consumer.

@@ -245,7 +245,7 @@ TEST_F(ApiTest, BrowsingPagesAndRefusesBadStatesLimitsAndCursors) {
   EXPECT_TRUE(J(Call("GET", "/v1/queues/b/dead"))["next_cursor"].is_null());
   const std::pair<std::string, std::string> cases[] = {
       {"/v1/queues/b/jobs", "give state=scheduled|ready|reserved|dead"},
-      {"/v1/queues/b/jobs?state=sheduled", "give scheduled, ready, reserved or dead"},
+      {"/v1/queues/b/jobs?state=sheduled", "give scheduled, ready, reserved, dead or completed"},
       {"/v1/queues/b/jobs?state=", "is not a job state"},
       {"/v1/queues/b/jobs?state=ready&key=k", "not both"},
       {"/v1/queues/b/jobs?state=ready&limit=0", "between 1 and 1000"},
@@ -502,6 +502,60 @@ TEST_F(ApiTest, ATouchReportsProgressShownOnTheJob) {
   EXPECT_EQ(J(Call("GET", "/v1/queues/p/jobs/" + id0))["progress"], "half") << "a refused touch changed nothing";
   ASSERT_EQ(Call("POST", "/v1/queues/p/ack", R"({"receipt":")" + r0 + R"("})").status, 200);
   ExpectError(Call("POST", "/v1/queues/p/touch", R"({"receipt":")" + r0 + R"(","progress":1})"), 404, "not_found");
+}
+
+// Completed jobs kept (keep_completed_ms) with their results, over raw HTTP: the config field, an
+// ack's result (single and in batch entries), the job's completed_at and result, the listing, the
+// stats and metrics, and the refusals, before anything is acked.
+TEST_F(ApiTest, AnAckKeepsItsResultOnACompletedJob) {
+  auto config = Call("PUT", "/v1/queues/done/config", R"({"keep_completed_ms": 3600000})");
+  ASSERT_EQ(config.status, 200) << config.body;
+  EXPECT_EQ(J(config)["keep_completed_ms"], 3600000);
+  ExpectError(Call("PUT", "/v1/queues/done/config", R"({"keep_completed_ms": 2592000001})"), 400, "invalid_argument",
+              "keep_completed_ms");
+  ExpectError(Call("PUT", "/v1/queues/done/config", R"({"keep_completed_ms": -1})"), 400, "invalid_argument",
+              "keep_completed_ms");
+  for (int i = 0; i < 3; ++i) Call("POST", "/v1/queues/done/jobs", R"({"payload":1})");
+  json jobs = J(Call("POST", "/v1/queues/done/reserve", R"({"max":3})"))["jobs"];
+  ASSERT_EQ(jobs.size(), 3u);
+  const std::string r0 = jobs[0]["receipt"], r1 = jobs[1]["receipt"], r2 = jobs[2]["receipt"];
+  const std::string id0 = jobs[0]["id"], id1 = jobs[1]["id"], id2 = jobs[2]["id"];
+
+  const std::string big = R"({"receipt":")" + r0 + R"(","result":")" + std::string(70'000, 'x') + R"("})";
+  auto refused = Call("POST", "/v1/queues/done/ack", big);
+  ExpectError(refused, 400, "invalid_argument", "result is 70002 bytes of JSON; at most 65536");
+  EXPECT_LT(refused.body.size(), 400u) << "the value is not echoed";
+  ExpectError(
+      Call("POST", "/v1/queues/done/ack", R"({"receipts":[")" + r0 + R"(",{"receipt":")" + r1 + R"(","result":[1,}]})"),
+      400, "invalid_argument");
+  EXPECT_EQ(J(Call("GET", "/v1/queues/done/jobs/" + id0))["state"], "reserved") << "a refused ack acked nothing";
+
+  auto one = Call("POST", "/v1/queues/done/ack", R"({"receipt":")" + r0 + R"(","result":{"charged": 1999, "e": 1e3}})");
+  ASSERT_EQ(one.status, 200) << one.body;
+  auto batch = Call("POST", "/v1/queues/done/ack",
+                    R"({"receipts":[")" + r1 + R"(",{"receipt":")" + r2 + R"(","result":"fine"},"bogus"]})");
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  EXPECT_EQ(J(batch)["acked"], 2);
+  EXPECT_EQ(J(batch)["failed"].size(), 1u);
+
+  auto got = Call("GET", "/v1/queues/done/jobs/" + id0);
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(J(got)["state"], "completed");
+  EXPECT_TRUE(J(got)["completed_at"].is_number());
+  EXPECT_NE(got.body.find(R"("result":{"charged": 1999, "e": 1e3})"), std::string::npos) << "as written: " << got.body;
+  EXPECT_TRUE(J(Call("GET", "/v1/queues/done/jobs/" + id1))["result"].is_null());
+  json listed = J(Call("GET", "/v1/queues/done/jobs?state=completed&limit=2"));
+  ASSERT_EQ(listed["jobs"].size(), 2u);
+  EXPECT_FALSE(listed["next_cursor"].is_null());
+  json rest = J(Call("GET", "/v1/queues/done/jobs?state=completed&cursor=" + listed["next_cursor"].get<std::string>()));
+  ASSERT_EQ(rest["jobs"].size(), 1u);
+  EXPECT_EQ(J(Call("GET", "/v1/queues/done"))["completed"], 3);
+  EXPECT_NE(Call("GET", "/metrics").body.find(R"(delayq_jobs{queue="done",state="completed"} 3)"), std::string::npos);
+  ExpectError(Call("POST", "/v1/queues/done/ack", R"({"receipt":")" + r0 + R"("})"), 404, "not_found");
+  ExpectError(Call("PATCH", "/v1/queues/done/jobs/" + id0, R"({"delay_ms":0})"), 409, "conflict", "completed");
+  ASSERT_EQ(Call("DELETE", "/v1/queues/done/jobs/" + id0).status, 200);
+  ExpectError(Call("GET", "/v1/queues/done/jobs/" + id0), 404, "not_found");
+  EXPECT_EQ(J(Call("DELETE", "/v1/queues/done"))["deleted"], true) << "completed jobs do not keep a queue";
 }
 
 // A request's object that names a field twice is refused before anything is done: the receipts

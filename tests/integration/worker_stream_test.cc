@@ -85,6 +85,43 @@ TEST(WorkerStream, AClientsWorkerStreamsAndAcksInBatches) {
   EXPECT_LT(RequestsTo(*client, "/ack"), 300) << "acks are batched";
 }
 
+// Over a stream, a handler's results go back in the batched acks: each job keeps its own.
+TEST(WorkerStream, ResultsGoBackInTheBatchedAcks) {
+  ServerProcess server;
+  auto client = server.NewClient();
+  QueueConfig config;
+  config.keep_completed_ms = 3'600'000;
+  ASSERT_TRUE(client->SetConfig("res", config).ok());
+  EnqueueN(*client, "res", 50);
+  Seen seen;
+  Worker worker(*client, "res",
+                [&](const Delivery& job) {
+                  seen.Add(job.payload);
+                  return std::string(R"({"square": )") +
+                         std::to_string(std::stoi(job.payload) * std::stoi(job.payload)) + "}";
+                },
+                {.concurrency = 4});
+  worker.Start();
+  ASSERT_TRUE(seen.Wait(50));
+  worker.Stop();
+  EXPECT_TRUE(worker.streaming());
+  EXPECT_EQ(worker.stats().acked, 50u);
+  std::set<std::string> results;
+  std::string cursor;
+  do {
+    auto page = client->ListJobs("res", ListRequest{JobState::kCompleted, 1000, cursor});
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& j : page->jobs) {
+      const int n = std::stoi(j.payload);
+      EXPECT_EQ(j.result, R"({"square": )" + std::to_string(n * n) + "}") << j.id;
+      results.insert(j.result);
+    }
+    cursor = page->next_cursor;
+  } while (!cursor.empty());
+  EXPECT_EQ(results.size(), 50u);
+  EXPECT_LT(RequestsTo(*client, "/ack"), 50) << "acks are batched";
+}
+
 TEST(WorkerStream, AStopSettlesWhatRanAndGivesBackWhatWasPrefetchedUnused) {
   ServerProcess server;
   auto client = server.NewClient();

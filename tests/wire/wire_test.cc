@@ -306,6 +306,59 @@ TEST(WireClosedObjects, AnUnknownFieldIsRefusedNamingTheNearestKnownOne) {
   EXPECT_TRUE(ParseConfig(R"({"lease_ms": 5000, "from_a_newer_server": 1})", QueueConfig{}, Fields::kOpen).ok());
 }
 
+// An ack's results: beside a single receipt, or in a batch entry {"receipt", "result"} mixed with
+// plain receipts; kept as written; null is none; refused for the whole request when one is not
+// JSON or is too large, naming which; never on a release, nor beside "receipts".
+TEST(WireAck, ResultsAreReadPerReceiptAndCheckedForTheWholeRequest) {
+  const std::vector<AckRequest> requests = {{"a.1.2", std::nullopt}, {"b.1.2", R"({"ok": true})"}, {"c.1.2", "7"}};
+  auto batch = ParseReceiptsRequest(WriteAckRequest(std::span(requests), true), ReceiptsFor::kAck);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(batch->receipts, (std::vector<std::string>{"a.1.2", "b.1.2", "c.1.2"}));
+  ASSERT_EQ(batch->results.size(), 3u);
+  EXPECT_FALSE(batch->results[0]);
+  EXPECT_EQ(batch->results[1], R"({"ok": true})") << "kept as written";
+  EXPECT_EQ(batch->results[2], "7");
+  auto one = ParseReceiptsRequest(WriteAckRequest(std::span(requests).subspan(1, 1), false), ReceiptsFor::kAck);
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->batch);
+  ASSERT_EQ(one->results.size(), 1u);
+  EXPECT_EQ(one->results[0], R"({"ok": true})");
+  auto plain = ParseReceiptsRequest(R"({"receipts": ["a", {"receipt": "b", "result": null}]})", ReceiptsFor::kAck);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->receipts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(plain->results.empty()) << "no result at all: a plain batch";
+
+  struct Case {
+    std::string body;
+    ReceiptsFor route;
+    std::string message;
+  };
+  const std::string big = std::string("\"") + std::string(Limits::kMaxResult, 'x') + "\"";
+  const std::vector<Case> cases = {
+      {R"({"receipts": ["a"], "result": 1})", ReceiptsFor::kAck, "result is given beside receipts"},
+      {R"({"receipts": ["a", {"result": 1}]})", ReceiptsFor::kAck, "receipts[1].receipt is missing"},
+      {R"({"receipts": ["a", {"receipt": "b", "reslt": 1}]})", ReceiptsFor::kAck,
+       R"(unknown field "receipts[1].reslt" (did you mean "result"?))"},
+      {R"({"receipts": ["a", 5]})", ReceiptsFor::kAck, "receipts[1]"},
+      {R"({"receipts": [{"receipt": 5}]})", ReceiptsFor::kAck, "receipts[0].receipt"},
+      {R"({"receipt": "a", "result": )" + big + "}", ReceiptsFor::kAck, "result is 65538 bytes of JSON; at most 65536"},
+      {R"({"receipts": ["a", {"receipt": "b", "result": )" + big + "}]}", ReceiptsFor::kAck,
+       "receipts[1].result is 65538 bytes"},
+      {R"({"receipt": "a", "result": 1})", ReceiptsFor::kRelease, R"(unknown field "result")"},
+      {R"({"receipts": [{"receipt": "a"}]})", ReceiptsFor::kRelease, "receipts[0]"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseReceiptsRequest(c.body, c.route);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << c.body.substr(0, 80);
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.body.substr(0, 80) << " answered: " << r.status().message();
+    EXPECT_LT(r.status().message().size(), 400u) << "the value is not echoed";
+  }
+  // Exactly at the limit: accepted.
+  const std::string edge = std::string("\"") + std::string(Limits::kMaxResult - 2, 'x') + "\"";
+  EXPECT_TRUE(ParseReceiptsRequest(R"({"receipt": "a", "result": )" + edge + "}", ReceiptsFor::kAck).ok());
+}
+
 // A field named twice in any of a request's own objects is refused, naming where; a large object
 // (past the scan of a few keys) and a late job of a batch alike. Payloads keep their duplicates.
 TEST(WireClosedObjects, AFieldGivenTwiceIsRefusedNamingWhere) {

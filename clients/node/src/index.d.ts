@@ -125,7 +125,7 @@ export interface Job {
 export interface JobInfo {
   id: string;
   queue: string;
-  state: 'scheduled' | 'ready' | 'reserved' | 'dead';
+  state: 'scheduled' | 'ready' | 'reserved' | 'dead' | 'completed';
   dueAt: number;
   attempt: number;
   maxAttempts: number;
@@ -142,6 +142,10 @@ export interface JobInfo {
   tracestate: string | null;
   /** While reserved: its delivery's last progress (Client.touch); else null. */
   progress: unknown;
+  /** When completed (kept by the queue's keep_completed_ms): when it was acked; else null. */
+  completedAt: number | null;
+  /** When completed: the result its ack carried (Client.ack), or its handler returned; else null. */
+  result: unknown;
 }
 export interface BatchResult {
   done: number;
@@ -182,8 +186,10 @@ export class Client {
   /** Gives back deliveries that never reached a handler: ready again, no attempt used. */
   release(queue: string, receipt: string): Promise<number>;
   release(queue: string, receipts: string[]): Promise<BatchResult>;
-  ack(queue: string, receipt: string): Promise<number>;
-  ack(queue: string, receipts: string[]): Promise<BatchResult>;
+  /** `result` (any JSON value, at most 64 KiB) is kept with the job while its queue keeps completed jobs. */
+  ack(queue: string, receipt: string, opts?: { result?: unknown }): Promise<number>;
+  /** A batch; an item may be a [receipt, result] pair, with its own result. */
+  ack(queue: string, receipts: Array<string | [string, unknown]>, opts?: { result?: unknown }): Promise<BatchResult>;
   nack(queue: string, receipt: string, opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<{ state: 'scheduled' | 'dead'; dueAt: number }>;
   nack(queue: string, receipts: string[], opts?: { retryIn?: Duration; error?: string; dead?: boolean }): Promise<BatchResult>;
   /** `progress`: any JSON value up to 4 KiB, shown on the job (JobInfo.progress) while this
@@ -252,6 +258,7 @@ export class Worker {
   readonly stopping: boolean;
   /** How jobs come now: 'reserve' with stream: false or after a server without streams. */
   readonly delivery: 'stream' | 'reserve';
+  /** What `handler` returns (resolves to), when not undefined or null, is the job's result (Client.ack). */
   constructor(client: Client, queue: string, handler: (job: Job) => unknown | Promise<unknown>, options?: WorkerOptions);
   /** Resolves after stop() (or a signal), once the running handlers are settled. */
   run(): Promise<void>;

@@ -116,6 +116,7 @@ function jobInfo(obj) {
     createdAt: obj.created_at ?? 0, lastError: obj.last_error ?? null, leaseDeadline: obj.lease_deadline ?? null,
     deadAt: obj.dead_at ?? null, priority: obj.priority ?? 0, group: obj.group ?? null,
     traceparent: obj.traceparent ?? null, tracestate: obj.tracestate ?? null, progress: obj.progress ?? null,
+    completedAt: obj.completed_at ?? null, result: obj.result ?? null,
   };
 }
 
@@ -386,10 +387,19 @@ export class Client {
     };
   }
 
-  /** Acknowledges a delivery (the job is done). An array of receipts is a batch: {done, failed}. */
-  async ack(queue, receipt) {
-    const r = await this.#settle(queue, 'ack', receipt, {}, 'acked');
-    return typeof receipt === 'string' ? r.acked : r;
+  /**
+   * Acknowledges a delivery (the job is done). `result`, any JSON value up to 64 KiB, is kept with
+   * the job while the queue keeps completed jobs (keep_completed_ms). An array of receipts is a
+   * batch: {done, failed}; its items may be [receipt, result] pairs, each with its own result.
+   */
+  async ack(queue, receipt, { result = undefined } = {}) {
+    const one = (r, value) => (value === undefined || value === null ? r : { receipt: r, result: jsonValue(value, 'result') });
+    if (typeof receipt === 'string') {
+      const extra = result === undefined || result === null ? {} : { result: jsonValue(result, 'result') };
+      return (await this.#settle(queue, 'ack', receipt, extra, 'acked')).acked;
+    }
+    const entries = [...receipt].map((item) => (Array.isArray(item) ? one(item[0], item[1]) : one(item, result)));
+    return this.#settle(queue, 'ack', entries, {}, 'acked');
   }
 
   /** Ends a delivery without success: retried after `retryIn` (default: the queue's back-off) or dead. */
@@ -498,6 +508,8 @@ export class Client {
 
 const POLL_MS = 5_000; // a reserve waits at most this long at a time, so that stop() is seen
 const MAX_IN_FLIGHT = 1000; // the longest window a stream may ask for (the server's limit)
+const MAX_RESULT = 65536; // bytes of JSON in a job's result (the server's limit)
+const MAX_ACK_BYTES = 8 << 20; // results per ack request, about (the server's body limit is 16 MiB)
 
 /**
  * Runs `handler(job)` for each job of `queue`, `concurrency` at a time. A handler that resolves
@@ -741,8 +753,9 @@ export class Worker {
       });
     }, lease / 3);
     let error = null;
+    let returned;
     try {
-      await inConsumerSpan(this.queue, j, () => this.handler(j));
+      returned = await inConsumerSpan(this.queue, j, () => this.handler(j));
     } catch (e) {
       error = e;
     } finally {
@@ -750,10 +763,11 @@ export class Worker {
       if (this.#running.get(j.id) === book) this.#running.delete(j.id);
     }
     const receipt = book.receipt; // the newest delivery of the job
-    if (error === null && batched) { this.#ack(receipt); return; }
+    const [result, size] = error === null ? this.#resultOf(j, returned) : [undefined, 0];
+    if (error === null && batched) { this.#ack(receipt, result, size); return; }
     try {
       if (error === null) {
-        await this.client.ack(this.queue, receipt);
+        await this.client.ack(this.queue, receipt, { result });
         this.acked++;
       } else {
         const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -768,16 +782,38 @@ export class Worker {
     }
   }
 
-  // Batched acks: the first starts a timer of ackDelay; what comes meanwhile goes in one request.
-  #ack(receipt) {
-    this.#acks.push(receipt);
+  // A handler's return value as the job's result and its size: undefined when it returned none, or
+  // one the server would refuse (not JSON, over 64 KiB), which counts in `errors` and goes to
+  // onError; the job is acked without it (its work is done: a refused ack would only run it again).
+  #resultOf(j, value) {
+    if (value === undefined || value === null) return [undefined, 0];
+    try {
+      const size = Buffer.byteLength(JSON.stringify(jsonValue(value, 'the handler\'s result')), 'utf8');
+      if (size > MAX_RESULT) throw new RangeError(`the result of job ${j.id} is ${size} bytes of JSON; at most ${MAX_RESULT} are kept`);
+      return [value, size];
+    } catch (e) {
+      this.errors++;
+      if (this.onError) this.onError(j, e);
+      return [undefined, 0];
+    }
+  }
+
+  // Batched acks: the first starts a timer of ackDelay; what comes meanwhile goes in one request
+  // (at most 1000 acks, and about MAX_ACK_BYTES of results: the server's body limit is 16 MiB).
+  #ack(receipt, result, size) {
+    this.#acks.push({ receipt, result, size });
     if (!this.#ackTimer) this.#ackTimer = setTimeout(() => { this.#ackTimer = null; this.#flushAcks(); }, this.ackDelayMs);
   }
 
   #flushAcks() {
     if (this.#ackTimer) { clearTimeout(this.#ackTimer); this.#ackTimer = null; }
     while (this.#acks.length) {
-      const batch = this.#acks.splice(0, 1000);
+      let n = 0;
+      for (let bytes = 0; n < Math.min(1000, this.#acks.length); n++) {
+        bytes += this.#acks[n].size;
+        if (n > 0 && bytes > MAX_ACK_BYTES) break;
+      }
+      const batch = this.#acks.splice(0, n).map((a) => (a.result === undefined ? a.receipt : [a.receipt, a.result]));
       this.#ackFlush = this.#ackFlush.then(() => this.#ackBatch(batch));
     }
     return this.#ackFlush;

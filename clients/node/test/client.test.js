@@ -251,6 +251,39 @@ test('a trace context given is kept and shown; a malformed one is refused; witho
   }
 });
 
+test('an ack keeps its result on a completed job; a bad one is refused before sending', async () => {
+  const s = await startServer(['--durability', 'interval']);
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('results', { keepCompletedMs: 3_600_000 });
+    for (let i = 0; i < 3; i++) await c.enqueue('results', { n: i });
+    const jobs = await c.reserve('results', { max: 3 });
+    assert.equal(jobs.length, 3);
+    await assert.rejects(c.ack('results', jobs[0].receipt, { result: 'x'.repeat(70_000) }),
+      (e) => e instanceof delayq.InvalidArgument && e.message.includes('at most 65536') && e.message.length < 500);
+    for (const bad of [NaN, () => 1, new Set([1])]) {
+      await assert.rejects(c.ack('results', jobs[0].receipt, { result: bad }),
+        (e) => e instanceof TypeError && e.message.includes('result is not a JSON value'));
+    }
+    assert.equal((await c.get('results', jobs[0].id)).state, 'reserved', 'nothing acked');
+    assert.equal(await c.ack('results', jobs[0].receipt, { result: { charged: 1999 } }), 1);
+    const batch = await c.ack('results', [[jobs[1].receipt, [1, 2]], jobs[2].receipt, 'bogus']);
+    assert.equal(batch.done, 2);
+    assert.deepEqual(batch.failed.map((f) => f.receipt), ['bogus']);
+    const first = await c.get('results', jobs[0].id);
+    assert.equal(first.state, 'completed');
+    assert.deepEqual(first.result, { charged: 1999 });
+    assert.ok(first.completedAt >= first.createdAt);
+    assert.deepEqual((await c.get('results', jobs[1].id)).result, [1, 2]);
+    assert.equal((await c.get('results', jobs[2].id)).result, null);
+    assert.equal((await c.jobs('results', 'completed')).jobs.length, 3);
+    assert.equal((await c.stats('results')).completed, 3);
+    await assert.rejects(c.ack('results', jobs[0].receipt), delayq.NotFound);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('a touch reports progress, shown on the job while it is reserved; a bad one is refused', async () => {
   const s = await startServer(['--durability', 'interval']);
   try {

@@ -103,6 +103,30 @@ test('the order-timeout story of the README, importing the package by its name',
   } finally { await s.stop(); }
 });
 
+test("a handler's return value is its job's result", async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('returning', { keepCompletedMs: 3_600_000 });
+    const made = [];
+    for (let i = 0; i < 4; i++) made.push(await c.enqueue('returning', { n: i }));
+    const errors = [];
+    let handled = 0;
+    const worker = new Worker(c, 'returning', async (job) => {
+      if (++handled === made.length) worker.stop();
+      const n = job.payload.n;
+      return n === 0 ? undefined : n === 3 ? () => 1 : { square: n * n }; // a function is not JSON
+    }, { wait: '1s', signals: false, onError: (job, e) => errors.push(job.id) });
+    await worker.run();
+    const got = await Promise.all(made.map((m) => c.get('returning', m.id)));
+    assert.deepEqual(got.map((j) => j.state), ['completed', 'completed', 'completed', 'completed']);
+    assert.deepEqual(got.map((j) => j.result), [null, { square: 1 }, { square: 4 }, null]);
+    assert.deepEqual(errors, [made[3].id]);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('a handler reports its progress', async () => {
   const s = await startServer();
   try {

@@ -313,6 +313,32 @@ def test_a_touch_reports_progress_shown_on_the_job_while_it_is_reserved(server):
         c.touch("progress", job.receipt, progress=1)
 
 
+def test_an_ack_keeps_its_result_on_a_completed_job(server):
+    c = Client(server.url)
+    c.set_config("results", keep_completed_ms=3_600_000)
+    made = [c.enqueue("results", {"n": i}) for i in range(3)]
+    jobs = c.reserve("results", max=3)
+    assert len(jobs) == 3
+    with pytest.raises(delayq.InvalidArgument, match="at most 65536"):
+        c.ack("results", jobs[0].receipt, result="x" * 70_000)
+    with pytest.raises(ValueError, match="JSON"):
+        c.ack("results", jobs[0].receipt, result=float("nan"))
+    assert c.get("results", jobs[0].id).state == "reserved"  # refused before anything was acked
+    assert c.ack("results", jobs[0].receipt, result={"charged": 1999, "note": "é"}) == 1
+    batch = c.ack("results", [(jobs[1].receipt, [1, 2]), jobs[2].receipt, "bogus"])
+    assert batch.done == 2 and batch.failed_receipts == ["bogus"]
+    first = c.get("results", jobs[0].id)
+    assert first.state == "completed" and first.result == {"charged": 1999, "note": "é"}
+    assert first.completed_at and first.completed_at >= first.created_at
+    assert c.get("results", jobs[1].id).result == [1, 2]
+    assert c.get("results", jobs[2].id).result is None
+    listed = c.jobs("results", state="completed")
+    assert sorted(j.id for j in listed.jobs) == sorted(m.id for m in made)
+    assert c.stats("results")["completed"] == 3
+    with pytest.raises(delayq.NotFound):
+        c.ack("results", jobs[0].receipt)  # a completed job's receipt acts on nothing
+
+
 def test_a_progress_counts_its_utf8_bytes_and_nan_is_refused_before_sending(server):
     c = Client(server.url)
     c.enqueue("progress-utf8", 1)

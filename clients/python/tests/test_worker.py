@@ -128,3 +128,28 @@ def test_a_handler_reports_its_progress(server):
         c.get("progressing", made.id)  # acked: gone, and its progress with it
     with pytest.raises(ValueError, match="not running"):
         worker.progress(delayq.Job(id=made.id, receipt="r", payload=1, attempt=1, due_at=0), 1)
+
+def test_a_handlers_return_value_is_its_jobs_result(server):
+    c = Client(server.url)
+    c.set_config("returning", keep_completed_ms=3_600_000)
+    made = [c.enqueue("returning", {"n": i}) for i in range(4)]
+    errors = []
+    done = []
+    worker = None
+
+    def handle(job):
+        done.append(job.id)
+        if len(done) == len(made):
+            worker.stop()
+        n = job.payload["n"]
+        return None if n == 0 else {1, 2} if n == 3 else {"square": n * n}  # a set is not JSON
+
+    worker = Worker(c, "returning", handle, concurrency=1, wait="1s", on_error=lambda job, e: errors.append((job.id, e)))
+    worker.run()
+    results = {m.id: c.get("returning", m.id) for m in made}
+    assert all(j.state == "completed" for j in results.values())
+    assert results[made[0].id].result is None
+    assert results[made[1].id].result == {"square": 1}
+    assert results[made[2].id].result == {"square": 4}
+    assert results[made[3].id].result is None  # acked without the result it could not send
+    assert [job_id for job_id, _ in errors] == [made[3].id]

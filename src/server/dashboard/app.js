@@ -341,7 +341,7 @@ function queuePage(name) {
     title.replaceChildren(name, paused ? h('span', { class: 'badge paused' }, 'paused') : '');
     tiles.replaceChildren(...[
       ['Scheduled', num(st.scheduled)], ['Ready', num(st.ready)], ['Reserved', num(st.reserved)],
-      ['Dead', num(st.dead)], ['Due in 60 s', num(st.due_next_60s)],
+      ['Dead', num(st.dead)], ['Completed', num(st.completed ?? 0)], ['Due in 60 s', num(st.due_next_60s)],
       ['Next due', st.earliest_due_at ? (st.earliest_due_at > Date.now() ? 'in ' + dur(st.earliest_due_at - Date.now()) : 'now') : '–'],
       ['Oldest ready', st.ready ? dur(st.oldest_ready_ms) : '–']].map(([l, v]) =>
         h('div', { class: 'tile' }, h('div', { class: 'label' }, l),
@@ -403,7 +403,8 @@ async function loadConfig(name, base, panel) {
     ['max_payload', 'Max payload (bytes)', 'number'], ['dead_retention_ms', 'Dead retention', 'duration'],
     ['max_delay_ms', 'Max delay', 'duration'], ['rate_per_s', 'Rate limit (per s, 0: none)', 'number'],
     ['group_max_reserved', 'Leased per group (0: no limit)', 'number'], ['priority_aging_ms', 'Priority aging (0: strict)', 'duration'],
-    ['burst', 'Burst (0: the rate)', 'number'], ['max_reserved', 'Max reserved (0: none)', 'number']];
+    ['burst', 'Burst (0: the rate)', 'number'], ['max_reserved', 'Max reserved (0: none)', 'number'],
+    ['keep_completed_ms', 'Keep completed (0: delete at ack)', 'duration']];
   const get = (o, path) => path.split('.').reduce((a, k) => a[k], o);
   let config;
   try { config = await api('GET', base + '/config'); } catch (e) { panel.replaceChildren(h('p', { class: 'error' }, e.message)); return; }
@@ -472,7 +473,7 @@ function compactDuration(ms) {
 
 // The jobs of one state, a page at a time (GET /v1/queues/{q}/jobs?state=S&cursor=C), with the
 // actions that state allows, one by one or on the selected rows.
-const STATES = [['scheduled', 'Scheduled'], ['ready', 'Ready'], ['reserved', 'Reserved'], ['dead', 'Dead']];
+const STATES = [['scheduled', 'Scheduled'], ['ready', 'Ready'], ['reserved', 'Reserved'], ['dead', 'Dead'], ['completed', 'Completed']];
 const PAGE = 100;
 
 function preview(j) {
@@ -489,8 +490,9 @@ function jobsPage(name, state) {
   const next = h('button', { 'data-testid': 'next' }, 'Next →');
   const tabs = h('div', { class: 'tabs', role: 'tablist' }, STATES.map(([s, label]) =>
     h('a', { href: '#/queue/' + enc(name) + '/jobs/' + s, role: 'tab', class: s === state ? 'active' : '', 'aria-selected': String(s === state), 'data-testid': 'tab-' + s }, label)));
-  const when = { scheduled: 'Due', ready: 'Due', reserved: 'Lease until', dead: 'Dead since' }[state];
-  const columns = ['Job', when, 'Attempts', 'Key', 'Payload', ...(state === 'dead' ? ['Last error'] : state === 'reserved' ? ['Progress'] : []), ''];
+  const when = { scheduled: 'Due', ready: 'Due', reserved: 'Lease until', dead: 'Dead since', completed: 'Completed' }[state];
+  const extra = { dead: ['Last error'], reserved: ['Progress'], completed: ['Result'] }[state] || [];
+  const columns = ['Job', when, 'Attempts', 'Key', 'Payload', ...extra, ''];
   const selected = () => [...tbody.querySelectorAll('input[type=checkbox]:checked')].map(c => c.value);
   // Runs `one` on each selected job (a few at a time) and says how many it did.
   function bulk(button, verb, one) {
@@ -527,11 +529,12 @@ function jobsPage(name, state) {
     buttons.push(sel, allBtn, purge);
   }
   if (state !== 'reserved') {
-    const b = h('button', { class: state === 'dead' ? '' : 'danger', 'data-testid': 'cancel-selected' }, state === 'dead' ? 'Delete selected' : 'Cancel selected');
+    const finished = state === 'dead' || state === 'completed';  // deleted, not cancelled
+    const b = h('button', { class: finished ? '' : 'danger', 'data-testid': 'cancel-selected' }, finished ? 'Delete selected' : 'Cancel selected');
     b.onclick = () => {
       const n = selected().length;
       if (n && !confirm(`Delete ${n} job${n === 1 ? '' : 's'} of ${name}? This cannot be undone.`)) { toast('Nothing was deleted'); return; }
-      bulk(b, state === 'dead' ? 'Deleted' : 'Cancelled', cancel);
+      bulk(b, finished ? 'Deleted' : 'Cancelled', cancel);
     };
     buttons.push(b);
   }
@@ -540,7 +543,7 @@ function jobsPage(name, state) {
     tabs,
     h('div', { class: 'toolbar' }, ...buttons, state === 'reserved' ? h('span', { class: 'muted' }, 'Held by consumers: each comes back when its lease runs out.') : '', count),
     h('div', { class: 'tablewrap' }, h('table', { 'data-testid': 'jobs' },
-      h('thead', {}, h('tr', {}, h('th', { class: 'left' }, state === 'reserved' ? '' : all), columns.map(t => h('th', { class: ['Job', 'Key', 'Payload', 'Last error', 'Progress'].includes(t) ? 'left' : '' }, t)))),
+      h('thead', {}, h('tr', {}, h('th', { class: 'left' }, state === 'reserved' ? '' : all), columns.map(t => h('th', { class: ['Job', 'Key', 'Payload', 'Last error', 'Progress', 'Result'].includes(t) ? 'left' : '' }, t)))),
       tbody)),
     h('div', { class: 'toolbar' }, prev, next));
   all.onchange = () => tbody.querySelectorAll('input[type=checkbox]').forEach(c => { c.checked = all.checked; });
@@ -559,7 +562,7 @@ function jobsPage(name, state) {
     const first = page * PAGE;
     count.textContent = data.jobs.length ? `page ${page + 1}: ${num(first + 1)}–${num(first + data.jobs.length)}${nextCursor ? ', more after' : ''}` : (page ? `page ${page + 1}: none here${nextCursor ? ', more after' : ''}` : '');
     tbody.replaceChildren(...(data.jobs.length ? data.jobs.map(j => {
-      const at = state === 'dead' ? j.dead_at : state === 'reserved' ? j.lease_deadline : j.due_at;
+      const at = { dead: j.dead_at, reserved: j.lease_deadline, completed: j.completed_at }[state] ?? j.due_at;
       const rowAction = state === 'dead' ? ['Replay', replay, `Replayed ${j.id}`] : state === 'scheduled' ? ['Run now', runNow, `${j.id} is due now`] : null;
       let actionCell = '';
       if (rowAction) {
@@ -576,14 +579,15 @@ function jobsPage(name, state) {
         h('td', { class: 'left mono wrap', 'data-testid': 'preview' }, preview(j)),
         ...(state === 'dead' ? [h('td', { class: 'wrap left' }, j.last_error || '')] : []),
         ...(state === 'reserved' ? [h('td', { class: 'left mono wrap', 'data-testid': 'progress' }, progressText(j.progress))] : []),
+        ...(state === 'completed' ? [h('td', { class: 'left mono wrap', 'data-testid': 'result' }, progressText(j.result))] : []),
         h('td', {}, actionCell));
     }) : [h('tr', {}, h('td', { colspan: columns.length + 1, class: 'muted left' }, `No ${state} jobs${page ? ' on this page' : ''}.`))]));
   }
   return refresh;
 }
 
-// A delivery's progress (any JSON value its touches reported): a string as it is, else its JSON,
-// cut at 200 characters.
+// A delivery's progress (any JSON value its touches reported), or a completed job's result: a
+// string as it is, else its JSON, cut at 200 characters.
 function progressText(p) {
   if (p == null) return '';
   const text = typeof p === 'string' ? p : JSON.stringify(p);
@@ -652,12 +656,15 @@ function jobPage(name, id, params) {
         j.lease_deadline ? [h('dt', {}, 'Lease until'), h('dd', {}, when(j.lease_deadline))] : [],
         j.progress != null ? [h('dt', {}, 'Progress'), h('dd', { class: 'mono wrap', 'data-testid': 'job-progress' }, progressText(j.progress))] : [],
         j.dead_at ? [h('dt', {}, 'Dead since'), h('dd', {}, when(j.dead_at))] : [],
+        j.completed_at ? [h('dt', {}, 'Completed'), h('dd', {}, when(j.completed_at))] : [],
+        j.state === 'completed' ? [h('dt', {}, 'Result'), h('dd', { class: j.result != null ? 'mono wrap' : 'muted', 'data-testid': 'job-result' }, j.result != null ? progressText(j.result) : 'none')] : [],
         h('dt', {}, 'Last error'), h('dd', { class: j.last_error ? 'error' : 'muted' }, j.last_error || 'none'),
         h('dt', {}, 'Headers'), h('dd', {}, Object.keys(j.headers).length ?
           h('table', {}, Object.entries(j.headers).map(([k, v]) => h('tr', {}, h('td', { class: 'mono' }, k), h('td', { class: 'wrap mono' }, v)))) : h('span', { class: 'muted' }, 'none'))),
       h('h2', {}, 'Payload'), h('pre', { class: 'payload', 'data-testid': 'payload' }, payload),
       j.state === 'scheduled' || j.state === 'ready' ? h('div', { class: 'actions' }, form, cancel) :
         j.state === 'dead' ? h('div', { class: 'actions' }, h('a', { href: '#/queue/' + enc(name) + '/dead' }, 'Replay it from the dead letters'), cancel) :
+        j.state === 'completed' ? h('div', { class: 'actions' }, h('span', { class: 'muted' }, 'Acked; kept for the queue\'s keep_completed_ms.'), cancel) :
         h('p', { class: 'muted' }, 'A reserved job can be cancelled or rescheduled once its consumer acks or nacks it, or its lease runs out.'));
   }
   return refresh;

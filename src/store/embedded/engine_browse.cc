@@ -3,7 +3,8 @@
 // Ready and reserved jobs are listed from memory (the ready set and the queue's leased set, both
 // ordered by (due, id)); scheduled jobs from the due index on disk, which is ordered by due
 // bucket, so a page reads whole buckets and sorts each (the same unit the window loads); dead
-// jobs from the dead index, ordered by (dead_at, id). Every page holds the engine's lock while
+// jobs from the dead index, ordered by (dead_at, id), completed ones from the done index, by
+// (completed_at, id). Every page holds the engine's lock while
 // it runs, so it is bounded: at most the page's jobs, Limits::kMaxListBytes of their records, and
 // for scheduled jobs about kScanBudget index entries (whole buckets) before it stops with a
 // cursor.
@@ -29,6 +30,7 @@ class EngineImpl::Lister {
       : e_(engine), q_(q), request_(request), after_(after) {}
   Result<JobPage> InMemory();   // ready or reserved
   Result<JobPage> Dead();       // the dead index
+  Result<JobPage> Completed();  // the done index
   Result<JobPage> Scheduled();  // the due index, a bucket at a time
 
  private:
@@ -100,6 +102,37 @@ Result<JobPage> EngineImpl::Lister::Dead() {
     if (!*room) {
       cursor->Next();
       if (cursor->Valid()) FinishAt(At(dead_at, id));
+      break;
+    }
+  }
+  DELAYQ_RETURN_IF_ERROR(cursor->status());
+  return std::move(page_);
+}
+
+Result<JobPage> EngineImpl::Lister::Completed() {
+  const std::string end = DonePrefixEnd(q_->name);
+  const std::string start = after_ ? DoneIndexKey(q_->name, after_->due_ms, after_->id) : DonePrefix(q_->name);
+  auto cursor = e_.storage_->Scan(Cf::kMeta, start, end);
+  if (after_ && cursor->Valid() && cursor->key() == start) cursor->Next();
+  const size_t skip = DonePrefix("").size();
+  for (; cursor->Valid(); cursor->Next()) {
+    std::string_view name;
+    int64_t completed_at;
+    Ulid id;
+    if (!ParseTimeIdKey(cursor->key().substr(skip), &name, &completed_at, &id)) {
+      return Status::Corruption("a completed-index entry of queue " + q_->name + " is malformed");
+    }
+    std::string raw;
+    JobRecord record;
+    DELAYQ_RETURN_IF_ERROR(e_.storage_->Get(Cf::kJobs, CompletedJobKey(id), &raw));
+    DELAYQ_RETURN_IF_ERROR(DecodeJobRecord(raw, &record));
+    auto job = e_.JobViewLocked(q_, id, record);
+    if (!job.ok()) return job.status();
+    page_.jobs.push_back(std::move(*job));
+    bytes_ += static_cast<int64_t>(raw.size());
+    if (static_cast<int32_t>(page_.jobs.size()) >= request_.limit || bytes_ >= Limits::kMaxListBytes) {
+      cursor->Next();
+      if (cursor->Valid()) FinishAt(At(completed_at, id));
       break;
     }
   }
@@ -186,6 +219,7 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
     case JobState::kReady:
     case JobState::kReserved: return lister.InMemory();
     case JobState::kDead: return lister.Dead();
+    case JobState::kCompleted: return lister.Completed();
     case JobState::kScheduled: return lister.Scheduled();
   }
   return JobPage{};

@@ -1,5 +1,5 @@
-// The dead-letter queue: how a job goes dead, replay, purge, and the sweep of dead
-// jobs past their queue's dead_retention_ms.
+// The dead-letter queue: how a job goes dead, replay and purge (the sweep of dead jobs past their
+// queue's dead_retention_ms is engine_sweeps.cc).
 //
 // A dead job keeps its record in `jobs` (dead, with its attempts, last error and death time)
 // and one entry in `dead` (queue | dead_at | id); it has released its idempotency key. Replay
@@ -17,10 +17,6 @@ namespace delayq {
 namespace {
 
 constexpr size_t kDeadChunk = 1000;
-// Dead jobs deleted by one tick at most (the rest in the next ones): an operation that runs the
-// tick never waits long behind a sweep.
-constexpr size_t kSweepPerTick = 1000;
-constexpr int64_t kRetryAfterErrorMs = 1000;
 
 }  // namespace
 
@@ -175,55 +171,7 @@ void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
   ++q->counters.dead;
   if (dead_at_ms < q->dead_floor_ms) {
     q->dead_floor_ms = dead_at_ms;
-    PlanDeadSweepLocked(q);
-  }
-}
-
-// Plans the queue's next retention sweep (or drops it: no dead jobs).
-void EngineImpl::PlanDeadSweepLocked(QueueState* q) {
-  dead_sweeps_.Plan(q, q->dead, q->dead_floor_ms, ConfigOf(q).dead_retention_ms);
-}
-
-// A dead job is deleted once dead_retention_ms has passed since it went dead (dead_sweeps.h).
-void EngineImpl::SweepDeadLocked(int64_t now_ms) {
-  size_t budget = kSweepPerTick;
-  std::optional<QueueState*> due;
-  while (budget > 0 && (due = dead_sweeps_.Due(now_ms))) {
-    QueueState* q = *due;
-    const int64_t cutoff = now_ms - ConfigOf(q).dead_retention_ms;  // died at or before: deleted
-    auto cursor = storage_->Scan(Cf::kDead, QueuePrefix(q->name), QueuePrefixEnd(q->name));
-    auto batch = storage_->NewBatch();
-    int64_t n = 0;
-    int64_t floor = Clock::kNever;
-    for (; cursor->Valid(); cursor->Next()) {
-      std::string_view name;
-      int64_t dead_at;
-      Ulid id;
-      if (!ParseTimeIdKey(cursor->key(), &name, &dead_at, &id)) continue;
-      if (dead_at > cutoff || static_cast<size_t>(n) == budget) {
-        floor = dead_at;
-        break;
-      }
-      batch->Delete(Cf::kJobs, id.Raw());
-      batch->Delete(Cf::kDead, cursor->key());
-      ++n;
-    }
-    if (n > 0) {
-      uint64_t seq;
-      Status s = WriteLocked(*batch, &seq);
-      if (!s.ok()) {
-        spdlog::error("queue {}: deleting dead jobs past retention failed (retried in a second): {}", q->name,
-                      s.ToString());
-        dead_sweeps_.Retry(q, now_ms + kRetryAfterErrorMs);
-        return;
-      }
-      q->dead = std::max<int64_t>(0, q->dead - n);
-      budget -= static_cast<size_t>(n);
-      spdlog::debug("queue {}: deleted {} dead jobs past their retention ({} ms)", q->name, n,
-                    ConfigOf(q).dead_retention_ms);
-    }
-    q->dead_floor_ms = floor;
-    PlanDeadSweepLocked(q);
+    PlanSweepLocked(kDeadSet, q);
   }
 }
 

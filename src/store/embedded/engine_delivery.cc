@@ -351,29 +351,35 @@ Status EngineImpl::LocateReceiptLocked(QueueState* q, const Receipt& receipt, Re
   return errors::DeliveryOver(id());
 }
 
-Status EngineImpl::Ack(std::string_view queue, std::string_view receipt) {
-  std::string r(receipt);
-  return AckBatch(queue, std::span(&r, 1)).front();
+namespace {
+
+std::vector<std::string> ReceiptsOf(std::span<const AckRequest> requests) {
+  std::vector<std::string> out;
+  out.reserve(requests.size());
+  for (const auto& r : requests) out.push_back(r.receipt);
+  return out;
 }
 
-std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
+}  // namespace
+
+std::vector<Status> EngineImpl::AckBatch(std::string_view queue, std::span<const AckRequest> requests) {
   std::vector<Result<Receipt>> parsed;
   std::vector<size_t> first;
   std::vector<Status> out;
-  if (!OpenReceipts(*signer_, queue, receipts, &parsed, &first, &out)) return out;
+  if (!OpenReceipts(*signer_, queue, ReceiptsOf(requests), &parsed, &first, &out)) return out;
   Op op(*this, Op::kWrites);
-  AckBatchLocked(op, queue, receipts, parsed, first, out);
+  AckBatchLocked(op, queue, requests, parsed, first, out);
   AnswerAckBatch(first, op.Finish(), out);
   return out;
 }
 
-void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) {
+void EngineImpl::AckBatchAsync(std::string_view queue, std::span<const AckRequest> requests, AckCallback done) {
   std::vector<Result<Receipt>> parsed;
   std::vector<size_t> first;
   std::vector<Status> out;
-  if (!OpenReceipts(*signer_, queue, receipts, &parsed, &first, &out)) return done(std::move(out));
+  if (!OpenReceipts(*signer_, queue, ReceiptsOf(requests), &parsed, &first, &out)) return done(std::move(out));
   Op op(*this, Op::kWrites);
-  AckBatchLocked(op, queue, receipts, parsed, first, out);
+  AckBatchLocked(op, queue, requests, parsed, first, out);
   op.FinishAsync([done = std::move(done), first = std::move(first), out = std::move(out)](Status durable) mutable {
     AnswerAckBatch(first, durable, out);
     done(std::move(out));
@@ -434,7 +440,7 @@ Status PutRelease(Storage& storage, std::string_view queue, const ReceiptTarget&
 
 // The locked part of an ack batch: `out` gets each first receipt's answer; the caller finishes
 // `op`, then calls AnswerAckBatch with the durability's outcome.
-void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
+void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const AckRequest> requests,
                                 const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
                                 std::vector<Status>& out) {
   QueueState* q = op.status().ok() ? FindQueueLocked(queue) : nullptr;
@@ -442,15 +448,20 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     std::fill(out.begin(), out.end(), op.status().ok() ? UnknownQueue(queue) : op.status());
     return;
   }
-  std::vector<ReceiptTarget> targets(receipts.size());
-  std::vector<bool> kept(receipts.size());  // core/mutant.h's ack-keeps-job
+  std::vector<ReceiptTarget> targets(requests.size());
+  std::vector<bool> kept(requests.size());  // core/mutant.h's ack-keeps-job
+  const bool keep_completed = ConfigOf(q).keep_completed_ms > 0;
+  const int64_t now_ms = op.now().wall_ms();
   auto batch = storage_->NewBatch();
   ForEachDeliveryLocked(q, parsed, first, targets, out, [&](size_t i, const ReceiptTarget& t, JobRecord& record) {
+    if (requests[i].result) DELAYQ_RETURN_IF_ERROR(ValidateResult(*requests[i].result));
     if (MutantStrikes("ack-keeps-job", 10)) {
       kept[i] = true;
       return Status::Ok();
     }
-    PutAck(*storage_, queue, t, t.leased ? &leases_.at(t.id) : nullptr, record, op.now().wall_ms(), *batch);
+    PutAck(*storage_, queue, t, t.leased ? &leases_.at(t.id) : nullptr, record, now_ms, *batch);
+    // (The batch is not written yet: the record is still where PutAck deletes it from.)
+    if (keep_completed) return PutCompletedLocked(q, t, record, requests[i].result, now_ms, *batch);
     return Status::Ok();
   });
   if (batch->Count() == 0) return;
@@ -460,7 +471,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     }
     return;
   }
-  for (size_t i = 0; i < receipts.size(); ++i) {
+  for (size_t i = 0; i < requests.size(); ++i) {
     if (first[i] != i || !out[i].ok() || kept[i]) continue;
     const ReceiptTarget& t = targets[i];
     if (t.leased) {
@@ -471,6 +482,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     }
     --q->live;
     ++q->counters.acked;
+    if (keep_completed) NoteCompletedLocked(q, now_ms);
   }
   // Leases ended: reserves held back by max_reserved or group_max_reserved may go on.
   if (HasLeaseCaps(ConfigOf(q))) ServeWaitersLocked(q, op.now(), op.deferred());

@@ -70,9 +70,10 @@ class EngineImpl final : public Engine {
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
-  Status Ack(std::string_view queue, std::string_view receipt) override;
-  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
-  void AckBatchAsync(std::string_view queue, std::span<const std::string> receipts, AckCallback done) override;
+  using Queue::AckBatch;
+  using Queue::AckBatchAsync;
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> requests) override;
+  void AckBatchAsync(std::string_view queue, std::span<const AckRequest> requests, AckCallback done) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   using Queue::Touch;
@@ -145,8 +146,33 @@ class EngineImpl final : public Engine {
   void PlanFlowWakeLocked(QueueState* q, int64_t mono_us);
   // --- dead letters (engine_dead.cc) ---
   void NoteDeathLocked(QueueState* q, int64_t dead_at_ms);
-  void PlanDeadSweepLocked(QueueState* q);
-  void SweepDeadLocked(int64_t now_ms);
+  // --- the sweeps of what a queue keeps for a while (engine_sweeps.cc) ---
+  // Dead jobs (dead_retention_ms) or completed ones (keep_completed_ms): where each is counted,
+  // indexed by time and recorded.
+  struct KeptSet {
+    const char* what;  // for the log: "dead jobs past their retention (...)"
+    DeadSweeps EngineImpl::*sweeps;
+    int64_t QueueState::*count;
+    int64_t QueueState::*floor_ms;
+    int64_t QueueConfig::*keep_ms;
+    Cf cf;  // the time index: queue \0 time(be64) id(16) after `skip` bytes, in [begin, end)
+    std::string (*begin)(std::string_view queue);
+    std::string (*end)(std::string_view queue);
+    size_t skip;
+    std::string (*record_key)(const Ulid& id);  // the job's record in `jobs`
+  };
+  static const KeptSet kDeadSet, kCompletedSet;
+  void PlanSweepLocked(const KeptSet& set, QueueState* q);
+  void SweepLocked(const KeptSet& set, int64_t now_ms);
+  // --- completed jobs kept (engine_completed.cc) ---
+  // Puts into `batch` the acked job `t` kept as completed with `result` (its record read into
+  // `record` first).
+  Status PutCompletedLocked(QueueState* q, const ReceiptTarget& t, JobRecord& record,
+                            const std::optional<std::string>& result, int64_t now_ms, WriteBatch& batch);
+  void NoteCompletedLocked(QueueState* q, int64_t completed_at_ms);
+  // The completed job `ref` names (by id; by key while a kept key names it). kNotFound: none.
+  Status ResolveCompletedLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
+  Status DeleteCompletedLocked(Op& op, QueueState* q, const Ulid& id, const JobRecord& record);
   void SchedulerLoop();
 
   // --- operations (engine_jobs.cc, engine_delivery.cc, engine_queues.cc) ---
@@ -190,7 +216,7 @@ class EngineImpl final : public Engine {
   // The locked parts (...Locked(Op&, ...)) are written, not yet durable: the caller finishes `op`.
   Result<std::vector<EnqueueResult>> EnqueueLocked(Op& op, std::string_view queue,
                                                    std::span<const EnqueueRequest> requests, bool is_batch);
-  void AckBatchLocked(Op& op, std::string_view queue, std::span<const std::string> receipts,
+  void AckBatchLocked(Op& op, std::string_view queue, std::span<const AckRequest> requests,
                       const std::vector<Result<Receipt>>& parsed, const std::vector<size_t>& first,
                       std::vector<Status>& out);
   Status CancelLocked(Op& op, std::string_view queue, const JobRef& ref);
@@ -240,7 +266,8 @@ class EngineImpl final : public Engine {
   size_t ready_entries_ = 0;
   LeaseTable leases_;
   Waiters waiters_;
-  DeadSweeps dead_sweeps_;  // wall ms
+  DeadSweeps dead_sweeps_;       // wall ms
+  DeadSweeps completed_sweeps_;  // wall ms: the same rule, for keep_completed_ms
   // (mono µs): when a rate-limited queue has a token again for its waiting reserves.
   KeyedTimeline<QueueState*> flow_wakes_;
 

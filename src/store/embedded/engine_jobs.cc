@@ -236,6 +236,13 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
     job.dead_at_ms = record.dead_at_ms;
     return job;
   }
+  if (record.completed) {
+    job.state = JobState::kCompleted;
+    job.attempt = record.attempt;
+    job.completed_at_ms = record.completed_at_ms;
+    job.result = record.result;
+    return job;
+  }
   DueKey key{record.due_at_ms, id};
   if (const Lease* lease = leases_.Find(id)) {
     job.state = JobState::kReserved;
@@ -271,7 +278,9 @@ Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
   if (!q) return UnknownQueue(queue);
   Ulid id;
   JobRecord record;
-  DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+  Status s = ResolveRefLocked(q, ref, &id, &record);
+  if (s.code() == Code::kNotFound) s = ResolveCompletedLocked(q, ref, &id, &record);
+  DELAYQ_RETURN_IF_ERROR(s);
   return JobViewLocked(q, id, record);
 }
 
@@ -301,7 +310,12 @@ Status EngineImpl::CancelLocked(Op& op, std::string_view queue, const JobRef& re
     Ulid id;
     JobRecord record;
     bool in_due = false;
-    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record, &in_due));
+    if (Status s = ResolveRefLocked(q, ref, &id, &record, &in_due); s.code() == Code::kNotFound) {
+      DELAYQ_RETURN_IF_ERROR(ResolveCompletedLocked(q, ref, &id, &record));
+      return DeleteCompletedLocked(op, q, id, record);
+    } else if (!s.ok()) {
+      return s;
+    }
     if (leases_.contains(id)) return errors::ReservedCannotCancel(id.ToString());
     auto batch = storage_->NewBatch();
     if (!in_due) batch->Delete(Cf::kJobs, id.Raw());
@@ -348,7 +362,12 @@ Result<Job> EngineImpl::RescheduleLocked(Op& op, std::string_view queue, const J
     if (!q) return UnknownQueue(queue);
     Ulid id;
     JobRecord record;
-    DELAYQ_RETURN_IF_ERROR(ResolveRefLocked(q, ref, &id, &record));
+    if (Status s = ResolveRefLocked(q, ref, &id, &record); s.code() == Code::kNotFound) {
+      DELAYQ_RETURN_IF_ERROR(ResolveCompletedLocked(q, ref, &id, &record));
+      return errors::CompletedCannotReschedule(id.ToString());
+    } else if (!s.ok()) {
+      return s;
+    }
     if (leases_.contains(id)) return errors::ReservedCannotReschedule(id.ToString());
     if (record.dead) return errors::DeadCannotReschedule(id.ToString());
     auto due = ResolveDue(when, op.now().wall_ms(), ConfigOf(q));

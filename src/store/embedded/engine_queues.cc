@@ -38,6 +38,7 @@ QueueStats EngineImpl::StatsLocked(QueueState* q, const Instant& now) {
   s.reserved = q->leases.total();
   s.scheduled = q->live - s.ready - s.reserved;
   s.dead = q->dead;
+  s.completed = q->completed;
   s.paused = q->meta.paused;
   s.counters = q->counters;
   s.lateness = q->lateness.Summary();
@@ -123,7 +124,8 @@ Status EngineImpl::SetConfig(std::string_view queue, const QueueConfig& config) 
   meta.config = config;
   meta.has_config = true;
   DELAYQ_RETURN_IF_ERROR(PersistMetaLocked(op, q, meta));
-  PlanDeadSweepLocked(q);  // the retention may have changed
+  PlanSweepLocked(kDeadSet, q);  // the retention may have changed
+  PlanSweepLocked(kCompletedSet, q);
   // Limits raised (rate, burst, max_reserved, group_max_reserved) may now allow what waiting
   // reserves were held back from: they are served now, not at their next token or lease end.
   ServeWaitersLocked(q, op.now(), op.deferred());
@@ -158,6 +160,19 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
     }
     DELAYQ_RETURN_IF_ERROR(cursor->status());
   }
+  // Its completed jobs go with it (they never keep a queue from being deleted).
+  auto done = storage_->Scan(Cf::kMeta, DonePrefix(queue), DonePrefixEnd(queue));
+  for (; done->Valid(); done->Next()) {
+    std::string_view name;
+    int64_t ms;
+    Ulid id;
+    if (!ParseTimeIdKey(done->key().substr(DonePrefix("").size()), &name, &ms, &id)) {
+      return Status::Corruption("a completed-index entry of queue " + q->name + " is malformed");
+    }
+    batch->Delete(Cf::kJobs, CompletedJobKey(id));
+    batch->Delete(Cf::kMeta, done->key());
+  }
+  DELAYQ_RETURN_IF_ERROR(done->status());
   auto keys = storage_->Scan(Cf::kKeys, QueuePrefix(queue), QueuePrefixEnd(queue));
   for (; keys->Valid(); keys->Next()) batch->Delete(Cf::kKeys, keys->key());
   DELAYQ_RETURN_IF_ERROR(keys->status());
@@ -172,6 +187,7 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   for (auto it = heads_.begin(); it != heads_.end();) it = it->second == q ? heads_.erase(it) : std::next(it);
   refill_pending_.erase(q);
   dead_sweeps_.Drop(q);
+  completed_sweeps_.Drop(q);
   flow_wakes_.Erase(q);
   window_entries_ -= q->window.size();
   ready_entries_ -= q->ready.size();

@@ -25,8 +25,11 @@ void EngineImpl::HealLocked(Deferred& deferred) {
     q->live = q->dead = 0;
     q->leases.clear();
     q->dead_floor_ms = Clock::kNever;
+    q->completed = 0;
+    q->completed_floor_ms = Clock::kNever;
   }
   dead_sweeps_.clear();
+  completed_sweeps_.clear();
   heads_.clear();
   refill_pending_.clear();
   refill_retry_mono_us_ = Clock::kNever;
@@ -42,10 +45,11 @@ void EngineImpl::HealLocked(Deferred& deferred) {
 class EngineImpl::Recovery {
  public:
   explicit Recovery(EngineImpl& engine) : e_(engine), now_(engine.NowLocked()) {}
-  Status Queues();  // their metadata (config, paused)
-  Status Due();     // every live job: counted, and ready, in the window, or a lease to make
-  Status Leases();  // the leases found by Due
-  Status Dead();    // the dead jobs, counted
+  Status Queues();     // their metadata (config, paused)
+  Status Due();        // every live job: counted, and ready, in the window, or a lease to make
+  Status Leases();     // the leases found by Due
+  Status Dead();       // the dead jobs, counted
+  Status Completed();  // the completed jobs kept, counted
   int64_t jobs() const { return jobs_; }
   int64_t dead() const { return dead_; }
 
@@ -168,6 +172,23 @@ Status EngineImpl::Recovery::Dead() {
   return cursor->status();
 }
 
+Status EngineImpl::Recovery::Completed() {
+  const std::string prefix = DonePrefix("");
+  auto cursor = e_.storage_->Scan(Cf::kMeta, prefix, DonePrefixEnd(""));
+  for (; cursor->Valid(); cursor->Next()) {
+    std::string_view name;
+    int64_t completed_at;
+    Ulid id;
+    if (!ParseTimeIdKey(cursor->key().substr(prefix.size()), &name, &completed_at, &id)) {
+      return Status::Corruption("a completed-index key is malformed");
+    }
+    QueueState* q = QueueOf(name);
+    e_.ids_.Observe(id);
+    if (q->completed++ == 0) q->completed_floor_ms = completed_at;  // the index is in completion order
+  }
+  return cursor->status();
+}
+
 Status EngineImpl::RecoverLocked() {
   const auto started = std::chrono::steady_clock::now();
   Recovery recovery(*this);
@@ -175,7 +196,11 @@ Status EngineImpl::RecoverLocked() {
   DELAYQ_RETURN_IF_ERROR(recovery.Due());
   DELAYQ_RETURN_IF_ERROR(recovery.Leases());
   DELAYQ_RETURN_IF_ERROR(recovery.Dead());
-  for (auto& [name, queue] : queues_) PlanDeadSweepLocked(queue.get());
+  DELAYQ_RETURN_IF_ERROR(recovery.Completed());
+  for (auto& [name, queue] : queues_) {
+    PlanSweepLocked(kDeadSet, queue.get());
+    PlanSweepLocked(kCompletedSet, queue.get());
+  }
   wake_at_ = {0, 0};
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
   spdlog::info(

@@ -37,10 +37,12 @@ Deadline EngineImpl::TickLocked(const Instant& now, Deferred& deferred) {
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (QueueState* q : touched) ServeWaitersLocked(q, now, deferred);
-  SweepDeadLocked(now.wall_ms());
+  SweepLocked(kDeadSet, now.wall_ms());
+  SweepLocked(kCompletedSet, now.wall_ms());
 
   Deadline next;
   if (!dead_sweeps_.empty()) next.wall_us = dead_sweeps_.Next() * 1000;
+  if (!completed_sweeps_.empty()) next.wall_us = std::min(next.wall_us, completed_sweeps_.Next() * 1000);
   if (!heads_.empty()) next.wall_us = std::min(next.wall_us, heads_.begin()->first.due_ms * 1000);
   next.mono_us = std::min({leases_.NextDeadline(), waiters_.NextDeadline(), flow_wakes_.Next()});
   if (!refill_pending_.empty()) {  // a refill failed, here or in an operation since

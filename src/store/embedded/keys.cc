@@ -24,15 +24,17 @@ double BitsDouble(uint64_t u) { return std::bit_cast<double>(u); }
 //   version 1 (an older delayq still reads it).
 //   version 3: version 2's fields, then varint group_max_reserved, varint priority_aging_ms.
 //   Written only when one of them is not its default.
+//   version 4: version 3's fields, then varint keep_completed_ms. Written only when it is not 0.
 std::string EncodeQueueMeta(const QueueMeta& m) {
   std::string out;
   ByteWriter w(&out);
   const QueueConfig& c = m.config;
   const QueueConfig defaults;
+  const bool keeps = c.keep_completed_ms != 0;
   const bool lanes =
-      c.group_max_reserved != defaults.group_max_reserved || c.priority_aging_ms != defaults.priority_aging_ms;
+      keeps || c.group_max_reserved != defaults.group_max_reserved || c.priority_aging_ms != defaults.priority_aging_ms;
   const bool flow = lanes || c.rate_per_s != 0 || c.burst != 0 || c.max_reserved != 0;
-  w.U8(lanes ? 3 : flow ? 2 : 1);  // QueueMeta's own version (not the job record's)
+  w.U8(keeps ? 4 : lanes ? 3 : flow ? 2 : 1);  // QueueMeta's own version (not the job record's)
   w.U8((m.has_config ? 1 : 0) | (m.paused ? 2 : 0));
   w.Varint(static_cast<uint64_t>(c.max_attempts));
   w.Varint(static_cast<uint64_t>(c.backoff.base_ms));
@@ -52,6 +54,7 @@ std::string EncodeQueueMeta(const QueueMeta& m) {
     w.Varint(static_cast<uint64_t>(c.group_max_reserved));
     w.Varint(static_cast<uint64_t>(c.priority_aging_ms));
   }
+  if (keeps) w.Varint(static_cast<uint64_t>(c.keep_completed_ms));
   return out;
 }
 
@@ -60,17 +63,18 @@ Status DecodeQueueMeta(std::string_view data, QueueMeta* m) {
   uint8_t version, flags;
   uint64_t max_attempts, base, factor, max_ms, jitter, lease, payload, retention, max_delay;
   if (!in.U8(&version)) return Status::Corruption("queue meta record is empty");
-  if (version < 1 || version > 3) {
+  if (version < 1 || version > 4) {
     return Status::Corruption(fmt::format(
-        "queue meta record has format version {}, newer than this delayq understands (3); upgrade delayq", version));
+        "queue meta record has format version {}, newer than this delayq understands (4); upgrade delayq", version));
   }
   uint64_t rate = DoubleBits(0), burst = 0, max_reserved = 0;
-  uint64_t group_max_reserved = 0, aging = static_cast<uint64_t>(QueueConfig{}.priority_aging_ms);
+  uint64_t group_max_reserved = 0, aging = static_cast<uint64_t>(QueueConfig{}.priority_aging_ms), keep = 0;
   if (!in.U8(&flags) || !in.Varint(&max_attempts) || !in.Varint(&base) || !in.Fixed64(&factor) || !in.Varint(&max_ms) ||
       !in.Fixed64(&jitter) || !in.Varint(&lease) || !in.Varint(&payload) || !in.Varint(&retention) ||
       !in.Varint(&max_delay) ||
       (version >= 2 && (!in.Fixed64(&rate) || !in.Varint(&burst) || !in.Varint(&max_reserved))) ||
-      (version >= 3 && (!in.Varint(&group_max_reserved) || !in.Varint(&aging))) || !in.empty()) {
+      (version >= 3 && (!in.Varint(&group_max_reserved) || !in.Varint(&aging))) ||
+      (version >= 4 && !in.Varint(&keep)) || !in.empty()) {
     return Status::Corruption("queue meta record is truncated or malformed");
   }
   m->has_config = flags & 1;
@@ -90,6 +94,7 @@ Status DecodeQueueMeta(std::string_view data, QueueMeta* m) {
   c.max_reserved = static_cast<int64_t>(max_reserved);
   c.group_max_reserved = static_cast<int64_t>(group_max_reserved);
   c.priority_aging_ms = static_cast<int64_t>(aging);
+  c.keep_completed_ms = static_cast<int64_t>(keep);
   return Status::Ok();
 }
 

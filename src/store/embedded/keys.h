@@ -8,6 +8,8 @@
 //                                                  taken after its job was done (key_ttl_ms)
 //   meta  "queue" \0 queue                         -> QueueMeta   stored config, paused flag
 //   meta  "keyttl" \0 expiry(be64) queue \0 key    -> ""          when each kept key is free
+//   jobs  id(16) 'c'                               -> JobRecord   a completed job (version 4)
+//   meta  "done" \0 queue \0 completed_at(be64) id(16) -> ""      every completed job
 //   meta  "sched" \0 queue \0 name                 -> generation(be64) + schedule record
 //                                                  (schedule/schedule_store.h)
 //
@@ -109,6 +111,32 @@ inline std::string DueBucketKey(std::string_view queue, int64_t bucket) {
 }
 inline std::string DeadIndexKey(std::string_view queue, int64_t dead_at_ms, const Ulid& id) {
   return TimeIdKey(queue, dead_at_ms, id);
+}
+// A completed job's record: beside the live records' ids, never one of them, so no read of a live
+// job (all by the 16-byte id) can find a completed one.
+inline std::string CompletedJobKey(const Ulid& id) {
+  std::string k(id.Raw());
+  k.push_back('c');
+  return k;
+}
+// The completed jobs of one queue (all of them for an empty queue) lie in [prefix, end), by
+// (completed_at, id).
+inline std::string DonePrefix(std::string_view queue) {
+  std::string k("done");
+  k.push_back('\0');
+  if (!queue.empty()) {
+    k.append(queue);
+    k.push_back('\0');
+  }
+  return k;
+}
+inline std::string DonePrefixEnd(std::string_view queue) {
+  std::string k = DonePrefix(queue);
+  k.back() = '\x01';
+  return k;
+}
+inline std::string DoneIndexKey(std::string_view queue, int64_t completed_at_ms, const Ulid& id) {
+  return DonePrefix("") + TimeIdKey(queue, completed_at_ms, id);
 }
 inline std::string IdemKey(std::string_view queue, std::string_view key) {
   std::string k = QueuePrefix(queue);

@@ -39,6 +39,9 @@ struct QueueState {
   int64_t dead = 0;
   // No dead job of the queue died before dead_floor_ms (Clock::kNever: it holds none).
   int64_t dead_floor_ms = Clock::kNever;
+  int64_t completed = 0;  // kept completed jobs (engine_completed.cc)
+  // No completed job of the queue was acked before completed_floor_ms (Clock::kNever: none).
+  int64_t completed_floor_ms = Clock::kNever;
   QueueCounters counters;
   LatencyHistogram lateness;
   FlowState flow;

@@ -33,7 +33,8 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
               "UPDATE delayq.queues SET max_attempts = $2, backoff_base_ms = $3, backoff_factor = $4, "
               "backoff_max_ms = $5, backoff_jitter = $6, lease_ms = $7, max_payload = $8, dead_retention_ms = $9, "
               "max_delay_ms = $10, rate_per_s = $11, burst = $12, max_reserved = $13, group_max_reserved = $14, "
-              "priority_aging_ms = $15, tokens = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens END, "
+              "priority_aging_ms = $15, keep_completed_ms = $16, tokens = CASE WHEN rate_per_s = $11 AND burst = $12 "
+              "THEN tokens END, "
               "tokens_at_us = CASE WHEN rate_per_s = $11 AND burst = $12 THEN tokens_at_us END "
               "WHERE name = $1",
               {Param::Of(queue), Param::Of(static_cast<int64_t>(config.max_attempts)), Param::Of(b.base_ms),
@@ -41,7 +42,7 @@ Status PostgresQueue::SetConfig(std::string_view queue_view, const QueueConfig& 
                Param::Of(config.lease_ms), Param::Of(config.max_payload), Param::Of(config.dead_retention_ms),
                Param::Of(config.max_delay_ms), Param::Of(fmt::format("{}", config.rate_per_s)), Param::Of(config.burst),
                Param::Of(config.max_reserved), Param::Of(config.group_max_reserved),
-               Param::Of(config.priority_aging_ms)})
+               Param::Of(config.priority_aging_ms), Param::Of(config.keep_completed_ms)})
           .status();
     });
   }  // the connection is given back before announcing
@@ -78,7 +79,8 @@ Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool for
     if (!n.ok()) return n.status();
     deleted = n->Int(0, 0);
     if (deleted > 0 && !force) return errors::QueueNotEmpty(queue, deleted);
-    for (const char* table : {"jobs", "kept_keys", "group_turns", "schedules"}) {
+    // Its completed jobs go with it (they never keep a queue from being deleted).
+    for (const char* table : {"jobs", "completed", "kept_keys", "group_turns", "schedules"}) {
       DELAYQ_RETURN_IF_ERROR(
           (*c)->Exec(fmt::format("DELETE FROM delayq.{} WHERE queue = $1", table), {Param::Of(queue)}).status());
     }

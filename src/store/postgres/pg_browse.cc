@@ -16,6 +16,12 @@ namespace {
 
 // The WHERE and ORDER BY of a listing of one state, after (ms, id) = ($2, $3), at now = n.now.
 std::string ListSql(JobState state) {
+  if (state == JobState::kCompleted) {
+    return fmt::format(
+        "SELECT {}, delayq.now_ms(), completed_at_ms FROM delayq.completed WHERE queue = $1 AND "
+        "(completed_at_ms, id) > ($2, $3) ORDER BY completed_at_ms, id LIMIT $4",
+        kCompletedColumns);
+  }
   std::string where, order_ms = "due_at_ms";
   switch (state) {
     case JobState::kScheduled: where = "state = 's' AND due_at_ms > n.now"; break;
@@ -25,6 +31,7 @@ std::string ListSql(JobState state) {
       where = "state = 'd'";
       order_ms = "dead_at_ms";
       break;
+    case JobState::kCompleted: break;  // above
   }
   return fmt::format(
       "WITH n AS (SELECT delayq.now_ms() AS now) SELECT {}, n.now, {} FROM delayq.jobs, n "
@@ -79,7 +86,8 @@ Result<QueueStats> PostgresQueue::Stats(std::string_view queue_view) {
       "count(*) FILTER (WHERE j.state = 's' AND j.due_at_ms > n.now AND j.due_at_ms <= n.now + 60000), "
       "min(j.due_at_ms) FILTER (WHERE j.state = 's' AND j.due_at_ms > n.now), "
       "min(j.due_at_ms) FILTER (WHERE j.state = 's' AND j.due_at_ms <= n.now), n.now, "
-      "(SELECT paused FROM delayq.queues WHERE name = $1) "
+      "(SELECT paused FROM delayq.queues WHERE name = $1), "
+      "(SELECT count(*) FROM delayq.completed c WHERE c.queue = $1) "
       "FROM n LEFT JOIN delayq.jobs j ON j.queue = $1 GROUP BY n.now",
       {Param::Of(queue)});
   if (!r.ok()) return r.status();
@@ -90,6 +98,7 @@ Result<QueueStats> PostgresQueue::Stats(std::string_view queue_view) {
   s.ready = r->Int(0, 1);
   s.reserved = r->Int(0, 2);
   s.dead = r->Int(0, 3);
+  s.completed = r->Int(0, 9);
   s.due_next_60s = r->Int(0, 4);
   if (!r->IsNull(0, 5)) s.earliest_due_at_ms = r->Int(0, 5);
   if (!r->IsNull(0, 6)) s.oldest_ready_ms = std::max<int64_t>(0, r->Int(0, 7) - r->Int(0, 6));

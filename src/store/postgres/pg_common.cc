@@ -110,6 +110,7 @@ QueueConfig ConfigFromRow(const Rows& r, int row, int col) {
   c.max_reserved = r.Int(row, col + 11);
   c.group_max_reserved = r.Int(row, col + 12);
   c.priority_aging_ms = r.Int(row, col + 13);
+  c.keep_completed_ms = r.Int(row, col + 14);
   return c;
 }
 
@@ -140,6 +141,7 @@ Result<Job> JobFromRow(const std::string& queue, const Rows& r, int row, int64_t
   j.due_at_ms = r.Int(row, 2);
   j.state = state == "r"            ? JobState::kReserved
             : state == "d"          ? JobState::kDead
+            : state == "c"          ? JobState::kCompleted
             : j.due_at_ms <= now_ms ? JobState::kReady
                                     : JobState::kScheduled;
   j.attempt = static_cast<int32_t>(r.Int(row, 3));
@@ -159,6 +161,10 @@ Result<Job> JobFromRow(const std::string& queue, const Rows& r, int row, int64_t
   j.priority = static_cast<int32_t>(r.Int(row, 13));
   j.group = r.Str(row, 14);
   if (j.state == JobState::kReserved) j.progress = r.Str(row, 15);
+  if (j.state == JobState::kCompleted) {
+    j.completed_at_ms = r.Int(row, 12);
+    j.result = r.Str(row, 15);
+  }
   return j;
 }
 

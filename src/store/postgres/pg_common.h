@@ -25,7 +25,8 @@ std::string FromHex(std::string_view hex);
 // The config columns of delayq.queues, in QueueConfig's order (ConfigFromRow reads them from `col`).
 inline constexpr const char* kConfigColumns =
     "max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, backoff_jitter, lease_ms, max_payload, "
-    "dead_retention_ms, max_delay_ms, rate_per_s, burst, max_reserved, group_max_reserved, priority_aging_ms";
+    "dead_retention_ms, max_delay_ms, rate_per_s, burst, max_reserved, group_max_reserved, priority_aging_ms, "
+    "keep_completed_ms";
 QueueConfig ConfigFromRow(const Rows& rows, int row, int col);
 
 // The columns of delayq.jobs a Job shows, in the order JobFromRow reads them.
@@ -35,6 +36,11 @@ inline constexpr const char* kJobColumns =
     "CASE WHEN state = 'r' AND progress_token = token THEN progress END";  // its delivery's (v4_1_progress.sql)
 // How many columns kJobColumns names: what a query selects after them starts at this index.
 inline constexpr int kJobColumnCount = 16;
+// The same columns of a row of delayq.completed (v5_1_completed.sql): its completed_at_ms where a
+// job's dead_at_ms is, its result where a job's progress is.
+inline constexpr const char* kCompletedColumns =
+    "id, 'c'::\"char\", due_at_ms, attempt, max_attempts, key, payload, is_binary, headers, created_at_ms, "
+    "last_error, NULL::bigint, completed_at_ms, priority, grp, result::text";
 // The job of that row at `now_ms` (a waiting job is ready once due). Headers are the jsonb's text.
 Result<Job> JobFromRow(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
 

@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "core/ack_results.h"
 #include "core/backoff.h"
 #include "core/delivery_token.h"
 #include "core/errors.h"
@@ -226,38 +227,69 @@ Status PostgresQueue::DeliveryError(const std::string& queue, const std::string&
   return errors::DeliveryOver(id);  // waiting again, or still this delivery with its lease run out
 }
 
-Status PostgresQueue::Ack(std::string_view queue, std::string_view receipt) {
-  std::string r(receipt);
-  return AckBatch(queue, std::span(&r, 1)).front();
+// One call of delayq._ack for the opened receipts: with the queue's keep_completed_ms above 0 the
+// jobs are kept completed, with their results (and the sweep is planned for them).
+Result<Rows> PostgresQueue::AckRows(const std::string& queue, const std::vector<std::string>& ids,
+                                    const std::vector<std::string>& tokens,
+                                    const std::vector<std::optional<std::string>>& results) {
+  auto config = ConfigOf(queue);
+  if (!config.ok()) return config.status();
+  if (config->keep_completed_ms == 0) {
+    return Exec("SELECT outcome, state, attempt, max_attempts FROM delayq._ack($1, $2::text[], $3::text[])",
+                {Param::Of(queue), Param::Of(ArrayOf(ids)), Param::Of(ArrayOf(tokens))});
+  }
+  std::vector<std::string> texts;
+  texts.reserve(results.size());
+  for (const auto& r : results) texts.push_back(r.value_or(""));
+  auto r =
+      Exec("SELECT outcome, state, attempt, max_attempts FROM delayq._ack($1, $2::text[], $3::text[], $4, $5::text[])",
+           {Param::Of(queue), Param::Of(ArrayOf(ids)), Param::Of(ArrayOf(tokens)), Param::Of(config->keep_completed_ms),
+            Param::Of(TextArray(texts))});
+  if (r.ok()) {
+    std::lock_guard lock(mu_);
+    if (next_sweep_.Note(DbNowLocked() + config->keep_completed_ms)) {
+      poked_ = true;
+      cv_.notify_all();
+    }
+  }
+  return r;
 }
 
 // Each receipt opened (repeats answer what the first did), then one call of delayq._ack for all.
-std::vector<Status> PostgresQueue::AckBatch(std::string_view queue_view, std::span<const std::string> receipts) {
+std::vector<Status> PostgresQueue::AckBatch(std::string_view queue, std::span<const AckRequest> all) {
+  return AckWithValidResults(all, [&](std::span<const AckRequest> requests) { return AckValid(queue, requests); });
+}
+
+std::vector<Status> PostgresQueue::AckValid(std::string_view queue_view, std::span<const AckRequest> receipts) {
   std::vector<Status> out(receipts.size());
   if (Status s = KnownQueue(queue_view); !s.ok()) {
     std::fill(out.begin(), out.end(), s);
     return out;
   }
   const std::string queue(queue_view);
-  const auto parsed = ParseReceipts(receipts);
+  std::vector<std::string> texts;
+  texts.reserve(receipts.size());
+  for (const auto& r : receipts) texts.push_back(r.receipt);
+  const auto parsed = ParseReceipts(texts);
   const auto first = FirstOccurrences(std::span<const Result<Receipt>>(parsed));
   const std::shared_ptr<const ReceiptSigner> signer = Signer();
   std::vector<std::string> ids, tokens;
+  std::vector<std::optional<std::string>> results;
   std::vector<size_t> at;
   for (size_t i = 0; i < receipts.size(); ++i) {
     if (first[i] != i) continue;
-    auto opened = signer->Open(queue, receipts[i], parsed[i]);
+    auto opened = signer->Open(queue, texts[i], parsed[i]);
     if (!opened.ok()) {
       out[i] = opened.status();
       continue;
     }
     ids.push_back(opened->id.ToString());
     tokens.push_back(opened->token.Hex());
+    results.push_back(receipts[i].result);
     at.push_back(i);
   }
   if (!ids.empty()) {
-    auto r = Exec("SELECT outcome, state, attempt, max_attempts FROM delayq._ack($1, $2::text[], $3::text[])",
-                  {Param::Of(queue), Param::Of(ArrayOf(ids)), Param::Of(ArrayOf(tokens))});
+    auto r = AckRows(queue, ids, tokens, results);
     uint64_t acked = 0;
     for (size_t k = 0; k < at.size(); ++k) {
       if (!r.ok()) {

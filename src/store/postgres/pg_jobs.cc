@@ -222,6 +222,12 @@ Result<Job> PostgresQueue::GetById(const std::string& queue, const std::string& 
       Exec(std::string("SELECT ") + kJobColumns + ", delayq.now_ms() FROM delayq.jobs WHERE queue = $1 AND id = $2",
            {Param::Of(queue), Param::Of(id)});
   if (!r.ok()) return r.status();
+  if (r->empty()) {  // a completed job, or none
+    r = Exec(std::string("SELECT ") + kCompletedColumns +
+                 ", delayq.now_ms() FROM delayq.completed WHERE queue = $1 AND id = $2",
+             {Param::Of(queue), Param::Of(id)});
+    if (!r.ok()) return r.status();
+  }
   if (r->empty()) return errors::NoSuchJob(queue, id);
   return JobFromRow(queue, *r, 0, r->Int(0, kJobColumnCount));
 }
@@ -241,6 +247,13 @@ Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
                     ", delayq.now_ms() FROM delayq.jobs WHERE queue = $1 AND key = $2 AND state <> 'd'",
                 {Param::Of(queue), Param::Of(ref.key)});
   if (!r.ok()) return r.status();
+  if (r->empty()) {  // a completed job while its kept key names it, or none
+    r = Exec(std::string("SELECT ") + kCompletedColumns +
+                 ", delayq.now_ms() FROM delayq.completed c WHERE c.queue = $1 AND c.id = (SELECT k.id FROM "
+                 "delayq.kept_keys k WHERE k.queue = $1 AND k.key = $2 AND k.until_ms > delayq.now_ms())",
+             {Param::Of(queue), Param::Of(ref.key)});
+    if (!r.ok()) return r.status();
+  }
   if (r->empty()) return errors::NoJobWithKey(queue, ref.key);
   return JobFromRow(queue, *r, 0, r->Int(0, kJobColumnCount));
 }
@@ -249,6 +262,10 @@ Status PostgresQueue::Cancel(std::string_view queue_view, const JobRef& ref) {
   auto job = Get(queue_view, ref);  // the clear errors: no queue, not an id, no such job
   if (!job.ok()) return job.status();
   const std::string queue(queue_view);
+  if (job->state == JobState::kCompleted) {
+    auto r = Exec("DELETE FROM delayq.completed WHERE queue = $1 AND id = $2", {Param::Of(queue), Param::Of(job->id)});
+    return r.ok() ? Status::Ok() : r.status();
+  }
   auto r = Exec("SELECT delayq._cancel($1, $2, NULL)", {Param::Of(queue), Param::Of(job->id)});
   if (!r.ok()) return r.status();
   const std::string_view outcome = r->Text(0, 0);
@@ -260,6 +277,7 @@ Status PostgresQueue::Cancel(std::string_view queue_view, const JobRef& ref) {
 Result<Job> PostgresQueue::Reschedule(std::string_view queue_view, const JobRef& ref, const When& when) {
   auto job = Get(queue_view, ref);
   if (!job.ok()) return job.status();
+  if (job->state == JobState::kCompleted) return errors::CompletedCannotReschedule(job->id);
   const std::string queue(queue_view);
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();

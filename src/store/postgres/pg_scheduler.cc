@@ -201,17 +201,23 @@ void PostgresQueue::ReapLeases() {
   }
 }
 
-// Dead jobs past their queue's retention go, and kept keys past their time; then the next
-// retention to run out (per queue an index probe of its oldest death).
+// Dead jobs past their queue's retention go, completed jobs past keep_completed_ms, and kept keys
+// past their time; then the next retention to run out (per queue an index probe of its oldest
+// death and its oldest completion).
 void PostgresQueue::Sweep() {
   const bool deleted = Exec(
                            "DELETE FROM delayq.jobs j USING delayq.queues q WHERE j.queue = q.name AND "
                            "j.state = 'd' AND j.dead_at_ms <= delayq.now_ms() - q.dead_retention_ms")
                            .ok() &&
+                       Exec(
+                           "DELETE FROM delayq.completed c USING delayq.queues q WHERE c.queue = q.name AND "
+                           "c.completed_at_ms <= delayq.now_ms() - q.keep_completed_ms")
+                           .ok() &&
                        Exec("DELETE FROM delayq.kept_keys WHERE until_ms <= delayq.now_ms()").ok();
   auto next = Exec(
-      "SELECT min((SELECT min(j.dead_at_ms) FROM delayq.jobs j WHERE j.queue = q.name AND j.state = 'd') "
-      "+ q.dead_retention_ms) FROM delayq.queues q");
+      "SELECT least(min((SELECT min(j.dead_at_ms) FROM delayq.jobs j WHERE j.queue = q.name AND j.state = 'd') "
+      "+ q.dead_retention_ms), min((SELECT min(c.completed_at_ms) FROM delayq.completed c WHERE c.queue = q.name) "
+      "+ q.keep_completed_ms)) FROM delayq.queues q");
   // The database away, read-only (a standby, a full disk) or the delete past statement_timeout:
   // try again after the safety interval, not at once (the next retention is still past then).
   std::lock_guard lock(mu_);

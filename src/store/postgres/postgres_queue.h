@@ -93,8 +93,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
-  Status Ack(std::string_view queue, std::string_view receipt) override;
-  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  using Queue::AckBatch;
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> requests) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   using Queue::Touch;
@@ -187,6 +187,9 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // --- jobs (pg_jobs.cc) ---
   Result<Job> ToJob(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
   Result<Job> GetById(const std::string& queue, const std::string& id);
+  std::vector<Status> AckValid(std::string_view queue, std::span<const AckRequest> requests);
+  Result<Rows> AckRows(const std::string& queue, const std::vector<std::string>& ids,
+                       const std::vector<std::string>& tokens, const std::vector<std::optional<std::string>>& results);
 
   // --- deliveries (pg_delivery.cc) ---
   // A reserve now; when a limit held ready jobs back, *look_again_ms says when a token comes (db

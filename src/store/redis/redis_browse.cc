@@ -41,6 +41,7 @@ char Letter(JobState s) {
     case JobState::kReady: return 'q';
     case JobState::kReserved: return 'r';
     case JobState::kDead: return 'd';
+    case JobState::kCompleted: return 'c';
   }
   return 's';
 }

@@ -107,6 +107,7 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
     else if (k == "max_reserved") c.max_reserved = std::atoll(v.c_str());
     else if (k == "group_max_reserved") c.group_max_reserved = std::atoll(v.c_str());
     else if (k == "priority_aging_ms") c.priority_aging_ms = std::atoll(v.c_str());
+    else if (k == "keep_completed_ms") c.keep_completed_ms = std::atoll(v.c_str());
   }
   view.legacy_key_route = view.shards > 1 && !crc16;
   if (options_.after_config_read_for_test) options_.after_config_read_for_test(queue);
@@ -123,6 +124,7 @@ Result<std::optional<RedisQueue::QueueView>> RedisQueue::ReadConfig(const std::s
   info.next_due.resize(shards);
   info.next_lease.resize(shards);
   info.next_dead.resize(shards);
+  info.next_done.resize(shards);
   return std::optional(std::move(view));
 }
 
@@ -157,7 +159,9 @@ Status RedisQueue::WriteConfig(const std::string& queue, const QueueConfig& c) {
                         "group_max_reserved",
                         std::to_string(c.group_max_reserved),
                         "priority_aging_ms",
-                        std::to_string(c.priority_aging_ms)});
+                        std::to_string(c.priority_aging_ms),
+                        "keep_completed_ms",
+                        std::to_string(c.keep_completed_ms)});
   if (!r.ok()) return r.status();
   if (r->is_error()) return ScriptError(*r);
   std::lock_guard lock(mu_);

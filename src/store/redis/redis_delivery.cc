@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "core/ack_results.h"
 #include "core/delivery_token.h"
 #include "core/errors.h"
 #include "core/flow_control.h"
@@ -201,18 +202,13 @@ Status RedisQueue::DeliveryError(const std::string& code, const Ulid& id) {
   return errors::DeliveryOver(sid);
 }
 
-Status RedisQueue::Ack(std::string_view queue, std::string_view receipt) {
-  std::string r(receipt);
-  return AckBatch(queue, std::span(&r, 1)).front();
-}
-
 // Ack and release: each receipt opened (repeats answer what the first did), grouped by shard, and
-// one script per shard (all sent at once, RunAll) with (id, token) pairs and `tail` after them;
+// one script per shard (all sent at once, RunAll) with (id, token) pairs and `tail`'s arguments for
+// those receipts (by index) after them;
 // the script answers "O" per receipt it acted on, else a code DeliveryError reads ("L": a lease
 // that already ran out).
 std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::span<const std::string> receipts,
-                                           const Script& script,
-                                           const std::function<std::string(const QueueView&)>& tail) {
+                                           const Script& script, const TailFn& tail) {
   std::vector<Status> out(receipts.size());
   auto info = Info(queue_view, false);
   if (!info.ok()) {
@@ -244,7 +240,7 @@ std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::spa
       args.push_back(parsed[i].id.ToString());
       args.push_back(parsed[i].token.Hex());
     }
-    args.push_back(tail(q));
+    for (auto& a : tail(q, members)) args.push_back(std::move(a));
     shard_args.emplace_back(shard, std::move(args));
   }
   auto answers = RunAll(script, q, shard_args, true);  // the shards' parts at once
@@ -261,18 +257,37 @@ std::vector<Status> RedisQueue::PerReceipt(std::string_view queue_view, std::spa
         out[i] = DeliveryError(v->array[j].str, parsed[i].id);
       }
     }
+    // After the answers, the ack script's completion time when it kept jobs completed.
+    if (v.ok() && !v->is_error() && v->array.size() > members.size()) {
+      NoteCompleted(q.name, shard_args[p].first, v->array[members.size()].AsInt());
+    }
   }
   for (size_t i = 0; i < receipts.size(); ++i) out[i] = out[first[i]];
   return out;
 }
 
-std::vector<Status> RedisQueue::AckBatch(std::string_view queue, std::span<const std::string> receipts) {
-  // A lease less: wake reserves held by a cap.
-  return PerReceipt(queue, receipts, kAckScript, [](const QueueView& q) { return HasLeaseCaps(q.config) ? "1" : "0"; });
+std::vector<Status> RedisQueue::AckBatch(std::string_view queue, std::span<const AckRequest> all) {
+  return AckWithValidResults(all, [&](std::span<const AckRequest> requests) { return AckValid(queue, requests); });
+}
+
+std::vector<Status> RedisQueue::AckValid(std::string_view queue, std::span<const AckRequest> requests) {
+  std::vector<std::string> receipts;
+  receipts.reserve(requests.size());
+  for (const auto& r : requests) receipts.push_back(r.receipt);
+  // After the pairs: a lease less wakes reserves held by a cap (1|0); then how long the queue keeps
+  // completed jobs (0: deleted) and each receipt's result ("" for none).
+  return PerReceipt(queue, receipts, kAckScript, [&](const QueueView& q, const std::vector<size_t>& members) {
+    std::vector<std::string> tail = {HasLeaseCaps(q.config) ? "1" : "0", std::to_string(q.config.keep_completed_ms)};
+    if (q.config.keep_completed_ms > 0) {
+      for (size_t i : members) tail.push_back(requests[i].result.value_or(""));
+    }
+    return tail;
+  });
 }
 
 std::vector<Status> RedisQueue::ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) {
-  return PerReceipt(queue, receipts, kReleaseScript, [](const QueueView&) { return "-"; });
+  return PerReceipt(queue, receipts, kReleaseScript,
+                    [](const QueueView&, const std::vector<size_t>&) { return std::vector<std::string>{"-"}; });
 }
 
 Result<NackResult> RedisQueue::Nack(std::string_view queue_view, const NackRequest& request) {

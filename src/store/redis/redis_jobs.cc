@@ -231,6 +231,12 @@ Result<Job> RedisQueue::ToJob(const std::string& queue, const Value& v) {
       j.state = JobState::kDead;
       j.dead_at_ms = v.array[5].AsInt();
       break;
+    case 'c':  // a completed job kept: its row has completed_at and result after the progress
+      if (v.array.size() < 10) return Status::Internal("the get script answered a short completed row");
+      j.state = JobState::kCompleted;
+      j.completed_at_ms = v.array[8].AsInt();
+      j.result = v.array[9].str;
+      break;
     default: j.state = JobState::kScheduled;
   }
   return j;
@@ -272,6 +278,7 @@ Status RedisQueue::Cancel(std::string_view queue, const JobRef& ref) {
 Result<Job> RedisQueue::Reschedule(std::string_view queue, const JobRef& ref, const When& when) {
   auto job = Get(queue, ref);
   if (!job.ok()) return job.status();
+  if (job->state == JobState::kCompleted) return errors::CompletedCannotReschedule(job->id);
   auto info = Info(queue, false);
   if (!info.ok()) return info.status();
   DELAYQ_RETURN_IF_ERROR(ValidateWhen(when, info->config));  // a deliver_at: the script, on Redis' clock
@@ -289,6 +296,7 @@ Result<Job> RedisQueue::Reschedule(std::string_view queue, const JobRef& ref, co
     if (v->str == "N") return errors::NoSuchJob(info->name, job->id);
     if (v->str == "C") return errors::ReservedCannotReschedule(job->id);
     if (v->str == "D") return errors::DeadCannotReschedule(job->id);
+    if (v->str == "K") return errors::CompletedCannotReschedule(job->id);
     if (v->str.rfind("I:", 0) == 0) {  // too far ahead: the refusal ResolveDue gives, at Redis' now
       auto due = ResolveDue(when, std::atoll(v->str.c_str() + 2), info->config);
       if (!due.ok()) return due.status();

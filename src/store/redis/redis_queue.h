@@ -101,8 +101,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
-  Status Ack(std::string_view queue, std::string_view receipt) override;
-  std::vector<Status> AckBatch(std::string_view queue, std::span<const std::string> receipts) override;
+  using Queue::AckBatch;
+  std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> requests) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
   Result<NackResult> Nack(std::string_view queue, const NackRequest& request) override;
   using Queue::Touch;
@@ -151,6 +151,7 @@ class RedisQueue final : public Queue, private ScheduleStore {
     std::vector<NextAt> next_due;            // per shard
     std::vector<NextAt> next_lease;          // per shard
     std::vector<NextAt> next_dead;           // per shard: when its oldest dead job died
+    std::vector<NextAt> next_done;           // per shard: when its oldest completed job was acked
     std::deque<uint64_t> waiters;
     bool check = true;  // run promote/reap at the next tick
     // Redis ms: flow control held this queue's ready jobs back until its next token; its waiting
@@ -172,8 +173,11 @@ class RedisQueue final : public Queue, private ScheduleStore {
   };
 
   explicit RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> client);
+  // A shard's script arguments after its (id, token) pairs, for the receipts at those indexes.
+  std::vector<Status> AckValid(std::string_view queue, std::span<const AckRequest> requests);
+  using TailFn = std::function<std::vector<std::string>(const QueueView&, const std::vector<size_t>&)>;
   std::vector<Status> PerReceipt(std::string_view queue, std::span<const std::string> receipts, const Script& script,
-                                 const std::function<std::string(const QueueView&)>& tail);
+                                 const TailFn& tail);
 
   // --- lifecycle and scripts (redis_queue.cc) ---
   void Start();
@@ -265,6 +269,7 @@ class RedisQueue final : public Queue, private ScheduleStore {
   // sweep), jobs made ready (waiting reserves try again). Take mu_ themselves.
   void NoteLease(const std::string& queue, int shard, int64_t deadline);
   void NoteDeath(const std::string& queue, int shard, int64_t dead_at);
+  void NoteCompleted(const std::string& queue, int shard, int64_t completed_at);
   void NoteReady(const std::string& queue);
   // The reserve script held ready jobs back (flow control) until next_token_us (Redis µs; 0:
   // until a lease ends, which the wake channel announces).

@@ -126,6 +126,7 @@ Result<QueueStats> RedisQueue::Stats(std::string_view queue_view) {
     s.ready += a[1].AsInt();
     s.reserved += a[2].AsInt();
     s.dead += a[3].AsInt();
+    if (a.size() > 12) s.completed += a[12].AsInt();
     s.due_next_60s += a[4].AsInt();
     if (a[5].AsInt() >= 0 && (!s.earliest_due_at_ms || a[5].AsInt() < *s.earliest_due_at_ms)) {
       s.earliest_due_at_ms = a[5].AsInt();

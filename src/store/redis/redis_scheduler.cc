@@ -19,6 +19,7 @@ struct ShardTask {
   int shard = 0;
   int shards = 1;
   int64_t retention_ms = 0;  // dead_expire
+  int64_t keep_completed_ms = 0;
 };
 
 }  // namespace
@@ -40,6 +41,13 @@ void RedisQueue::NoteDeath(const std::string& queue, int shard, int64_t dead_at)
   auto q = queues_.find(queue);
   if (q == queues_.end() || static_cast<size_t>(shard) >= q->second.next_dead.size()) return;
   if (q->second.next_dead[static_cast<size_t>(shard)].Note(dead_at)) Poke();
+}
+
+void RedisQueue::NoteCompleted(const std::string& queue, int shard, int64_t completed_at) {
+  std::lock_guard lock(mu_);
+  auto q = queues_.find(queue);
+  if (q == queues_.end() || static_cast<size_t>(shard) >= q->second.next_done.size()) return;
+  if (q->second.next_done[static_cast<size_t>(shard)].Note(completed_at)) Poke();
 }
 
 void RedisQueue::NoteReady(const std::string& queue) {
@@ -155,13 +163,13 @@ RedisQueue::SchedulerTurn RedisQueue::CollectTurnLocked(int64_t steady, Schedule
       q.check = false;
       continue;
     }
-    const int64_t retention = q.view.config.dead_retention_ms;
+    const int64_t retention = q.view.config.dead_retention_ms, keep = q.view.config.keep_completed_ms;
     for (int s = 0; s < q.view.shards; ++s) {
       const auto i = static_cast<size_t>(s);
-      const ShardTask task{name, s, q.view.shards, retention};
+      const ShardTask task{name, s, q.view.shards, retention, keep};
       const bool promoting = q.check || q.next_due[i].By(redis_now);
       const bool reaping = q.check || q.next_lease[i].By(redis_now);
-      const bool expiring = q.next_dead[i].By(redis_now - retention);
+      const bool expiring = q.next_dead[i].By(redis_now - retention) || q.next_done[i].By(redis_now - keep);
       if (promoting) turn.promote.push_back(task);
       if (reaping) turn.reap.push_back(task);
       if (expiring) turn.expire.push_back(task);
@@ -169,6 +177,7 @@ RedisQueue::SchedulerTurn RedisQueue::CollectTurnLocked(int64_t steady, Schedule
       if (promoting) q.next_due[i].Launched();
       if (promoting || reaping) q.next_lease[i].Launched();
       if (promoting || reaping || expiring) q.next_dead[i].Launched();
+      if (expiring) q.next_done[i].Launched();
     }
     q.check = false;
     if (q.flow_wake <= redis_now) {
@@ -245,7 +254,7 @@ void RedisQueue::RefreshRegistry() {
 }
 
 void RedisQueue::RunPromotes(SchedulerTurn& turn) {
-  for (const auto& [name, shard, shards, retention] : turn.promote) {
+  for (const auto& [name, shard, shards, retention, keep] : turn.promote) {
     auto v = Run(kPromoteScript, name, shard, shards, {std::to_string(kChunk)});
     if (options_.after_promote_for_test) options_.after_promote_for_test(name);
     if (!v.ok() || v->is_error() || v->array.size() < 4) {
@@ -266,7 +275,7 @@ void RedisQueue::RunPromotes(SchedulerTurn& turn) {
 }
 
 void RedisQueue::RunReaps(SchedulerTurn& turn) {
-  for (const auto& [name, shard, shards, retention] : turn.reap) {
+  for (const auto& [name, shard, shards, retention, keep] : turn.reap) {
     auto v = Run(kReapScript, name, shard, shards, {std::to_string(kClaimIdleMs), std::to_string(kChunk)});
     if (!v.ok() || v->is_error() || v->array.size() < 3) continue;
     // Exactly one server's reap sends a job dead, so each death is logged once, as on the
@@ -284,6 +293,7 @@ void RedisQueue::RunReaps(SchedulerTurn& turn) {
     if (q.next_lease.size() <= i) continue;
     q.next_lease[i].Answered(v->array[1].AsInt());
     if (v->array.size() > 3) q.next_dead[i].Answered(v->array[3].AsInt());
+    if (v->array.size() > 5 && v->array[5].AsInt() >= 0) q.next_done[i].Note(v->array[5].AsInt());
     if (v->array[0].AsInt() > 0) turn.notices.insert(name);
   }
 }
@@ -291,8 +301,9 @@ void RedisQueue::RunReaps(SchedulerTurn& turn) {
 // Dead jobs past their retention, planned like the embedded store's sweep: at the moment the
 // oldest dead job of a shard runs out, at most kChunk per shard per turn.
 void RedisQueue::RunDeadExpiry(SchedulerTurn& turn) {
-  for (const auto& [name, shard, shards, retention] : turn.expire) {
-    auto v = Run(kDeadExpireScript, name, shard, shards, {std::to_string(retention), std::to_string(kChunk)});
+  for (const auto& [name, shard, shards, retention, keep] : turn.expire) {
+    auto v = Run(kDeadExpireScript, name, shard, shards,
+                 {std::to_string(retention), std::to_string(kChunk), std::to_string(keep)});
     if (!v.ok() || v->is_error() || v->array.size() < 3) {
       if (!v.ok()) spdlog::warn("deleting dead jobs past retention in queue {}: {}", name, v.status().message());
       continue;
@@ -301,6 +312,7 @@ void RedisQueue::RunDeadExpiry(SchedulerTurn& turn) {
     auto& q = queues_[name];
     if (q.next_dead.size() <= static_cast<size_t>(shard)) continue;
     q.next_dead[static_cast<size_t>(shard)].Answered(v->array[1].AsInt());
+    if (v->array.size() > 3) q.next_done[static_cast<size_t>(shard)].Answered(v->array[3].AsInt());
   }
 }
 
@@ -323,6 +335,9 @@ int64_t RedisQueue::NextTickLocked(const SchedulerTimers& timers) {
       if (q.next_lease[s].at != Clock::kNever) wake = std::min(wake, to_steady(q.next_lease[s].at));
       if (q.next_dead[s].at != Clock::kNever) {
         wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
+      }
+      if (q.next_done[s].at != Clock::kNever) {
+        wake = std::min(wake, to_steady(q.next_done[s].at + q.view.config.keep_completed_ms));
       }
     }
   }

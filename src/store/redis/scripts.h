@@ -29,6 +29,12 @@
 //  18 dq:{q}:progress  hash        id -> "delivery|json"   a reserved job's progress, as its
 //                                  delivery's last touch reported it (shown only while that
 //                                  delivery holds the job; deleted with the job)
+//  19 dq:{q}:done      sorted set  id -> completed_at ms   completed jobs kept (keep_completed_ms)
+//  20 dq:{q}:donemeta  hash        id -> meta (state "c")  a completed job's meta: not in
+//                                  dq:{q}:meta, so no script that acts on jobs meets it; its
+//                                  body and last error stay in dq:{q}:jobs and dq:{q}:errors
+//  21 dq:{q}:results   hash        id -> result JSON       a completed job's result, when its ack
+//                                  carried one
 //
 // Priorities and groups (core/ready_order.h is the rule; the Lua below is its twin). Jobs with
 // neither go through the stream as before. A ready job with one is in its group's lane set

@@ -366,9 +366,18 @@ TEST(EngineRecords, QueueMetaIsVersionTwoOnlyWithFlowControl) {
   ASSERT_TRUE(DecodeQueueMeta(v2, &back).ok());
   EXPECT_EQ(back.config.group_max_reserved, 0);
   EXPECT_EQ(back.config.priority_aging_ms, 60'000);
-  std::string v4 = v3;
-  v4[0] = '\x04';
-  auto newer = DecodeQueueMeta(v4, &back);
+  // Version 4 adds keep_completed_ms, written only when it is set.
+  m.config.keep_completed_ms = 86'400'000;
+  const std::string v4 = EncodeQueueMeta(m);
+  EXPECT_EQ(v4[0], '\x04');
+  EXPECT_EQ(v4.substr(v3.size()), std::string("\x80\xb8\x99\x29", 4)) << "then keep_completed_ms as a varint";
+  ASSERT_TRUE(DecodeQueueMeta(v4, &back).ok());
+  EXPECT_EQ(back.config.keep_completed_ms, 86'400'000);
+  ASSERT_TRUE(DecodeQueueMeta(v3, &back).ok());
+  EXPECT_EQ(back.config.keep_completed_ms, 0) << "before version 4: none kept";
+  std::string v5 = v4;
+  v5[0] = '\x05';
+  auto newer = DecodeQueueMeta(v5, &back);
   EXPECT_EQ(newer.code(), Code::kCorruption);
   EXPECT_NE(newer.message().find("newer than this delayq understands"), std::string::npos) << newer.message();
 }

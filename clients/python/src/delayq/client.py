@@ -13,7 +13,7 @@ import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .durations import Duration, to_ms
 from .errors import DelayqError, Unavailable, error_for
@@ -57,7 +57,7 @@ class JobInfo:
 
     id: str
     queue: str
-    state: str  # scheduled | ready | reserved | dead
+    state: str  # scheduled | ready | reserved | dead | completed
     due_at: int
     attempt: int
     max_attempts: int
@@ -73,6 +73,8 @@ class JobInfo:
     traceparent: Optional[str] = None  # W3C Trace Context, as on Job
     tracestate: Optional[str] = None
     progress: Any = None  # while reserved: its delivery's last progress (Client.touch); else None
+    completed_at: Optional[int] = None  # when completed: when it was acked
+    result: Any = None  # when completed: the result its ack carried (Client.ack); else None
 
 
 @dataclass
@@ -127,7 +129,7 @@ def _job_info(obj: Mapping[str, Any]) -> JobInfo:
                    last_error=obj.get("last_error"), lease_deadline=obj.get("lease_deadline"),
                    dead_at=obj.get("dead_at"), priority=obj.get("priority", 0), group=obj.get("group"),
                    traceparent=obj.get("traceparent"), tracestate=obj.get("tracestate"),
-                   progress=obj.get("progress"))
+                   progress=obj.get("progress"), completed_at=obj.get("completed_at"), result=obj.get("result"))
 
 
 def _when(body: Dict[str, Any], delay: Optional[Duration], delay_ms: Optional[int],
@@ -463,7 +465,7 @@ class Client:
         r = self._settle(queue, "release", receipt, {}, "released")
         return r.get("released", 0) if isinstance(r, dict) else r
 
-    def _settle(self, queue: str, verb: str, receipt: Union[str, Sequence[str]], extra: Dict[str, Any],
+    def _settle(self, queue: str, verb: str, receipt: Union[str, Sequence[Any]], extra: Dict[str, Any],
                 count_field: str) -> Any:
         if isinstance(receipt, str):
             return self._call("POST", self._q(queue) + "/" + verb, {"receipt": receipt, **extra})
@@ -475,11 +477,22 @@ class Client:
                                       f.get("message", f.get("code", ""))) for f in failed],
                            [f.get("receipt", "") for f in failed])
 
-    def ack(self, queue: str, receipt: Union[str, Sequence[str]]) -> Union[int, BatchResult]:
-        """Acknowledges a delivery: the job is done and deleted. A list of receipts is a batch
-        (answered with a BatchResult, never raising for one receipt)."""
-        r = self._settle(queue, "ack", receipt, {}, "acked")
-        return r.get("acked", 0) if isinstance(r, dict) else r
+    def ack(self, queue: str, receipt: Union[str, Sequence[Union[str, Tuple[str, Any]]]], *,
+            result: Any = None) -> Union[int, BatchResult]:
+        """Acknowledges a delivery: the job is done, and deleted, or kept as ``completed`` with
+        ``result`` (any JSON value up to 64 KiB; None: none) while the queue keeps completed jobs
+        (config ``keep_completed_ms``). A list of receipts is a batch (answered with a BatchResult,
+        never raising for one receipt); its items may be ``(receipt, result)`` pairs, each with its
+        own result."""
+        if isinstance(receipt, str):
+            extra = {"result": result} if result is not None else {}
+            r = self._settle(queue, "ack", receipt, extra, "acked")
+            return r.get("acked", 0)
+        entries: List[Any] = []
+        for item in receipt:
+            one, its = (item, result) if isinstance(item, str) else (item[0], item[1])
+            entries.append(one if its is None else {"receipt": one, "result": its})
+        return self._settle(queue, "ack", entries, {}, "acked")
 
     def nack(self, queue: str, receipt: Union[str, Sequence[str]], *, retry_in: Optional[Duration] = None,
              error: Optional[str] = None, dead: bool = False) -> Union[NackResult, BatchResult]:

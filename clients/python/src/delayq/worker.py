@@ -1,7 +1,8 @@
 """Worker: runs a handler for each job of a queue, ``concurrency`` at a time.
 
 The handler runs on one of the worker's threads (one per concurrency slot), with the Job. When
-it returns, the job is acked; when it raises, the job is nacked with the exception's text as its
+it returns, the job is acked, and what it returned (not None) becomes the job's result, kept with
+it while the queue keeps completed jobs (``keep_completed_ms``); when it raises, the job is nacked with the exception's text as its
 last_error, and the queue's back-off decides when it comes back (or it goes dead). While it runs,
 the lease is touched every third of its length, so a handler may take longer than the lease.
 ``run()`` blocks until ``stop()``, or SIGTERM/SIGINT when called on the main thread: then no
@@ -27,7 +28,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .client import BatchResult, Client, Job
+from .client import BatchResult, Client, Job, _json_body
 from .durations import Duration, to_ms
 from .errors import DelayqError, Forbidden, InvalidArgument, LeaseExpired, NotFound, Unauthorized
 from .stream import JobStream
@@ -36,6 +37,10 @@ Handler = Callable[[Job], Any]
 
 # A reserve waits at most this long at a time, so that a stop is seen within it.
 _POLL_MS = 5_000
+# A result is at most this many bytes of JSON (the server's limit); acks carry at most about
+# _MAX_ACK_BYTES of results per request (its body limit is 16 MiB).
+_MAX_RESULT = 65536
+_MAX_ACK_BYTES = 8 << 20
 # How often an idle handler thread looks at the stop flag.
 _IDLE_S = 0.2
 # Longest window a stream may ask for (the server's limit).
@@ -82,7 +87,7 @@ class Worker:
         self._queued: Dict[str, List[Any]] = {}
         self._stream: Optional[JobStream] = None
         self._generation = 0  # of the stream open now; older deliveries were given back
-        self._acks: List[str] = []  # receipts to ack in the next batch
+        self._acks: List[Tuple[str, Any, int]] = []  # (receipt, result, its bytes) to ack in the next batch
         self._acks_ready = threading.Condition(self._lock)
         self._handlers_done = False
         self._unstarted: List[Tuple[str, float]] = []  # (receipt, lease deadline) to give back
@@ -287,9 +292,31 @@ class Worker:
         self._running[job.id] = book
         return book
 
-    def _handle(self, job: Job, book: Dict[str, Any], batched: bool) -> None:
+    def _result_of(self, job: Job, value: Any) -> Tuple[Any, int]:
+        """A handler's return value as the job's result and its size: None when it has none, or
+        one the server would refuse (not JSON, over 64 KiB), which is counted in ``errors`` and
+        given to ``on_error``; the job is acked without it (its work is done: a refused ack would
+        only run it again)."""
+        if value is None:
+            return None, 0
         try:
-            self.handler(job)
+            size = len(_json_body(value))
+            if size > _MAX_RESULT:
+                raise ValueError(f"the result of job {job.id} is {size} bytes of JSON; at most {_MAX_RESULT} are kept")
+            return value, size
+        except (TypeError, ValueError) as e:
+            self.errors += 1
+            if self.on_error:
+                try:
+                    self.on_error(job, e)
+                except BaseException as raised:  # an on_error that raised: the worker stops, run() raises it
+                    self._fail(raised)
+            return None, 0
+
+    def _handle(self, job: Job, book: Dict[str, Any], batched: bool) -> None:
+        returned: Any = None
+        try:
+            returned = self.handler(job)
             error: Optional[BaseException] = None
         except Exception as e:  # the handler's failure is the job's, not the worker's
             error = e
@@ -298,14 +325,15 @@ class Worker:
                 if self._running.get(job.id) is book:
                     del self._running[job.id]
                 receipt = book["receipt"]  # the newest delivery of the job
+        result, size = self._result_of(job, returned) if error is None else (None, 0)
         if error is None and batched:
             with self._lock:
-                self._acks.append(receipt)
+                self._acks.append((receipt, result, size))
                 self._acks_ready.notify()
             return
         try:
             if error is None:
-                self.client.ack(self.queue, receipt)
+                self.client.ack(self.queue, receipt, result=result)
                 self.acked += 1
             else:
                 text = f"{type(error).__name__}: {error}"[:4000]
@@ -331,13 +359,20 @@ class Worker:
                     return
             time.sleep(self.ack_delay_s)  # the batching timer: more acks join meanwhile
             with self._lock:
-                batch, self._acks = self._acks[:1000], self._acks[1000:]
+                n, size = 0, 0  # at most 1000 acks and _MAX_ACK_BYTES of results (the first always)
+                while n < min(1000, len(self._acks)):
+                    size += self._acks[n][2]
+                    if n > 0 and size > _MAX_ACK_BYTES:
+                        break
+                    n += 1
+                batch = [(receipt, result) for receipt, result, _ in self._acks[:n]]
+                self._acks = self._acks[n:]
             try:
                 self._ack_batch(batch)
             except Exception as e:  # a bug: the worker stops, run() raises it (the acks go on)
                 self._fail(e)
 
-    def _ack_batch(self, receipts: List[str]) -> None:
+    def _ack_batch(self, receipts: List[Tuple[str, Any]]) -> None:
         try:
             result = self.client.ack(self.queue, receipts)
         except DelayqError:

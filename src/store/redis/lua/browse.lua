@@ -1,4 +1,4 @@
--- ARGV: want ('s' scheduled, 'q' ready, 'r' reserved, 'd' dead), after_ms ('' = from the start),
+-- ARGV: want ('s' scheduled, 'q' ready, 'r' reserved, 'd' dead, 'c' completed), after_ms ('' = from the start),
 -- after_tail (a job id for s/d; for q/r a stream sequence, or 'L' and a job id in the second
 -- part), inclusive ('1': (after_ms, after_tail) itself is wanted too), limit, budget (entries to
 -- read at most), max_bytes.
@@ -70,6 +70,17 @@ local function zset_page(key, from_ms, from_id, tail, keep)
     if #list < 2 * CHUNK then return true end
     start = start + CHUNK
   end
+end
+
+if want == 'c' then  -- completed jobs kept: their rows as the get script gives them
+  local done = zset_page(K_DONE, after_ms, after_tail, '', function(id) return redis.call('HGET', K_DONEMETA, id) end)
+  for _, r in ipairs(rows) do
+    local job = r[3]
+    job[9] = r[1]
+    job[10] = redis.call('HGET', K_RESULTS, job[1]) or ''
+    bytes = bytes + #job[10]
+  end
+  return { done and 1 or 0, last_ms, last_tail, rows }
 end
 
 if want == 's' or want == 'd' then

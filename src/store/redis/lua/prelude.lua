@@ -6,7 +6,7 @@
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_KEYTTL, K_KEPT, K_TURNS, K_LANE, K_LANED = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
-local K_PROGRESS = KEYS[18]
+local K_PROGRESS, K_DONE, K_DONEMETA, K_RESULTS = KEYS[18], KEYS[19], KEYS[20], KEYS[21]
 local GROUP = 'dq'
 
 local function now_us()
@@ -314,6 +314,12 @@ local function first_dead()
   return nil
 end
 
+local function first_done()
+  local first = redis.call('ZRANGE', K_DONE, 0, 0, 'WITHSCORES')
+  if first[2] then return tonumber(first[2]) end
+  return nil
+end
+
 local function earliest_due()
   local first = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
   if first[2] then return tonumber(first[2]) end
@@ -402,6 +408,26 @@ local function backoff_ms(attempt, base, factor, max_ms, jitter)
   if rounded > max_ms then rounded = max_ms end
   if rounded < 0 then rounded = 0 end
   return rounded
+end
+
+-- Deletes a completed job (kept by keep_completed_ms): cancel, the sweep.
+local function remove_done(id)
+  for _, hash in ipairs({ K_JOBS, K_ERRORS, K_DONEMETA, K_RESULTS }) do redis.call('HDEL', hash, id) end
+  redis.call('ZREM', K_DONE, id)
+end
+
+-- The completed job ARGV[a] (an id) or ARGV[a + 1] (a key, while it is kept) names: its id and raw
+-- meta, or nil.
+local function resolve_done(a)
+  local id = ARGV[a]
+  if id == '' then
+    local kid, _, expiry = kept_parse(redis.call('HGET', K_KEYS, ARGV[a + 1]))
+    if not kid or expiry <= math.floor(now_us() / 1000) then return nil, nil end
+    id = kid
+  end
+  local meta = redis.call('HGET', K_DONEMETA, id)
+  if not meta then return nil, nil end
+  return id, meta
 end
 
 -- A job addressed by id (ARGV[a]) or, when that is empty, by idempotency key (ARGV[a+1]).

@@ -1,7 +1,7 @@
 -- ARGV: T, limit. Handles leases that ran out (the leases set holds each deadline): the last
 -- attempt goes dead; others get idle time T, which makes XAUTOCLAIM in the next reserve claim
 -- them, and the '_claim' flag tells reserve to look. Returns {handled, next_lease|-1, now,
--- first_dead|-1, {{id, attempt, last_error} of each job that went dead}}.
+-- first_dead|-1, {{id, attempt, last_error} of each job that went dead}, first_completed|-1}.
 local T, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = math.floor(now_us() / 1000)
 local ids = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
@@ -45,4 +45,4 @@ end
 -- Requeued jobs are ready, and leases that ended in death make room under max_reserved.
 if requeued > 0 or #died > 0 then redis.call('PUBLISH', WAKE, 'ready') end
 local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
-return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1, died }
+return { #ids, lease[2] and tonumber(lease[2]) or -1, now, first_dead() or -1, died, first_done() or -1 }

@@ -1,7 +1,7 @@
 -- ARGV: id, key, mode d|a, value, max_delay_ms. Returns {id, due}, or "N", "C" (reserved),
--- "D" (dead), "I:<now>" (too far ahead).
+-- "D" (dead), "K" (completed), "I:<now>" (too far ahead).
 local id, m = resolve(1)
-if not m then return 'N' end
+if not m then return resolve_done(1) and 'K' or 'N' end
 if m.state == 'r' then return 'C' end
 if m.state == 'd' then return 'D' end
 local now = math.floor(now_us() / 1000)

@@ -1,6 +1,6 @@
 -- Returns {scheduled, ready, reserved, dead, due_next_60s, earliest|-1, oldest_ready_ms, paused,
 -- counters (flat), lateness (flat), now, lanes (flat: group, ready jobs in its lane; the first
--- 1000 groups by turn)}. Ready counts the stream's waiting entries and the lanes' jobs.
+-- 1000 groups by turn), completed}. Ready counts the stream's waiting entries and the lanes' jobs.
 local now = math.floor(now_us() / 1000)
 local scheduled = redis.call('ZCARD', K_DUE)
 local reserved = redis.call('ZCARD', K_LEASES)
@@ -32,4 +32,5 @@ ready = ready + tonumber(redis.call('HGET', K_COUNTERS, '_lready') or '0')
 local due60 = redis.call('ZCOUNT', K_DUE, '-inf', now + 60000)
 return { scheduled, ready, reserved, dead, due60, earliest_due() or -1, oldest,
          redis.call('HGET', K_CONFIG, 'paused') == '1' and 1 or 0,
-         redis.call('HGETALL', K_COUNTERS), redis.call('HGETALL', K_LATENESS), now, lanes }
+         redis.call('HGETALL', K_COUNTERS), redis.call('HGETALL', K_LATENESS), now, lanes,
+         redis.call('ZCARD', K_DONE) }
