@@ -123,6 +123,7 @@ class Worker {
   bool QueueDelivery(uint64_t generation, const Delivery& d, size_t window);
   void GiveBack(bool final);
   void SendAcks();
+  std::vector<Status> AckInParts(std::span<const AckRequest> batch);
   void KeepAlive();
   void Report(const Status& s);
 

@@ -192,7 +192,8 @@ void Worker::Handle(uint64_t slot, const Delivery& job, bool batched) {
     }
   }
   if (error.empty()) {
-    Status s = queue_.Ack(name_, AckRequest{receipt, std::move(result)});
+    const AckRequest ack{receipt, std::move(result)};
+    Status s = AckInParts(std::span(&ack, 1)).front();
     if (!s.ok()) {
       Report(s);
     } else {
@@ -333,7 +334,7 @@ void Worker::SendAcks() {
     std::vector<AckRequest> batch(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + n));
     acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
     lock.unlock();
-    const std::vector<Status> results = queue_.AckBatch(name_, batch);
+    const std::vector<Status> results = AckInParts(batch);
     uint64_t acked = 0;
     for (const Status& r : results) {
       if (r.ok()) {
@@ -345,6 +346,30 @@ void Worker::SendAcks() {
     lock.lock();
     stats_.acked += acked;
   }
+}
+
+// Acks `batch` in one request. One the server refuses whole as too large for its --max-body (its
+// results: the worker splits batches under 8 MiB of them, a server may take less) is split in
+// halves, down to the ack whose result alone is too large, which is reported and acked without it:
+// one job's result never costs the others their acks.
+std::vector<Status> Worker::AckInParts(std::span<const AckRequest> batch) {
+  std::vector<Status> results = queue_.AckBatch(name_, batch);
+  const bool refused =
+      std::all_of(results.begin(), results.end(), [](const Status& s) { return s.code() == Code::kTooLarge; });
+  const bool with_results = std::any_of(batch.begin(), batch.end(), [](const AckRequest& a) { return a.result; });
+  if (results.empty() || !refused || !with_results) return results;
+  if (batch.size() > 1) {
+    const size_t half = batch.size() / 2;
+    results = AckInParts(batch.first(half));
+    for (Status& s : AckInParts(batch.subspan(half))) results.push_back(std::move(s));
+    return results;
+  }
+  Report(
+      Status::TooLarge(fmt::format("the server refused the ack of a job with its result ({} bytes) as too large: "
+                                   "{}; the job was acked without it",
+                                   batch[0].result->size(), results[0].message())));
+  const AckRequest bare{batch[0].receipt, std::nullopt};
+  return queue_.AckBatch(name_, std::span(&bare, 1));
 }
 
 Status Worker::Progress(const Delivery& job, std::string progress_json) {

@@ -175,17 +175,18 @@ Status ValidateNack(const NackRequest& r, const QueueConfig& config) {
 namespace {
 
 // A JSON value a consumer reports (a touch's progress, an ack's result): at most `max` bytes of
-// JSON nested one level less than a request body may (it is inside one).
-Status ValidateReportedJson(std::string_view field, std::string_view value, size_t max, std::string_view example) {
+// JSON nested at most `depth` levels (less than a request body may: it is inside one).
+Status ValidateReportedJson(std::string_view field, std::string_view value, size_t max, size_t depth,
+                            std::string_view example) {
   if (value.size() > max) {
     return Status::InvalidArgument(
         fmt::format("{} is {} bytes of JSON; at most {} are allowed", field, value.size(), max));
   }
-  if (!IsJsonValue(value, kMaxJsonDepth - 1)) {
+  if (!IsJsonValue(value, depth)) {
     return Status::InvalidArgument(
         fmt::format("{} is not a JSON value nested at most {} levels (numbers within 64-bit integers and doubles); "
                     "give a number, string, object or array, such as {}",
-                    field, kMaxJsonDepth - 1, example));
+                    field, depth, example));
   }
   return Status::Ok();
 }
@@ -195,11 +196,15 @@ Status ValidateReportedJson(std::string_view field, std::string_view value, size
 Status ValidateTouch(const TouchRequest& r) {
   if (r.lease_ms) DELAYQ_RETURN_IF_ERROR(ValidateLeaseMs(*r.lease_ms));
   if (!r.progress) return Status::Ok();
-  return ValidateReportedJson("progress", *r.progress, Limits::kMaxProgress, "0.5 or {\"done\": 3}");
+  // Beside the receipts at the body's top level: one level less than the body.
+  return ValidateReportedJson("progress", *r.progress, Limits::kMaxProgress, kMaxJsonDepth - 1, "0.5 or {\"done\": 3}");
 }
 
 Status ValidateResult(std::string_view result, std::string_view field) {
-  return ValidateReportedJson(field, result, Limits::kMaxResult, "true or {\"order\": \"A-17\"}");
+  // In a batch entry ({"receipts": [{"result": ...}]}): three levels less than the body, in every
+  // form alike.
+  static_assert(kMaxResultDepth == kMaxJsonDepth - 3);
+  return ValidateReportedJson(field, result, Limits::kMaxResult, kMaxResultDepth, "true or {\"order\": \"A-17\"}");
 }
 
 std::string NackErrorText(const NackRequest& r) {

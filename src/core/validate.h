@@ -34,7 +34,9 @@ Status ValidateScheduleHistogram(int64_t bucket_ms, int32_t buckets);
 Status ValidateNack(const NackRequest& request, const QueueConfig& config);
 // A touch's lease_ms and progress (at most Limits::kMaxProgress bytes of JSON).
 Status ValidateTouch(const TouchRequest& request);
-// An ack's result (AckRequest::result): JSON, at most Limits::kMaxResult bytes; `field` names it.
+// An ack's result (AckRequest::result): JSON nested at most kMaxResultDepth levels, at most
+// Limits::kMaxResult bytes; `field` names it.
+inline constexpr size_t kMaxResultDepth = 61;
 Status ValidateResult(std::string_view result, std::string_view field = "result");
 // The last_error a nack stores: its error text cut to Limits::kMaxErrorText, or a default.
 std::string NackErrorText(const NackRequest& request);

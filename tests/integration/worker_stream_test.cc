@@ -122,6 +122,35 @@ TEST(WorkerStream, ResultsGoBackInTheBatchedAcks) {
   EXPECT_LT(RequestsTo(*client, "/ack"), 50) << "acks are batched";
 }
 
+// A server with a lower --max-body than the batches the worker makes refuses an ack batch whole
+// (413): the worker splits it until each part fits, so every job is acked with its result (found
+// by a hostile try of the Python and Node workers, which lost every job of the batch).
+TEST(WorkerStream, AnAckBatchOverTheServersBodyLimitIsSplit) {
+  ServerProcess server({"--max-body", "1048576"});
+  auto client = server.NewClient();
+  QueueConfig config;
+  config.keep_completed_ms = 3'600'000;
+  config.max_attempts = 2;
+  ASSERT_TRUE(client->SetConfig("split", config).ok());
+  EnqueueN(*client, "split", 40);
+  Seen seen;
+  Worker worker(*client, "split",
+                [&](const Delivery& job) {
+                  seen.Add(job.payload);
+                  return "\"" + std::string(60'000, 'x') + "\"";  // 40 of them: 2.4 MB, over the 1 MiB body
+                },
+                {.concurrency = 4, .ack_delay_ms = 300});
+  worker.Start();
+  ASSERT_TRUE(seen.Wait(40));
+  worker.Stop();
+  EXPECT_EQ(worker.stats().acked, 40u);
+  auto page = client->ListJobs("split", ListRequest{JobState::kCompleted, 1000, {}});
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  size_t with_result = 0;
+  for (const auto& j : page->jobs) with_result += j.result.size() == 60'002;
+  EXPECT_EQ(with_result, 40u);
+}
+
 TEST(WorkerStream, AStopSettlesWhatRanAndGivesBackWhatWasPrefetchedUnused) {
   ServerProcess server;
   auto client = server.NewClient();

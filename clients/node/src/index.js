@@ -100,12 +100,19 @@ function job(obj) {
 
 // A value sent as JSON, or a TypeError naming it: JSON.stringify turns NaN and Infinity into null
 // and drops functions and symbols (a progress of NaN meant "keep the last" without a word), and
-// makes a Map or a Set {}.
+// makes a Map or a Set {}: none of them is taken, at any depth (a result of [() => 1] was sent as
+// [null]).
 function jsonValue(value, field) {
-  const text = JSON.stringify(value);
-  if (text === undefined || (text === 'null' && value !== null) || value instanceof Map || value instanceof Set) {
-    throw new TypeError(`${field} is not a JSON value (${typeof value === 'number' ? value : typeof value}); give a number, string, object or array`);
+  const notJson = (v) => typeof v === 'function' || typeof v === 'symbol' || typeof v === 'bigint' ||
+    (typeof v === 'number' && !Number.isFinite(v)) || v instanceof Map || v instanceof Set;
+  const refuse = (v) => new TypeError(`${field} is not a JSON value (${typeof v === 'number' ? v : v instanceof Map ? 'a Map' : v instanceof Set ? 'a Set' : typeof v}); give a number, string, object or array`);
+  let text;
+  try {
+    text = JSON.stringify(value, (_, v) => { if (notJson(v)) throw refuse(v); return v; });
+  } catch (e) {
+    throw e instanceof TypeError && e.message.startsWith(field) ? e : new TypeError(`${field} is not a JSON value: ${e.message}`);
   }
+  if (text === undefined) throw refuse(value);
   return value;
 }
 
@@ -764,17 +771,13 @@ export class Worker {
     }
     const receipt = book.receipt; // the newest delivery of the job
     const [result, size] = error === null ? this.#resultOf(j, returned) : [undefined, 0];
-    if (error === null && batched) { this.#ack(receipt, result, size); return; }
+    if (error === null && batched) { this.#ack({ job: j, receipt, result, size }); return; }
+    if (error === null) { await this.#ackBatch([{ job: j, receipt, result, size }]); return; }
     try {
-      if (error === null) {
-        await this.client.ack(this.queue, receipt, { result });
-        this.acked++;
-      } else {
-        const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-        await this.client.nack(this.queue, receipt, { error: text.slice(0, 4000) });
-        this.nacked++;
-        if (this.onError) this.onError(j, error);
-      }
+      const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      await this.client.nack(this.queue, receipt, { error: text.slice(0, 4000) });
+      this.nacked++;
+      if (this.onError) this.onError(j, error);
     } catch (e) {
       if (e instanceof LeaseExpired || e instanceof NotFound) return; // delivered again or deleted: not ours
       if (!(e instanceof DelayqError)) throw e;
@@ -792,16 +795,22 @@ export class Worker {
       if (size > MAX_RESULT) throw new RangeError(`the result of job ${j.id} is ${size} bytes of JSON; at most ${MAX_RESULT} are kept`);
       return [value, size];
     } catch (e) {
-      this.errors++;
-      if (this.onError) this.onError(j, e);
+      this.#resultRefused(j, e);
       return [undefined, 0];
     }
   }
 
+  // A result that cannot be kept (here, or refused by the server): counted and given to onError;
+  // the job is acked without it.
+  #resultRefused(j, e) {
+    this.errors++;
+    if (this.onError) this.onError(j, e);
+  }
+
   // Batched acks: the first starts a timer of ackDelay; what comes meanwhile goes in one request
   // (at most 1000 acks, and about MAX_ACK_BYTES of results: the server's body limit is 16 MiB).
-  #ack(receipt, result, size) {
-    this.#acks.push({ receipt, result, size });
+  #ack(entry) {
+    this.#acks.push(entry);
     if (!this.#ackTimer) this.#ackTimer = setTimeout(() => { this.#ackTimer = null; this.#flushAcks(); }, this.ackDelayMs);
   }
 
@@ -813,20 +822,33 @@ export class Worker {
         bytes += this.#acks[n].size;
         if (n > 0 && bytes > MAX_ACK_BYTES) break;
       }
-      const batch = this.#acks.splice(0, n).map((a) => (a.result === undefined ? a.receipt : [a.receipt, a.result]));
+      const batch = this.#acks.splice(0, n);
       this.#ackFlush = this.#ackFlush.then(() => this.#ackBatch(batch));
     }
     return this.#ackFlush;
   }
 
-  async #ackBatch(receipts) {
+  // Acks {job, receipt, result, size} entries in one request. A request the server refuses for
+  // its results (400: one it cannot keep, such as one nested too deep; 413: a body over its
+  // --max-body) is split in halves, down to the ack whose result it refuses, which is reported and
+  // acked without it: one job's result never costs the others their acks.
+  async #ackBatch(entries) {
     try {
-      const r = await this.client.ack(this.queue, receipts);
+      const r = await this.client.ack(this.queue, entries.map((a) => (a.result === undefined ? a.receipt : [a.receipt, a.result])));
       this.acked += r.done;
       this.errors += r.failed.filter((f) => !(f.error instanceof LeaseExpired || f.error instanceof NotFound)).length;
     } catch (e) {
       if (!(e instanceof DelayqError)) throw e;
-      this.errors++; // unsettled: the leases run out and the jobs are delivered again
+      if (!(e instanceof InvalidArgument) || entries.every((a) => a.result === undefined)) {
+        this.errors++; // unsettled: the leases run out and the jobs are delivered again
+      } else if (entries.length > 1) {
+        const half = entries.length >> 1;
+        await this.#ackBatch(entries.slice(0, half));
+        await this.#ackBatch(entries.slice(half));
+      } else {
+        this.#resultRefused(entries[0].job, e);
+        await this.#ackBatch([{ ...entries[0], result: undefined, size: 0 }]);
+      }
     }
   }
 }

@@ -127,6 +127,46 @@ test("a handler's return value is its job's result", async () => {
   }
 });
 
+// Found by a hostile try: one handler's result the server refused (a lone surrogate, or a body over
+// a lower --max-body) failed the whole ack batch, and every job of it ran again and went dead,
+// silently. Now the batch is split down to that ack, reported, and acked without it.
+test('a result the server refuses costs no other job its ack', async () => {
+  const s = await startServer(['--max-body', '1048576']);
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('refused', { keepCompletedMs: 3_600_000, maxAttempts: 2 });
+    const made = [];
+    for (let i = 0; i < 40; i++) made.push(await c.enqueue('refused', { n: i }));
+    const errors = [];
+    let handled = 0;
+    const worker = new Worker(c, 'refused', async (job) => {
+      if (++handled === made.length) worker.stop();
+      return job.payload.n === 7 ? 'broken \ud800 text' : 'x'.repeat(60_000); // 40 x 60 KB: over the 1 MiB body
+    }, { wait: '1s', signals: false, concurrency: 4, ackDelay: '300ms', onError: (job) => errors.push(job.id) });
+    await worker.run();
+    const got = await Promise.all(made.map((m) => c.get('refused', m.id)));
+    assert.deepEqual([...new Set(got.map((j) => j.state))], ['completed']);
+    assert.equal(got.filter((j) => j.result === 'x'.repeat(60_000)).length, 39);
+    assert.equal(got[7].result, null);
+    assert.deepEqual(errors, [made[7].id]);
+    assert.equal(worker.acked, 40);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a value that is not JSON at any depth is refused before sending', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    for (const bad of [[() => 1], { a: Symbol('s') }, [[NaN]], { m: new Map() }, [1n]]) {
+      await assert.rejects(c.ack('q', 'r', { result: bad }), (e) => e instanceof TypeError && e.message.startsWith('result is not a JSON value'));
+    }
+  } finally {
+    await s.stop();
+  }
+});
+
 test('a handler reports its progress', async () => {
   const s = await startServer();
   try {

@@ -153,3 +153,38 @@ def test_a_handlers_return_value_is_its_jobs_result(server):
     assert results[made[2].id].result == {"square": 4}
     assert results[made[3].id].result is None  # acked without the result it could not send
     assert [job_id for job_id, _ in errors] == [made[3].id]
+
+
+def test_a_result_the_server_refuses_costs_no_other_job_its_ack(tmp_path):
+    """Found by a hostile try: one handler's result the server refused (an integer over 64 bits, or
+    a body over a lower --max-body) failed the whole ack batch, and every job of it ran again and
+    went dead, silently. Now the batch is split down to that ack, reported, and acked without it."""
+    from conftest import Server
+    s = Server(tmp_path / "data", ["--durability", "interval", "--max-body", "1048576"])
+    try:
+        c = Client(s.url)
+        c.set_config("refused", keep_completed_ms=3_600_000, max_attempts=2)
+        made = [c.enqueue("refused", {"n": i}) for i in range(40)]
+        errors = []
+        done = []
+        worker = None
+
+        def handle(job):
+            done.append(job.id)
+            if len(done) == len(made):
+                worker.stop()
+            n = job.payload["n"]
+            return 2 ** 64 if n == 7 else "x" * 60_000  # 40 x 60 KB: over the 1 MiB body
+
+        worker = Worker(c, "refused", handle, concurrency=4, wait="1s", ack_delay="300ms",
+                        on_error=lambda job, e: errors.append(job.id))
+        worker.run()
+        jobs = {m.id: c.get("refused", m.id) for m in made}
+        assert all(j.state == "completed" for j in jobs.values()), [j.state for j in jobs.values()]
+        assert sum(1 for j in jobs.values() if j.result == "x" * 60_000) == 39
+        assert jobs[made[7].id].result is None
+        assert errors == [made[7].id]
+        assert worker.acked == 40
+    finally:
+        s.stop()
+

@@ -64,7 +64,8 @@ Result<JobPage> PostgresQueue::ListJobs(std::string_view queue_view, const ListR
   for (; i < r->size() && i < request.limit; ++i) {
     auto job = JobFromRow(queue, *r, i, r->Int(i, kJobColumnCount));
     if (!job.ok()) return job.status();
-    const auto size = static_cast<int64_t>(job->payload.size() + job->key.size() + job->group.size()) + 64;
+    const auto size =
+        static_cast<int64_t>(job->payload.size() + job->key.size() + job->group.size() + job->result.size()) + 64;
     if (i > 0 && bytes + size > Limits::kMaxListBytes) break;
     bytes += size;
     page.jobs.push_back(std::move(*job));

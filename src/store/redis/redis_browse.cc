@@ -158,7 +158,7 @@ Result<JobPage> RedisQueue::ListJobs(std::string_view queue_view, const ListRequ
     if (static_cast<int32_t>(page.jobs.size()) >= request.limit || bytes >= Limits::kMaxListBytes) break;
     auto job = ToJob(q.name, rows[i].value);
     if (!job.ok()) return job.status();
-    bytes += static_cast<int64_t>(rows[i].value.array[2].str.size());
+    bytes += static_cast<int64_t>(rows[i].value.array[2].str.size() + job->result.size());
     last = &rows[i].pos;
     // The state may have moved since the script read it (on another shard's turn): leave it out.
     if (job->state == request.state) page.jobs.push_back(std::move(*job));

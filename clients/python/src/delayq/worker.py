@@ -87,7 +87,7 @@ class Worker:
         self._queued: Dict[str, List[Any]] = {}
         self._stream: Optional[JobStream] = None
         self._generation = 0  # of the stream open now; older deliveries were given back
-        self._acks: List[Tuple[str, Any, int]] = []  # (receipt, result, its bytes) to ack in the next batch
+        self._acks: List[Tuple[str, Any, int, Job]] = []  # (receipt, result, its bytes, job) for the next batch
         self._acks_ready = threading.Condition(self._lock)
         self._handlers_done = False
         self._unstarted: List[Tuple[str, float]] = []  # (receipt, lease deadline) to give back
@@ -305,13 +305,18 @@ class Worker:
                 raise ValueError(f"the result of job {job.id} is {size} bytes of JSON; at most {_MAX_RESULT} are kept")
             return value, size
         except (TypeError, ValueError) as e:
-            self.errors += 1
-            if self.on_error:
-                try:
-                    self.on_error(job, e)
-                except BaseException as raised:  # an on_error that raised: the worker stops, run() raises it
-                    self._fail(raised)
+            self._result_refused(job, e)
             return None, 0
+
+    def _result_refused(self, job: Job, error: BaseException) -> None:
+        """A result that cannot be kept (here, or refused by the server): counted and reported;
+        the job is acked without it."""
+        self.errors += 1
+        if self.on_error:
+            try:
+                self.on_error(job, error)
+            except BaseException as raised:  # an on_error that raised: the worker stops, run() raises it
+                self._fail(raised)
 
     def _handle(self, job: Job, book: Dict[str, Any], batched: bool) -> None:
         returned: Any = None
@@ -328,13 +333,12 @@ class Worker:
         result, size = self._result_of(job, returned) if error is None else (None, 0)
         if error is None and batched:
             with self._lock:
-                self._acks.append((receipt, result, size))
+                self._acks.append((receipt, result, size, job))
                 self._acks_ready.notify()
             return
         try:
             if error is None:
-                self.client.ack(self.queue, receipt, result=result)
-                self.acked += 1
+                self._ack_batch([(receipt, result, size, job)])
             else:
                 text = f"{type(error).__name__}: {error}"[:4000]
                 self.client.nack(self.queue, receipt, error=text)
@@ -365,16 +369,30 @@ class Worker:
                     if n > 0 and size > _MAX_ACK_BYTES:
                         break
                     n += 1
-                batch = [(receipt, result) for receipt, result, _ in self._acks[:n]]
-                self._acks = self._acks[n:]
+                batch, self._acks = self._acks[:n], self._acks[n:]
             try:
                 self._ack_batch(batch)
             except Exception as e:  # a bug: the worker stops, run() raises it (the acks go on)
                 self._fail(e)
 
-    def _ack_batch(self, receipts: List[Tuple[str, Any]]) -> None:
+    def _ack_batch(self, batch: List[Tuple[str, Any, int, Job]]) -> None:
+        """Acks (receipt, result, its size, job) entries in one request. A request the server
+        refuses for its results (400: one it cannot keep, such as one nested too deep; 413: a body
+        over its --max-body) is split in halves, down to the ack whose result it refuses, which is
+        reported and acked without it: one job's result never costs the others their acks."""
         try:
-            result = self.client.ack(self.queue, receipts)
+            result = self.client.ack(self.queue, [(receipt, res) for receipt, res, _, _ in batch])
+        except InvalidArgument as e:
+            if all(res is None for _, res, _, _ in batch):
+                self.errors += 1  # unsettled: the leases run out and the jobs are delivered again
+            elif len(batch) > 1:
+                self._ack_batch(batch[:len(batch) // 2])
+                self._ack_batch(batch[len(batch) // 2:])
+            else:
+                receipt, _, _, job = batch[0]
+                self._result_refused(job, e)
+                self._ack_batch([(receipt, None, 0, job)])
+            return
         except DelayqError:
             self.errors += 1  # unsettled: the leases run out and the jobs are delivered again
             return

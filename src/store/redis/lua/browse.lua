@@ -72,13 +72,20 @@ local function zset_page(key, from_ms, from_id, tail, keep)
   end
 end
 
-if want == 'c' then  -- completed jobs kept: their rows as the get script gives them
-  local done = zset_page(K_DONE, after_ms, after_tail, '', function(id) return redis.call('HGET', K_DONEMETA, id) end)
+if want == 'c' then  -- completed jobs kept: their rows as the get script gives them, with the result
+  local results = {}
+  local done = zset_page(K_DONE, after_ms, after_tail, '', function(id)
+    local meta = redis.call('HGET', K_DONEMETA, id)
+    if meta then
+      results[id] = redis.call('HGET', K_RESULTS, id) or ''
+      bytes = bytes + #results[id]  -- a page's bound counts results too
+    end
+    return meta
+  end)
   for _, r in ipairs(rows) do
     local job = r[3]
     job[9] = r[1]
-    job[10] = redis.call('HGET', K_RESULTS, job[1]) or ''
-    bytes = bytes + #job[10]
+    job[10] = results[job[1]]
   end
   return { done and 1 or 0, last_ms, last_tail, rows }
 end
