@@ -129,30 +129,35 @@ def test_a_handler_reports_its_progress(server):
     with pytest.raises(ValueError, match="not running"):
         worker.progress(delayq.Job(id=made.id, receipt="r", payload=1, attempt=1, due_at=0), 1)
 
-def test_a_handlers_return_value_is_its_jobs_result(server):
-    c = Client(server.url)
-    c.set_config("returning", keep_completed_ms=3_600_000)
-    made = [c.enqueue("returning", {"n": i}) for i in range(4)]
-    errors = []
-    done = []
+
+def _run_returning(c, queue, n, result_of, **options):
+    """Enqueues n jobs {"n": i} to a queue that keeps completed jobs and runs a Worker whose handler
+    returns result_of(i) until it handled them all. Answers the worker, the jobs as they ended (in
+    enqueue order) and the ids on_error was given."""
+    c.set_config(queue, keep_completed_ms=3_600_000, max_attempts=2)
+    made = [c.enqueue(queue, {"n": i}) for i in range(n)]
+    errors, done = [], []
     worker = None
 
     def handle(job):
         done.append(job.id)
-        if len(done) == len(made):
+        if len(done) == n:
             worker.stop()
-        n = job.payload["n"]
-        return None if n == 0 else {1, 2} if n == 3 else {"square": n * n}  # a set is not JSON
+        return result_of(job.payload["n"])
 
-    worker = Worker(c, "returning", handle, concurrency=1, wait="1s", on_error=lambda job, e: errors.append((job.id, e)))
+    worker = Worker(c, queue, handle, wait="1s", on_error=lambda job, e: errors.append(job.id), **options)
     worker.run()
-    results = {m.id: c.get("returning", m.id) for m in made}
-    assert all(j.state == "completed" for j in results.values())
-    assert results[made[0].id].result is None
-    assert results[made[1].id].result == {"square": 1}
-    assert results[made[2].id].result == {"square": 4}
-    assert results[made[3].id].result is None  # acked without the result it could not send
-    assert [job_id for job_id, _ in errors] == [made[3].id]
+    return worker, [c.get(queue, m.id) for m in made], errors
+
+
+def test_a_handlers_return_value_is_its_jobs_result(server):
+    c = Client(server.url)
+    # A set is not JSON: reported, and the job acked without it.
+    _, jobs, errors = _run_returning(c, "returning", 4, lambda n: None if n == 0 else {1, 2} if n == 3 else
+                                     {"square": n * n}, concurrency=1)
+    assert all(j.state == "completed" for j in jobs)
+    assert [j.result for j in jobs] == [None, {"square": 1}, {"square": 4}, None]
+    assert errors == [jobs[3].id]
 
 
 def test_a_result_the_server_refuses_costs_no_other_job_its_ack(tmp_path):
@@ -162,29 +167,14 @@ def test_a_result_the_server_refuses_costs_no_other_job_its_ack(tmp_path):
     from conftest import Server
     s = Server(tmp_path / "data", ["--durability", "interval", "--max-body", "1048576"])
     try:
-        c = Client(s.url)
-        c.set_config("refused", keep_completed_ms=3_600_000, max_attempts=2)
-        made = [c.enqueue("refused", {"n": i}) for i in range(40)]
-        errors = []
-        done = []
-        worker = None
-
-        def handle(job):
-            done.append(job.id)
-            if len(done) == len(made):
-                worker.stop()
-            n = job.payload["n"]
-            return 2 ** 64 if n == 7 else "x" * 60_000  # 40 x 60 KB: over the 1 MiB body
-
-        worker = Worker(c, "refused", handle, concurrency=4, wait="1s", ack_delay="300ms",
-                        on_error=lambda job, e: errors.append(job.id))
-        worker.run()
-        jobs = {m.id: c.get("refused", m.id) for m in made}
-        assert all(j.state == "completed" for j in jobs.values()), [j.state for j in jobs.values()]
-        assert sum(1 for j in jobs.values() if j.result == "x" * 60_000) == 39
-        assert jobs[made[7].id].result is None
-        assert errors == [made[7].id]
+        # 40 x 60 KB: over the 1 MiB body.
+        worker, jobs, errors = _run_returning(Client(s.url), "refused", 40,
+                                              lambda n: 2 ** 64 if n == 7 else "x" * 60_000,
+                                              concurrency=4, ack_delay="300ms")
+        assert all(j.state == "completed" for j in jobs), [j.state for j in jobs]
+        assert sum(1 for j in jobs if j.result == "x" * 60_000) == 39
+        assert jobs[7].result is None
+        assert errors == [jobs[7].id]
         assert worker.acked == 40
     finally:
         s.stop()
-
