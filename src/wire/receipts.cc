@@ -200,7 +200,10 @@ Result<ReceiptsBody> ParseReceiptsRequest(std::string_view body, ReceiptsFor rou
         "result is given beside receipts; give each its own: {\"receipts\": "
         "[{\"receipt\": \"...\", \"result\": ...}]}");
   }
-  if (single) out.results.assign(1, std::move(result));
+  if (single) {
+    out.results.clear();
+    out.results.push_back(std::move(result));
+  }
   // No entry with a result: none kept (a plain ack batch costs nothing more).
   if (std::none_of(out.results.begin(), out.results.end(), [](const auto& r) { return r.has_value(); })) {
     out.results.clear();
