@@ -119,10 +119,10 @@ inline std::string CompletedJobKey(const Ulid& id) {
   k.push_back('c');
   return k;
 }
-// The completed jobs of one queue (all of them for an empty queue) lie in [prefix, end), by
-// (completed_at, id).
-inline std::string DonePrefix(std::string_view queue) {
-  std::string k("done");
+// A kind of meta row ("done", "sched"): one queue's rows of it (all of them for an empty queue)
+// lie in [MetaPrefix, MetaPrefixEnd).
+inline std::string MetaPrefix(std::string_view kind, std::string_view queue) {
+  std::string k(kind);
   k.push_back('\0');
   if (!queue.empty()) {
     k.append(queue);
@@ -130,11 +130,14 @@ inline std::string DonePrefix(std::string_view queue) {
   }
   return k;
 }
-inline std::string DonePrefixEnd(std::string_view queue) {
-  std::string k = DonePrefix(queue);
+inline std::string MetaPrefixEnd(std::string_view kind, std::string_view queue) {
+  std::string k = MetaPrefix(kind, queue);
   k.back() = '\x01';
   return k;
 }
+// The completed jobs, by (completed_at, id).
+inline std::string DonePrefix(std::string_view queue) { return MetaPrefix("done", queue); }
+inline std::string DonePrefixEnd(std::string_view queue) { return MetaPrefixEnd("done", queue); }
 inline std::string DoneIndexKey(std::string_view queue, int64_t completed_at_ms, const Ulid& id) {
   return DonePrefix("") + TimeIdKey(queue, completed_at_ms, id);
 }
@@ -143,21 +146,9 @@ inline std::string IdemKey(std::string_view queue, std::string_view key) {
   k.append(key);
   return k;
 }
-// The rows of schedules: one queue's (all of them for an empty queue) lie in [prefix, end).
-inline std::string SchedulePrefix(std::string_view queue) {
-  std::string k("sched");
-  k.push_back('\0');
-  if (!queue.empty()) {
-    k.append(queue);
-    k.push_back('\0');
-  }
-  return k;
-}
-inline std::string SchedulePrefixEnd(std::string_view queue) {
-  std::string k = SchedulePrefix(queue);
-  k.back() = '\x01';
-  return k;
-}
+// The rows of schedules.
+inline std::string SchedulePrefix(std::string_view queue) { return MetaPrefix("sched", queue); }
+inline std::string SchedulePrefixEnd(std::string_view queue) { return MetaPrefixEnd("sched", queue); }
 inline std::string ScheduleKey(std::string_view queue, std::string_view name) {
   std::string k = SchedulePrefix(queue);
   k.append(name);

@@ -6,7 +6,7 @@
 local n = tonumber(ARGV[1])
 if n == 0 then return {} end
 local keep = tonumber(ARGV[2 * n + 3] or '0') > 0
-local kept = {}  -- of the acked jobs, id -> completed meta and result
+local kept = {}  -- with keep: {id, completed meta, result} of each acked job
 local ids = {}
 for i = 1, n do ids[i] = ARGV[2 * i] end
 local found = redis.call('HMGET', K_META, unpack(ids))
