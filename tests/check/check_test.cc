@@ -45,8 +45,13 @@ std::vector<Mode> Modes() {
     m.push_back({name, Base("embedded", fault)});
   }
   Mode interval{"embedded_interval_power_cut", Base("embedded", "power-cut"), 0};
-  interval.options.durability = "interval";  // 10 ms group commit: loses at most that
-  interval.max_lost_window_ms = 500;
+  interval.options.durability = "interval";
+  // An fsync every sync_interval_ms (50 ms) loses what was acknowledged since the last fsync that
+  // completed began: the interval and up to two fsyncs. Here 18-35 ms; on a loaded 2-core CI
+  // machine an fsync through the power-cut file system took ~360 ms and a run lost writes
+  // acknowledged 725 ms before the cut. A store that stopped syncing would lose the seconds
+  // since the previous fault (every 3 s), which this bound still tells apart.
+  interval.max_lost_window_ms = 2'000;
   m.push_back(interval);
 
   m.push_back({"redis_kill_server", Base("redis", "kill-server")});
