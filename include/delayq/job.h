@@ -17,11 +17,17 @@ namespace delayq {
 using Headers = std::map<std::string, std::string>;
 
 // kCompleted: acked, and kept for QueueConfig::keep_completed_ms with its result (never live).
-enum class JobState { kScheduled, kReady, kReserved, kDead, kCompleted };
-// "scheduled" | "ready" | "reserved" | "dead" | "completed".
+// kCancelled is never stored: only a wait for an outcome answers it (Queue::WaitOutcomeAsync), with
+// the job as it was when a cancel deleted it.
+enum class JobState { kScheduled, kReady, kReserved, kDead, kCompleted, kCancelled };
+// "scheduled" | "ready" | "reserved" | "dead" | "completed" | "cancelled".
 const char* JobStateName(JobState state);
 // The state of that name, or nothing.
 std::optional<JobState> ParseJobState(std::string_view name);
+// Completed, dead or cancelled: what a wait for an outcome answers.
+inline bool IsFinal(JobState state) {
+  return state == JobState::kCompleted || state == JobState::kDead || state == JobState::kCancelled;
+}
 
 // Limits that hold for every queue (per-queue limits live in QueueConfig).
 struct Limits {
@@ -43,11 +49,15 @@ struct Limits {
   static constexpr int64_t kMaxReserveBytes = 256 << 20;
   static constexpr int64_t kMaxKeyTtlMs = 30LL * 86'400'000;         // EnqueueRequest::key_ttl_ms: 30 days
   static constexpr int64_t kMaxKeepCompletedMs = 30LL * 86'400'000;  // QueueConfig::keep_completed_ms
-  static constexpr int32_t kMaxListPage = 1000;                      // jobs per ListJobs page (default 100)
-  static constexpr int32_t kMaxPriority = 9;                         // EnqueueRequest::priority: 0..9
-  static constexpr size_t kMaxGroup = 128;                           // EnqueueRequest::group bytes
-  static constexpr size_t kStatsGroups = 10;                         // QueueStats::groups: the top 10
-  static constexpr int64_t kMaxListBytes = 16 << 20;                 // stored bytes per ListJobs page
+  // A job acked while someone waits for its outcome is kept completed at least this long, with
+  // keep_completed_ms 0 too, so the waiters (on any server) read its result.
+  static constexpr int64_t kOutcomeHoldMs = 60'000;
+  static constexpr size_t kMaxOutcomeWaiters = 100'000;  // waits for an outcome one store holds
+  static constexpr int32_t kMaxListPage = 1000;          // jobs per ListJobs page (default 100)
+  static constexpr int32_t kMaxPriority = 9;             // EnqueueRequest::priority: 0..9
+  static constexpr size_t kMaxGroup = 128;               // EnqueueRequest::group bytes
+  static constexpr size_t kStatsGroups = 10;             // QueueStats::groups: the top 10
+  static constexpr int64_t kMaxListBytes = 16 << 20;     // stored bytes per ListJobs page
   // A date given as epoch milliseconds (a schedule's start_at and end_at) lies in
   // 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z, the dates an RFC 3339 string can name.
   static constexpr int64_t kMaxDateMs = 253'402'300'799'999;
@@ -90,6 +100,13 @@ struct QueueConfig {
   int64_t keep_completed_ms = 0;
   bool operator==(const QueueConfig&) const = default;
 };
+
+// How long after its ack the sweep keeps a completed job: keep_completed_ms, or, when that is 0,
+// Limits::kOutcomeHoldMs (only jobs acked while someone waited for them are kept then). Every
+// store's sweep follows this one rule.
+inline int64_t CompletedSweepAfterMs(const QueueConfig& config) {
+  return config.keep_completed_ms > 0 ? config.keep_completed_ms : Limits::kOutcomeHoldMs;
+}
 
 // A job as returned by Get and by the dead-letter listing.
 struct Job {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,6 +85,26 @@ class Queue {
   virtual void CancelAsync(std::string_view queue, const JobRef& ref, CancelCallback done) { done(Cancel(queue, ref)); }
   virtual void RescheduleAsync(std::string_view queue, const JobRef& ref, const When& when, JobCallback done) {
     done(Reschedule(queue, ref, when));
+  }
+
+  // Waits up to wait_ms (0..Limits::kMaxWaitMs) for the job to reach a final state (IsFinal:
+  // completed, dead, or cancelled, which only a wait answers), then calls `done` once with the job
+  // as it then is: at the transition, or at the end of the wait with its live state. A wait that
+  // began before the ack gets the job completed with its result even with keep_completed_ms 0
+  // (kept Limits::kOutcomeHoldMs for it); by key, the key names the job until its ack. kNotFound
+  // for no such job (or one that ended before the wait began), kUnavailable when the store closes
+  // (wait again), kResourceExhausted past Limits::kMaxOutcomeWaiters. Woken by the transition, on
+  // any server of a shared store, never by polling. Returns a handle for CancelOutcomeWait (0 when
+  // `done` already ran).
+  virtual uint64_t WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) = 0;
+  // Ends a wait early: its callback gets kUnavailable (unless it already ran).
+  virtual void CancelOutcomeWait(uint64_t handle) = 0;
+  // WaitOutcomeAsync, holding the calling thread.
+  Result<Job> WaitOutcome(std::string_view queue, const JobRef& ref, int64_t wait_ms) {
+    std::promise<Result<Job>> outcome;
+    auto answer = outcome.get_future();
+    WaitOutcomeAsync(queue, ref, wait_ms, [&outcome](Result<Job> job) { outcome.set_value(std::move(job)); });
+    return answer.get();
   }
 
   // Reserves up to request.max ready jobs for request.lease_ms, waiting up to request.wait_ms

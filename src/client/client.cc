@@ -151,17 +151,42 @@ class HttpClient final : public Client {
   }
 
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override {
-    auto call = std::make_shared<AsyncCall>();
+    return OnItsThread<Result<std::vector<Delivery>>>(
+        [this, q = std::string(queue), request](client::RequestCancel* cancel) {
+          return ReserveCall(q, request, cancel);
+        },
+        std::vector<Delivery>{}, std::move(done));
+  }
+
+  void CancelReserve(uint64_t handle) override {
+    std::lock_guard lock(mu_);
+    auto it = calls_.find(handle);
+    if (it != calls_.end()) it->second->cancel.Cancel();
+  }
+
+  // GET …/jobs/{id}?wait_ms=N on a thread of its own, as ReserveAsync; cancelled, it answers
+  // kUnavailable.
+  uint64_t WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) override {
+    return OnItsThread<Result<Job>>([this, q = std::string(queue), ref, wait_ms](
+                                        client::RequestCancel* cancel) { return WaitCall(q, ref, wait_ms, cancel); },
+                                    Status::Unavailable("the wait for an outcome was ended early"), std::move(done));
+  }
+
+  // Runs `call` on a thread of its own and answers `done` with what it returned, or with
+  // `if_cancelled` once Cancel… ended it; the handle is for CancelReserve / CancelOutcomeWait.
+  template <class R>
+  uint64_t OnItsThread(std::function<R(client::RequestCancel*)> call, R if_cancelled, std::function<void(R)> done) {
+    auto state = std::make_shared<AsyncCall>();
     uint64_t handle;
     {
       std::lock_guard lock(mu_);
       handle = next_handle_++;
-      calls_[handle] = call;
+      calls_[handle] = state;
     }
-    std::thread([this, call, handle, q = std::string(queue), request, done = std::move(done)] {
-      auto result = ReserveCall(q, request, &call->cancel);
-      if (call->cancel.cancelled()) result = std::vector<Delivery>{};
-      done(std::move(result));
+    std::thread([this, state, handle, call = std::move(call), if_cancelled = std::move(if_cancelled),
+                 done = std::move(done)]() mutable {
+      R result = call(&state->cancel);
+      done(state->cancel.cancelled() ? std::move(if_cancelled) : std::move(result));
       std::lock_guard lock(mu_);
       calls_.erase(handle);
       cv_.notify_all();
@@ -169,10 +194,19 @@ class HttpClient final : public Client {
     return handle;
   }
 
-  void CancelReserve(uint64_t handle) override {
-    std::lock_guard lock(mu_);
-    auto it = calls_.find(handle);
-    if (it != calls_.end()) it->second->cancel.Cancel();
+  void CancelOutcomeWait(uint64_t handle) override { CancelReserve(handle); }
+
+  Result<Job> WaitCall(std::string_view queue, const JobRef& ref, int64_t wait_ms, client::RequestCancel* cancel) {
+    DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+    if (wait_ms < 0 || wait_ms > Limits::kMaxWaitMs) {
+      return Status::InvalidArgument(
+          fmt::format("wait_ms is {}; it must be between 0 and {}", wait_ms, Limits::kMaxWaitMs));
+    }
+    std::string path = JobPath(queue, ref);
+    path += fmt::format("{}wait_ms={}", path.find('?') == std::string::npos ? '?' : '&', wait_ms);
+    auto r = Call("GET", path, "", wait_ms + pool_->timeout_ms(), cancel);
+    if (!r.ok()) return r.status();
+    return wire::ParseJobResponse(r->body);
   }
 
   using Queue::AckBatch;

@@ -62,6 +62,11 @@ Result<PageCursor> DecodePageCursor(std::string_view text, JobState state) {
 }
 
 Status ValidateListRequest(const ListRequest& request) {
+  if (request.state == JobState::kCancelled) {
+    return Status::InvalidArgument(
+        "state cancelled is not listed (a cancelled job is deleted; only a wait for its outcome answers it): give "
+        "scheduled, ready, reserved, dead or completed");
+  }
   if (request.limit < 1 || request.limit > Limits::kMaxListPage) {
     return Status::InvalidArgument(
         fmt::format("limit is {}; it must be between 1 and {}", request.limit, Limits::kMaxListPage));

@@ -36,13 +36,14 @@ const char* JobStateName(JobState state) {
     case JobState::kReserved: return "reserved";
     case JobState::kDead: return "dead";
     case JobState::kCompleted: return "completed";
+    case JobState::kCancelled: return "cancelled";
   }
   return "unknown";
 }
 
 std::optional<JobState> ParseJobState(std::string_view name) {
-  for (JobState s :
-       {JobState::kScheduled, JobState::kReady, JobState::kReserved, JobState::kDead, JobState::kCompleted}) {
+  for (JobState s : {JobState::kScheduled, JobState::kReady, JobState::kReserved, JobState::kDead, JobState::kCompleted,
+                     JobState::kCancelled}) {
     if (name == JobStateName(s)) return s;
   }
   return std::nullopt;

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include "core/duration.h"
+#include "core/errors.h"
 #include "core/json_value.h"
 #include "core/trace_context.h"
+#include "core/ulid.h"
 
 namespace delayq {
 namespace {
@@ -51,6 +53,12 @@ Status ValidateLeaseMs(int64_t lease_ms, std::string_view field) {
                                                Limits::kMinLeaseMs, Limits::kMaxLeaseMs));
   }
   return Status::Ok();
+}
+
+Status ValidateJobRef(const JobRef& ref) {
+  if (!ref.id.empty()) return Ulid::Parse(ref.id) ? Status::Ok() : errors::NotAJobId("id", ref.id);
+  if (ref.key.empty()) return Status::InvalidArgument("give a job id or a key");
+  return ValidateKey(ref.key);
 }
 
 Status ValidateKey(std::string_view key, std::string_view field) {

@@ -39,7 +39,8 @@ HttpResponse ResumeSchedule(Context& c, const Call& call);
 
 // Jobs (handlers_jobs.cc): by id (/jobs/{id}) or by key (/jobs?key=K).
 std::function<void()> Enqueue(Context& c, const Call& call, Reply reply);  // answered once durable
-HttpResponse GetJob(Context& c, const Call& call);
+// A job; with ?wait_ms=N, once it is completed, dead or cancelled, or when wait_ms ends.
+std::function<void()> GetJob(Context& c, const Call& call, Reply reply);
 std::function<void()> Reschedule(Context& c, const Call& call, Reply reply);  // answered once durable
 std::function<void()> Cancel(Context& c, const Call& call, Reply reply);      // answered once durable
 

@@ -1,5 +1,5 @@
 // Job routes: enqueue, listing by state (/jobs?state=S), and a job by id (/jobs/{id}) or by key
-// (/jobs?key=K): get, reschedule, cancel.
+// (/jobs?key=K): get (or wait for its outcome: ?wait_ms=N), reschedule, cancel.
 #include "core/trace_context.h"
 #include "http/handlers.h"
 #include "http/response.h"
@@ -65,22 +65,73 @@ std::function<void()> Enqueue(Context& c, const Call& call, Reply reply) {
   return {};
 }
 
-HttpResponse GetJob(Context& c, const Call& call) {
+namespace {
+
+// wait_ms of a GET of one job: 0..Limits::kMaxWaitMs, or nothing.
+Result<std::optional<int64_t>> WaitMsOf(const Call& call) {
+  const std::string* w = call.target.Query("wait_ms");
+  if (!w) return std::optional<int64_t>();
+  if (w->empty() || w->size() > 5 || w->find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(*w) > Limits::kMaxWaitMs) {
+    return Status::InvalidArgument(fmt::format("wait_ms \"{}\" must be a number of milliseconds from 0 to {}",
+                                               w->substr(0, 20), Limits::kMaxWaitMs));
+  }
+  return std::optional<int64_t>(std::stoll(*w));
+}
+
+// A GET with wait_ms: answered by the store's wait (Queue::WaitOutcomeAsync), holding no thread;
+// it counts against --max-waiting as a waiting reserve does, and a hang-up ends it.
+std::function<void()> WaitForOutcome(Context& c, const Call& call, const JobRef& ref, int64_t wait_ms, Reply reply) {
+  if (c.metrics.waiting.load() + c.metrics.streams.load() >= c.options.max_waiting) {
+    reply(ErrorResponse(Status::ResourceExhausted(
+        fmt::format("{} reserves, streams and waits for an outcome are already waiting, the most this server holds "
+                    "(--max-waiting); retry shortly or use a shorter wait_ms",
+                    c.options.max_waiting))));
+    return {};
+  }
+  ++c.metrics.waiting;
+  Queue& queue = c.queue;
+  Metrics& metrics = c.metrics;
+  const uint64_t handle =
+      queue.WaitOutcomeAsync(call.queue(), ref, wait_ms, [&metrics, reply = std::move(reply)](Result<Job> job) {
+        --metrics.waiting;
+        reply(job.ok() ? JsonResponse(200, wire::WriteJobResponse(*job)) : ErrorResponse(job.status()));
+      });
+  if (handle == 0) return {};
+  return [&queue, handle] { queue.CancelOutcomeWait(handle); };
+}
+
+}  // namespace
+
+std::function<void()> GetJob(Context& c, const Call& call, Reply reply) {
   if (call.params.size() == 1 && call.target.Query("state")) {
     if (call.target.Query("key")) {
-      return ErrorResponse(Status::InvalidArgument("give either key=K (one job) or state=S (a listing), not both"));
+      reply(ErrorResponse(Status::InvalidArgument("give either key=K (one job) or state=S (a listing), not both")));
+    } else if (call.target.Query("wait_ms")) {
+      reply(ErrorResponse(Status::InvalidArgument(
+          "wait_ms waits for one job's outcome (/jobs/{id}?wait_ms=N or /jobs?key=K&wait_ms=N), not a listing")));
+    } else {
+      reply(ListJobs(c, call));
     }
-    return ListJobs(c, call);
+    return {};
   }
   if (call.params.size() == 1 && !call.target.Query("key")) {
-    return ErrorResponse(Status::InvalidArgument(
-        "give state=scheduled|ready|reserved|dead|completed to list jobs, or key=K for one job"));
+    reply(ErrorResponse(Status::InvalidArgument(
+        "give state=scheduled|ready|reserved|dead|completed to list jobs, or key=K for one job")));
+    return {};
   }
   auto ref = RefOf(call);
-  if (!ref.ok()) return ErrorResponse(ref.status());
-  auto job = c.queue.Get(call.queue(), *ref);
-  if (!job.ok()) return ErrorResponse(job.status());
-  return JsonResponse(200, wire::WriteJobResponse(*job));
+  auto wait_ms = WaitMsOf(call);
+  if (!ref.ok() || !wait_ms.ok()) {
+    reply(ErrorResponse(!ref.ok() ? ref.status() : wait_ms.status()));
+    return {};
+  }
+  if (!*wait_ms) {
+    auto job = c.queue.Get(call.queue(), *ref);
+    reply(job.ok() ? JsonResponse(200, wire::WriteJobResponse(*job)) : ErrorResponse(job.status()));
+    return {};
+  }
+  return WaitForOutcome(c, call, *ref, **wait_ms, std::move(reply));
 }
 
 std::function<void()> Reschedule(Context& c, const Call& call, Reply reply) {

@@ -122,7 +122,7 @@ HttpResponse Page(Context& c, const Call& call, JobState state) {
 HttpResponse ListJobs(Context& c, const Call& call) {
   const std::string& name = *call.target.Query("state");
   auto state = ParseJobState(name);
-  if (!state) {
+  if (!state || *state == JobState::kCancelled) {
     return ErrorResponse(Status::InvalidArgument(fmt::format(
         "state \"{}\" is not a job state: give scheduled, ready, reserved, dead or completed", name.substr(0, 40))));
   }

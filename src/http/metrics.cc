@@ -152,7 +152,8 @@ std::string Metrics::Render(std::vector<QueueStats> stats, bool store_up) const 
   out.Family("delayq_http_body_bytes", "gauge",
              "Bytes of request bodies held now, counted from Content-Length (bounded by --max-body-memory).");
   out.Sample("delayq_http_body_bytes", {}, body_bytes.load());
-  out.Family("delayq_reserve_waiting", "gauge", "Reserve requests waiting for a job (long polls).");
+  out.Family("delayq_reserve_waiting", "gauge",
+             "Requests waiting: reserves for a job (long polls) and waits for an outcome.");
   out.Sample("delayq_reserve_waiting", {}, waiting.load());
   out.Family("delayq_streams", "gauge", "Push delivery streams open (POST /v1/queues/{q}/stream).");
   out.Sample("delayq_streams", {}, streams.load());

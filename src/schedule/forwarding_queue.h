@@ -39,6 +39,10 @@ class ForwardingQueue : public Base {
   void RescheduleAsync(std::string_view q, const JobRef& ref, const When& when, JobCallback done) override {
     inner_.RescheduleAsync(q, ref, when, std::move(done));
   }
+  uint64_t WaitOutcomeAsync(std::string_view q, const JobRef& ref, int64_t wait_ms, JobCallback done) override {
+    return inner_.WaitOutcomeAsync(q, ref, wait_ms, std::move(done));
+  }
+  void CancelOutcomeWait(uint64_t handle) override { inner_.CancelOutcomeWait(handle); }
   Result<std::vector<Delivery>> Reserve(std::string_view q, const ReserveRequest& r) override {
     return inner_.Reserve(q, r);
   }

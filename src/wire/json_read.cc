@@ -289,6 +289,7 @@ JobState StateOf(std::string_view s) {
   if (s == "reserved") return JobState::kReserved;
   if (s == "dead") return JobState::kDead;
   if (s == "completed") return JobState::kCompleted;
+  if (s == "cancelled") return JobState::kCancelled;
   return JobState::kScheduled;
 }
 

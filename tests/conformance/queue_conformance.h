@@ -46,6 +46,10 @@ class QueueHarness {
   // embedded store closes and reopens its directory (its kill -9 is crash_test's); a Redis store
   // is replaced by a new one on the same Redis; a server is killed with SIGKILL and started again.
   virtual void Restart() = 0;
+  // Returns once at least `n` waits (waiting reserves and waits for an outcome) are open where the
+  // store runs: at once for a store in this process (WaitOutcomeAsync registers before it
+  // returns); a server's /metrics is read until it shows them.
+  virtual void AwaitOpenWaits(int64_t /*n*/) {}
   // CPU seconds (user + system) the process that runs the store has used so far: this process
   // for a store opened in it, the server's for a store behind HTTP.
   virtual double StoreCpuSeconds() {

@@ -62,6 +62,16 @@ class ClientHarness : public QueueHarness {
   void Advance(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
   bool exact_time() const override { return false; }
   double StoreCpuSeconds() override { return server_.CpuSeconds(); }
+  void AwaitOpenWaits(int64_t n) override {
+    for (int i = 0; i < 1000; ++i) {
+      auto text = client_->Metrics();
+      const std::string name = "\ndelayq_reserve_waiting ";
+      const size_t at = text.ok() ? text->find(name) : std::string::npos;
+      if (at != std::string::npos && std::stoll(text->substr(at + name.size())) >= n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of the server's state
+    }
+    ADD_FAILURE() << n << " waits did not open on the server within 10 s";
+  }
 
  private:
   ClientOptions Options() const {

@@ -36,6 +36,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Storage> st
       clock_(options.clock ? options.clock : SystemClock::Instance()),
       storage_(std::move(storage)),
       commit_(storage_.get()),
+      outcomes_({[this](std::string_view queue, const JobRef& ref) { return Get(queue, ref); }, {}}),
       rng_(std::random_device{}()) {}
 
 EngineImpl::~EngineImpl() { Close(); }
@@ -82,6 +83,7 @@ Status EngineImpl::LoadReceiptSecretLocked() {
 }
 
 void EngineImpl::Close() {
+  outcomes_.Close();  // first: its thread reads jobs
   {
     Deferred deferred;  // runs after the lock is released
     std::lock_guard lock(mu_);
@@ -98,6 +100,12 @@ void EngineImpl::Close() {
   Status s = commit_.SyncAll();
   if (!s.ok()) spdlog::error("closing the store: {}", s.ToString());
 }
+
+uint64_t EngineImpl::WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) {
+  return outcomes_.Wait(queue, ref, wait_ms, std::move(done));
+}
+
+void EngineImpl::CancelOutcomeWait(uint64_t handle) { outcomes_.Cancel(handle); }
 
 EngineInfo EngineImpl::Info() {
   std::lock_guard lock(mu_);

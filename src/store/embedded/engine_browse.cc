@@ -221,6 +221,7 @@ Result<JobPage> EngineImpl::ListJobs(std::string_view queue, const ListRequest& 
     case JobState::kDead: return lister.Dead();
     case JobState::kCompleted: return lister.Completed();
     case JobState::kScheduled: return lister.Scheduled();
+    case JobState::kCancelled: break;  // refused by ValidateListRequest
   }
   return JobPage{};
 }

@@ -165,8 +165,9 @@ Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
   return purged;
 }
 
-// Counts a job that went dead at dead_at_ms (after its write succeeded).
-void EngineImpl::NoteDeathLocked(QueueState* q, int64_t dead_at_ms) {
+// Counts a job that went dead at dead_at_ms (after its write succeeded), and tells its waiters.
+void EngineImpl::NoteDeathLocked(QueueState* q, const Ulid& id, int64_t dead_at_ms) {
+  outcomes_.Notify(q->name, id.ToString(), JobState::kDead);
   ++q->dead;
   ++q->counters.dead;
   if (dead_at_ms < q->dead_floor_ms) {

@@ -449,7 +449,8 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     return;
   }
   std::vector<ReceiptTarget> targets(requests.size());
-  std::vector<bool> kept(requests.size());  // core/mutant.h's ack-keeps-job
+  std::vector<bool> kept(requests.size());       // core/mutant.h's ack-keeps-job
+  std::vector<bool> completed(requests.size());  // kept completed: keep_completed_ms, or a wait names it
   const bool keep_completed = ConfigOf(q).keep_completed_ms > 0;
   const int64_t now_ms = op.now().wall_ms();
   auto batch = storage_->NewBatch();
@@ -461,7 +462,8 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     }
     PutAck(*storage_, queue, t, t.leased ? &leases_.at(t.id) : nullptr, record, now_ms, *batch);
     // (The batch is not written yet: the record is still where PutAck deletes it from.)
-    if (keep_completed) return PutCompletedLocked(q, t, record, requests[i].result, now_ms, *batch);
+    completed[i] = keep_completed || outcomes_.Waited(queue, t.id.ToString());
+    if (completed[i]) return PutCompletedLocked(q, t, record, requests[i].result, now_ms, *batch);
     return Status::Ok();
   });
   if (batch->Count() == 0) return;
@@ -482,7 +484,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     }
     --q->live;
     ++q->counters.acked;
-    if (keep_completed) NoteCompletedLocked(q, now_ms);
+    if (completed[i]) NoteCompletedLocked(q, t.id, now_ms);
   }
   // Leases ended: reserves held back by max_reserved or group_max_reserved may go on.
   if (HasLeaseCaps(ConfigOf(q))) ServeWaitersLocked(q, op.now(), op.deferred());
@@ -589,7 +591,7 @@ Result<NackResult> EngineImpl::NackLocked(Op& op, std::string_view queue, const 
     ++q->counters.nacked;
     if (dead) {
       --q->live;
-      NoteDeathLocked(q, now_ms);
+      NoteDeathLocked(q, t.id, now_ms);
       if (t.leased && HasLeaseCaps(config)) ServeWaitersLocked(q, op.now(), op.deferred());
     } else {
       PlaceLocked(q, new_key, t.attempt, {}, false, op.now().wall_us, t.lane);

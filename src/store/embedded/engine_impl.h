@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/outcome_waiters.h"
 #include "core/receipt.h"
 #include "core/receipt_signer.h"
 #include "core/record.h"
@@ -95,6 +96,8 @@ class EngineImpl final : public Engine {
   ScheduleStore& schedule_rows();  // made at the first call, before any other thread has the engine
 
   Status Health() override;
+  uint64_t WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) override;
+  void CancelOutcomeWait(uint64_t handle) override;
   void Close() override;
   bool Ready() const override { return true; }
   EngineInfo Info() override;
@@ -145,7 +148,7 @@ class EngineImpl final : public Engine {
   void ServeWaitersLocked(QueueState* q, const Instant& now, Deferred& deferred);
   void PlanFlowWakeLocked(QueueState* q, int64_t mono_us);
   // --- dead letters (engine_dead.cc) ---
-  void NoteDeathLocked(QueueState* q, int64_t dead_at_ms);
+  void NoteDeathLocked(QueueState* q, const Ulid& id, int64_t dead_at_ms);
   // --- the sweeps of what a queue keeps for a while (engine_sweeps.cc) ---
   // Dead jobs (dead_retention_ms) or completed ones (keep_completed_ms): where each is counted,
   // indexed by time and recorded.
@@ -154,7 +157,7 @@ class EngineImpl final : public Engine {
     DeadSweeps EngineImpl::*sweeps;
     int64_t QueueState::*count;
     int64_t QueueState::*floor_ms;
-    int64_t QueueConfig::*keep_ms;
+    int64_t (*keep_ms)(const QueueConfig& config);  // how long after its time a job is kept
     Cf cf;  // the time index: queue \0 time(be64) id(16) after `skip` bytes, in [begin, end)
     std::string (*begin)(std::string_view queue);
     std::string (*end)(std::string_view queue);
@@ -169,7 +172,7 @@ class EngineImpl final : public Engine {
   // `record` first).
   Status PutCompletedLocked(QueueState* q, const ReceiptTarget& t, JobRecord& record,
                             const std::optional<std::string>& result, int64_t now_ms, WriteBatch& batch);
-  void NoteCompletedLocked(QueueState* q, int64_t completed_at_ms);
+  void NoteCompletedLocked(QueueState* q, const Ulid& id, int64_t completed_at_ms);
   // The completed job `ref` names (by id; by key while a kept key names it). kNotFound: none.
   Status ResolveCompletedLocked(QueueState* q, const JobRef& ref, Ulid* id, JobRecord* record);
   Status DeleteCompletedLocked(Op& op, QueueState* q, const Ulid& id, const JobRecord& record);
@@ -266,6 +269,9 @@ class EngineImpl final : public Engine {
   size_t ready_entries_ = 0;
   LeaseTable leases_;
   Waiters waiters_;
+  // Waits for an outcome (core/outcome_waiters.h): an ack, a death or a cancel of a job one names
+  // notifies it (after its write); an ack keeps the job completed for it.
+  OutcomeWaiters outcomes_;
   DeadSweeps dead_sweeps_;       // wall ms
   DeadSweeps completed_sweeps_;  // wall ms: the same rule, for keep_completed_ms
   // (mono µs): when a rate-limited queue has a token again for its waiting reserves.

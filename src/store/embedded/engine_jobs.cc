@@ -272,6 +272,7 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
 
 Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   Op op(*this, Op::kReads);
   DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
@@ -334,6 +335,7 @@ Status EngineImpl::CancelLocked(Op& op, std::string_view queue, const JobRef& re
     } else {
       UnplaceLocked(q, key);
       --q->live;
+      outcomes_.Notify(queue, id.ToString(), JobState::kCancelled);
     }
   }
   return Status::Ok();

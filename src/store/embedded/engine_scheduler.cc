@@ -111,7 +111,7 @@ void EngineImpl::ExpireLeasesLocked(const Instant& now, std::vector<QueueState*>
       for (auto& [id, q] : dying) {
         leases_.Remove(id);
         --q->live;
-        NoteDeathLocked(q, now_ms);
+        NoteDeathLocked(q, id, now_ms);
         AddOnce(touched, q);  // a lease less: a reserve held back by max_reserved may go on
       }
       return;

@@ -14,6 +14,7 @@ constexpr size_t kSweepPerTick = 1000;
 constexpr int64_t kRetryAfterErrorMs = 1000;
 
 std::string JobKeyOf(const Ulid& id) { return std::string(id.Raw()); }
+int64_t DeadRetentionMs(const QueueConfig& config) { return config.dead_retention_ms; }
 std::string DeadBegin(std::string_view queue) { return QueuePrefix(queue); }
 
 }  // namespace
@@ -23,7 +24,7 @@ const EngineImpl::KeptSet EngineImpl::kDeadSet = {
     &EngineImpl::dead_sweeps_,
     &QueueState::dead,
     &QueueState::dead_floor_ms,
-    &QueueConfig::dead_retention_ms,
+    DeadRetentionMs,
     Cf::kDead,
     DeadBegin,
     QueuePrefixEnd,
@@ -32,11 +33,11 @@ const EngineImpl::KeptSet EngineImpl::kDeadSet = {
 };
 
 const EngineImpl::KeptSet EngineImpl::kCompletedSet = {
-    "completed jobs past keep_completed_ms",
+    "completed jobs past keep_completed_ms (or, with 0, those kept for a wait: Limits::kOutcomeHoldMs)",
     &EngineImpl::completed_sweeps_,
     &QueueState::completed,
     &QueueState::completed_floor_ms,
-    &QueueConfig::keep_completed_ms,
+    CompletedSweepAfterMs,
     Cf::kMeta,
     DonePrefix,
     DonePrefixEnd,
@@ -48,7 +49,7 @@ const EngineImpl::KeptSet EngineImpl::kCompletedSet = {
 // is earlier than it planned.
 void EngineImpl::PlanSweepLocked(const KeptSet& set, QueueState* q) {
   DeadSweeps& sweeps = this->*set.sweeps;
-  sweeps.Plan(q, q->*set.count, q->*set.floor_ms, ConfigOf(q).*set.keep_ms);
+  sweeps.Plan(q, q->*set.count, q->*set.floor_ms, set.keep_ms(ConfigOf(q)));
   if (q->*set.count > 0 && q->*set.floor_ms != Clock::kNever) PokeWallLocked(sweeps.At(q) * 1000);
 }
 
@@ -58,7 +59,7 @@ void EngineImpl::SweepLocked(const KeptSet& set, int64_t now_ms) {
   std::optional<QueueState*> due;
   while (budget > 0 && (due = sweeps.Due(now_ms))) {
     QueueState* q = *due;
-    const int64_t cutoff = now_ms - ConfigOf(q).*set.keep_ms;  // at or before: deleted
+    const int64_t cutoff = now_ms - set.keep_ms(ConfigOf(q));  // at or before: deleted
     auto cursor = storage_->Scan(set.cf, set.begin(q->name), set.end(q->name));
     auto batch = storage_->NewBatch();
     int64_t n = 0;

@@ -79,8 +79,13 @@ Result<int64_t> PostgresQueue::DeleteQueue(std::string_view queue_view, bool for
     if (!n.ok()) return n.status();
     deleted = n->Int(0, 0);
     if (deleted > 0 && !force) return errors::QueueNotEmpty(queue, deleted);
+    // Its waits for an outcome end (their jobs are gone, as if cancelled).
+    DELAYQ_RETURN_IF_ERROR((*c)->Exec("SELECT pg_notify('delayq', 'outcome cancelled ' || id || ' ' || queue) "
+                                      "FROM delayq.waiting WHERE queue = $1",
+                                      {Param::Of(queue)})
+                               .status());
     // Its completed jobs go with it (they never keep a queue from being deleted).
-    for (const char* table : {"jobs", "completed", "kept_keys", "group_turns", "schedules"}) {
+    for (const char* table : {"jobs", "completed", "kept_keys", "group_turns", "schedules", "waiting"}) {
       DELAYQ_RETURN_IF_ERROR(
           (*c)->Exec(fmt::format("DELETE FROM delayq.{} WHERE queue = $1", table), {Param::Of(queue)}).status());
     }

@@ -32,6 +32,7 @@ std::string ListSql(JobState state) {
       order_ms = "dead_at_ms";
       break;
     case JobState::kCompleted: break;  // above
+    case JobState::kCancelled: break;  // refused by ValidateListRequest
   }
   return fmt::format(
       "WITH n AS (SELECT delayq.now_ms() AS now) SELECT {}, n.now, {} FROM delayq.jobs, n "

@@ -65,7 +65,8 @@ Result<std::optional<NackOutcome>> ApplyNack(Connection& c, const std::string& q
   if (request.dead || attempt >= max) {  // a job that goes dead keeps its due time
     auto dead = c.Exec(
         "UPDATE delayq.jobs SET state = 'd', dead_at_ms = delayq.now_ms(), last_error = $3, token = NULL, "
-        "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2 RETURNING dead_at_ms",
+        "lease_deadline_ms = NULL WHERE queue = $1 AND id = $2 RETURNING dead_at_ms, delayq._outcome(queue, id, "
+        "'dead')",
         {Param::Of(queue), Param::Of(id), Param::Of(error)});
     if (!dead.ok()) return dead.status();
     return std::optional(NackOutcome{{JobState::kDead, r->Int(0, 2)}, dead->Int(0, 0)});
@@ -227,17 +228,14 @@ Status PostgresQueue::DeliveryError(const std::string& queue, const std::string&
   return errors::DeliveryOver(id);  // waiting again, or still this delivery with its lease run out
 }
 
-// One call of delayq._ack for the opened receipts: with the queue's keep_completed_ms above 0 the
-// jobs are kept completed, with their results (and the sweep is planned for them).
+// One call of delayq._ack for the opened receipts: with the queue's keep_completed_ms above 0, or
+// for a job someone waits for, the jobs are kept completed, with their results (and the sweep is
+// planned for them).
 Result<Rows> PostgresQueue::AckRows(const std::string& queue, const std::vector<std::string>& ids,
                                     const std::vector<std::string>& tokens,
                                     const std::vector<std::optional<std::string>>& results) {
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();
-  if (config->keep_completed_ms == 0) {
-    return Exec("SELECT outcome, state, attempt, max_attempts FROM delayq._ack($1, $2::text[], $3::text[])",
-                {Param::Of(queue), Param::Of(ArrayOf(ids)), Param::Of(ArrayOf(tokens))});
-  }
   std::vector<std::string> texts;
   texts.reserve(results.size());
   for (const auto& r : results) texts.push_back(r.value_or(""));
@@ -247,7 +245,7 @@ Result<Rows> PostgresQueue::AckRows(const std::string& queue, const std::vector<
             Param::Of(TextArray(texts))});
   if (r.ok()) {
     std::lock_guard lock(mu_);
-    if (next_sweep_.Note(DbNowLocked() + config->keep_completed_ms)) {
+    if (next_sweep_.Note(DbNowLocked() + CompletedSweepAfterMs(*config))) {
       poked_ = true;
       cv_.notify_all();
     }

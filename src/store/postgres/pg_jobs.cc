@@ -234,6 +234,7 @@ Result<Job> PostgresQueue::GetById(const std::string& queue, const std::string& 
 
 Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
+  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   const std::string queue(queue_view);
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();
@@ -256,6 +257,17 @@ Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
   }
   if (r->empty()) return errors::NoJobWithKey(queue, ref.key);
   return JobFromRow(queue, *r, 0, r->Int(0, kJobColumnCount));
+}
+
+uint64_t PostgresQueue::WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) {
+  return outcomes_.Wait(queue, ref, wait_ms, std::move(done));
+}
+
+// Notes that someone here waits for the job's outcome (delayq._watch, v6_1_outcomes.sql).
+Status PostgresQueue::Watch(std::string_view queue, std::string_view id, int64_t wait_ms) {
+  return Exec("SELECT delayq._watch($1, $2, $3)",
+              {Param::Of(std::string(queue)), Param::Of(std::string(id)), Param::Of(wait_ms)})
+      .status();
 }
 
 Status PostgresQueue::Cancel(std::string_view queue_view, const JobRef& ref) {

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -201,6 +202,15 @@ void PostgresQueue::ReapLeases() {
   }
 }
 
+// How long after its ack a completed job is kept, in SQL over a row `q` of delayq.queues: the C++
+// rule (CompletedSweepAfterMs), written out here with its hold, so the two cannot drift apart.
+namespace {
+std::string SweepAfter() {
+  return fmt::format("(CASE WHEN q.keep_completed_ms > 0 THEN q.keep_completed_ms ELSE {} END)",
+                     Limits::kOutcomeHoldMs);
+}
+}  // namespace
+
 // Dead jobs past their queue's retention go, completed jobs past keep_completed_ms, and kept keys
 // past their time; then the next retention to run out (per queue an index probe of its oldest
 // death and its oldest completion).
@@ -211,13 +221,15 @@ void PostgresQueue::Sweep() {
                            .ok() &&
                        Exec(
                            "DELETE FROM delayq.completed c USING delayq.queues q WHERE c.queue = q.name AND "
-                           "c.completed_at_ms <= delayq.now_ms() - q.keep_completed_ms")
+                           "c.completed_at_ms <= delayq.now_ms() - " +
+                           SweepAfter())
                            .ok() &&
                        Exec("DELETE FROM delayq.kept_keys WHERE until_ms <= delayq.now_ms()").ok();
   auto next = Exec(
       "SELECT least(min((SELECT min(j.dead_at_ms) FROM delayq.jobs j WHERE j.queue = q.name AND j.state = 'd') "
       "+ q.dead_retention_ms), min((SELECT min(c.completed_at_ms) FROM delayq.completed c WHERE c.queue = q.name) "
-      "+ q.keep_completed_ms)) FROM delayq.queues q");
+      "+ " +
+      SweepAfter() + ")) FROM delayq.queues q");
   // The database away, read-only (a standby, a full disk) or the delete past statement_timeout:
   // try again after the safety interval, not at once (the next retention is still past then).
   std::lock_guard lock(mu_);
@@ -227,6 +239,14 @@ void PostgresQueue::Sweep() {
 }
 
 void PostgresQueue::HandleNotification(std::string_view payload) {
+  if (payload.starts_with("outcome ") && std::count(payload.begin(), payload.end(), ' ') == 3) {
+    // "outcome <state> <id> <queue>" (delayq._outcome): a job someone waits for ended.
+    const std::string_view rest = payload.substr(8);
+    const size_t a = rest.find(' '), b = rest.find(' ', a + 1);
+    if (auto state = ParseJobState(rest.substr(0, a)))
+      outcomes_.Notify(rest.substr(b + 1), rest.substr(a + 1, b - a - 1), *state);
+    return;
+  }
   const size_t space = payload.rfind(' ');
   if (space == std::string_view::npos) return;
   const std::string_view queue = payload.substr(0, space), due_text = payload.substr(space + 1);
@@ -306,6 +326,7 @@ Status PostgresQueue::Listen(Connection& c) {
     poked_ = true;
     cv_.notify_all();
   }
+  outcomes_.Recheck();  // and every wait for an outcome reads its job again
   pollfd fd{c.socket(), POLLIN, 0};
   for (;;) {
     // First what libpq has read already (a notification may have come in with LISTEN's answer):

@@ -24,6 +24,9 @@ Result<std::unique_ptr<PostgresQueue>> PostgresQueue::Open(const PostgresQueueOp
 PostgresQueue::PostgresQueue(PostgresQueueOptions options)
     : options_(std::move(options)),
       pool_(options_.url, std::max<size_t>(options_.pool_size, 2), options_.connect_timeout_s),
+      outcomes_(
+          {[this](std::string_view queue, const JobRef& ref) { return Get(queue, ref); },
+           [this](std::string_view queue, std::string_view id, int64_t wait_ms) { return Watch(queue, id, wait_ms); }}),
       rng_(std::random_device{}()) {}
 
 PostgresQueue::~PostgresQueue() { Close(); }
@@ -111,6 +114,7 @@ Status PostgresQueue::LoadReceiptSecret(Connection& c) {
 // The threads stop first and statements are refused only after them: a waiting reserve the
 // scheduler is serving can still give back the jobs it took for a waiter that closing answered.
 void PostgresQueue::Close() {
+  outcomes_.Close();  // first: its thread reads jobs
   std::vector<Waiter> answered;
   {
     std::lock_guard lock(mu_);

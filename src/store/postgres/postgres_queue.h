@@ -37,6 +37,7 @@
 #include "core/flow_control.h"
 #include "core/histogram.h"
 #include "core/next_at.h"
+#include "core/outcome_waiters.h"
 #include "core/receipt.h"
 #include "core/receipt_signer.h"
 #include "core/ulid.h"
@@ -93,6 +94,8 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
+  uint64_t WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) override;
+  void CancelOutcomeWait(uint64_t handle) override { outcomes_.Cancel(handle); }
   using Queue::AckBatch;
   std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> requests) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
@@ -187,6 +190,7 @@ class PostgresQueue final : public Queue, private ScheduleStore {
   // --- jobs (pg_jobs.cc) ---
   Result<Job> ToJob(const std::string& queue, const Rows& rows, int row, int64_t now_ms);
   Result<Job> GetById(const std::string& queue, const std::string& id);
+  Status Watch(std::string_view queue, std::string_view id, int64_t wait_ms);  // OutcomeWaiters::Hooks::watch
   std::vector<Status> AckValid(std::string_view queue, std::span<const AckRequest> requests);
   Result<Rows> AckRows(const std::string& queue, const std::vector<std::string>& ids,
                        const std::vector<std::string>& tokens, const std::vector<std::optional<std::string>>& results);
@@ -243,6 +247,9 @@ class PostgresQueue final : public Queue, private ScheduleStore {
 
   const PostgresQueueOptions options_;
   Pool pool_;
+  // Waits for an outcome (core/outcome_waiters.h): delayq._watch notes each job waited for, the
+  // listener's "outcome <state> <id> <queue>" (from any server's transactions) wakes them here.
+  OutcomeWaiters outcomes_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -42,6 +42,7 @@ char Letter(JobState s) {
     case JobState::kReserved: return 'r';
     case JobState::kDead: return 'd';
     case JobState::kCompleted: return 'c';
+    case JobState::kCancelled: break;  // refused by ValidateListRequest
   }
   return 's';
 }

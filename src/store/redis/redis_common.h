@@ -32,9 +32,10 @@ inline std::string Tag(const std::string& queue, int shard, int shards) {
 // The keys of one shard, in the order every script takes them (scripts.h lists them).
 inline std::vector<std::string> ShardKeys(const std::string& queue, int shard, int shards) {
   const std::string p = "dq:{" + Tag(queue, shard, shards) + "}:";
-  return {p + "due",    p + "jobs",     p + "meta",     p + "ready",    p + "leases", p + "dead",     p + "keys",
-          p + "errors", p + "counters", p + "lateness", p + "config",   p + "wake",   p + "keyttl",   p + "kept",
-          p + "turns",  p + "lane:",    p + "laned",    p + "progress", p + "done",   p + "donemeta", p + "results"};
+  return {p + "due",    p + "jobs",     p + "meta",     p + "ready",    p + "leases", p + "dead",
+          p + "keys",   p + "errors",   p + "counters", p + "lateness", p + "config", p + "wake",
+          p + "keyttl", p + "kept",     p + "turns",    p + "lane:",    p + "laned",  p + "progress",
+          p + "done",   p + "donemeta", p + "results",  p + "waiting"};
 }
 inline constexpr size_t kMetaKey = 2, kDeadKey = 5, kConfigKey = 10;  // indexes into ShardKeys
 // The config hash every server reads a queue's shards and config from (shard 0's tag unsharded).

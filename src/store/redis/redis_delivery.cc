@@ -275,10 +275,12 @@ std::vector<Status> RedisQueue::AckValid(std::string_view queue, std::span<const
   receipts.reserve(requests.size());
   for (const auto& r : requests) receipts.push_back(r.receipt);
   // After the pairs: a lease less wakes reserves held by a cap (1|0); then how long the queue keeps
-  // completed jobs (0: deleted) and each receipt's result ("" for none).
+  // completed jobs (0: deleted, unless someone waits for one) and, when any is given, each
+  // receipt's result ("" for none).
   return PerReceipt(queue, receipts, kAckScript, [&](const QueueView& q, const std::vector<size_t>& members) {
     std::vector<std::string> tail = {HasLeaseCaps(q.config) ? "1" : "0", std::to_string(q.config.keep_completed_ms)};
-    if (q.config.keep_completed_ms > 0) {
+    const bool results = std::any_of(members.begin(), members.end(), [&](size_t i) { return requests[i].result; });
+    if (q.config.keep_completed_ms > 0 || results) {
       for (size_t i : members) tail.push_back(requests[i].result.value_or(""));
     }
     return tail;

@@ -243,6 +243,7 @@ Result<Job> RedisQueue::ToJob(const std::string& queue, const Value& v) {
 }
 
 Result<Job> RedisQueue::Get(std::string_view queue_view, const JobRef& ref) {
+  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   auto info = Info(queue_view, false);
   if (!info.ok()) return info.status();
   int shard = 0;
@@ -260,6 +261,22 @@ Result<Job> RedisQueue::Get(std::string_view queue_view, const JobRef& ref) {
   if (v->is_nil())
     return ref.id.empty() ? errors::NoJobWithKey(info->name, ref.key) : errors::NoSuchJob(info->name, ref.id);
   return ToJob(info->name, *v);
+}
+
+uint64_t RedisQueue::WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) {
+  return outcomes_.Wait(queue, ref, wait_ms, std::move(done));
+}
+
+// Notes in the job's shard that someone waits for its outcome (watch.lua).
+Status RedisQueue::Watch(std::string_view queue, std::string_view id, int64_t wait_ms) {
+  auto info = Info(queue, false);
+  if (!info.ok()) return info.status();
+  auto parsed = Ulid::Parse(id);
+  if (!parsed) return errors::NotAJobId("id", id);
+  auto v = Run(kWatchScript, *info, info->ShardOfId(*parsed), {std::string(id), std::to_string(wait_ms)});
+  if (!v.ok()) return v.status();
+  if (v->is_error()) return ScriptError(*v);
+  return Status::Ok();
 }
 
 Status RedisQueue::Cancel(std::string_view queue, const JobRef& ref) {

@@ -44,6 +44,9 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::Open(const RedisQueueOptions& op
 RedisQueue::RedisQueue(RedisQueueOptions options, std::unique_ptr<RedisClient> client)
     : options_(std::move(options)),
       client_(std::move(client)),
+      outcomes_(
+          {[this](std::string_view queue, const JobRef& ref) { return Get(queue, ref); },
+           [this](std::string_view queue, std::string_view id, int64_t wait_ms) { return Watch(queue, id, wait_ms); }}),
       rng_(std::random_device{}()),
       delivery_first_(std::chrono::microseconds(options_.delivery_first_max_wait_us)) {}
 
@@ -109,6 +112,7 @@ void RedisQueue::Start() {
 }
 
 void RedisQueue::Close() {
+  outcomes_.Close();  // first: its thread reads jobs
   std::vector<ReserveCallback> pending;
   {
     std::lock_guard lock(mu_);

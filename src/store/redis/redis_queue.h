@@ -38,6 +38,7 @@
 #include <unordered_set>
 
 #include "core/next_at.h"
+#include "core/outcome_waiters.h"
 #include "core/receipt_signer.h"
 #include "core/ulid.h"
 #include "delayq/queue.h"
@@ -101,6 +102,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   Result<std::vector<Delivery>> Reserve(std::string_view queue, const ReserveRequest& request) override;
   uint64_t ReserveAsync(std::string_view queue, const ReserveRequest& request, ReserveCallback done) override;
   void CancelReserve(uint64_t handle) override;
+  uint64_t WaitOutcomeAsync(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) override;
+  void CancelOutcomeWait(uint64_t handle) override { outcomes_.Cancel(handle); }
   using Queue::AckBatch;
   std::vector<Status> AckBatch(std::string_view queue, std::span<const AckRequest> requests) override;
   std::vector<Status> ReleaseBatch(std::string_view queue, std::span<const std::string> receipts) override;
@@ -228,6 +231,7 @@ class RedisQueue final : public Queue, private ScheduleStore {
 
   // --- jobs (redis_jobs.cc) ---
   Result<Job> ToJob(const std::string& queue, const Value& v);
+  Status Watch(std::string_view queue, std::string_view id, int64_t wait_ms);  // OutcomeWaiters::Hooks::watch
 
   // --- deliveries (redis_delivery.cc) ---
   Result<std::vector<Delivery>> ReserveNow(const std::string& queue, const ReserveRequest& request);
@@ -279,6 +283,9 @@ class RedisQueue final : public Queue, private ScheduleStore {
 
   const RedisQueueOptions options_;
   std::unique_ptr<RedisClient> client_;
+  // Waits for an outcome (core/outcome_waiters.h): watch.lua notes each job waited for, the wake
+  // channel's "outcome <state> <id>" (from any server's scripts) wakes its waits here.
+  OutcomeWaiters outcomes_;
 
   std::mutex mu_;
   std::condition_variable cv_;

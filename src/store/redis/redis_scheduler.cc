@@ -163,7 +163,7 @@ RedisQueue::SchedulerTurn RedisQueue::CollectTurnLocked(int64_t steady, Schedule
       q.check = false;
       continue;
     }
-    const int64_t retention = q.view.config.dead_retention_ms, keep = q.view.config.keep_completed_ms;
+    const int64_t retention = q.view.config.dead_retention_ms, keep = CompletedSweepAfterMs(q.view.config);
     for (int s = 0; s < q.view.shards; ++s) {
       const auto i = static_cast<size_t>(s);
       const ShardTask task{name, s, q.view.shards, retention, keep};
@@ -337,7 +337,7 @@ int64_t RedisQueue::NextTickLocked(const SchedulerTimers& timers) {
         wake = std::min(wake, to_steady(q.next_dead[s].at + q.view.config.dead_retention_ms));
       }
       if (q.next_done[s].at != Clock::kNever) {
-        wake = std::min(wake, to_steady(q.next_done[s].at + q.view.config.keep_completed_ms));
+        wake = std::min(wake, to_steady(q.next_done[s].at + CompletedSweepAfterMs(q.view.config)));
       }
     }
   }
@@ -346,8 +346,8 @@ int64_t RedisQueue::NextTickLocked(const SchedulerTimers& timers) {
 }
 
 // A message of the wake channel: ["pmessage", pattern, "dq:{tag}:wake", payload], the payload
-// "due <ms>" (a shard's earliest due time moved earlier), "ready" (jobs became ready) or else
-// (look at the queue).
+// "due <ms>" (a shard's earliest due time moved earlier), "ready" (jobs became ready), "outcome
+// <state> <id>" (a job someone waits for ended) or else (look at the queue).
 void RedisQueue::HandleWakeMessage(const Value& v) {
   if (v.type != Value::kArray || v.array.size() < 4 || v.array[0].str != "pmessage") return;
   const std::string& channel = v.array[2].str;
@@ -359,6 +359,13 @@ void RedisQueue::HandleWakeMessage(const Value& v) {
   if (auto hash = tag.rfind('#'); hash != std::string::npos) {
     shard = std::atoi(tag.c_str() + hash + 1);
     tag = tag.substr(0, hash);
+  }
+  if (payload.starts_with("outcome ")) {  // "outcome <state> <id>" (prelude.lua's announce_outcome)
+    const std::string_view rest = std::string_view(payload).substr(8);
+    const size_t space = rest.find(' ');
+    auto state = ParseJobState(rest.substr(0, space));
+    if (space != std::string_view::npos && state) outcomes_.Notify(tag, rest.substr(space + 1), *state);
+    return;
   }
   std::lock_guard lock(mu_);
   auto& q = queues_[tag];
@@ -411,6 +418,7 @@ bool RedisQueue::Subscribe(RedisClient::RawConnection& conn) {
     spdlog::warn("the Redis wake channel: {}; connecting again", sent.message());
     return true;
   }
+  outcomes_.Recheck();  // outcomes may have been missed while disconnected
   {
     std::lock_guard lock(mu_);  // messages may have been missed while disconnected
     for (auto& [name, q] : queues_) {

@@ -60,6 +60,7 @@ Script ProbeScript(std::string name, std::string_view body) {
 const Script kEnqueueScript = Make("enqueue");
 const Script kPromoteScript = Make("promote");
 const Script kCancelScript = Make("cancel");
+const Script kWatchScript = Make("watch");
 const Script kRescheduleScript = Make("reschedule");
 const Script kDeleteQueueScript = Make("delete_queue");
 const Script kGetScript = Make("get");
@@ -81,11 +82,11 @@ const Script kCreateQueueScript = Standalone("create_queue");
 
 const std::vector<const Script*>& AllScripts() {
   static const std::vector<const Script*> all = {
-      &kEnqueueScript,    &kPromoteScript,    &kCancelScript,   &kRescheduleScript,    &kDeleteQueueScript,
-      &kGetScript,        &kStatsScript,      &kScheduleScript, &kReserveScript,       &kReapScript,
-      &kAckScript,        &kNackScript,       &kReleaseScript,  &kTouchScript,         &kReplayScript,
-      &kPurgeScript,      &kDeadExpireScript, &kBrowseScript,   &kStoreScheduleScript, &kEraseScheduleScript,
-      &kCreateQueueScript};
+      &kEnqueueScript,     &kPromoteScript,    &kCancelScript,   &kRescheduleScript,    &kDeleteQueueScript,
+      &kGetScript,         &kStatsScript,      &kScheduleScript, &kReserveScript,       &kReapScript,
+      &kAckScript,         &kNackScript,       &kReleaseScript,  &kTouchScript,         &kReplayScript,
+      &kPurgeScript,       &kDeadExpireScript, &kBrowseScript,   &kStoreScheduleScript, &kEraseScheduleScript,
+      &kCreateQueueScript, &kWatchScript};
   return all;
 }
 

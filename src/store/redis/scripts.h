@@ -35,6 +35,9 @@
 //                                  body and last error stay in dq:{q}:jobs and dq:{q}:errors
 //  21 dq:{q}:results   hash        id -> result JSON       a completed job's result, when its ack
 //                                  carried one
+//  22 dq:{q}:waiting   sorted set  id -> until ms          jobs someone waits for the outcome of
+//                                  (watch.lua): their ack keeps them, their final transition is
+//                                  announced on the wake channel, "outcome <state> <id>"
 //
 // Priorities and groups (core/ready_order.h is the rule; the Lua below is its twin). Jobs with
 // neither go through the stream as before. A ready job with one is in its group's lane set
@@ -77,6 +80,7 @@ extern const Script kAckScript;
 extern const Script kNackScript;
 extern const Script kTouchScript;
 extern const Script kCancelScript;
+extern const Script kWatchScript;
 extern const Script kRescheduleScript;
 extern const Script kReplayScript;
 extern const Script kPurgeScript;

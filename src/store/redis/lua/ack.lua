@@ -1,12 +1,15 @@
 -- ARGV: n, then n x (id, token), then 1|0: announce the leases that ended ('ready' on the wake
--- channel: reserves held back by max_reserved may go on), then keep_completed_ms and, when it is
--- above 0, n results ('' for none): the acked jobs are kept completed (K_DONE, K_DONEMETA,
--- K_RESULTS) rather than deleted. Returns per receipt "O" (acked), "N" (no such job) or
--- "E:<state>:<attempt>" (the delivery is over).
+-- channel: reserves held back by max_reserved may go on), then keep_completed_ms and, when a
+-- result may be kept, n results ('' for none): with keep_completed_ms above 0, or for a job
+-- someone waits for (K_WAITING), the acked job is kept completed (K_DONE, K_DONEMETA, K_RESULTS)
+-- rather than deleted, and a waited one's outcome announced. Returns per receipt "O" (acked), "N"
+-- (no such job) or "E:<state>:<attempt>" (the delivery is over), then, when a job was kept, the
+-- completion time.
 local n = tonumber(ARGV[1])
 if n == 0 then return {} end
 local keep = tonumber(ARGV[2 * n + 3] or '0') > 0
-local kept = {}  -- with keep: {id, completed meta, result} of each acked job
+local kept = {}     -- {id, completed meta, result} of each acked job kept
+local deleted = {}  -- the acked jobs not kept
 local ids = {}
 for i = 1, n do ids[i] = ARGV[2 * i] end
 local found = redis.call('HMGET', K_META, unpack(ids))
@@ -32,9 +35,11 @@ for i = 1, n do
     now = now or math.floor(now_us() / 1000)
     release_key(id, m, now)
     gone[#gone + 1] = id
-    if keep then
+    if keep or waited(id) then
       m.state, m.sid, m.delivery = 'c', '-', '0'
       kept[#kept + 1] = { id, meta_str(m), ARGV[2 * n + 3 + i] or '' }
+    else
+      deleted[#deleted + 1] = id
     end
     acked = acked + 1
     out[i] = 'O'
@@ -44,15 +49,14 @@ drop_entries(sids)
 lane_tally_flush(tally)
 if #laned_gone > 0 then redis.call('ZREM', K_LANED, unpack(laned_gone)) end
 if #gone > 0 then
-  if #kept > 0 then
-    for _, k in ipairs(kept) do
-      redis.call('HSET', K_DONEMETA, k[1], k[2])
-      redis.call('ZADD', K_DONE, now, k[1])
-      if k[3] ~= '' then redis.call('HSET', K_RESULTS, k[1], k[3]) end
-    end
-  else
-    redis.call('HDEL', K_JOBS, unpack(gone))
-    redis.call('HDEL', K_ERRORS, unpack(gone))
+  for _, k in ipairs(kept) do
+    redis.call('HSET', K_DONEMETA, k[1], k[2])
+    redis.call('ZADD', K_DONE, now, k[1])
+    if k[3] ~= '' then redis.call('HSET', K_RESULTS, k[1], k[3]) end
+  end
+  if #deleted > 0 then
+    redis.call('HDEL', K_JOBS, unpack(deleted))
+    redis.call('HDEL', K_ERRORS, unpack(deleted))
   end
   redis.call('HDEL', K_META, unpack(gone))
   redis.call('HDEL', K_KEYTTL, unpack(gone))
@@ -61,5 +65,6 @@ if #gone > 0 then
 end
 if acked > 0 then redis.call('HINCRBY', K_COUNTERS, 'acked', acked) end
 if acked > 0 and ARGV[2 * n + 2] == '1' then redis.call('PUBLISH', WAKE, 'ready') end
+for _, k in ipairs(kept) do announce_outcome(k[1], 'completed') end  -- after the writes: the reader finds it
 if #kept > 0 then out[n + 1] = fmt(now) end  -- the completion time: the sweep is planned from it
 return out

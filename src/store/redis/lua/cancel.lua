@@ -8,4 +8,5 @@ if not m then
 end
 if m.state == 'r' then return 'C' end
 remove_job(id, m, math.floor(now_us() / 1000))
+if m.state ~= 'd' then announce_outcome(id, 'cancelled') end
 return 'O'

@@ -6,7 +6,7 @@
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_KEYTTL, K_KEPT, K_TURNS, K_LANE, K_LANED = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
-local K_PROGRESS, K_DONE, K_DONEMETA, K_RESULTS = KEYS[18], KEYS[19], KEYS[20], KEYS[21]
+local K_PROGRESS, K_DONE, K_DONEMETA, K_RESULTS, K_WAITING = KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22]
 local GROUP = 'dq'
 
 local function now_us()
@@ -267,6 +267,20 @@ local function remove_job(id, m, now)
   redis.call('ZREM', K_DEAD, id)
 end
 
+-- Waits for an outcome (K_WAITING: id -> until ms, written by watch.lua): a job someone waits
+-- for is kept when acked (as with keep_completed_ms), and its final transition is announced on the
+-- wake channel, "outcome <state> <id>", once (its entry goes). One EXISTS per script otherwise.
+local waiting_any = nil
+local function waited(id)
+  if waiting_any == nil then waiting_any = redis.call('EXISTS', K_WAITING) == 1 end
+  return waiting_any and redis.call('ZSCORE', K_WAITING, id) ~= false
+end
+local function announce_outcome(id, state)
+  if not waited(id) then return end
+  redis.call('ZREM', K_WAITING, id)
+  redis.call('PUBLISH', WAKE, 'outcome ' .. state .. ' ' .. id)
+end
+
 local function go_dead(id, m, now, err)
   lane_unlease(m)
   leave_stream(m, id)
@@ -280,6 +294,7 @@ local function go_dead(id, m, now, err)
   m.delivery = '0'
   meta_put(id, m)
   redis.call('HINCRBY', K_COUNTERS, 'dead', 1)
+  announce_outcome(id, 'dead')
 end
 
 -- A ready job without a priority or a group: into the stream (the default group's, when lanes

@@ -1,0 +1,215 @@
+#include "core/outcome_waiters.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace delayq {
+namespace {
+
+Status Closed() {
+  return Status::Unavailable("the store is closing (the server restarts or stops): wait for the job again");
+}
+
+}  // namespace
+
+OutcomeWaiters::OutcomeWaiters(Hooks hooks) : hooks_(std::move(hooks)) {}
+
+OutcomeWaiters::~OutcomeWaiters() { Close(); }
+
+std::string OutcomeWaiters::JobKey(std::string_view queue, std::string_view id) {
+  std::string key(queue);
+  key.push_back('\0');
+  key.append(id);
+  return key;
+}
+
+uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) {
+  if (wait_ms < 0 || wait_ms > Limits::kMaxWaitMs) {
+    done(Status::InvalidArgument(
+        fmt::format("wait_ms is {}; it must be between 0 and {}", wait_ms, Limits::kMaxWaitMs)));
+    return 0;
+  }
+  auto job = hooks_.get(queue, ref);
+  if (!job.ok() || IsFinal(job->state) || wait_ms == 0) {
+    done(std::move(job));
+    return 0;
+  }
+  uint64_t handle = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) {
+      done(Closed());
+      return 0;
+    }
+    if (count_.load() >= Limits::kMaxOutcomeWaiters) {
+      done(Status::ResourceExhausted(
+          fmt::format("{} waits for an outcome are already open, the most one store holds; retry shortly or wait on "
+                      "fewer jobs at once",
+                      Limits::kMaxOutcomeWaiters)));
+      return 0;
+    }
+    handle = AddLocked(queue, *job, wait_ms, std::move(done));
+  }
+  // Registered first, read again second: a transition after this read notifies the waiter; one
+  // before it is what the read sees.
+  const std::string id = job->id;
+  Status watched = hooks_.watch ? hooks_.watch(queue, id, wait_ms) : Status::Ok();
+  auto again = watched.ok() ? hooks_.get(queue, JobRef{id, {}}) : Result<Job>(watched);
+  if (again.ok() && !IsFinal(again->state)) return handle;
+  std::optional<Waiter> w;
+  {
+    std::lock_guard lock(mu_);
+    w = TakeLocked(handle);
+  }
+  if (!w) return 0;  // answered meanwhile
+  if (!again.ok() && again.status().code() == Code::kNotFound) {
+    again = Status::NotFound(
+        fmt::format("job {} in queue \"{}\" ended before the wait began (acked with keep_completed_ms 0, or cancelled)",
+                    id, queue));
+  }
+  w->done(std::move(again));
+  return 0;
+}
+
+uint64_t OutcomeWaiters::AddLocked(std::string_view queue, const Job& job, int64_t wait_ms, JobCallback done) {
+  const uint64_t handle = next_handle_++;
+  Waiter w{JobKey(queue, job.id), std::string(queue), job, Steady::now() + std::chrono::milliseconds(wait_ms),
+           std::move(done)};
+  by_job_[w.job].push_back(handle);
+  deadlines_.emplace(w.deadline, handle);
+  waiters_.emplace(handle, std::move(w));
+  ++count_;
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  cv_.notify_one();
+  return handle;
+}
+
+std::optional<OutcomeWaiters::Waiter> OutcomeWaiters::TakeLocked(uint64_t handle) {
+  auto it = waiters_.find(handle);
+  if (it == waiters_.end()) return std::nullopt;
+  Waiter w = std::move(it->second);
+  waiters_.erase(it);
+  --count_;
+  auto [lo, hi] = deadlines_.equal_range(w.deadline);
+  for (auto d = lo; d != hi; ++d) {
+    if (d->second == handle) {
+      deadlines_.erase(d);
+      break;
+    }
+  }
+  auto j = by_job_.find(w.job);
+  if (j != by_job_.end()) {
+    std::erase(j->second, handle);
+    if (j->second.empty()) by_job_.erase(j);
+  }
+  return w;
+}
+
+void OutcomeWaiters::Cancel(uint64_t handle) {
+  std::optional<Waiter> w;
+  {
+    std::lock_guard lock(mu_);
+    w = TakeLocked(handle);
+  }
+  if (w) w->done(Status::Unavailable("the wait for an outcome was ended early (its caller went away)"));
+}
+
+void OutcomeWaiters::Notify(std::string_view queue, std::string_view id, JobState state) {
+  if (count_.load() == 0) return;
+  std::lock_guard lock(mu_);
+  std::string job = JobKey(queue, id);
+  if (!by_job_.contains(job)) return;
+  notices_[std::move(job)] = state;
+  cv_.notify_one();
+}
+
+void OutcomeWaiters::Recheck() {
+  if (count_.load() == 0) return;
+  std::lock_guard lock(mu_);
+  for (const auto& [job, handles] : by_job_) notices_.try_emplace(job, std::nullopt);
+  cv_.notify_one();
+}
+
+bool OutcomeWaiters::Waited(std::string_view queue, std::string_view id) const {
+  if (count_.load() == 0) return false;
+  std::lock_guard lock(mu_);
+  return by_job_.contains(JobKey(queue, id));
+}
+
+void OutcomeWaiters::Close() {
+  std::vector<JobCallback> answers;
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    for (auto& [handle, w] : waiters_) answers.push_back(std::move(w.done));
+    waiters_.clear();
+    by_job_.clear();
+    deadlines_.clear();
+    notices_.clear();
+    count_ = 0;
+    cv_.notify_one();
+  }
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  for (auto& done : answers) done(Closed());
+}
+
+// One thread answers: the jobs noticed, then the waits whose time is up, each job read once.
+void OutcomeWaiters::Loop() {
+  std::unique_lock lock(mu_);
+  while (!closed_) {
+    if (notices_.empty()) {
+      if (deadlines_.empty()) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_until(lock, deadlines_.begin()->first);
+      }
+    }
+    std::map<std::string, std::optional<JobState>> jobs;
+    for (auto& [job, state] : notices_) jobs[job] = state;
+    notices_.clear();
+    const auto now = Steady::now();
+    for (auto d = deadlines_.begin(); d != deadlines_.end() && d->first <= now; ++d) {
+      jobs.try_emplace(waiters_.at(d->second).job, std::nullopt);
+    }
+    if (jobs.empty()) continue;
+    lock.unlock();
+    std::vector<Answer> answers;
+    for (const auto& [job, notice] : jobs) {
+      for (Answer& a : Settle(job, notice)) answers.push_back(std::move(a));
+    }
+    for (Answer& a : answers) a.done(std::move(a.job));
+    lock.lock();
+  }
+}
+
+// Reads `job` once and answers its waiters that the read settles: a final state, a job gone after
+// its notice (as last seen, in the notice's state), or a wait whose time is up (the job as it is).
+std::vector<OutcomeWaiters::Answer> OutcomeWaiters::Settle(const std::string& job, std::optional<JobState> notice) {
+  const size_t nul = job.find('\0');
+  const std::string queue = job.substr(0, nul), id = job.substr(nul + 1);
+  auto read = hooks_.get(queue, JobRef{id, {}});
+  const bool gone = !read.ok() && read.status().code() == Code::kNotFound;
+  const bool final = read.ok() && IsFinal(read->state);
+  std::vector<Answer> answers;
+  std::lock_guard lock(mu_);
+  auto it = by_job_.find(job);
+  if (it == by_job_.end()) return answers;
+  const auto now = Steady::now();
+  for (uint64_t handle : std::vector<uint64_t>(it->second)) {
+    const Waiter& w = waiters_.at(handle);
+    const bool due = w.deadline <= now;
+    if (!final && !due && !(gone && notice)) continue;
+    std::optional<Waiter> taken = TakeLocked(handle);
+    Result<Job> outcome = read;
+    if (gone) {
+      // Deleted after its end (a cancel, or a queue deleted): as last seen, in that state.
+      taken->last.state = notice.value_or(JobState::kCancelled);
+      outcome = std::move(taken->last);
+    }
+    answers.push_back({std::move(taken->done), std::move(outcome)});
+  }
+  return answers;
+}
+
+}  // namespace delayq

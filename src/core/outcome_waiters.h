@@ -1,0 +1,95 @@
+// Waits for outcomes (Queue::WaitOutcomeAsync), the same for every store.
+//
+// A wait registers the job's id here (and, through Hooks::watch, with a shared store, so acks on
+// other servers see it); the store's final transitions (ack, a nack or lease expiry that kills,
+// cancel) call Notify for a registered id, and one thread reads the job again and answers. Nothing
+// polls: a wait is answered by a Notify, or by its deadline with the job as it then is.
+//
+// The store keeps a job acked while someone waits for it as completed (Limits::kOutcomeHoldMs, see
+// CompletedSweepAfterMs), so the re-read finds its result; a job gone when read after its notice
+// is answered as it was last seen, in the notice's state (a cancel deletes the job: `cancelled`).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "delayq/queue.h"
+
+namespace delayq {
+
+class OutcomeWaiters {
+ public:
+  struct Hooks {
+    // The store's Get.
+    std::function<Result<Job>(std::string_view queue, const JobRef& ref)> get;
+    // Tells a shared store that (queue, id) is waited for the next `wait_ms`, so a final transition
+    // on any server notifies. Empty for a store that asks Waited() (embedded).
+    std::function<Status(std::string_view queue, std::string_view id, int64_t wait_ms)> watch;
+  };
+
+  explicit OutcomeWaiters(Hooks hooks);
+  ~OutcomeWaiters();
+  OutcomeWaiters(const OutcomeWaiters&) = delete;
+  OutcomeWaiters& operator=(const OutcomeWaiters&) = delete;
+
+  // Queue::WaitOutcomeAsync.
+  uint64_t Wait(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done);
+  // Queue::CancelOutcomeWait.
+  void Cancel(uint64_t handle);
+  // The job may have ended in `state`: its waiters here read it again and are answered. Never
+  // blocks on the store (it may be called with the store's locks held); ignored when no one here
+  // waits for the job.
+  void Notify(std::string_view queue, std::string_view id, JobState state);
+  // Every job waited for here is read again (its store's notices may have been lost: a
+  // reconnection): the final ones answer.
+  void Recheck();
+  // Whether a wait here names that job (one atomic load while no one waits).
+  bool Waited(std::string_view queue, std::string_view id) const;
+  // Answers every wait kUnavailable, and later ones the same; ends the thread.
+  void Close();
+
+ private:
+  using Steady = std::chrono::steady_clock;
+  struct Waiter {
+    std::string job;  // queue '\0' id
+    std::string queue;
+    Job last;  // as last read
+    Steady::time_point deadline;
+    JobCallback done;
+  };
+  struct Answer {
+    JobCallback done;
+    Result<Job> job;
+  };
+
+  Hooks hooks_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Waiter> waiters_;                             // guarded by mu_
+  std::unordered_map<std::string, std::vector<uint64_t>> by_job_;  // guarded by mu_
+  std::multimap<Steady::time_point, uint64_t> deadlines_;          // guarded by mu_
+  std::map<std::string, std::optional<JobState>> notices_;         // guarded by mu_: job -> state
+  std::atomic<size_t> count_{0};
+  uint64_t next_handle_ = 1;  // guarded by mu_
+  bool closed_ = false;       // guarded by mu_
+  std::thread thread_;        // started by the first wait that waits
+
+  static std::string JobKey(std::string_view queue, std::string_view id);
+  uint64_t AddLocked(std::string_view queue, const Job& job, int64_t wait_ms, JobCallback done);
+  std::optional<Waiter> TakeLocked(uint64_t handle);
+  void Loop();
+  std::vector<Answer> Settle(const std::string& job, std::optional<JobState> notice);
+};
+
+}  // namespace delayq
