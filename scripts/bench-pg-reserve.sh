@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The database's side of a delivery on the PostgreSQL store: delayq._reserve and delayq._ack, as
-# the server calls them, measured inside PostgreSQL 15 as Debian ships it (fsync and
+# the server calls them (the ack as with keep_completed_ms 0), measured inside PostgreSQL 15 as Debian ships it (fsync and
 # synchronous_commit on). A queue holds JOBS jobs, all due; a procedure takes ROUNDS rounds of
 # "reserve BATCH, commit, ack them, commit" and reports the database time each call took, per job.
 # With BASELINE=<git revision>, that revision's schema (its SQL files, in a database of its own on
@@ -44,6 +44,13 @@ for s in "${schemas[@]}"; do
   else
     call="delayq._reserve('q', batch, NULL, 1000000000)"
   fi
+  # The ack as the server of that schema calls it with keep_completed_ms 0: from schema version 6
+  # (the waits for an outcome) the five-argument _ack, which looks for waiters; before, the three.
+  if [ "$(psql -qtAX "${url%/postgres}/$s" -c "SELECT to_regclass('delayq.waiting') IS NOT NULL")" = t ]; then
+    ack="delayq._ack('q', ids, toks, 0, array_fill(''::text, ARRAY[coalesce(array_length(ids, 1), 0)]))"
+  else
+    ack="delayq._ack('q', ids, toks)"
+  fi
   psql -qtAX -v ON_ERROR_STOP=1 "${url%/postgres}/$s" >/dev/null <<SQL
 INSERT INTO delayq.queues (name, created_at_ms) VALUES ('q', delayq.now_ms());
 CREATE PROCEDURE public.rounds(rounds int, batch int, INOUT reserve_us float8 DEFAULT 0, INOUT ack_us float8 DEFAULT 0)
@@ -58,7 +65,7 @@ BEGIN
     tr := tr + extract(epoch FROM clock_timestamp() - t0);
     n := n + coalesce(array_length(ids, 1), 0);
     t0 := clock_timestamp();
-    PERFORM count(*) FROM delayq._ack('q', ids, toks);
+    PERFORM count(*) FROM $ack;
     COMMIT;
     ta := ta + extract(epoch FROM clock_timestamp() - t0);
   END LOOP;

@@ -42,6 +42,7 @@ deliver-early none
 ack-keeps-job none
 lease-twice none
 result-of-another none
+outcome-early none
 MUTANTS
 echo
 echo "| mutant | fault | verdict | anomalies |"

@@ -89,6 +89,7 @@ int Main(int argc, char** argv);
 void AddServeCommand(CLI::App& app, int& rc);
 void AddEnqueueCommand(CLI::App& app, Global& g, int& rc);
 void AddGetCommand(CLI::App& app, Global& g, int& rc);
+void AddWaitCommand(CLI::App& app, Global& g, int& rc);
 void AddCancelCommand(CLI::App& app, Global& g, int& rc);
 void AddRescheduleCommand(CLI::App& app, Global& g, int& rc);
 void AddStatsCommand(CLI::App& app, Global& g, int& rc);

@@ -15,6 +15,7 @@ enum ExitCode {
   kExitUnreachable = 5,  // the server cannot be reached or is unavailable (HTTP 503)
   kExitAuth = 6,         // the server wants a (different) bearer token (HTTP 401)
   kExitOverloaded = 7,   // the server refused for load (HTTP 429)
+  kExitNoOutcome = 8,    // `delayq wait`: the timeout ended before the job was completed, dead or cancelled
 };
 
 inline int ExitCodeOf(Code code) {
@@ -37,6 +38,7 @@ inline int ExitCodeOf(Code code) {
 
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 ok, 1 failure, 2 bad input, 3 not found, 4 conflict or stale receipt, "
-    "5 server unreachable, 6 authentication needed, 7 server overloaded.";
+    "5 server unreachable, 6 authentication needed, 7 server overloaded, 8 no outcome before the timeout "
+    "(delayq wait).";
 
 }  // namespace delayq::cli

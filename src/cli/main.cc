@@ -63,6 +63,7 @@ int Main(int argc, char** argv) {
   AddServeCommand(app, rc);
   AddEnqueueCommand(app, g, rc);
   AddGetCommand(app, g, rc);
+  AddWaitCommand(app, g, rc);
   AddCancelCommand(app, g, rc);
   AddRescheduleCommand(app, g, rc);
   AddStatsCommand(app, g, rc);

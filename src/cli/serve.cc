@@ -105,7 +105,7 @@ void AddLimitOptions(CLI::App* s, server::ServeOptions& serve) {
                 "per 64 KiB); slower clients are closed")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
-  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves and push streams at most")
+  s->add_option("--max-waiting", serve.max_waiting, "Waiting reserves, push streams and waits for an outcome at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
   s->add_option("--stream-heartbeat-ms", serve.stream_heartbeat_ms,

@@ -11,6 +11,7 @@
 //   lease-twice           a lease runs out a second early: its job is handed out again while the
 //                         first lease holds
 //   result-of-another     one in 10 completed jobs is kept with another job's result
+//   outcome-early         one in 5 waits for an outcome is answered at once, the job not yet final
 #pragma once
 
 #ifdef DELAYQ_MUTANTS

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "core/mutant.h"
+
 namespace delayq {
 namespace {
 
@@ -31,7 +33,7 @@ uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t
     return 0;
   }
   auto job = hooks_.get(queue, ref);
-  if (!job.ok() || IsFinal(job->state) || wait_ms == 0) {
+  if (!job.ok() || IsFinal(job->state) || wait_ms == 0 || MutantStrikes("outcome-early", 5)) {  // core/mutant.h
     done(std::move(job));
     return 0;
   }
@@ -121,6 +123,16 @@ void OutcomeWaiters::Notify(std::string_view queue, std::string_view id, JobStat
   std::string job = JobKey(queue, id);
   if (!by_job_.contains(job)) return;
   notices_[std::move(job)] = state;
+  cv_.notify_one();
+}
+
+void OutcomeWaiters::NotifyQueue(std::string_view queue, JobState state) {
+  if (count_.load() == 0) return;
+  std::lock_guard lock(mu_);
+  const std::string prefix = JobKey(queue, "");
+  for (const auto& [job, handles] : by_job_) {
+    if (job.starts_with(prefix)) notices_[job] = state;
+  }
   cv_.notify_one();
 }
 

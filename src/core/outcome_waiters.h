@@ -51,6 +51,8 @@ class OutcomeWaiters {
   // blocks on the store (it may be called with the store's locks held); ignored when no one here
   // waits for the job.
   void Notify(std::string_view queue, std::string_view id, JobState state);
+  // Every job of `queue` waited for here ended in `state` (its queue was deleted with them).
+  void NotifyQueue(std::string_view queue, JobState state);
   // Every job waited for here is read again (its store's notices may have been lost: a
   // reconnection): the final ones answer.
   void Recheck();

@@ -22,7 +22,8 @@ Status ValidateLeaseMs(int64_t lease_ms, std::string_view field = "lease_ms");
 Status ValidateReserveMax(int64_t max);
 Status ValidateMaxAttempts(int64_t max_attempts, std::string_view field = "max_attempts");
 Status ValidateKey(std::string_view key, std::string_view field = "key");
-// A job named by a well-formed id, or else by a key (not empty): what every store's Get checks first.
+// A job named by a well-formed id, or else by a key (not empty): what every store's Get checks
+// once it knows the queue (an unknown queue is the first error).
 Status ValidateJobRef(const JobRef& ref);
 // A date in epoch milliseconds: 0 .. Limits::kMaxDateMs (1970 .. 9999).
 Status ValidateDate(int64_t ms, std::string_view field);

@@ -85,7 +85,15 @@ std::function<void()> Api::Handle(HttpRequest request, Reply reply) {
   Context context{queue_, options_, metrics_, history_, streams_};
   const RouteSpec& route = Routes()[match.route];
   const std::vector<std::string_view> known = QueryParams(route);
-  for (const auto& [name, value] : target.query) {
+  for (size_t i = 0; i < target.query.size(); ++i) {
+    const std::string& name = target.query[i].first;
+    const bool again = std::any_of(target.query.begin(), target.query.begin() + static_cast<std::ptrdiff_t>(i),
+                                   [&](const auto& earlier) { return earlier.first == name; });
+    if (again && !Repeatable(route, name)) {
+      finish(ErrorResponse(400, "invalid_argument",
+                           fmt::format("query parameter \"{}\" is given twice; give it once", name.substr(0, 64))));
+      return {};
+    }
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     const std::string shown = name.substr(0, 64);
     std::string hint = DidYouMean(shown, known);

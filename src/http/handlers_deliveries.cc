@@ -28,10 +28,10 @@ std::function<void()> Reserve(Context& c, const Call& call, Reply reply) {
   }
   const bool waits = parsed->wait_ms > 0;
   if (waits && c.metrics.waiting.load() + c.metrics.streams.load() >= c.options.max_waiting) {
-    reply(ErrorResponse(Status::ResourceExhausted(fmt::format(
-        "{} reserves and streams are already waiting, the most this server holds (--max-waiting); retry shortly "
-        "or use a shorter wait_ms",
-        c.options.max_waiting))));
+    reply(ErrorResponse(Status::ResourceExhausted(
+        fmt::format("{} reserves, streams and waits for an outcome are already waiting, the most this server holds "
+                    "(--max-waiting); retry shortly or use a shorter wait_ms",
+                    c.options.max_waiting))));
     return {};
   }
   if (waits) ++c.metrics.waiting;
@@ -75,9 +75,10 @@ HttpResponse Stream(Context& c, const Call& call) {
   if (Status s = ValidateQueueName(call.queue()); !s.ok()) return ErrorResponse(s);
   // A stream holds a waiting reserve most of its life: it counts against --max-waiting.
   if (c.metrics.waiting.load() + c.metrics.streams.load() >= c.options.max_waiting) {
-    return ErrorResponse(Status::ResourceExhausted(fmt::format(
-        "{} reserves and streams are already waiting, the most this server holds (--max-waiting); retry shortly",
-        c.options.max_waiting)));
+    return ErrorResponse(Status::ResourceExhausted(
+        fmt::format("{} reserves, streams and waits for an outcome are already waiting, the most this server holds "
+                    "(--max-waiting); retry shortly",
+                    c.options.max_waiting)));
   }
   HttpResponse r;
   r.content_type = "application/x-ndjson";

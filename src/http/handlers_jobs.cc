@@ -71,18 +71,30 @@ namespace {
 Result<std::optional<int64_t>> WaitMsOf(const Call& call) {
   const std::string* w = call.target.Query("wait_ms");
   if (!w) return std::optional<int64_t>();
-  if (w->empty() || w->size() > 5 || w->find_first_not_of("0123456789") != std::string::npos ||
-      std::stoll(*w) > Limits::kMaxWaitMs) {
-    return Status::InvalidArgument(fmt::format("wait_ms \"{}\" must be a number of milliseconds from 0 to {}",
-                                               w->substr(0, 20), Limits::kMaxWaitMs));
+  const size_t digits = w->find_first_not_of('0');  // leading zeros are no digits of the number
+  const std::string number = digits == std::string::npos ? "0" : w->substr(digits);
+  if (w->empty() || w->find_first_not_of("0123456789") != std::string::npos || number.size() > 5 ||
+      std::stoll(number) > Limits::kMaxWaitMs) {
+    return Status::InvalidArgument(fmt::format("wait_ms \"{}{}\" must be a number of milliseconds from 0 to {}",
+                                               w->substr(0, 20), w->size() > 20 ? "..." : "", Limits::kMaxWaitMs));
   }
-  return std::optional<int64_t>(std::stoll(*w));
+  return std::optional<int64_t>(std::stoll(number));
+}
+
+HttpResponse JobAnswer(const Result<Job>& job) {
+  return job.ok() ? JsonResponse(200, wire::WriteJobResponse(*job)) : ErrorResponse(job.status());
 }
 
 // A GET with wait_ms: answered by the store's wait (Queue::WaitOutcomeAsync), holding no thread;
-// it counts against --max-waiting as a waiting reserve does, and a hang-up ends it.
+// it counts against --max-waiting as a waiting reserve does, and a hang-up ends it. A server
+// with no room left still answers what needs no wait (a final job, none) as a GET does.
 std::function<void()> WaitForOutcome(Context& c, const Call& call, const JobRef& ref, int64_t wait_ms, Reply reply) {
   if (c.metrics.waiting.load() + c.metrics.streams.load() >= c.options.max_waiting) {
+    auto job = c.queue.Get(call.queue(), ref);
+    if (!job.ok() || IsFinal(job->state)) {
+      reply(JobAnswer(job));
+      return {};
+    }
     reply(ErrorResponse(Status::ResourceExhausted(
         fmt::format("{} reserves, streams and waits for an outcome are already waiting, the most this server holds "
                     "(--max-waiting); retry shortly or use a shorter wait_ms",
@@ -95,7 +107,7 @@ std::function<void()> WaitForOutcome(Context& c, const Call& call, const JobRef&
   const uint64_t handle =
       queue.WaitOutcomeAsync(call.queue(), ref, wait_ms, [&metrics, reply = std::move(reply)](Result<Job> job) {
         --metrics.waiting;
-        reply(job.ok() ? JsonResponse(200, wire::WriteJobResponse(*job)) : ErrorResponse(job.status()));
+        reply(JobAnswer(job));
       });
   if (handle == 0) return {};
   return [&queue, handle] { queue.CancelOutcomeWait(handle); };
@@ -126,9 +138,8 @@ std::function<void()> GetJob(Context& c, const Call& call, Reply reply) {
     reply(ErrorResponse(!ref.ok() ? ref.status() : wait_ms.status()));
     return {};
   }
-  if (!*wait_ms) {
-    auto job = c.queue.Get(call.queue(), *ref);
-    reply(job.ok() ? JsonResponse(200, wire::WriteJobResponse(*job)) : ErrorResponse(job.status()));
+  if (!*wait_ms || **wait_ms == 0) {  // none, or 0: a plain read
+    reply(JobAnswer(c.queue.Get(call.queue(), *ref)));
     return {};
   }
   return WaitForOutcome(c, call, *ref, **wait_ms, std::move(reply));

@@ -17,7 +17,7 @@ constexpr RouteSpec kRoutes[] = {
     {"GET", "/openapi.json", "this API as an OpenAPI 3.1 document (docs/openapi.yaml)", OpenApiJson},
     {"GET", "/v1/version", "the server's version, commit, store and durability", VersionJson},
     {"GET", "/v1/history", "recent stats of every queue, for the dashboard's charts (?queue=Q, repeated)", HistoryJson,
-     nullptr, false, "queue"},
+     nullptr, false, "queue*"},
     {"GET", "/v1/queues", "every queue with its stats", ListQueues},
     {"GET", "/v1/queues/{q}", "a queue's stats", Stats},
     {"DELETE", "/v1/queues/{q}", "delete an empty queue (?force=true: with its jobs)", DeleteQueue, nullptr, false,
@@ -96,10 +96,22 @@ std::vector<std::string_view> QueryParams(const RouteSpec& route) {
   std::string_view rest = route.query;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
-    out.push_back(rest.substr(0, comma));
+    std::string_view name = rest.substr(0, comma);
+    if (name.ends_with('*')) name.remove_suffix(1);
+    out.push_back(name);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
   return out;
+}
+
+bool Repeatable(const RouteSpec& route, std::string_view name) {
+  std::string_view rest = route.query;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == std::string(name) + "*") return true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return false;
 }
 
 std::string RouteName(size_t route) {

@@ -54,8 +54,10 @@ struct RouteSpec {
   std::string_view query = "";
 };
 
-// The route's query parameters, split.
+// The route's query parameters, split ("queue*" in RouteSpec::query: one that may be repeated).
 std::vector<std::string_view> QueryParams(const RouteSpec& route);
+// Whether the route takes `name` more than once; any other parameter given twice is refused.
+bool Repeatable(const RouteSpec& route, std::string_view name);
 
 // Every route, in the order docs/http-api.md documents them.
 std::span<const RouteSpec> Routes();

@@ -48,6 +48,7 @@ struct Trace {
   bool removed_in_doubt = false;
   bool cancelled_ok = false;          // a cancel by id answered ok
   std::set<std::string> ack_results;  // of its acks that answered ok or in doubt
+  std::vector<const Op*> waits;       // for its outcome
   bool may_be_dead = false;
   int64_t max_asked = 0;  // max_attempts its enqueue asked for (0: the queue's default)
 };
@@ -63,6 +64,7 @@ class Verifier {
     CheckAnswers();
     CheckDeliveries();
     CheckJobs();
+    CheckWaits();
     CheckKeys();
     CheckCounts();
     CheckLateness();
@@ -240,7 +242,7 @@ class Verifier {
             if (d) d->unsure = true;
           }
         }
-      } else if (op.op == "cancel" || op.op == "reschedule" || op.op == "get") {
+      } else if (op.op == "cancel" || op.op == "reschedule" || op.op == "get" || op.op == "wait") {
         const bool by_key = op.args.contains("key");
         if (by_key) {
           keyed_ops_[{q, op.args["key"].get<std::string>()}].push_back(&op);
@@ -259,6 +261,8 @@ class Verifier {
         } else if (op.op == "reschedule") {
           if (op.ok()) t.dues.insert(op.result["due"].get<int64_t>());
           else if (Doubtful(op.code)) t.due_unknown = true;
+        } else if (op.op == "wait" && (t.waits.push_back(&op), op.ok()) && op.result["state"] == "dead") {
+          t.may_be_dead = true;
         } else if (op.ok() && op.result["state"] == "dead") {
           t.may_be_dead = true;
         }
@@ -311,7 +315,8 @@ class Verifier {
       if (op.code == "unavailable" || op.code == "io_error") {
         Add("answered", "the store was unavailable outside any fault: " + op.message, {&op});
       }
-      const int64_t limit = op.op == "reserve" ? op.args.value("wait", int64_t{0}) * 1000 + 1'000'000 : 5'000'000;
+      const bool long_poll = op.op == "reserve" || op.op == "wait";
+      const int64_t limit = long_poll ? op.args.value("wait", int64_t{0}) * 1000 + 1'000'000 : 5'000'000;
       if (took > limit) {
         Add("answered", fmt::format("answered after {:.0f} ms; the limit is {:.0f} ms", took / 1e3, limit / 1e3),
             {&op});
@@ -567,7 +572,7 @@ class Verifier {
   // A completed job: its queue keeps completed jobs, an ack of it went well (or is in doubt), and
   // it shows that ack's result.
   void CheckCompleted(const Trace& t, const FinalJob& f) {
-    if (StartConfig::KeepCompletedMs(t.queue) == 0) {
+    if (StartConfig::KeepCompletedMs(t.queue) == 0 && !Waited(t)) {  // an ack keeps a waited job
       AddJob("result", fmt::format("job {} is completed in queue {}, which keeps no completed jobs", t.id, t.queue), t);
     } else if (t.ack_results.empty()) {
       AddJob("result", fmt::format("job {} is completed, but no ack of it answered ok", t.id), t);
@@ -577,6 +582,59 @@ class Verifier {
                          f.result.substr(0, 80)),
              t);
     }
+  }
+
+  // A wait answers a state that is not final only once its wait_ms has passed; completed with
+  // the result of an ack of the job that answered ok or is in doubt, begun before the answer;
+  // cancelled only after a cancel of the job (by id or by its key) was sent.
+  void CheckWaits() {
+    for (const auto& [id, t] : traces_) {
+      for (const Op* w : t.waits) {
+        if (!w->ok()) continue;
+        const std::string state = w->result["state"];
+        const int64_t wait_us = w->args.value("wait", int64_t{0}) * 1000;
+        if (state != "completed" && state != "dead" && state != "cancelled") {
+          // The server's timer starts after the request was sent: a wait that ran its course took
+          // at least wait_ms on the checker's clock (1 ms of slack for the two clocks' rounding).
+          if (w->t1 - w->t0 < wait_us - 1'000) {
+            AddJob("wait",
+                   fmt::format("a wait of {} ms answered job {} {} after {:.0f} ms, before the wait ended",
+                               wait_us / 1000, id, state, (w->t1 - w->t0) / 1e3),
+                   t);
+          }
+        } else if (state == "completed" && !AckedBefore(t, w->t1, w->result.value("result", std::string()))) {
+          AddJob("wait",
+                 fmt::format("a wait answered job {} completed, but no ack of it with that result was sent", id), t);
+        } else if (state == "cancelled" && !CancelledBefore(t, w->t1)) {
+          // Where writes are lost by design, a job a lost write took away is answered gone: cancelled.
+          AddJob(o_.loss_expected ? "lost" : "wait",
+                 fmt::format("a wait answered job {} cancelled, but no cancel of it was sent", id), t);
+        }
+      }
+    }
+  }
+
+  // Whether a wait for the job's outcome was sent, by id or by its key (answered or not: a server
+  // killed while it waited leaves the wait noted in a shared store until its end).
+  bool Waited(const Trace& t) const {
+    if (!t.waits.empty()) return true;
+    auto keyed = keyed_ops_.find({t.queue, t.key});
+    return !t.key.empty() && keyed != keyed_ops_.end() &&
+           std::any_of(keyed->second.begin(), keyed->second.end(), [](const Op* op) { return op->op == "wait"; });
+  }
+
+  bool AckedBefore(const Trace& t, int64_t before, const std::string& result) const {
+    if (!t.ack_results.contains(result)) return false;
+    return std::any_of(t.ops.begin(), t.ops.end(), [&](const Op* op) { return op->op == "ack" && op->t0 < before; }) ||
+           t.removed_in_doubt;
+  }
+
+  bool CancelledBefore(const Trace& t, int64_t before) const {
+    auto sent = [&](const Op* op) { return op->op == "cancel" && op->t0 < before && (op->ok() || Doubtful(op->code)); };
+    if (std::any_of(t.ops.begin(), t.ops.end(), sent)) return true;
+    auto keyed = key_cancels_.find({t.queue, t.key});
+    return !t.key.empty() && keyed != key_cancels_.end() &&
+           std::any_of(keyed->second.begin(), keyed->second.end(), sent);
   }
 
   void CheckJobs() {

@@ -12,6 +12,9 @@
 //   resurrected  nothing is delivered or present after an ack or cancel answered ok, but a job
 //                an ack kept completed (keep_completed_ms), while no cancel of it answered ok
 //   result       a completed job shows the result of an ack of it that answered ok (or in doubt)
+//   wait         a wait for an outcome answers a state that is not final only once its wait_ms
+//                passed; completed only with the result of an ack of the job sent before the
+//                answer; cancelled only after a cancel of it was sent
 //   keys         no two live jobs share a key
 //   answered     every request is answered; a long poll within wait_ms + 1 s, anything else
 //                within 5 s; no internal errors, no 503 outside a fault. The workers stop

@@ -395,4 +395,72 @@ TEST(Verify, ACompletedJobShowsTheResultOfAnAckThatWentWell) {
   EXPECT_EQ(Kinds(Verify(other.history(), f, {})), std::vector<std::string>{"result"});
 }
 
+namespace {
+
+// A wait sent at at_ms, answered took_ms later with the job in `state` (and `result`).
+void AddWait(HistoryBuilder& b, int64_t at_ms, int64_t wait_ms, int64_t took_ms, const std::string& state,
+             const std::string& result = "") {
+  Json r = {{"id", kId}, {"state", state}, {"att", 1}, {"key", ""}};
+  if (state == "completed") r["result"] = result;
+  b.Add("wait", {{"id", kId}, {"wait", wait_ms}}, "ok", r, at_ms).t1 = kT0 + (at_ms + took_ms) * 1000;
+}
+
+}  // namespace
+
+TEST(Verify, AWaitAnswersAStateThatIsNotFinalOnlyOnceItsTimeIsUp) {
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0);
+  AddWait(b, 10, 50, 50, "scheduled");  // its full time
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Ack(kReceipt, 150, "ok", "7");
+  FinalState kept = Empty();  // queue q keeps nothing, but a waited job is kept for the wait
+  kept.stats["q"].completed = 1;
+  kept.metrics["q"].completed = 1;
+  kept.jobs[kId] = {true, "completed", "", 1, "7"};
+  HistoryBuilder waited = b;
+  AddWait(waited, 120, 1000, 31, "completed", "7");  // answered at the ack
+  const Report good = Verify(waited.history(), kept, {});
+  EXPECT_TRUE(good.anomalies.empty()) << good.anomalies.front().what;
+
+  HistoryBuilder early = b;
+  AddWait(early, 10, 500, 20, "ready");  // answered after 20 of its 500 ms, the job not final
+  AddWait(early, 120, 1000, 31, "completed", "7");
+  EXPECT_EQ(Kinds(Verify(early.history(), kept, {})), std::vector<std::string>{"wait"});
+
+  HistoryBuilder other_result = b;
+  AddWait(other_result, 120, 1000, 31, "completed", "8");
+  EXPECT_EQ(Kinds(Verify(other_result.history(), kept, {})), std::vector<std::string>{"wait"});
+
+  HistoryBuilder uncancelled;
+  uncancelled.Enqueue(kId, 100, 0);
+  AddWait(uncancelled, 10, 1000, 5, "cancelled");  // no cancel was ever sent
+  FinalState gone = Empty();
+  gone.jobs[kId] = {false, "", "", 0, ""};
+  auto kinds = Kinds(Verify(uncancelled.history(), gone, {}));
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "wait"), kinds.end());
+  HistoryBuilder cancelled;
+  cancelled.Enqueue(kId, 5'000, 0);
+  cancelled.Cancel(kId, 8);
+  AddWait(cancelled, 5, 1000, 4, "cancelled");
+  const Report fine = Verify(cancelled.history(), gone, {});
+  EXPECT_TRUE(fine.anomalies.empty()) << fine.anomalies.front().what;
+}
+
+// Found by the short check on Redis: a wait by key sent while the server was killed (answered 503,
+// so no id) stays noted in the shared store until its end, and the job's ack keeps the job
+// completed for it: a queue that keeps nothing shows it completed, which is no anomaly.
+TEST(Verify, AJobKeptForAWaitByKeyThatNeverAnsweredIsNoResultAnomaly) {
+  HistoryBuilder b;
+  b.EnqueueKeyed(kId, "k3", 100, 0);
+  b.Add("wait", {{"key", "k3"}, {"wait", 500}}, "unavailable", Json::object(), 10);
+  b.Reserve(kId, kReceipt, 1, 100, 100);
+  b.Ack(kReceipt, 150, "ok", "7");
+  FinalState kept = Empty();
+  kept.stats["q"].completed = 1;
+  kept.metrics["q"].completed = 1;
+  kept.jobs[kId] = {true, "completed", "k3", 1, "7"};
+  const Report r = Verify(b.history(), kept, {});
+  EXPECT_EQ(Kinds(r), std::vector<std::string>{"answered"}) << "the 503 outside a fault, and nothing else";
+}
+
 }  // namespace delayq::check

@@ -349,13 +349,13 @@ class Worker {
     Json a = Json::object();
     JobRef ref = SomeRef(&queue, a);
     const double p = std::uniform_real_distribution<double>(0, 1)(rng_);
-    if (p < 0.35) {
+    if (p < 0.3) {
       Do("cancel", queue, a, [&](Json&, std::string& m) {
         Status s = client_->Cancel(queue, ref);
         m = s.message();
         return std::string(Name(s.code()));
       });
-    } else if (p < 0.7) {
+    } else if (p < 0.6) {
       When when;
       when.delay_ms = Uniform(0, o_.max_delay_ms);
       a["d"] = *when.delay_ms;
@@ -368,6 +368,8 @@ class Worker {
         r = {{"id", job->id}, {"due", job->due_at_ms}, {"state", JobStateName(job->state)}, {"att", job->attempt}};
         return std::string("ok");
       });
+    } else if (p < 0.8) {
+      Wait(queue, ref, a);
     } else {
       Do("get", queue, a, [&](Json& r, std::string& m) {
         auto job = client_->Get(queue, ref);
@@ -380,6 +382,23 @@ class Worker {
         return std::string("ok");
       });
     }
+  }
+
+  // A wait for the job's outcome, up to a second: answered at the job's end (completed with its
+  // result, dead, cancelled) or at the wait's end with the job as it then is.
+  void Wait(const std::string& queue, const JobRef& ref, Json a) {
+    const int64_t wait = Uniform(0, 1'000);
+    a["wait"] = wait;
+    Do("wait", queue, a, [&](Json& r, std::string& m) {
+      auto job = client_->WaitOutcome(queue, ref, wait);
+      if (!job.ok()) {
+        m = job.status().message();
+        return std::string(Name(job.code()));
+      }
+      r = {{"id", job->id}, {"state", JobStateName(job->state)}, {"att", job->attempt}, {"key", job->key}};
+      if (job->state == JobState::kCompleted) r["result"] = job->result;
+      return std::string("ok");
+    });
   }
 
   // Requests that must fail, each with the code it must get.

@@ -14,19 +14,10 @@
 
 #include "conformance/helpers.h"
 #include "conformance/queue_conformance.h"
+#include "support/outcome_wait.h"
 
 namespace delayq::testing {
 namespace {
-
-using Outcome = std::future<Result<delayq::Job>>;
-
-// Starts a wait; the future is ready when it is answered.
-Outcome WaitFor(Queue& q, const std::string& queue, const JobRef& ref, int64_t wait_ms) {
-  auto promise = std::make_shared<std::promise<Result<delayq::Job>>>();
-  auto future = promise->get_future();
-  q.WaitOutcomeAsync(queue, ref, wait_ms, [promise](Result<delayq::Job> job) { promise->set_value(std::move(job)); });
-  return future;
-}
 
 bool Answered(Outcome& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
 
@@ -50,14 +41,14 @@ TEST_P(QueueConformance, AWaitAnswersAtTheAckWithItsResultThoughNothingIsKept) {
   EnqueueRequest r = Job("order-9");
   r.key = "order-9";
   const Reserved job = EnqueueAndReserve(q(), queue, r);
-  Outcome by_id = WaitFor(q(), queue, JobRef::ById(job.id), kLong);
-  Outcome by_key = WaitFor(q(), queue, JobRef::ByKey("order-9"), kLong);
+  Outcome by_id = WaitOn(q(), queue, JobRef::ById(job.id), kLong);
+  Outcome by_key = WaitOn(q(), queue, JobRef::ByKey("order-9"), kLong);
   h_->AwaitOpenWaits(2);
   EXPECT_FALSE(Answered(by_id)) << "a reserved job is not final: the wait goes on";
   ASSERT_TRUE(q().Ack(queue, AckRequest{job.receipt, R"({"paid": 1999})"}).ok());
 
   for (Outcome* f : {&by_id, &by_key}) {
-    auto outcome = Await(*f);
+    auto outcome = AwaitOutcome(*f);
     ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
     EXPECT_EQ(outcome->id, job.id);
     EXPECT_EQ(outcome->state, JobState::kCompleted);
@@ -100,14 +91,14 @@ TEST_P(QueueConformance, AWaitAnswersDeadAtANackThatKillsNotAtOneThatRetries) {
   EnqueueRequest r = Job("y");
   r.max_attempts = 2;
   const Reserved job = EnqueueAndReserve(q(), queue, r);
-  Outcome outcome = WaitFor(q(), queue, JobRef::ById(job.id), kLong);
+  Outcome outcome = WaitOn(q(), queue, JobRef::ById(job.id), kLong);
   h_->AwaitOpenWaits(1);
   ASSERT_TRUE(q().Nack(queue, NackRequest{job.receipt, 0, "first try failed", false}).ok());
   auto again = ReserveEventually(*h_, queue);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_FALSE(Answered(outcome)) << "a nack that retries is no outcome";
   ASSERT_TRUE(q().Nack(queue, NackRequest{again[0].receipt, 0, "second try failed", false}).ok());
-  auto dead = Await(outcome);
+  auto dead = AwaitOutcome(outcome);
   ASSERT_TRUE(dead.ok()) << dead.status().ToString();
   EXPECT_EQ(dead->state, JobState::kDead);
   EXPECT_EQ(dead->attempt, 2);
@@ -120,15 +111,34 @@ TEST_P(QueueConformance, AWaitAnswersCancelledWithTheJobAsItWas) {
   r.when.delay_ms = 3'600'000;
   r.headers = {{"h", "v"}};
   const EnqueueResult made = MustEnqueue(q(), queue, r);
-  Outcome outcome = WaitFor(q(), queue, JobRef::ById(made.id), kLong);
+  Outcome outcome = WaitOn(q(), queue, JobRef::ById(made.id), kLong);
   h_->AwaitOpenWaits(1);
   ASSERT_TRUE(q().Cancel(queue, JobRef::ById(made.id)).ok());
-  auto cancelled = Await(outcome);
+  auto cancelled = AwaitOutcome(outcome);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
   EXPECT_EQ(cancelled->state, JobState::kCancelled);
   EXPECT_EQ(cancelled->id, made.id);
   EXPECT_EQ(cancelled->payload, "reminder");
   EXPECT_EQ(cancelled->headers, (Headers{{"h", "v"}}));
+}
+
+// Found by a hostile try: on the embedded store a queue deleted with force left the waits on its
+// jobs to their end (then answered cancelled); Redis and PostgreSQL announced it at once.
+TEST_P(QueueConformance, AWaitOnAJobOfAQueueDeletedWithForceAnswersCancelledAtOnce) {
+  const std::string queue = QueueName();
+  const EnqueueResult later = MustEnqueue(q(), queue, Job("later", 3'600'000));
+  const Reserved held = EnqueueAndReserve(q(), queue, Job("held"));
+  const auto start = std::chrono::steady_clock::now();
+  Outcome a = WaitOn(q(), queue, JobRef::ById(later.id), 20'000), b = WaitOn(q(), queue, JobRef::ById(held.id), 20'000);
+  h_->AwaitOpenWaits(2);
+  auto deleted = q().DeleteQueue(queue, true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  for (Outcome* f : {&a, &b}) {
+    auto outcome = AwaitOutcome(*f);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+    EXPECT_EQ(outcome->state, JobState::kCancelled);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "answered at the delete";
 }
 
 TEST_P(QueueConformance, AWaitEndsAtItsTimeWithTheJobAsItIs) {
@@ -181,8 +191,8 @@ TEST_P(QueueConformance, ManyWaitsOnManyJobsEachGetTheirOwnOutcome) {
     jobs.push_back({MustEnqueue(q(), queue, r).id, ""});
   }
   std::vector<Outcome> waits, twins;
-  for (const auto& j : jobs) waits.push_back(WaitFor(q(), queue, JobRef::ById(j.id), kLong));
-  for (int i = 0; i < kJobs; i += 3) twins.push_back(WaitFor(q(), queue, JobRef::ById(jobs[i].id), kLong));
+  for (const auto& j : jobs) waits.push_back(WaitOn(q(), queue, JobRef::ById(j.id), kLong));
+  for (int i = 0; i < kJobs; i += 3) twins.push_back(WaitOn(q(), queue, JobRef::ById(jobs[i].id), kLong));
   h_->AwaitOpenWaits(static_cast<int64_t>(waits.size() + twins.size()));
   // A third cancelled, then the rest reserved: half acked with a result, half nacked to death, from
   // two threads at once.
@@ -205,7 +215,7 @@ TEST_P(QueueConformance, ManyWaitsOnManyJobsEachGetTheirOwnOutcome) {
   finish(0);
   other.join();
   for (int i = 0; i < kJobs; ++i) {
-    auto outcome = Await(waits[static_cast<size_t>(i)]);
+    auto outcome = AwaitOutcome(waits[static_cast<size_t>(i)]);
     ASSERT_TRUE(outcome.ok()) << i << ": " << outcome.status().ToString();
     EXPECT_EQ(outcome->id, jobs[static_cast<size_t>(i)].id);
     const JobState want = i % 3 == 2 ? JobState::kCancelled : i % 2 == 0 ? JobState::kCompleted : JobState::kDead;
@@ -215,7 +225,7 @@ TEST_P(QueueConformance, ManyWaitsOnManyJobsEachGetTheirOwnOutcome) {
     }
   }
   for (size_t t = 0; t < twins.size(); ++t) {
-    auto outcome = Await(twins[t]);
+    auto outcome = AwaitOutcome(twins[t]);
     ASSERT_TRUE(outcome.ok());
     EXPECT_EQ(outcome->id, jobs[t * 3].id) << "two waits on one job both get its outcome";
   }
@@ -228,12 +238,12 @@ TEST_P(QueueConformance, AWaitCancelledEarlyIsAnsweredAndTheOtherWaitGoesOn) {
   Outcome first = promise->get_future();
   const uint64_t handle = q().WaitOutcomeAsync(queue, JobRef::ById(job.id), kLong,
                                                [promise](Result<delayq::Job> j) { promise->set_value(std::move(j)); });
-  Outcome second = WaitFor(q(), queue, JobRef::ById(job.id), kLong);
+  Outcome second = WaitOn(q(), queue, JobRef::ById(job.id), kLong);
   h_->AwaitOpenWaits(2);
   q().CancelOutcomeWait(handle);
-  EXPECT_EQ(Await(first).status().code(), Code::kUnavailable) << "a wait ended early is answered";
+  EXPECT_EQ(AwaitOutcome(first).status().code(), Code::kUnavailable) << "a wait ended early is answered";
   ASSERT_TRUE(q().Ack(queue, job.receipt).ok());
-  auto outcome = Await(second);
+  auto outcome = AwaitOutcome(second);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_EQ(outcome->state, JobState::kCompleted);
 }
@@ -241,13 +251,13 @@ TEST_P(QueueConformance, AWaitCancelledEarlyIsAnsweredAndTheOtherWaitGoesOn) {
 TEST_P(QueueConformance, ARestartEndsTheWaitsAndAWaitAfterItGetsTheOutcome) {
   const std::string queue = QueueName();
   const Reserved job = EnqueueAndReserve(q(), queue, Job("r"));
-  Outcome outcome = WaitFor(q(), queue, JobRef::ById(job.id), kLong);
+  Outcome outcome = WaitOn(q(), queue, JobRef::ById(job.id), kLong);
   h_->AwaitOpenWaits(1);
   h_->Restart();
-  auto ended = Await(outcome);
+  auto ended = AwaitOutcome(outcome);
   EXPECT_EQ(ended.status().code(), Code::kUnavailable) << ended.status().ToString();
   // The client waits again; the job's delivery is still current (or ran out and comes again).
-  Outcome again = WaitFor(q(), queue, JobRef::ById(job.id), kLong);
+  Outcome again = WaitOn(q(), queue, JobRef::ById(job.id), kLong);
   h_->AwaitOpenWaits(1);
   Status acked = q().Ack(queue, AckRequest{job.receipt, "true"});
   if (!acked.ok()) {  // a store that lost the lease over the restart hands the job out again
@@ -255,7 +265,7 @@ TEST_P(QueueConformance, ARestartEndsTheWaitsAndAWaitAfterItGetsTheOutcome) {
     ASSERT_EQ(got.size(), 1u);
     ASSERT_TRUE(q().Ack(queue, AckRequest{got[0].receipt, "true"}).ok());
   }
-  auto done = Await(again);
+  auto done = AwaitOutcome(again);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   EXPECT_EQ(done->state, JobState::kCompleted);
   EXPECT_EQ(done->result, "true");

@@ -287,6 +287,9 @@ TEST_P(QueueConformance, ErrorMessagesAreTheSameOnEveryStore) {
   expect_text(q().Get("conf.no-such-queue." + std::to_string(::getpid()), JobRef::ById("x")).status(),
               errors::UnknownQueue("conf.no-such-queue." + std::to_string(::getpid())), "unknown queue");
   expect_text(q().Get(queue, JobRef::ById("nope")).status(), errors::NotAJobId("id", "nope"), "bad id");
+  // Redis and PostgreSQL had looked for the job of key "" (kNotFound), the embedded store refused it.
+  expect_text(q().Get(queue, JobRef::ByKey("")).status(), Status::InvalidArgument("give a job id or a key"),
+              "neither id nor key");
   expect_text(q().Get(queue, JobRef::ByKey("no-such-key")).status(), errors::NoJobWithKey(queue, "no-such-key"),
               "unknown key");
 

@@ -377,3 +377,80 @@ TEST(Server, RefusesAPortInUseWithAClearError) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// The requests waiting on the server (waiting reserves, streams' and waits for an outcome), as
+// /metrics says.
+int64_t OpenWaits(Client& client) {
+  auto text = client.Metrics();
+  const std::string name = "\ndelayq_reserve_waiting ";
+  const size_t at = text.ok() ? text->find(name) : std::string::npos;
+  return at == std::string::npos ? -1 : std::stoll(text->substr(at + name.size()));
+}
+
+bool OpenWaitsBecome(Client& client, int64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (OpenWaits(client) == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of the server's state
+  }
+  return false;
+}
+
+}  // namespace
+
+// Waits for an outcome hold no thread but count against --max-waiting (429 past it, naming it);
+// a client that hangs up ends its wait; SIGTERM answers the waits 503, "wait again".
+TEST(Server, WaitsForAnOutcomeAreBoundedEndedByAHangUpAndAnsweredAtSigterm) {
+  ServerProcess server({"--durability", "interval", "--max-waiting", "2"});
+  auto client = server.NewClient();
+  auto made = client->Enqueue("w", {.payload = "1", .when = {.delay_ms = 3'600'000}});
+  ASSERT_TRUE(made.ok());
+  const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const int a = ConnectFrom(server.port()), b = ConnectFrom(server.port(), "127.0.0.1", 30);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_EQ(::send(a, get.data(), get.size(), 0), static_cast<ssize_t>(get.size()));
+  ASSERT_EQ(::send(b, get.data(), get.size(), 0), static_cast<ssize_t>(get.size()));
+  ASSERT_TRUE(OpenWaitsBecome(*client, 2));
+  auto refused = client->WaitOutcome("w", JobRef::ById(made->id), 1'000);
+  EXPECT_EQ(refused.code(), Code::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("--max-waiting"), std::string::npos);
+  // Found by a hostile try: a full server refused what needs no wait (wait_ms=0, a final job,
+  // no such job) with 429 too.
+  auto now = client->WaitOutcome("w", JobRef::ById(made->id), 0);
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  EXPECT_EQ(now->state, JobState::kScheduled);
+  EXPECT_EQ(client->WaitOutcome("w", JobRef::ById("01M956X62ZASMB4DGHNCD299R2"), 1'000).code(), Code::kNotFound);
+  auto doomed = client->Enqueue("w", {.payload = "2", .max_attempts = 1});
+  ASSERT_TRUE(doomed.ok());
+  auto got = client->Reserve("w", {.max = 1});
+  ASSERT_TRUE(got.ok() && got->size() == 1);
+  ASSERT_TRUE(client->Nack("w", {(*got)[0].receipt, std::nullopt, "x", true}).ok());
+  auto dead = client->WaitOutcome("w", JobRef::ById(doomed->id), 1'000);
+  ASSERT_TRUE(dead.ok()) << dead.status().ToString();
+  EXPECT_EQ(dead->state, JobState::kDead);
+  // Leading zeros are no digits of the number (a final job: answered though the server is full).
+  for (const auto& [id, query] :
+       {std::pair{doomed->id, "wait_ms=00000000000000000000001"}, std::pair{made->id, "wait_ms=0"}}) {
+    EXPECT_EQ(StatusOf(RawExchange(server.port(), "GET /v1/queues/w/jobs/" + id + "?" + query +
+                                                      " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")),
+              200)
+        << query;
+  }
+  const std::string twice =
+      RawExchange(server.port(), "GET /v1/queues/w/jobs/" + made->id +
+                                     "?wait_ms=1&wait_ms=2 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(StatusOf(twice), 400) << twice;
+  EXPECT_NE(twice.find("given twice"), std::string::npos) << twice;
+  ::close(a);
+  EXPECT_TRUE(OpenWaitsBecome(*client, 1)) << "a hang-up ends its wait";
+  EXPECT_EQ(server.Terminate(), 0);
+  const std::string answer = ReadAll(b);
+  ::close(b);
+  EXPECT_EQ(StatusOf(answer), 503) << answer;
+  EXPECT_NE(answer.find("wait for the job again"), std::string::npos) << answer;
+}
+
+}  // namespace delayq::testing

@@ -21,6 +21,8 @@ export class Conflict extends DelayqError {}
 export class LeaseExpired extends Conflict {}
 export class Overloaded extends DelayqError {}
 export class Unavailable extends DelayqError {}
+/** The states a wait for an outcome ends on. */
+export const FINAL_STATES: readonly ['completed', 'dead', 'cancelled'];
 
 export function errorFor(status: number, code: string | null | undefined, message: string): DelayqError;
 export function toMs(value: Duration, what?: string): number;
@@ -125,7 +127,8 @@ export interface Job {
 export interface JobInfo {
   id: string;
   queue: string;
-  state: 'scheduled' | 'ready' | 'reserved' | 'dead' | 'completed';
+  /** 'cancelled' only in the answer of a wait (Client.wait): the job as a cancel deleted it. */
+  state: 'scheduled' | 'ready' | 'reserved' | 'dead' | 'completed' | 'cancelled';
   dueAt: number;
   attempt: number;
   maxAttempts: number;
@@ -177,6 +180,9 @@ export class Client {
   enqueue(queue: string, payload: unknown, opts?: JobOptions): Promise<EnqueueResult>;
   enqueueBatch(queue: string, jobs: WireJob[]): Promise<EnqueueResult[]>;
   get(queue: string, ref: JobRef): Promise<JobInfo>;
+  /** Waits for the job's outcome (completed with its result, dead or cancelled), or until `timeout`
+   *  (default 60 s) ends: the job as it then is. Asked again over a server restart (503). */
+  wait(queue: string, ref: JobRef | { id: string }, opts?: { timeout?: Duration }): Promise<JobInfo>;
   cancel(queue: string, ref: JobRef): Promise<boolean>;
   reschedule(queue: string, ref: JobRef, when: { delay?: Duration; delayMs?: number; deliverAt?: Timestamp }): Promise<JobInfo>;
   reserve(queue: string, opts?: { max?: number; wait?: Duration; lease?: Duration }): Promise<Job[]>;

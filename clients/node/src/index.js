@@ -37,6 +37,10 @@ export class Overloaded extends DelayqError {}
 /** 503 or no answer: the server is down, starting, stopping, or its store cannot serve now. */
 export class Unavailable extends DelayqError {}
 
+/** The states a wait for an outcome ends on (Client.wait), and the longest wait one request holds. */
+export const FINAL_STATES = Object.freeze(['completed', 'dead', 'cancelled']);
+const WAIT_MAX_MS = 60_000;
+
 const BY_CODE = {
   invalid_argument: InvalidArgument, unsupported_media_type: InvalidArgument, method_not_allowed: InvalidArgument,
   too_large: TooLarge, unauthenticated: Unauthorized, forbidden: Forbidden, not_found: NotFound, conflict: Conflict,
@@ -331,6 +335,35 @@ export class Client {
   async get(queue, ref) {
     const [path, query] = Client.#job(queue, ref);
     return jobInfo(await this.#call('GET', path, undefined, { query }));
+  }
+
+  /**
+   * Waits for the job's outcome: answers it once it is `completed` (its `result` is the one its ack
+   * carried, kept for this wait even with keep_completed_ms 0), `dead` or `cancelled`, or as it then
+   * is when `timeout` ("5m" or ms; default 60 s) ends: look at `state`. `ref` is the id, what
+   * enqueue, reserve or get answered, or {key}. The server is woken by the job's end, never polls;
+   * a wait longer than 60 s is made of waits of 60 s. A server that restarts (Unavailable) or is
+   * full (Overloaded) meanwhile is asked again until the timeout; NotFound when there is no such
+   * job (or it ended, not kept, before the wait began).
+   */
+  async wait(queue, ref, { timeout = 60_000 } = {}) {
+    let [path, query] = Client.#job(queue, ref?.id !== undefined ? { id: ref.id } : ref);
+    const deadline = performance.now() + toMs(timeout, 'timeout');
+    let pause = 100;
+    for (;;) {
+      const waitMs = Math.min(Math.max(0, Math.floor(deadline - performance.now())), WAIT_MAX_MS);
+      let info;
+      try {
+        info = jobInfo(await this.#call('GET', path, undefined, { query: { ...(query ?? {}), wait_ms: waitMs }, waitMs }));
+      } catch (e) {
+        if (!(e instanceof Unavailable || e instanceof Overloaded) || performance.now() + pause >= deadline) throw e;
+        await new Promise((resolve) => { setTimeout(resolve, pause); }); // a server starting again, or full
+        pause = Math.min(pause * 2, 2000);
+        continue;
+      }
+      if (FINAL_STATES.includes(info.state) || performance.now() >= deadline) return info;
+      [path, query] = Client.#job(queue, info.id); // by key: the job the key named at first
+    }
   }
 
   /** Deletes a scheduled, ready or dead job (NotFound when none, Conflict while reserved). */

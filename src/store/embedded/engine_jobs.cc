@@ -272,11 +272,11 @@ Result<Job> EngineImpl::JobViewLocked(QueueState* q, const Ulid& id, const JobRe
 
 Result<Job> EngineImpl::Get(std::string_view queue, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   Op op(*this, Op::kReads);
   DELAYQ_RETURN_IF_ERROR(op.status());
   QueueState* q = FindQueueLocked(queue);
-  if (!q) return UnknownQueue(queue);
+  if (!q) return UnknownQueue(queue);  // before the ref's own errors, on every store
+  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   Ulid id;
   JobRecord record;
   Status s = ResolveRefLocked(q, ref, &id, &record);

@@ -193,6 +193,7 @@ Result<int64_t> EngineImpl::DeleteQueue(std::string_view queue, bool force) {
   ready_entries_ -= q->ready.size();
   --queue_count_;
   const std::string name = q->name;
+  outcomes_.NotifyQueue(name, JobState::kCancelled);  // its waits end: their jobs are gone
   std::unique_ptr<QueueState> gone = std::move(queues_.find(name)->second);
   queues_.erase(name);
   if (waiters_.AnyIn(gone.get())) {

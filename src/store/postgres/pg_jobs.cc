@@ -234,10 +234,10 @@ Result<Job> PostgresQueue::GetById(const std::string& queue, const std::string& 
 
 Result<Job> PostgresQueue::Get(std::string_view queue_view, const JobRef& ref) {
   DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue_view));
-  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   const std::string queue(queue_view);
   auto config = ConfigOf(queue);
   if (!config.ok()) return config.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   if (!ref.id.empty()) {
     auto id = Ulid::Parse(ref.id);
     if (!id) return errors::NotAJobId("id", ref.id);

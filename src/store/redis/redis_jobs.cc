@@ -243,9 +243,9 @@ Result<Job> RedisQueue::ToJob(const std::string& queue, const Value& v) {
 }
 
 Result<Job> RedisQueue::Get(std::string_view queue_view, const JobRef& ref) {
-  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   auto info = Info(queue_view, false);
   if (!info.ok()) return info.status();
+  DELAYQ_RETURN_IF_ERROR(ValidateJobRef(ref));
   int shard = 0;
   if (!ref.id.empty()) {
     auto id = Ulid::Parse(ref.id);

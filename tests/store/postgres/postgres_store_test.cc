@@ -22,6 +22,7 @@
 #include "store/postgres/migrate.h"
 #include "store/postgres/pg_fixture.h"
 #include "store/postgres/postgres_queue.h"
+#include "support/outcome_wait.h"
 
 namespace delayq::testing {
 namespace {
@@ -78,6 +79,44 @@ TEST(PostgresStore, TwoServersOnOneDatabaseNeverHandOutAJobTwice) {
   EXPECT_EQ(acked.load(), kJobs);
   EXPECT_EQ(seen.size(), static_cast<size_t>(kJobs));
   for (int i = 0; i < kJobs; ++i) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << "job " << i;
+}
+
+// Waits on one server, the jobs' ends on another (and in an application's transaction, through
+// the SQL API): each wait is answered by the NOTIFY at its job's end's commit, long before its
+// 60 s end, and a cancel rolled back is no outcome.
+TEST(PostgresStore, AWaitOnOneServerIsAnsweredByAnEndOnAnotherOrInTheApplicationsTransaction) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto a = OpenStore(url), b = OpenStore(url);
+  EnqueueRequest once = Job("dies");
+  once.max_attempts = 1;
+  const std::string acked = b->Enqueue("w", Job("acked"))->id, dies = b->Enqueue("w", once)->id;
+  const std::string later = b->Enqueue("w", Job("later", 3'600'000))->id;
+  const auto start = std::chrono::steady_clock::now();
+  auto f_acked = WaitOn(*a, "w", JobRef::ById(acked)), f_dies = WaitOn(*a, "w", JobRef::ById(dies));
+  auto f_later = WaitOn(*a, "w", JobRef::ById(later));
+  auto got = b->Reserve("w", {.max = 2});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  for (const auto& d : *got) {
+    if (d.id == acked) {
+      ASSERT_TRUE(b->Ack("w", AckRequest{d.receipt, R"({"n": 1})"}).ok());
+    } else {
+      ASSERT_TRUE(b->Nack("w", NackRequest{d.receipt, 0, "no", false}).ok());
+    }
+  }
+  SharedPostgres().Psql(db, "BEGIN; SELECT delayq.cancel_job('w', '" + later + "'); ROLLBACK");
+  EXPECT_EQ(f_later.wait_for(200ms), std::future_status::timeout) << "a cancel rolled back is no outcome";
+  SharedPostgres().Psql(db, "SELECT delayq.cancel_job('w', '" + later + "')");
+  auto done = AwaitOutcome(f_acked), dead = AwaitOutcome(f_dies), cancelled = AwaitOutcome(f_later);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "woken by the ends, not by the waits' end";
+  ASSERT_TRUE(done.ok() && dead.ok() && cancelled.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(done->result, R"({"n": 1})");
+  EXPECT_EQ(dead->state, JobState::kDead);
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  EXPECT_EQ(cancelled->payload, "later");
+  EXPECT_EQ(SharedPostgres().Psql(db, "SELECT count(*) FROM delayq.waiting"), "0") << "each end took its row";
 }
 
 // A server whose cached config is older than the database's: a batch without keys goes in as one

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -18,6 +19,7 @@
 #include "integration/server_fixture.h"
 #include "store/redis/redis_fixture.h"
 #include "store/redis/redis_queue.h"
+#include "support/outcome_wait.h"
 
 namespace delayq::testing {
 namespace {
@@ -113,6 +115,55 @@ TEST(RedisStore, AReceiptFromOneServerIsGoodOnAnother) {
   std::string tampered = (*got)[1].receipt;
   tampered.back() = tampered.back() == '0' ? '1' : '0';
   EXPECT_EQ((*b)->Ack("signed", tampered).code(), Code::kInvalidArgument);
+}
+
+// Waits on one server, the jobs' ends on another: each wait is answered by the wake channel's
+// announcement, long before its 60 s end; with the waiting server's subscription killed just
+// before an ack (the announcement lost), its waits are read again once it is subscribed again.
+TEST(RedisStore, AWaitOnOneServerIsAnsweredByAnEndOnAnotherEvenOverALostSubscription) {
+  RedisServer redis;
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  auto a = redis::RedisQueue::Open(o), b = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EnqueueRequest once = Job("dies");
+  once.max_attempts = 1;
+  const std::string acked = (*b)->Enqueue("w", Job("acked"))->id, dies = (*b)->Enqueue("w", once)->id;
+  const std::string later = (*b)->Enqueue("w", Job("later", 3'600'000))->id;
+  const std::string lost = (*b)->Enqueue("w", Job("lost"))->id;
+  const auto start = std::chrono::steady_clock::now();
+  auto f_acked = WaitOn(**a, "w", JobRef::ById(acked)), f_dies = WaitOn(**a, "w", JobRef::ById(dies));
+  auto f_later = WaitOn(**a, "w", JobRef::ById(later));
+  auto got = (*b)->Reserve("w", {.max = 3});
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  std::string lost_receipt;
+  for (const auto& d : *got) {
+    if (d.id == acked) {
+      ASSERT_TRUE((*b)->Ack("w", AckRequest{d.receipt, "[1]"}).ok());
+    } else if (d.id == dies) {
+      ASSERT_TRUE((*b)->Nack("w", NackRequest{d.receipt, 0, "no", false}).ok());
+    } else {
+      lost_receipt = d.receipt;
+    }
+  }
+  ASSERT_TRUE((*b)->Cancel("w", JobRef::ById(later)).ok());
+  auto done = AwaitOutcome(f_acked), dead = AwaitOutcome(f_dies), cancelled = AwaitOutcome(f_later);
+  ASSERT_TRUE(done.ok() && dead.ok() && cancelled.ok());
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(done->result, "[1]");
+  EXPECT_EQ(dead->state, JobState::kDead);
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+
+  auto f_lost = WaitOn(**a, "w", JobRef::ById(lost));
+  ASSERT_TRUE((*b)->client().Call("", {"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  ASSERT_TRUE((*b)->Ack("w", AckRequest{lost_receipt, "2"}).ok());
+  auto after = AwaitOutcome(f_lost);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, JobState::kCompleted);
+  EXPECT_EQ(after->result, "2");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30))
+      << "woken by the ends, not by the waits' end";
 }
 
 // The store on `redis`, with the options `set` changes.

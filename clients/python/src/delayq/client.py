@@ -11,15 +11,21 @@ import http.client
 import json
 import ssl
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .durations import Duration, to_ms
-from .errors import DelayqError, Unavailable, error_for
+from .errors import DelayqError, Overloaded, Unavailable, error_for
 from .stream import QUIET_S, JobStream
 
 Timestamp = Union[int, str, datetime.datetime]
+
+
+# The states a wait for an outcome ends on (Client.wait), and the longest wait one request holds.
+FINAL_STATES = ("completed", "dead", "cancelled")
+WAIT_MAX_MS = 60_000
 
 
 @dataclass
@@ -57,7 +63,7 @@ class JobInfo:
 
     id: str
     queue: str
-    state: str  # scheduled | ready | reserved | dead | completed
+    state: str  # scheduled | ready | reserved | dead | completed | cancelled (only a wait answers it)
     due_at: int
     attempt: int
     max_attempts: int
@@ -395,6 +401,36 @@ class Client:
     def get(self, queue: str, id: Optional[str] = None, *, key: Optional[str] = None) -> JobInfo:
         path, query = self._job_path(queue, id, key)
         return _job_info(self._call("GET", path, query=query))
+
+    def wait(self, queue: str, job: Union[str, EnqueueResult, "Job", JobInfo, None] = None, timeout: Duration = 60_000,
+             *, key: Optional[str] = None) -> JobInfo:
+        """Waits for the job's outcome: answers it once it is ``completed`` (its ``result`` is the
+        one its ack carried, kept for this wait even with keep_completed_ms 0), ``dead`` or
+        ``cancelled``, or as it then is when ``timeout`` ("5m", ms, timedelta; default 60 s) ends:
+        look at ``state``. ``job`` is the id, or what enqueue, reserve or get answered; or give
+        ``key``. The server is woken by the job's end, never polls; a wait longer than 60 s is made
+        of waits of 60 s. A server that restarts (503, or no answer) or is full (429) meanwhile is
+        asked again until the timeout; NotFound when there is no such job (or it ended, not kept,
+        before the wait began)."""
+        job_id = job if isinstance(job, str) or job is None else job.id
+        path, query = self._job_path(queue, job_id, key)
+        deadline = time.monotonic() + to_ms(timeout, "timeout") / 1000
+        pause = 0.1
+        while True:
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            wait_ms = min(left_ms, WAIT_MAX_MS)
+            try:
+                info = _job_info(self._call("GET", path, query={**(query or {}), "wait_ms": wait_ms},
+                                            wait_s=wait_ms / 1000))
+            except (Unavailable, Overloaded):
+                if time.monotonic() + pause >= deadline:
+                    raise
+                time.sleep(pause)  # a server starting again, or one at --max-waiting: asked again
+                pause = min(pause * 2, 2.0)
+                continue
+            if info.state in FINAL_STATES or time.monotonic() >= deadline:
+                return info
+            path, query = self._job_path(queue, info.id, None)  # by key: the job the key named at first
 
     def cancel(self, queue: str, id: Optional[str] = None, *, key: Optional[str] = None) -> bool:
         """Deletes a scheduled, ready or dead job. NotFound when there is none; Conflict while
