@@ -1,5 +1,7 @@
 // Job routes: enqueue, listing by state (/jobs?state=S), and a job by id (/jobs/{id}) or by key
 // (/jobs?key=K): get (or wait for its outcome: ?wait_ms=N), reschedule, cancel.
+#include <fmt/format.h>
+
 #include "core/trace_context.h"
 #include "http/handlers.h"
 #include "http/response.h"
