@@ -174,7 +174,10 @@ void OutcomeWaiters::Loop() {
       if (deadlines_.empty()) {
         cv_.wait(lock);
       } else {
-        cv_.wait_until(lock, deadlines_.begin()->first);
+        // A copy: wait_until reads its deadline again after waking, when the entry may be gone
+        // (ASan found the reference to the map's node read after a cancel had freed it).
+        const Steady::time_point until = deadlines_.begin()->first;
+        cv_.wait_until(lock, until);
       }
     }
     std::map<std::string, std::optional<JobState>> jobs;

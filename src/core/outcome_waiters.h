@@ -58,6 +58,8 @@ class OutcomeWaiters {
   void Recheck();
   // Whether a wait here names that job (one atomic load while no one waits).
   bool Waited(std::string_view queue, std::string_view id) const;
+  // Whether any wait is open here: a hot path asks this before it spells an id for Waited/Notify.
+  bool any() const { return count_.load(std::memory_order_relaxed) > 0; }
   // Answers every wait kUnavailable, and later ones the same; ends the thread.
   void Close();
 

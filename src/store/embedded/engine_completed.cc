@@ -30,7 +30,7 @@ Status EngineImpl::PutCompletedLocked(QueueState* q, const ReceiptTarget& t, Job
 
 // Counts a job completed at completed_at_ms (after its write succeeded), and tells its waiters.
 void EngineImpl::NoteCompletedLocked(QueueState* q, const Ulid& id, int64_t completed_at_ms) {
-  outcomes_.Notify(q->name, id.ToString(), JobState::kCompleted);
+  if (outcomes_.any()) outcomes_.Notify(q->name, id.ToString(), JobState::kCompleted);
   ++q->completed;
   if (completed_at_ms < q->completed_floor_ms) {
     q->completed_floor_ms = completed_at_ms;

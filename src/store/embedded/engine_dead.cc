@@ -167,7 +167,7 @@ Result<int64_t> EngineImpl::PurgeDead(std::string_view queue) {
 
 // Counts a job that went dead at dead_at_ms (after its write succeeded), and tells its waiters.
 void EngineImpl::NoteDeathLocked(QueueState* q, const Ulid& id, int64_t dead_at_ms) {
-  outcomes_.Notify(q->name, id.ToString(), JobState::kDead);
+  if (outcomes_.any()) outcomes_.Notify(q->name, id.ToString(), JobState::kDead);
   ++q->dead;
   ++q->counters.dead;
   if (dead_at_ms < q->dead_floor_ms) {

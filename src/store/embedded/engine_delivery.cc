@@ -462,7 +462,7 @@ void EngineImpl::AckBatchLocked(Op& op, std::string_view queue, std::span<const 
     }
     PutAck(*storage_, queue, t, t.leased ? &leases_.at(t.id) : nullptr, record, now_ms, *batch);
     // (The batch is not written yet: the record is still where PutAck deletes it from.)
-    completed[i] = keep_completed || outcomes_.Waited(queue, t.id.ToString());
+    completed[i] = keep_completed || (outcomes_.any() && outcomes_.Waited(queue, t.id.ToString()));
     if (completed[i]) return PutCompletedLocked(q, t, record, requests[i].result, now_ms, *batch);
     return Status::Ok();
   });

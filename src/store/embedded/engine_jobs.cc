@@ -335,7 +335,7 @@ Status EngineImpl::CancelLocked(Op& op, std::string_view queue, const JobRef& re
     } else {
       UnplaceLocked(q, key);
       --q->live;
-      outcomes_.Notify(queue, id.ToString(), JobState::kCancelled);
+      if (outcomes_.any()) outcomes_.Notify(queue, id.ToString(), JobState::kCancelled);
     }
   }
   return Status::Ok();
