@@ -38,20 +38,23 @@ uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t
     return 0;
   }
   uint64_t handle = 0;
+  Status refused;  // answered after the lock: `done` may call in again
   {
     std::lock_guard lock(mu_);
     if (closed_) {
-      done(Closed());
-      return 0;
-    }
-    if (count_.load() >= Limits::kMaxOutcomeWaiters) {
-      done(Status::ResourceExhausted(
+      refused = Closed();
+    } else if (count_.load() >= Limits::kMaxOutcomeWaiters) {
+      refused = Status::ResourceExhausted(
           fmt::format("{} waits for an outcome are already open, the most one store holds; retry shortly or wait on "
                       "fewer jobs at once",
-                      Limits::kMaxOutcomeWaiters)));
-      return 0;
+                      Limits::kMaxOutcomeWaiters));
+    } else {
+      handle = AddLocked(queue, *job, wait_ms, std::move(done));
     }
-    handle = AddLocked(queue, *job, wait_ms, std::move(done));
+  }
+  if (!refused.ok()) {
+    done(std::move(refused));
+    return 0;
   }
   // Registered first, read again second: a transition after this read notifies the waiter; one
   // before it is what the read sees.
