@@ -198,10 +198,7 @@ class HttpClient final : public Client {
 
   Result<Job> WaitCall(std::string_view queue, const JobRef& ref, int64_t wait_ms, client::RequestCancel* cancel) {
     DELAYQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-    if (wait_ms < 0 || wait_ms > Limits::kMaxWaitMs) {
-      return Status::InvalidArgument(
-          fmt::format("wait_ms is {}; it must be between 0 and {}", wait_ms, Limits::kMaxWaitMs));
-    }
+    DELAYQ_RETURN_IF_ERROR(ValidateWaitMs(wait_ms));
     std::string path = JobPath(queue, ref);
     path += fmt::format("{}wait_ms={}", path.find('?') == std::string::npos ? '?' : '&', wait_ms);
     auto r = Call("GET", path, "", wait_ms + pool_->timeout_ms(), cancel);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/mutant.h"
+#include "core/validate.h"
 
 namespace delayq {
 namespace {
@@ -27,9 +28,8 @@ std::string OutcomeWaiters::JobKey(std::string_view queue, std::string_view id) 
 }
 
 uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t wait_ms, JobCallback done) {
-  if (wait_ms < 0 || wait_ms > Limits::kMaxWaitMs) {
-    done(Status::InvalidArgument(
-        fmt::format("wait_ms is {}; it must be between 0 and {}", wait_ms, Limits::kMaxWaitMs)));
+  if (Status valid = ValidateWaitMs(wait_ms); !valid.ok()) {
+    done(std::move(valid));
     return 0;
   }
   auto job = hooks_.get(queue, ref);

@@ -119,12 +119,17 @@ Status ValidateConfig(const QueueConfig& c) {
   return Status::Ok();
 }
 
+Status ValidateWaitMs(int64_t wait_ms) {
+  if (wait_ms < 0 || wait_ms > Limits::kMaxWaitMs) {
+    return Status::InvalidArgument(
+        fmt::format("wait_ms is {}; it must be between 0 and {}", wait_ms, Limits::kMaxWaitMs));
+  }
+  return Status::Ok();
+}
+
 Status ValidateReserve(const ReserveRequest& r) {
   DELAYQ_RETURN_IF_ERROR(ValidateReserveMax(r.max));
-  if (r.wait_ms < 0 || r.wait_ms > Limits::kMaxWaitMs) {
-    return Status::InvalidArgument(
-        fmt::format("wait_ms is {}; it must be between 0 and {}", r.wait_ms, Limits::kMaxWaitMs));
-  }
+  DELAYQ_RETURN_IF_ERROR(ValidateWaitMs(r.wait_ms));
   if (r.max_bytes < 1 || r.max_bytes > Limits::kMaxReserveBytes) {
     return Status::InvalidArgument(
         fmt::format("max_bytes is {}; it must be between 1 and {} (256 MiB)", r.max_bytes, Limits::kMaxReserveBytes));

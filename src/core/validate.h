@@ -20,6 +20,8 @@ Status ValidateLeaseMs(int64_t lease_ms, std::string_view field = "lease_ms");
 // these before it narrows): a reserve's max (1..Limits::kMaxReserve) and max_attempts
 // (1..Limits::kMaxAttempts; `field` names it, "jobs[3].max_attempts").
 Status ValidateReserveMax(int64_t max);
+// A reserve's or a wait for an outcome's wait_ms: 0..Limits::kMaxWaitMs.
+Status ValidateWaitMs(int64_t wait_ms);
 Status ValidateMaxAttempts(int64_t max_attempts, std::string_view field = "max_attempts");
 Status ValidateKey(std::string_view key, std::string_view field = "key");
 // A job named by a well-formed id, or else by a key (not empty): what every store's Get checks
