@@ -173,23 +173,8 @@ void OutcomeWaiters::Close() {
 void OutcomeWaiters::Loop() {
   std::unique_lock lock(mu_);
   while (!closed_) {
-    if (notices_.empty()) {
-      if (deadlines_.empty()) {
-        cv_.wait(lock);
-      } else {
-        // A copy: wait_until reads its deadline again after waking, when the entry may be gone
-        // (ASan found the reference to the map's node read after a cancel had freed it).
-        const Steady::time_point until = deadlines_.begin()->first;
-        cv_.wait_until(lock, until);
-      }
-    }
-    std::map<std::string, std::optional<JobState>> jobs;
-    for (auto& [job, state] : notices_) jobs[job] = state;
-    notices_.clear();
-    const auto now = Steady::now();
-    for (auto d = deadlines_.begin(); d != deadlines_.end() && d->first <= now; ++d) {
-      jobs.try_emplace(waiters_.at(d->second).job, std::nullopt);
-    }
+    SleepLocked(lock);
+    std::map<std::string, std::optional<JobState>> jobs = TakeWorkLocked();
     if (jobs.empty()) continue;
     lock.unlock();
     std::vector<Answer> answers;
@@ -199,6 +184,45 @@ void OutcomeWaiters::Loop() {
     for (Answer& a : answers) a.done(std::move(a.job));
     lock.lock();
   }
+}
+
+// Until a notice, the earliest deadline or the retry of failed reads.
+void OutcomeWaiters::SleepLocked(std::unique_lock<std::mutex>& lock) {
+  if (!notices_.empty()) return;
+  std::optional<Steady::time_point> until = retry_at_;
+  // A copy: wait_until reads its deadline again after waking, when the entry may be gone (ASan
+  // found the reference to the map's node read after a cancel had freed it).
+  if (!deadlines_.empty() && (!until || deadlines_.begin()->first < *until)) until = deadlines_.begin()->first;
+  if (until) {
+    cv_.wait_until(lock, *until);
+  } else {
+    cv_.wait(lock);
+  }
+}
+
+// The jobs to read now: those noticed, those whose waits are due, and failed reads due again.
+std::map<std::string, std::optional<JobState>> OutcomeWaiters::TakeWorkLocked() {
+  std::map<std::string, std::optional<JobState>> jobs;
+  for (auto& [job, state] : notices_) jobs[job] = state;
+  notices_.clear();
+  const auto now = Steady::now();
+  if (retry_at_ && *retry_at_ <= now) {
+    for (auto& [job, state] : retries_) {
+      if (by_job_.contains(job) && !jobs.contains(job)) jobs[job] = state;
+    }
+    retries_.clear();
+    retry_at_.reset();
+  }
+  for (auto d = deadlines_.begin(); d != deadlines_.end() && d->first <= now; ++d) {
+    jobs.try_emplace(waiters_.at(d->second).job, std::nullopt);
+  }
+  return jobs;
+}
+
+void OutcomeWaiters::RetryLocked(const std::string& job, std::optional<JobState> notice) {
+  auto [it, added] = retries_.try_emplace(job, notice);
+  if (!added && notice) it->second = notice;
+  if (!retry_at_) retry_at_ = Steady::now() + std::chrono::milliseconds(kRetryReadMs);
 }
 
 // Reads `job` once and answers its waiters that the read settles: a final state, a job gone after
@@ -213,6 +237,7 @@ std::vector<OutcomeWaiters::Answer> OutcomeWaiters::Settle(const std::string& jo
   std::lock_guard lock(mu_);
   auto it = by_job_.find(job);
   if (it == by_job_.end()) return answers;
+  if (!read.ok() && !gone) RetryLocked(job, notice);  // the waits not due are settled by a later read
   const auto now = Steady::now();
   for (uint64_t handle : std::vector<uint64_t>(it->second)) {
     const Waiter& w = waiters_.at(handle);

@@ -65,6 +65,7 @@ class OutcomeWaiters {
 
  private:
   using Steady = std::chrono::steady_clock;
+  static constexpr int kRetryReadMs = 250;  // a failed read after a notice is tried again after this
   struct Waiter {
     std::string job;  // queue '\0' id
     std::string queue;
@@ -84,6 +85,10 @@ class OutcomeWaiters {
   std::unordered_map<std::string, std::vector<uint64_t>> by_job_;  // guarded by mu_
   std::multimap<Steady::time_point, uint64_t> deadlines_;          // guarded by mu_
   std::map<std::string, std::optional<JobState>> notices_;         // guarded by mu_: job -> state
+  // Notices whose read failed (the store was briefly unreachable): read again at retry_at_, so a
+  // wait is not left to its end because one read failed.
+  std::map<std::string, std::optional<JobState>> retries_;  // guarded by mu_
+  std::optional<Steady::time_point> retry_at_;              // guarded by mu_
   std::atomic<size_t> count_{0};
   uint64_t next_handle_ = 1;  // guarded by mu_
   bool closed_ = false;       // guarded by mu_
@@ -93,6 +98,9 @@ class OutcomeWaiters {
   uint64_t AddLocked(std::string_view queue, const Job& job, int64_t wait_ms, JobCallback done);
   std::optional<Waiter> TakeLocked(uint64_t handle);
   void Loop();
+  void SleepLocked(std::unique_lock<std::mutex>& lock);
+  std::map<std::string, std::optional<JobState>> TakeWorkLocked();
+  void RetryLocked(const std::string& job, std::optional<JobState> notice);
   std::vector<Answer> Settle(const std::string& job, std::optional<JobState> notice);
 };
 

@@ -267,6 +267,8 @@ class RedisQueue final : public Queue, private ScheduleStore {
   void SubscriberLoop();
   bool Subscribe(RedisClient::RawConnection& conn);
   void HandleWakeMessage(const Value& v);
+  static bool IsSubscribed(const Value& v);  // Redis's answer to PSUBSCRIBE
+  void CatchUp();
   void ServeWaiters(const std::string& queue);
   void Poke();
   // What an operation learned, for the scheduler: a lease deadline, a death (its retention

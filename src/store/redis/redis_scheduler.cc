@@ -418,15 +418,6 @@ bool RedisQueue::Subscribe(RedisClient::RawConnection& conn) {
     spdlog::warn("the Redis wake channel: {}; connecting again", sent.message());
     return true;
   }
-  outcomes_.Recheck();  // outcomes may have been missed while disconnected
-  {
-    std::lock_guard lock(mu_);  // messages may have been missed while disconnected
-    for (auto& [name, q] : queues_) {
-      q.check = true;
-      if (!q.waiters.empty()) ready_notices_.insert(name);  // a job may have come meanwhile
-    }
-    Poke();
-  }
   while (true) {
     // Nothing to do between messages: Close interrupts the read, so the timeout only bounds it.
     auto v = conn.Read(10'000);
@@ -438,8 +429,30 @@ bool RedisQueue::Subscribe(RedisClient::RawConnection& conn) {
       spdlog::warn("the Redis wake channel dropped ({}); reconnecting", v.status().message());
       return true;
     }
-    HandleWakeMessage(*v);
+    if (IsSubscribed(*v)) {
+      CatchUp();
+    } else {
+      HandleWakeMessage(*v);
+    }
   }
+}
+
+bool RedisQueue::IsSubscribed(const Value& v) {
+  return v.type == Value::kArray && !v.array.empty() && v.array[0].str == "psubscribe";
+}
+
+// What the channel may have missed while it was not subscribed: read again. Only once Redis has
+// confirmed the subscription: a message published after the PSUBSCRIBE was sent but before Redis
+// took it is lost, and a read made meanwhile may be older than it (a wait for an outcome then
+// waited until its end; a CI run caught it).
+void RedisQueue::CatchUp() {
+  outcomes_.Recheck();
+  std::lock_guard lock(mu_);
+  for (auto& [name, q] : queues_) {
+    q.check = true;
+    if (!q.waiters.empty()) ready_notices_.insert(name);  // a job may have come meanwhile
+  }
+  Poke();
 }
 
 }  // namespace delayq::redis

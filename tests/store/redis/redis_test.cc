@@ -14,11 +14,13 @@
 #include <set>
 #include <thread>
 
+#include "conformance/helpers.h"
 #include "conformance/queue_conformance.h"
 #include "delayq/clock.h"
 #include "integration/server_fixture.h"
 #include "store/redis/redis_fixture.h"
 #include "store/redis/redis_queue.h"
+#include "support/holding_proxy.h"
 #include "support/outcome_wait.h"
 
 namespace delayq::testing {
@@ -164,6 +166,42 @@ TEST(RedisStore, AWaitOnOneServerIsAnsweredByAnEndOnAnotherEvenOverALostSubscrip
   EXPECT_EQ(after->result, "2");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30))
       << "woken by the ends, not by the waits' end";
+}
+
+// What is published between a server sending PSUBSCRIBE and Redis taking it reaches no one: the
+// server reads again what it may have missed only once Redis confirms the subscription (it did so
+// right after sending, and a CI run had a wait go unanswered). A proxy holds the PSUBSCRIBE while
+// another server acks the job waited for and enqueues one a reserve waits for.
+TEST(RedisStore, WhatIsPublishedBeforeTheSubscriptionIsTakenIsReadAfterIt) {
+  RedisServer redis;
+  HoldingProxy proxy(redis.port(), "PSUBSCRIBE");
+  redis::RedisQueueOptions o;
+  o.url = redis.url();
+  o.safety_interval_ms = 60'000;  // only a wake message or the catch-up answers
+  auto b = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->Enqueue("w", Job("x")).ok());
+  auto reserved = (*b)->Reserve("w", {});
+  ASSERT_TRUE(reserved.ok() && reserved->size() == 1u);
+  const Delivery job = (*reserved)[0];
+  o.url = "redis://127.0.0.1:" + std::to_string(proxy.port());
+  auto a = redis::RedisQueue::Open(o);
+  ASSERT_TRUE(a.ok());
+  proxy.AwaitHeld(1);
+  auto waited = WaitOn(**a, "w", JobRef::ById(job.id));
+  auto reserve = ReserveWaiting(**a, "w", 60'000);
+  ASSERT_TRUE((*b)->Ack("w", AckRequest{job.receipt, "7"}).ok());
+  auto later = (*b)->Enqueue("w", Job("y"));
+  ASSERT_TRUE(later.ok());
+  proxy.Release();
+  auto done = AwaitOutcome(waited);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(done->result, "7");
+  auto got = Await(reserve);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, later->id);
 }
 
 // The store on `redis`, with the options `set` changes.

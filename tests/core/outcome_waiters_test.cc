@@ -1,0 +1,115 @@
+// OutcomeWaiters on its own, with a store faked by its hooks: what the conformance suite cannot
+// provoke on a real store (a read that fails after a notice).
+#include "core/outcome_waiters.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace delayq {
+namespace {
+
+// A store of one job whose state and read failures the test sets.
+class FakeStore {
+ public:
+  void Set(JobState state) {
+    std::lock_guard lock(mu_);
+    job_.state = state;
+  }
+  void FailReads(int n) {
+    std::lock_guard lock(mu_);
+    failures_ = n;
+  }
+  int reads() const {
+    std::lock_guard lock(mu_);
+    return reads_;
+  }
+  OutcomeWaiters::Hooks Hooks() {
+    return {[this](std::string_view, const JobRef&) -> Result<Job> {
+              std::lock_guard lock(mu_);
+              ++reads_;
+              if (failures_ > 0 && reads_ > 2) {  // the two reads of Wait itself succeed
+                --failures_;
+                return Status::Unavailable("the store is unreachable");
+              }
+              return job_;
+            },
+            nullptr};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Job job_ = [] {
+    Job j;
+    j.id = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+    j.state = JobState::kReserved;
+    return j;
+  }();
+  int failures_ = 0;
+  int reads_ = 0;
+};
+
+std::future<Result<Job>> StartWait(OutcomeWaiters& waiters, int64_t wait_ms) {
+  auto promise = std::make_shared<std::promise<Result<Job>>>();
+  auto future = promise->get_future();
+  waiters.Wait("q", JobRef::ById("01ARZ3NDEKTSV4RRFFQ69G5FAV"), wait_ms,
+               [promise](Result<Job> job) { promise->set_value(std::move(job)); });
+  return future;
+}
+
+// A guard against a hang, not a synchronisation.
+Result<Job> Answer(std::future<Result<Job>>& f) {
+  if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within 20 s";
+    return Status::Internal("no answer");
+  }
+  return f.get();
+}
+
+TEST(OutcomeWaiters, ANoticeWhoseReadFailsIsReadAgainNotLeftToTheWaitsEnd) {
+  FakeStore store;
+  OutcomeWaiters waiters(store.Hooks());
+  auto outcome = StartWait(waiters, 60'000);  // longer than the guard: only a read answers
+  store.Set(JobState::kCompleted);
+  store.FailReads(3);
+  waiters.Notify("q", "01ARZ3NDEKTSV4RRFFQ69G5FAV", JobState::kCompleted);
+  auto got = Answer(outcome);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->state, JobState::kCompleted);
+  EXPECT_GE(store.reads(), 2 + 3 + 1);  // Wait's two, the failed three, the one that answered
+}
+
+TEST(OutcomeWaiters, AWaitDueWhileItsStoreFailsIsAnsweredWithTheFailure) {
+  FakeStore store;
+  OutcomeWaiters waiters(store.Hooks());
+  store.FailReads(1'000'000);
+  auto outcome = StartWait(waiters, 1);
+  auto got = Answer(outcome);
+  EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
+}
+
+TEST(OutcomeWaiters, ANoticeForAJobNoOneWaitsForReadsNothing) {
+  FakeStore store;
+  OutcomeWaiters waiters(store.Hooks());
+  waiters.Notify("q", "01ARZ3NDEKTSV4RRFFQ69G5FAV", JobState::kCompleted);
+  waiters.Recheck();
+  EXPECT_EQ(store.reads(), 0);
+  EXPECT_FALSE(waiters.any());
+}
+
+TEST(OutcomeWaiters, CloseAnswersEveryOpenWaitAndRefusesLaterOnes) {
+  FakeStore store;
+  OutcomeWaiters waiters(store.Hooks());
+  auto first = StartWait(waiters, 60'000);
+  waiters.Close();
+  EXPECT_EQ(Answer(first).status().code(), Code::kUnavailable);
+  auto later = StartWait(waiters, 60'000);
+  EXPECT_EQ(Answer(later).status().code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace delayq
