@@ -37,36 +37,23 @@ uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t
     done(std::move(job));
     return 0;
   }
-  uint64_t handle = 0;
-  Status refused;  // answered after the lock: `done` may call in again
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) {
-      refused = Closed();
-    } else if (count_.load() >= Limits::kMaxOutcomeWaiters) {
-      refused = Status::ResourceExhausted(
-          fmt::format("{} waits for an outcome are already open, the most one store holds; retry shortly or wait on "
-                      "fewer jobs at once",
-                      Limits::kMaxOutcomeWaiters));
-    } else {
-      handle = AddLocked(queue, *job, wait_ms, std::move(done));
-    }
-  }
-  if (!refused.ok()) {
+  std::unique_lock lock(mu_);
+  if (Status refused = AdmitLocked(); !refused.ok()) {
+    lock.unlock();  // `done` may call in again
     done(std::move(refused));
     return 0;
   }
+  const uint64_t handle = AddLocked(queue, *job, wait_ms, std::move(done));
+  lock.unlock();
   // Registered first, read again second: a transition after this read notifies the waiter; one
   // before it is what the read sees.
   const std::string id = job->id;
   Status watched = hooks_.watch ? hooks_.watch(queue, id, wait_ms) : Status::Ok();
   auto again = watched.ok() ? hooks_.get(queue, JobRef{id, {}}) : Result<Job>(watched);
   if (again.ok() && !IsFinal(again->state)) return handle;
-  std::optional<Waiter> w;
-  {
-    std::lock_guard lock(mu_);
-    w = TakeLocked(handle);
-  }
+  lock.lock();
+  std::optional<Waiter> w = TakeLocked(handle);
+  lock.unlock();
   if (!w) return 0;  // answered meanwhile
   if (!again.ok() && again.status().code() == Code::kNotFound) {
     again = Status::NotFound(
@@ -75,6 +62,15 @@ uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t
   }
   w->done(std::move(again));
   return 0;
+}
+
+Status OutcomeWaiters::AdmitLocked() const {
+  if (closed_) return Closed();
+  if (count_.load() < Limits::kMaxOutcomeWaiters) return Status::Ok();
+  return Status::ResourceExhausted(
+      fmt::format("{} waits for an outcome are already open, the most one store holds; retry shortly or wait on "
+                  "fewer jobs at once",
+                  Limits::kMaxOutcomeWaiters));
 }
 
 uint64_t OutcomeWaiters::AddLocked(std::string_view queue, const Job& job, int64_t wait_ms, JobCallback done) {

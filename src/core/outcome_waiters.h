@@ -95,6 +95,7 @@ class OutcomeWaiters {
   std::thread thread_;        // started by the first wait that waits
 
   static std::string JobKey(std::string_view queue, std::string_view id);
+  Status AdmitLocked() const;  // why a new wait is refused, or Ok
   uint64_t AddLocked(std::string_view queue, const Job& job, int64_t wait_ms, JobCallback done);
   std::optional<Waiter> TakeLocked(uint64_t handle);
   void Loop();
