@@ -1,6 +1,7 @@
 // Client.wait against a real server: the outcome at the ack (with its result, nothing kept),
 // death, cancel, the timeout, hostile input, many waits at once, and a server killed and started
 // again under a wait.
+import http from 'node:http';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as delayq from '../src/index.js';
@@ -117,4 +118,30 @@ test('a wait outlives a server killed and started again', async () => {
     const info = await outcome;
     assert.deepEqual([info.state, info.result], ['completed', 'after the restart']);
   } finally { await s.stop(); }
+});
+
+// Found by a hostile try (the Python client's twin test): each turn looked the key up again, so a
+// wait whose job was cancelled and whose key was taken by a new job meanwhile answered the new
+// one. A stand-in server ends the first turn early, as a 60 s turn ends, and records what is asked.
+test('a wait by key waits for the job the key named when it began', async () => {
+  const asked = [];
+  const id = '01HZZZZZZZZZZZZZZZZZZZZZZZ';
+  const fake = http.createServer((req, res) => {
+    asked.push(req.url);
+    const state = asked.length < 3 ? 'scheduled' : 'completed';
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id, queue: 'w6', state, payload: 'first', result: state === 'completed' ? 1 : undefined }));
+  });
+  await new Promise((resolve) => { fake.listen(0, '127.0.0.1', resolve); });
+  try {
+    const c = new Client(`http://127.0.0.1:${fake.address().port}`);
+    const info = await c.wait('w6', { key: 'K' }, { timeout: '30s' });
+    assert.deepEqual([info.id, info.state, info.result], [id, 'completed', 1]);
+    assert.equal(asked.length, 3);
+    assert.match(asked[0], /^\/v1\/queues\/w6\/jobs\?(.*&)?key=K(&|$)/);
+    for (const url of asked.slice(1)) {
+      assert.match(url, new RegExp(`^/v1/queues/w6/jobs/${id}\\?`));
+      assert.doesNotMatch(url, /key=/);
+    }
+  } finally { fake.close(); }
 });
