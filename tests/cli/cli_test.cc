@@ -108,6 +108,33 @@ TEST_F(CliTest, AckKeepsAResultThatGetAndTheCompletedListingShow) {
   EXPECT_NE(Cli({"stats", "invoices"}).out.find("completed jobs kept: 1"), std::string::npos);
 }
 
+// `delayq wait` shows the outcome (exit 0), or at its --timeout the job as it is with exit 8 so a
+// script tells the two apart; a bad timeout or a job that is not there exits 2 or 3.
+TEST_F(CliTest, WaitShowsTheOutcomeOrExitsEightAtItsTimeout) {
+  RunResult later = Cli({"enqueue", "waits", R"({"n":1})", "--delay", "1h", "--key", "later"});
+  ASSERT_EQ(later.exit_code, 0) << later.err;
+  const std::string later_id = later.out.substr(later.out.find("enqueued ") + 9, 26);
+  RunResult w = Cli({"wait", "waits", later_id, "--timeout", "200ms"});
+  EXPECT_EQ(w.exit_code, 8) << w.err;
+  EXPECT_NE(w.out.find("state       scheduled"), std::string::npos) << w.out;
+  EXPECT_EQ(Cli({"wait", "waits", "--key", "later", "--timeout", "0s"}).exit_code, 8);
+
+  ASSERT_EQ(Cli({"config", "waits", "--keep-completed", "1h"}).exit_code, 0);
+  RunResult e = Cli({"enqueue", "waits", R"({"n":2})"});
+  const std::string id = e.out.substr(e.out.find("enqueued ") + 9, 26);
+  const std::string receipt = ReservedReceipt("waits");
+  ASSERT_EQ(Cli({"ack", "waits", receipt, "--result", R"({"paid": 7})"}).exit_code, 0);
+  RunResult done = Cli({"--json", "wait", "waits", id, "--timeout", "5m"});
+  ASSERT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_NE(done.out.find(R"("state":"completed")"), std::string::npos) << done.out;
+  EXPECT_NE(done.out.find(R"("result":{"paid": 7})"), std::string::npos) << "as the ack gave it: " << done.out;
+
+  RunResult bad = Cli({"wait", "waits", id, "--timeout", "soon"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--timeout"), std::string::npos) << bad.err;
+  EXPECT_EQ(Cli({"wait", "waits", "01HZZZZZZZZZZZZZZZZZZZZZZZ", "--timeout", "1s"}).exit_code, 3);
+}
+
 // `bench --lead` moves the window's start: 0ms makes jobs come due while others are still being
 // enqueued (what `make bench-peers` measures); a lead longer than the enqueue does not.
 // A typo names the nearest command, option or queue, creates nothing, and exits 2 (bad input) or 3
