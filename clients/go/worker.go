@@ -1,0 +1,255 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler does a job's work. It returns the job's result (nil: none; any value encoding/json
+// takes, up to 64 KiB of JSON) and the job is acked, or an error and the job is nacked with the
+// error's text as its last_error (the queue's back-off decides when it comes back, or it goes
+// dead). A panic is an error. ctx is cancelled when the job is no longer this handler's (its
+// lease was lost: another consumer may have it); a Worker's shutdown does not cancel it.
+type Handler func(ctx context.Context, job *Job) (result any, err error)
+
+// WorkerOptions configures NewWorker. Zero values take the defaults.
+type WorkerOptions struct {
+	Concurrency int           // handlers at a time (default 1, at most 1000)
+	Lease       time.Duration // each delivery's lease (default: the queue's lease_ms)
+	// How long one reserve waits for a job (default and most 5 s): a shutdown waits for the
+	// reserves under way, so that no job is leased to a worker that is gone.
+	Poll time.Duration
+	// Told of each handler's error and each result that could not be kept (the job is then acked
+	// without it). Called from the handler's goroutine.
+	OnError func(job *Job, err error)
+}
+
+// Worker runs a Handler for each job of a queue, Concurrency at a time: it reserves by
+// long-polling, keeps each running job's lease alive (a touch every third of it), acks or nacks
+// by the handler's answer, and backs off (100 ms doubling to 5 s) while the server cannot be
+// reached or cannot serve. Run until its context is cancelled: then it takes no new job, lets the
+// running handlers finish and settles them, and returns nil. A refusal no retry mends (a wrong
+// token, a bad queue name or option: ErrUnauthenticated, ErrForbidden, ErrInvalidArgument) stops
+// it, and Run returns that error.
+type Worker struct {
+	client  *Client
+	queue   string
+	handler Handler
+	o       WorkerOptions
+
+	acked, nacked, errs atomic.Int64
+
+	mu      sync.Mutex
+	running map[string]*running // job id -> its handler's delivery
+	failed  error
+}
+
+type running struct {
+	receipt string
+	lease   time.Duration
+	lost    context.CancelFunc
+}
+
+// MaxResultBytes is the most JSON a result may be (the server's limit).
+const MaxResultBytes = 65536
+
+// NewWorker checks the options: an error names a bad one.
+func NewWorker(c *Client, queue string, h Handler, o WorkerOptions) (*Worker, error) {
+	if _, err := queuePath(queue); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("delayq: the handler is nil")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.Concurrency < 1 || o.Concurrency > 1000 {
+		return nil, fmt.Errorf("delayq: Concurrency is %d; give 1..1000", o.Concurrency)
+	}
+	if o.Lease != 0 && (o.Lease < time.Second || o.Lease > 12*time.Hour) {
+		return nil, fmt.Errorf("delayq: Lease is %v; give 1s..12h, or 0 for the queue's", o.Lease)
+	}
+	if o.Poll <= 0 || o.Poll > 5*time.Second {
+		o.Poll = 5 * time.Second
+	}
+	return &Worker{client: c, queue: queue, handler: h, o: o, running: map[string]*running{}}, nil
+}
+
+// Acked, Nacked and Errors count the jobs acked and nacked, and the calls to the server that
+// failed (each retried, or left to the lease).
+func (w *Worker) Acked() int64  { return w.acked.Load() }
+func (w *Worker) Nacked() int64 { return w.nacked.Load() }
+func (w *Worker) Errors() int64 { return w.errs.Load() }
+
+// Run works until ctx is cancelled (nil) or a refusal no retry mends (that error).
+func (w *Worker) Run(ctx context.Context) error {
+	stop, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < w.o.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(stop, cancel)
+		}()
+	}
+	wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// One slot: reserve a job, run it, settle it, until stopped.
+func (w *Worker) loop(stop context.Context, fail context.CancelFunc) {
+	pause := 100 * time.Millisecond
+	for stop.Err() == nil {
+		// Not cancelled by the stop: a reserve cut off could lease a job to no one until its lease ends.
+		jobs, err := w.client.Reserve(context.Background(), w.queue, ReserveOptions{Max: 1, Wait: w.o.Poll, Lease: w.o.Lease})
+		if err != nil {
+			w.errs.Add(1)
+			if fatal(err) {
+				w.mu.Lock()
+				if w.failed == nil {
+					w.failed = err
+				}
+				w.mu.Unlock()
+				fail()
+				return
+			}
+			_ = sleep(stop, pause) // the server is down or cannot serve: again shortly
+			pause = minDuration(pause*2, 5*time.Second)
+			continue
+		}
+		pause = 100 * time.Millisecond
+		for i := range jobs {
+			w.handle(&jobs[i])
+		}
+	}
+}
+
+func (w *Worker) handle(job *Job) {
+	ctx, lost := context.WithCancel(context.Background())
+	defer lost()
+	lease := w.o.Lease
+	if lease == 0 && job.LeaseDeadline > 0 { // the queue's: as the server and this clock tell it
+		lease = time.Until(time.UnixMilli(job.LeaseDeadline))
+	}
+	if lease < time.Second {
+		lease = time.Second
+	}
+	r := &running{receipt: job.Receipt, lease: lease, lost: lost}
+	w.mu.Lock()
+	w.running[job.ID] = r
+	w.mu.Unlock()
+	done := make(chan struct{})
+	go w.keepAlive(job.ID, r, done)
+	result, err := w.call(ctx, job)
+	close(done)
+	w.mu.Lock()
+	delete(w.running, job.ID)
+	w.mu.Unlock()
+	w.settle(job, result, err)
+}
+
+// call runs the handler, a panic turned into an error.
+func (w *Worker) call(ctx context.Context, job *Job) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return w.handler(ctx, job)
+}
+
+func (w *Worker) keepAlive(id string, r *running, done <-chan struct{}) {
+	t := time.NewTicker(r.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.lease/3)
+		_, err := w.client.Touch(ctx, w.queue, r.receipt, TouchOptions{Lease: r.lease})
+		cancel()
+		if errors.Is(err, ErrLeaseExpired) || errors.Is(err, ErrNotFound) {
+			r.lost() // the job is no longer this handler's
+			return
+		}
+		if err != nil {
+			w.errs.Add(1)
+		}
+	}
+}
+
+func (w *Worker) settle(job *Job, result any, handlerErr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.client.timeout)
+	defer cancel()
+	var err error
+	if handlerErr != nil {
+		w.report(job, handlerErr)
+		text := handlerErr.Error()
+		if len(text) > 4000 {
+			text = text[:4000]
+		}
+		if _, err = w.client.Nack(ctx, w.queue, job.Receipt, NackOptions{Error: text}); err == nil {
+			w.nacked.Add(1)
+		}
+	} else {
+		result = w.keepable(job, result)
+		err = w.client.Ack(ctx, w.queue, job.Receipt, result)
+		if errors.Is(err, ErrInvalidArgument) && result != nil { // a result the server would not keep
+			w.errs.Add(1)
+			w.report(job, err)
+			err = w.client.Ack(ctx, w.queue, job.Receipt, nil)
+		}
+		if err == nil {
+			w.acked.Add(1)
+		}
+	}
+	if err != nil && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, ErrNotFound) {
+		w.errs.Add(1) // unsettled: the lease runs out and the job is delivered again
+	}
+}
+
+// keepable is the result, or nil (reported) when it is not JSON or is too large.
+func (w *Worker) keepable(job *Job, result any) any {
+	if result == nil {
+		return nil
+	}
+	text, err := marshal(result)
+	if err == nil && len(text) > MaxResultBytes {
+		err = fmt.Errorf("the result of job %s is %d bytes of JSON; at most %d are kept", job.ID, len(text), MaxResultBytes)
+	}
+	if err != nil {
+		w.errs.Add(1)
+		w.report(job, err)
+		return nil
+	}
+	return result
+}
+
+func (w *Worker) report(job *Job, err error) {
+	if w.o.OnError != nil {
+		w.o.OnError(job, err)
+	}
+}
+
+// Progress reports, from a handler, how far it has got with job (any value encoding/json takes,
+// up to 4 KiB of JSON), shown on the job while it runs; it touches the lease too.
+func (w *Worker) Progress(ctx context.Context, job *Job, value any) error {
+	w.mu.Lock()
+	r := w.running[job.ID]
+	w.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("delayq: job %s is not running in this worker", job.ID)
+	}
+	_, err := w.client.Touch(ctx, w.queue, r.receipt, TouchOptions{Lease: r.lease, Progress: value})
+	return err
+}
