@@ -10,6 +10,7 @@ packages=(
   chromium chromium-driver fuse3 libfuse3-dev faketime libssl-dev openssl
   python3 python3-pytest python3-venv python3-setuptools python3-wheel python3-yaml lua-check
   postgresql-15 libpq-dev python3-psycopg golang-go
+  openjdk-17-jdk-headless junit5
 )
 # Extra packages for one target (e.g. the fuzz build's clang), from the environment.
 read -r -a extra <<< "${DELAYQ_EXTRA_PACKAGES:-}"

@@ -1,0 +1,369 @@
+package dev.delayq;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BiConsumer;
+
+/**
+ * Runs a {@link Handler} for each job of a queue, {@code concurrency} at a time, on an executor
+ * the caller may pass: it reserves by long-polling, keeps each running job's lease alive (a touch
+ * every third of it), acks with the handler's return value as the job's result or nacks with its
+ * exception's text, and backs off (100 ms doubling to 5 s) while the server cannot be reached or
+ * cannot serve. {@link #close()} (or stop()) takes no new job, lets the running handlers finish and
+ * settles them. A refusal no retry mends (Unauthenticated, Forbidden, InvalidArgument: a wrong
+ * token, a bad queue name) stops the worker; {@link #run()} and {@link #close()} throw it.
+ *
+ * <pre>{@code
+ * try (Worker w = Worker.builder(client, "orders", job -> Map.of("cancelled", true)).concurrency(8).start()) {
+ *   ... // until the application stops
+ * }
+ * }</pre>
+ */
+public final class Worker implements AutoCloseable {
+  /** A job's work: its return value (null: none) is the job's result; an exception nacks the job. */
+  @FunctionalInterface
+  public interface Handler {
+    Object handle(Job job) throws Exception;
+  }
+
+  /** The most JSON a result may be (the server's limit). */
+  public static final int MAX_RESULT_BYTES = 65536;
+
+  private final Client client;
+  private final String queue;
+  private final Handler handler;
+  private final int concurrency;
+  private final Duration lease;
+  private final Duration poll;
+  private final BiConsumer<Job, Throwable> onError;
+  private final ExecutorService executor;
+  private final boolean ownExecutor;
+  private final ScheduledExecutorService keeper;
+  private final Map<String, Running> running = new ConcurrentHashMap<>();
+  private final AtomicBoolean stopping = new AtomicBoolean();
+  private final AtomicBoolean started = new AtomicBoolean();
+  private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
+  private final AtomicLong acked = new AtomicLong();
+  private final AtomicLong nacked = new AtomicLong();
+  private final AtomicLong errors = new AtomicLong();
+  private final CountDownLatch done;
+
+  private static final class Running {
+    volatile String receipt;
+    final Duration lease;
+    volatile long nextTouchNanos;
+
+    Running(String receipt, Duration lease) {
+      this.receipt = receipt;
+      this.lease = lease;
+      this.nextTouchNanos = System.nanoTime() + lease.toNanos() / 3;
+    }
+  }
+
+  private Worker(Builder b) {
+    this.client = b.client;
+    this.queue = b.queue;
+    this.handler = b.handler;
+    this.concurrency = b.concurrency;
+    this.lease = b.lease;
+    this.poll = b.poll;
+    this.onError = b.onError;
+    this.ownExecutor = b.executor == null;
+    this.executor = ownExecutor ? Executors.newFixedThreadPool(concurrency, r -> {
+      Thread t = new Thread(r, "delayq-worker");
+      t.setDaemon(true);
+      return t;
+    }) : b.executor;
+    this.keeper = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "delayq-keepalive");
+      t.setDaemon(true);
+      return t;
+    });
+    this.done = new CountDownLatch(concurrency);
+  }
+
+  public static Builder builder(Client client, String queue, Handler handler) {
+    return new Builder(client, queue, handler);
+  }
+
+  /** The worker's options; build() or start() checks them, naming a bad one. */
+  public static final class Builder {
+    private final Client client;
+    private final String queue;
+    private final Handler handler;
+    private int concurrency = 1;
+    private Duration lease;
+    private Duration poll = Duration.ofSeconds(5);
+    private BiConsumer<Job, Throwable> onError;
+    private ExecutorService executor;
+
+    private Builder(Client client, String queue, Handler handler) {
+      this.client = client;
+      this.queue = queue;
+      this.handler = handler;
+    }
+
+    /** Handlers at a time, 1..1000 (default 1). */
+    public Builder concurrency(int n) {
+      this.concurrency = n;
+      return this;
+    }
+
+    /** Each delivery's lease, 1 s..12 h (default: the queue's lease_ms). */
+    public Builder lease(Duration d) {
+      this.lease = d;
+      return this;
+    }
+
+    /** How long one reserve waits for a job (at most and default 5 s): close() waits for those under way. */
+    public Builder poll(Duration d) {
+      this.poll = d;
+      return this;
+    }
+
+    /** Told of each handler's exception and each result that could not be kept (the job is acked without it). */
+    public Builder onError(BiConsumer<Job, Throwable> f) {
+      this.onError = f;
+      return this;
+    }
+
+    /** Runs the slots on this executor (it needs concurrency threads free); the caller shuts it down. */
+    public Builder executor(ExecutorService e) {
+      this.executor = e;
+      return this;
+    }
+
+    public Worker build() {
+      Client.queuePath(queue);
+      if (client == null || handler == null) throw new DelayqException.InvalidArgument("the client and the handler are needed, not null");
+      if (concurrency < 1 || concurrency > 1000) throw new DelayqException.InvalidArgument("concurrency is " + concurrency + "; give 1..1000");
+      if (lease != null && (lease.compareTo(Duration.ofSeconds(1)) < 0 || lease.compareTo(Duration.ofHours(12)) > 0)) {
+        throw new DelayqException.InvalidArgument("the lease is " + lease + "; give 1 s..12 h, or none for the queue's");
+      }
+      if (poll == null || poll.isNegative() || poll.isZero() || poll.compareTo(Duration.ofSeconds(5)) > 0) poll = Duration.ofSeconds(5);
+      return new Worker(this);
+    }
+
+    /** Builds the worker and starts it in the background. */
+    public Worker start() {
+      Worker w = build();
+      w.start();
+      return w;
+    }
+  }
+
+  /** Starts the slots; returns at once. */
+  public Worker start() {
+    if (!started.compareAndSet(false, true)) throw new IllegalStateException("the worker was started already");
+    keeper.scheduleWithFixedDelay(this::keepLeases, 50, 50, TimeUnit.MILLISECONDS);
+    for (int i = 0; i < concurrency; i++) executor.execute(this::slot);
+    return this;
+  }
+
+  /** Starts the worker (if not yet) and blocks until it stopped; throws what stopped it, if anything did. */
+  public void run() throws InterruptedException {
+    if (!started.get()) start();
+    done.await();
+    finish();
+  }
+
+  /** Takes no new job; the running handlers finish. Any thread. */
+  public void stop() {
+    stopping.set(true);
+  }
+
+  public boolean stopping() {
+    return stopping.get();
+  }
+
+  /** Stops, waits until the running handlers are settled, and throws what stopped the worker, if anything did. */
+  @Override
+  public void close() {
+    stop();
+    if (started.get()) {
+      try {
+        done.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+    finish();
+  }
+
+  private void finish() {
+    keeper.shutdownNow();
+    if (ownExecutor) executor.shutdown();
+    RuntimeException f = failure.get();
+    if (f != null) throw f;
+  }
+
+  public long acked() {
+    return acked.get();
+  }
+
+  public long nacked() {
+    return nacked.get();
+  }
+
+  /** Calls to the server that failed (each retried, or left to the lease). */
+  public long errors() {
+    return errors.get();
+  }
+
+  /** What stopped the worker, or null. */
+  public RuntimeException failure() {
+    return failure.get();
+  }
+
+  // One slot: reserve a job, run it, settle it, until stopped.
+  private void slot() {
+    long pauseMs = 100;
+    try {
+      while (!stopping.get()) {
+        List<Job> jobs;
+        try {
+          jobs = client.reserve(queue, 1, poll, lease);
+        } catch (DelayqException.Unauthenticated | DelayqException.Forbidden | DelayqException.InvalidArgument e) {
+          errors.incrementAndGet();
+          failure.compareAndSet(null, e);
+          stop();
+          return;
+        } catch (DelayqException e) {
+          errors.incrementAndGet();
+          pause(pauseMs); // the server is down or cannot serve: again shortly
+          pauseMs = Math.min(pauseMs * 2, 5000);
+          continue;
+        }
+        pauseMs = 100;
+        for (Job job : jobs) handle(job);
+      }
+    } catch (RuntimeException bug) {
+      failure.compareAndSet(null, bug);
+      stop();
+    } finally {
+      done.countDown();
+    }
+  }
+
+  private void pause(long ms) {
+    long until = System.nanoTime() + ms * 1_000_000;
+    while (!stopping.get() && System.nanoTime() < until) {
+      try {
+        Thread.sleep(Math.min(50, ms)); // a back-off that sees a stop within 50 ms
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        stop();
+      }
+    }
+  }
+
+  private void handle(Job job) {
+    Duration l = lease;
+    if (l == null) l = Duration.ofMillis(Math.max(1000, job.leaseDeadline() - System.currentTimeMillis()));
+    Running r = new Running(job.receipt(), l);
+    running.put(job.id(), r);
+    Object result = null;
+    Throwable error = null;
+    try {
+      result = handler.handle(job);
+    } catch (Exception e) {
+      error = e;
+    } catch (Error e) {
+      running.remove(job.id());
+      throw e;
+    }
+    running.remove(job.id());
+    settle(job, r.receipt, result, error);
+  }
+
+  private void settle(Job job, String receipt, Object result, Throwable error) {
+    try {
+      if (error != null) {
+        report(job, error);
+        String text = error.getClass().getSimpleName() + ": " + error.getMessage();
+        client.nack(queue, receipt, null, text.length() > 4000 ? text.substring(0, 4000) : text, false);
+        nacked.incrementAndGet();
+        return;
+      }
+      Object kept = keepable(job, result);
+      try {
+        client.ack(queue, receipt, kept);
+      } catch (DelayqException.InvalidArgument refused) {
+        if (kept == null) throw refused;
+        errors.incrementAndGet(); // a result the server would not keep: acked without it
+        report(job, refused);
+        client.ack(queue, receipt, null);
+      }
+      acked.incrementAndGet();
+    } catch (DelayqException.LeaseExpired | DelayqException.NotFound e) {
+      // the job was delivered again meanwhile, or deleted: not ours to settle
+    } catch (DelayqException e) {
+      errors.incrementAndGet(); // unsettled: the lease runs out and the job is delivered again
+    }
+  }
+
+  private Object keepable(Job job, Object result) {
+    if (result == null) return null;
+    try {
+      String text = Json.write(result);
+      int size = text.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+      if (size > MAX_RESULT_BYTES) {
+        throw new IllegalArgumentException("the result of job " + job.id() + " is " + size + " bytes of JSON; at most " + MAX_RESULT_BYTES + " are kept");
+      }
+      return new Json.Raw(text);
+    } catch (IllegalArgumentException e) {
+      errors.incrementAndGet();
+      report(job, e);
+      return null;
+    }
+  }
+
+  private void report(Job job, Throwable error) {
+    if (onError == null) return;
+    try {
+      onError.accept(job, error);
+    } catch (RuntimeException raised) {
+      failure.compareAndSet(null, raised);
+      stop();
+    }
+  }
+
+  private void keepLeases() {
+    long now = System.nanoTime();
+    List<Running> due = new ArrayList<>();
+    for (Running r : running.values()) if (r.nextTouchNanos <= now) due.add(r);
+    for (Running r : due) {
+      r.nextTouchNanos = now + r.lease.toNanos() / 3;
+      try {
+        client.touch(queue, r.receipt, r.lease, null);
+      } catch (DelayqException.LeaseExpired | DelayqException.NotFound e) {
+        // settled meanwhile, or delivered again: nothing to keep alive
+      } catch (DelayqException e) {
+        errors.incrementAndGet();
+      }
+    }
+  }
+
+  /**
+   * From a handler: reports how far it has got with job (any JSON value up to 4 KiB), shown on the
+   * job while it runs; it touches the lease too. LeaseExpired or NotFound when the job is no longer
+   * this handler's.
+   */
+  public void progress(Job job, Object value) {
+    Running r = running.get(job.id());
+    if (r == null) throw new IllegalStateException("job " + job.id() + " is not running in this worker");
+    client.touch(queue, r.receipt, r.lease, value);
+    r.nextTouchNanos = System.nanoTime() + r.lease.toNanos() / 3;
+  }
+}

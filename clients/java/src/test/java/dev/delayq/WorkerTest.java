@@ -1,0 +1,191 @@
+package dev.delayq;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+class WorkerTest {
+  @Test
+  void acksWithTheResultNacksExceptionsAndReportsAResultItCannotKeep() throws Exception {
+    try (Server s = new Server()) {
+      Client c = Client.builder(s.url).build();
+      c.setConfig("w", Map.of("keep_completed_ms", 3_600_000));
+      Map<String, String> ids = new HashMap<>();
+      for (String what : List.of("ok", "fail", "crash", "huge")) ids.put(what, c.enqueue("w", NewJob.of(what).maxAttempts(1)).id());
+      List<String> reported = Collections.synchronizedList(new ArrayList<>());
+      AtomicInteger handled = new AtomicInteger();
+      Worker[] w = new Worker[1];
+      w[0] = Worker.builder(c, "w", job -> {
+        if (handled.incrementAndGet() == 4) w[0].stop();
+        switch ((String) job.payload()) {
+          case "fail" -> throw new IllegalStateException("card declined");
+          case "crash" -> throw new ArithmeticException("/ by zero");
+          case "huge" -> {
+            return "x".repeat(Worker.MAX_RESULT_BYTES);
+          }
+          default -> {
+            return Map.of("paid", 1999);
+          }
+        }
+      }).poll(Duration.ofMillis(200)).onError((job, e) -> reported.add(e.getMessage())).build();
+      w[0].run();
+      assertEquals(List.of("completed", "{\"paid\":1999}"), List.of(c.get("w", JobRef.id(ids.get("ok"))).state(),
+          Json.write(c.get("w", JobRef.id(ids.get("ok"))).result())));
+      JobInfo fail = c.get("w", JobRef.id(ids.get("fail")));
+      assertEquals(List.of("dead", "IllegalStateException: card declined"), List.of(fail.state(), fail.lastError()));
+      assertEquals("ArithmeticException: / by zero", c.get("w", JobRef.id(ids.get("crash"))).lastError());
+      JobInfo huge = c.get("w", JobRef.id(ids.get("huge")));
+      assertEquals("completed", huge.state());
+      assertNull(huge.result());
+      assertEquals(List.of(2L, 2L, 1L), List.of(w[0].acked(), w[0].nacked(), w[0].errors()));
+      assertEquals(3, reported.size(), reported.toString());
+      assertTrue(String.join("|", reported).contains("at most 65536 are kept"), reported.toString());
+    }
+  }
+
+  /** close() takes no new job but lets the running handlers finish, and settles them. */
+  @Test
+  void closeLetsTheRunningHandlersFinishOnTheCallersExecutorAndSettlesThem() throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    try (Server s = new Server()) {
+      Client c = Client.builder(s.url).build();
+      for (int i = 0; i < 6; i++) c.enqueue("g", NewJob.of(i));
+      CountDownLatch started = new CountDownLatch(4);
+      CountDownLatch release = new CountDownLatch(1);
+      Worker w = Worker.builder(c, "g", job -> {
+        started.countDown();
+        release.await();
+        return null;
+      }).concurrency(4).poll(Duration.ofMillis(200)).executor(pool).start();
+      assertTrue(started.await(30, TimeUnit.SECONDS));
+      w.stop();
+      release.countDown();
+      w.close();
+      Map<String, Object> stats = c.stats("g");
+      assertEquals(List.of(4L, 2L, 0L), List.of(w.acked(), ((Number) stats.get("ready")).longValue(),
+          ((Number) stats.get("reserved")).longValue()));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  /** A handler that outlasts its lease keeps the job: the worker touches it every third of the lease. */
+  @Test
+  void keepsTheLeaseOfAHandlerThatOutlastsIt() throws Exception {
+    try (Server s = new Server()) {
+      Client c = Client.builder(s.url).build();
+      String id = c.enqueue("slow", NewJob.of(1)).id();
+      Worker[] w = new Worker[1];
+      w[0] = Worker.builder(c, "slow", job -> {
+        w[0].stop();
+        for (int step = 0; ; step++) { // the work: until its first lease is 2 s over
+          w[0].progress(job, step);
+          JobInfo info = c.get("slow", JobRef.id(job.id()));
+          if (!info.state().equals("reserved") || info.attempt() != 1) throw new IllegalStateException("the job went " + info.state());
+          if (System.currentTimeMillis() > job.leaseDeadline() + 2000) return "outlasted";
+          Thread.sleep(100); // the handler's work, not a synchronisation
+        }
+      }).lease(Duration.ofSeconds(1)).poll(Duration.ofMillis(200)).build();
+      w[0].run();
+      assertEquals(List.of(1L, 0L), List.of(w[0].acked(), w[0].nacked()));
+      assertThrows(DelayqException.NotFound.class, () -> c.get("slow", JobRef.id(id)));
+    }
+  }
+
+  @Test
+  void stopsOnARefusalNoRetryMendsAndRefusesBadOptions() throws Exception {
+    try (Server s = new Server("--auth-token", "right")) {
+      Client wrong = Client.builder(s.url).token("wrong").build();
+      Worker w = Worker.builder(wrong, "q", job -> null).concurrency(3).build();
+      assertThrows(DelayqException.Unauthenticated.class, w::run);
+      Client c = Client.builder(s.url).token("right").build();
+      assertThrows(DelayqException.InvalidArgument.class, () -> Worker.builder(c, "q", job -> null).concurrency(0).build());
+      assertThrows(DelayqException.InvalidArgument.class, () -> Worker.builder(c, "q", job -> null).concurrency(1001).build());
+      assertThrows(DelayqException.InvalidArgument.class, () -> Worker.builder(c, "q", job -> null).lease(Duration.ofMillis(1)).build());
+      assertThrows(DelayqException.InvalidArgument.class, () -> Worker.builder(c, "", job -> null).build());
+      assertThrows(DelayqException.InvalidArgument.class, () -> Worker.builder(c, "q", null).build());
+    }
+  }
+
+  /** Producers, a worker and administration at once: every job is handled, none twice. */
+  @Test
+  void concurrentProducersAWorkerAndAdministrationLoseAndRepeatNothing() throws Exception {
+    try (Server s = new Server()) {
+      Client c = Client.builder(s.url).build();
+      Map<String, Integer> handled = new ConcurrentHashMap<>();
+      Set<String> wanted = ConcurrentHashMap.newKeySet();
+      Worker w = Worker.builder(c, "mixed", job -> {
+        handled.merge(job.id(), 1, Integer::sum);
+        return job.attempt();
+      }).concurrency(8).poll(Duration.ofMillis(200)).start();
+      ExecutorService producers = Executors.newFixedThreadPool(5);
+      List<java.util.concurrent.Future<?>> done = new ArrayList<>();
+      for (int p = 0; p < 4; p++) {
+        int producer = p;
+        done.add(producers.submit(() -> {
+          for (int i = 0; i < 50; i++) { // every fifth repeats the last key: a duplicate
+            String key = "p" + producer + "-" + (i - i % 5 / 4);
+            wanted.add(c.enqueue("mixed", NewJob.of(i).key(key).delay(Duration.ofMillis(i % 3))).id());
+          }
+        }));
+      }
+      done.add(producers.submit(() -> { // administration meanwhile, and requests that fail
+        for (int i = 0; i < 20; i++) {
+          c.pause("mixed");
+          c.resume("mixed");
+          c.setConfig("mixed", Map.of("max_attempts", 3 + i % 3));
+          c.stats("mixed");
+          c.jobs("mixed", "ready", 10, null);
+          assertThrows(DelayqException.InvalidArgument.class, () -> c.ack("mixed", "forged", null));
+        }
+      }));
+      for (var f : done) f.get(60, TimeUnit.SECONDS);
+      producers.shutdown();
+      c.resume("mixed");
+      Metrics.awaitDrained(c, "mixed");
+      w.close();
+      assertEquals(wanted, handled.keySet());
+      handled.forEach((id, n) -> assertEquals(1, n, "job " + id));
+    }
+  }
+
+  /** kill -9 of the server under a worker: it backs off, goes on once it is back; every job is handled. */
+  @Test
+  void backsOffThroughAServerKilledAndStartedAgain() throws Exception {
+    try (Server s = new Server("--durability", "sync")) {
+      Client c = Client.builder(s.url).timeout(Duration.ofSeconds(3)).build();
+      c.setConfig("k", Map.of("lease_ms", 2000));
+      int jobs = 40;
+      for (int i = 0; i < jobs; i++) c.enqueue("k", NewJob.of(i));
+      Set<String> seen = ConcurrentHashMap.newKeySet();
+      CountDownLatch half = new CountDownLatch(jobs / 2);
+      Worker w = Worker.builder(c, "k", job -> {
+        if (seen.add(job.id())) half.countDown();
+        return null;
+      }).concurrency(4).poll(Duration.ofMillis(200)).start();
+      assertTrue(half.await(30, TimeUnit.SECONDS));
+      s.kill();
+      s.start();
+      Metrics.awaitDrained(c, "k");
+      w.close();
+      assertEquals(jobs, seen.size());
+      assertTrue(w.errors() > 0, "the server was gone a while");
+    }
+  }
+}
