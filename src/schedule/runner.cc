@@ -233,30 +233,48 @@ Status ScheduleRunner::Enqueue(const StoredSchedule& s, const std::vector<int64_
 
 // Cancels the jobs of runs a change took off a schedule that are not yet due: each found by its
 // key, unless revision `keep` made it (the schedule's current revision, which may share a run's
-// key with the one it replaced).
-void ScheduleRunner::CancelRuns(const std::string& queue, const std::string& name, const std::vector<int64_t>& runs,
-                                const std::string& keep) {
-  const int64_t now = clock_->NowMs();
+// key with the one it replaced). The first failure to look or cancel (the store unreachable) is
+// answered: the runs stay named for the next writer.
+Status ScheduleRunner::CancelRuns(const std::string& queue, const std::string& name, const std::vector<int64_t>& runs,
+                                  const std::string& keep, int64_t now) {
   for (int64_t at : runs) {
     if (at <= now) continue;  // due already: a job like any other
     auto job = queue_.Get(queue, JobRef::ByKey(OccurrenceKey(name, at)));
-    if (!job.ok()) continue;  // not found: cancelled already, or never made
+    if (job.status().code() == Code::kNotFound) continue;  // cancelled already, or never made
+    if (!job.ok()) return Unfinished(name, queue, at, job.status());
     auto rev = job->headers.find(kScheduleRevisionHeader);
     if (!keep.empty() && rev != job->headers.end() && rev->second == keep) continue;
     Status st = queue_.Cancel(queue, JobRef::ById(job->id));
-    if (!st.ok() && st.code() != Code::kNotFound) {
-      spdlog::warn("schedule {} of queue {}: cancelling the job of its occurrence {}: {}", name, queue, at,
-                   st.ToString());
-    }
+    // Not found: gone meanwhile. Conflict: due and handed out meanwhile, a job like any other.
+    if (!st.ok() && st.code() != Code::kNotFound && st.code() != Code::kConflict)
+      return Unfinished(name, queue, at, st);
   }
+  return Status::Ok();
+}
+
+Status ScheduleRunner::Unfinished(const std::string& name, const std::string& queue, int64_t at, const Status& why) {
+  spdlog::warn("schedule {} of queue {}: cancelling the job of its occurrence {}: {} (the next writer tries again)",
+               name, queue, at, why.ToString());
+  return why;
 }
 
 // Finishes what a change left to do: cancels the runs it named in `cancelling`, then takes them off
-// by compare-and-set (`s` is then the state as stored). kConflict: it changed meanwhile.
+// by compare-and-set (`s` is then the state as stored). kConflict: it changed meanwhile; another
+// error: a cancel failed, and the runs stay named for the next writer.
+//
+// A named run that came due before it could be cancelled (the store was unreachable meanwhile)
+// runs as the job the change meant to cancel: the schedule counts it handled, so that its current
+// revision does not make that moment again as a missed run (delayq-check saw a PostgreSQL restart
+// during a replace deliver one moment twice: the old revision's job, then the new one's misfire).
 Status ScheduleRunner::FinishCancelling(StoredSchedule& s) {
   if (s.state.cancelling.empty()) return Status::Ok();
-  CancelRuns(s.queue, s.spec.name, s.state.cancelling, s.state.paused ? std::string() : Revision(s));
+  const int64_t now = clock_->NowMs();
+  DELAYQ_RETURN_IF_ERROR(
+      CancelRuns(s.queue, s.spec.name, s.state.cancelling, s.state.paused ? std::string() : Revision(s), now));
   StoredSchedule next = s;
+  for (int64_t at : s.state.cancelling) {
+    if (at <= now) next.state.handled_until_ms = std::max(next.state.handled_until_ms, at);
+  }
   next.state.cancelling.clear();
   DELAYQ_RETURN_IF_ERROR(store_.StoreSchedule(next, s.state.generation));
   s = std::move(next);

@@ -31,7 +31,10 @@
 //     cancels them and clears `cancelling`: a server that dies in between leaves them named, and
 //     the next writer (any server's pass, a delete) cancels them. A run's job carries the
 //     revision that made it (header delayq-schedule-rev), so a replace that shares run keys with
-//     the revision it replaced cancels the old jobs, never the new.
+//     the revision it replaced cancels the old jobs, never the new. A cancel that fails (the store
+//     unreachable) leaves the runs named; one that comes due before it could be cancelled runs as
+//     the old revision's job, and the schedule counts its moment handled, so that the new revision
+//     does not make that moment again as a missed run.
 //
 // Thread-safe. The thread only calls the store's public operations.
 #pragma once
@@ -87,8 +90,9 @@ class ScheduleRunner {
   RecurringSchedule View(const StoredSchedule& s, const Occurrences& occurrences, int64_t now_ms) const;
   // The schedule, or kNotFound naming it.
   Result<StoredSchedule> LoadExisting(const std::string& queue, std::string_view name);
-  void CancelRuns(const std::string& queue, const std::string& name, const std::vector<int64_t>& runs,
-                  const std::string& keep);
+  Status CancelRuns(const std::string& queue, const std::string& name, const std::vector<int64_t>& runs,
+                    const std::string& keep, int64_t now);
+  static Status Unfinished(const std::string& name, const std::string& queue, int64_t at, const Status& why);
   Status FinishCancelling(StoredSchedule& s);
   static void TakeOffComing(StoredSchedule& next, int64_t now);
   // Makes `occurrences` into jobs of the schedule (one batch). Their due times are the

@@ -3,6 +3,7 @@
 // the middle of a change would have left it.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <span>
@@ -34,6 +35,7 @@ class MemoryScheduleStore final : public ScheduleStore {
     return out;
   }
   Status StoreSchedule(const StoredSchedule& s, uint64_t expected) override {
+    if (down) return Status::Unavailable("the store is unreachable");
     std::lock_guard lock(mu_);
     auto& row = rows_[{s.queue, s.spec.name}];
     if (row.state.generation != expected) return Status::Conflict("changed");
@@ -50,6 +52,7 @@ class MemoryScheduleStore final : public ScheduleStore {
     rows_.erase(it);
     return Status::Ok();
   }
+  std::atomic<bool> down{false};  // writes fail while set (reads go on: the test's view)
 
  private:
   std::mutex mu_;
@@ -218,6 +221,62 @@ TEST(ScheduleRunner, AClaimedRunThatWasNeverMadeIsMadeByTheNextPass) {
   auto made = h.queue().Get(queue, JobRef::ByKey(OccurrenceKey("tick", at)));
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   EXPECT_EQ(made->due_at_ms, at);
+}
+
+// The store goes away in the middle of a replace: the change is stored, then its cancels of the
+// old revision's coming jobs fail, and so does every write until the store is back. The old jobs
+// come due meanwhile and are delivered. The new revision must not make those moments again as
+// missed runs (delayq-check on PostgreSQL saw one moment delivered twice across a restart: the
+// old revision's job, then the new revision's run_once misfire).
+class StoreGoesAway final : public ForwardingQueue<Queue> {
+ public:
+  StoreGoesAway(Queue& inner, MemoryScheduleStore& store) : ForwardingQueue<Queue>(inner), store_(store) {}
+  Status Cancel(std::string_view q, const JobRef& ref) override {
+    if (!armed && !store_.down) return inner().Cancel(q, ref);
+    armed = false;
+    store_.down = true;  // from this cancel on, until the test brings it back
+    return Status::Unavailable("the store closed the connection");
+  }
+  bool armed = false;
+
+ private:
+  MemoryScheduleStore& store_;
+};
+
+TEST(ScheduleRunner, RunsAChangeCouldNotCancelBeforeTheyCameDueAreNotMadeAgain) {
+  testing::EngineHarness h;
+  MemoryScheduleStore store;
+  StoreGoesAway flaky(h.queue(), store);
+  const std::string queue = "ticks";
+  ScheduleRunner runner(flaky, store, h.clock_ptr());
+  const int64_t last = PutEverySecond(runner, queue);  // runs made up to `last`
+  flaky.armed = true;
+  ScheduleSpec again;
+  again.name = "tick";
+  again.every_ms = 1'000;
+  again.payload = "2";
+  ASSERT_TRUE(runner.Put(queue, again).ok()) << "the replace is stored; its cancels are left to the next writer";
+  h.clock().SetUs((last + 500) * 1000);  // every old run came due while the store was away
+  ReserveRequest all;
+  all.max = 100;
+  auto delivered = h.queue().Reserve(queue, all);
+  ASSERT_TRUE(delivered.ok());
+  ASSERT_FALSE(delivered->empty());
+  std::vector<std::string> keys;
+  for (const Delivery& d : *delivered) {
+    ASSERT_TRUE(h.queue().Ack(queue, d.receipt).ok());
+    keys.push_back(d.key);
+  }
+  store.down = false;  // back
+  auto pass = runner.Materialize(queue, "tick");
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  for (const std::string& key : keys) {
+    auto twice = h.queue().Get(queue, JobRef::ByKey(key));
+    EXPECT_EQ(twice.status().code(), Code::kNotFound) << key << " was delivered, then made again";
+  }
+  auto next = h.queue().Get(queue, JobRef::ByKey(OccurrenceKey("tick", last + 1'000)));
+  ASSERT_TRUE(next.ok()) << "the new revision goes on from there: " << next.status().ToString();
+  EXPECT_EQ(next->payload, "2");
 }
 
 // A store that keeps jobs and nothing else: what a new store is before it gets schedules.
