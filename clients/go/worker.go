@@ -44,7 +44,7 @@ type Worker struct {
 	acked, nacked, errs atomic.Int64
 
 	mu      sync.Mutex
-	running map[string]*running // job id -> its handler's delivery
+	running map[string]*running // receipt -> its handler's delivery
 	failed  error
 }
 
@@ -144,14 +144,14 @@ func (w *Worker) handle(job *Job) {
 	}
 	r := &running{receipt: job.Receipt, lease: lease, lost: lost}
 	w.mu.Lock()
-	w.running[job.ID] = r
+	w.running[job.Receipt] = r
 	w.mu.Unlock()
 	done := make(chan struct{})
-	go w.keepAlive(job.ID, r, done)
+	go w.keepAlive(r, done)
 	result, err := w.call(ctx, job)
 	close(done)
 	w.mu.Lock()
-	delete(w.running, job.ID)
+	delete(w.running, job.Receipt)
 	w.mu.Unlock()
 	w.settle(job, result, err)
 }
@@ -166,7 +166,7 @@ func (w *Worker) call(ctx context.Context, job *Job) (result any, err error) {
 	return w.handler(ctx, job)
 }
 
-func (w *Worker) keepAlive(id string, r *running, done <-chan struct{}) {
+func (w *Worker) keepAlive(r *running, done <-chan struct{}) {
 	t := time.NewTicker(r.lease / 3)
 	defer t.Stop()
 	for {
@@ -245,7 +245,7 @@ func (w *Worker) report(job *Job, err error) {
 // up to 4 KiB of JSON), shown on the job while it runs; it touches the lease too.
 func (w *Worker) Progress(ctx context.Context, job *Job, value any) error {
 	w.mu.Lock()
-	r := w.running[job.ID]
+	r := w.running[job.Receipt]
 	w.mu.Unlock()
 	if r == nil {
 		return fmt.Errorf("delayq: job %s is not running in this worker", job.ID)

@@ -248,8 +248,8 @@ public final class Worker implements AutoCloseable {
         pauseMs = 100;
         for (Job job : jobs) handle(job);
       }
-    } catch (RuntimeException bug) {
-      failure.compareAndSet(null, bug);
+    } catch (RuntimeException | Error bug) { // a bug, or a handler's Error: the worker stops, run() and close() throw it
+      failure.compareAndSet(null, bug instanceof RuntimeException r ? r : new IllegalStateException("a handler threw " + bug, bug));
       stop();
     } finally {
       done.countDown();
@@ -272,7 +272,7 @@ public final class Worker implements AutoCloseable {
     Duration l = lease;
     if (l == null) l = Duration.ofMillis(Math.max(1000, job.leaseDeadline() - System.currentTimeMillis()));
     Running r = new Running(job.receipt(), l);
-    running.put(job.id(), r);
+    running.put(job.receipt(), r);
     Object result = null;
     Throwable error = null;
     try {
@@ -280,10 +280,10 @@ public final class Worker implements AutoCloseable {
     } catch (Exception e) {
       error = e;
     } catch (Error e) {
-      running.remove(job.id());
+      running.remove(job.receipt());
       throw e;
     }
-    running.remove(job.id());
+    running.remove(job.receipt());
     settle(job, r.receipt, result, error);
   }
 
@@ -361,7 +361,7 @@ public final class Worker implements AutoCloseable {
    * this handler's.
    */
   public void progress(Job job, Object value) {
-    Running r = running.get(job.id());
+    Running r = running.get(job.receipt());
     if (r == null) throw new IllegalStateException("job " + job.id() + " is not running in this worker");
     client.touch(queue, r.receipt, r.lease, value);
     r.nextTouchNanos = System.nanoTime() + r.lease.toNanos() / 3;
