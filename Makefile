@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 # which is how users and CI build, that takes a fraction of the time.
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DDELAYQ_WERROR=ON -DDELAYQ_UNITY=ON
 
-.PHONY: all deps build run test test-sanitize test-sanitize-redis test-sanitize-all test-tsan test-tsan-all check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream bench-capacity bench-ordered bench-shards clean
+.PHONY: all deps build run test deb check-deb test-sanitize test-sanitize-redis test-sanitize-all test-tsan test-tsan-all check-history check-mutants fuzz fuzz-build format format-check tidy bench bench-redis bench-kafka bench-peers bench-growth bench-pg-churn bench-pg-sql bench-pg-reserve bench-stream bench-capacity bench-ordered bench-shards clean
 
 all: build
 
@@ -111,6 +111,24 @@ check-history: build
 
 # The checker against seeded defects (src/core/mutant.h): builds build-mutants/ and runs
 # delayq-check once per mutant at its default length; fails unless each gets a FAIL verdict.
+# The Debian package (SPEC §11.5; cmake/Package.cmake): build-deb/delayq_<version>-<revision>_<arch>.deb.
+# DEB_REVISION=N makes another revision of the same version (the upgrade test builds two).
+DEB_REVISION ?= 1
+deb: deps
+	@DELAYQ_EXTRA_PACKAGES="dpkg-dev fakeroot help2man" ./scripts/install-deps.sh
+	@cmake -S . -B build-deb -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DDELAYQ_DEB=ON \
+	  -DDELAYQ_DEB_REVISION=$(DEB_REVISION) -DDELAYQ_BUILD_TESTS=OFF -DDELAYQ_BUILD_BENCH=OFF -DDELAYQ_UNITY=ON \
+	  $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache) >/dev/null
+	@cmake --build build-deb -j $(JOBS)
+	@cd build-deb && cpack -G DEB >/dev/null && ls -1 $(CURDIR)/build-deb/delayq_*-$(DEB_REVISION)_*.deb
+
+# The package installed into a fresh Debian 12 root: serves with its config, delivers, upgrades to
+# another revision with the jobs still there, removes and purges (tests/packaging/deb_test.sh);
+# lintian's findings, each fixed or explained there.
+check-deb:
+	@DELAYQ_EXTRA_PACKAGES="debootstrap lintian" ./scripts/install-deps.sh
+	@./tests/packaging/deb_test.sh
+
 check-mutants: build
 	@./scripts/check-mutants.sh build-mutants
 
