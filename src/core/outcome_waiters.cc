@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "core/mutant.h"
@@ -49,6 +50,11 @@ uint64_t OutcomeWaiters::Wait(std::string_view queue, const JobRef& ref, int64_t
   // before it is what the read sees.
   const std::string id = job->id;
   Status watched = hooks_.watch ? hooks_.watch(queue, id, wait_ms) : Status::Ok();
+  if (watched.ok()) {
+    lock.lock();
+    if (auto it = waiters_.find(handle); it != waiters_.end()) it->second.watched = true;
+    lock.unlock();
+  }
   auto again = watched.ok() ? hooks_.get(queue, JobRef{id, {}}) : Result<Job>(watched);
   if (again.ok() && !IsFinal(again->state)) return handle;
   lock.lock();
@@ -226,6 +232,15 @@ void OutcomeWaiters::RetryLocked(const std::string& job, std::optional<JobState>
 std::vector<OutcomeWaiters::Answer> OutcomeWaiters::Settle(const std::string& job, std::optional<JobState> notice) {
   const size_t nul = job.find('\0');
   const std::string queue = job.substr(0, nul), id = job.substr(nul + 1);
+  std::vector<uint64_t> watched;  // before the read: a job found gone ended after the store knew of these
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = by_job_.find(job); it != by_job_.end()) {
+      for (uint64_t handle : it->second) {
+        if (waiters_.at(handle).watched) watched.push_back(handle);
+      }
+    }
+  }
   auto read = hooks_.get(queue, JobRef{id, {}});
   const bool gone = !read.ok() && read.status().code() == Code::kNotFound;
   const bool final = read.ok() && IsFinal(read->state);
@@ -238,7 +253,11 @@ std::vector<OutcomeWaiters::Answer> OutcomeWaiters::Settle(const std::string& jo
   for (uint64_t handle : std::vector<uint64_t>(it->second)) {
     const Waiter& w = waiters_.at(handle);
     const bool due = w.deadline <= now;
-    if (!final && !due && !(gone && notice)) continue;
+    // Gone without a notice (a recheck after the store's notices may have been lost: a new or
+    // reconnected subscription): cancelled, once the store knew of the wait. CI saw a wait whose
+    // cancel was announced before the store's subscription was taken run to its end.
+    const bool ended = gone && (notice || std::find(watched.begin(), watched.end(), handle) != watched.end());
+    if (!final && !due && !ended) continue;
     std::optional<Waiter> taken = TakeLocked(handle);
     Result<Job> outcome = read;
     if (gone) {

@@ -72,6 +72,9 @@ class OutcomeWaiters {
     Job last;  // as last read
     Steady::time_point deadline;
     JobCallback done;
+    // The store was told of the wait (Hooks::watch): from then on an ack holds the job completed,
+    // so a job found gone was cancelled or deleted, and its wait is answered so.
+    bool watched = false;
   };
   struct Answer {
     JobCallback done;

@@ -20,6 +20,10 @@ class FakeStore {
     std::lock_guard lock(mu_);
     job_.state = state;
   }
+  void Delete() {
+    std::lock_guard lock(mu_);
+    gone_ = true;
+  }
   void FailReads(int n) {
     std::lock_guard lock(mu_);
     failures_ = n;
@@ -36,6 +40,7 @@ class FakeStore {
                 --failures_;
                 return Status::Unavailable("the store is unreachable");
               }
+              if (gone_) return Status::NotFound("no such job");
               return job_;
             },
             nullptr};
@@ -51,6 +56,7 @@ class FakeStore {
   }();
   int failures_ = 0;
   int reads_ = 0;
+  bool gone_ = false;
 };
 
 std::future<Result<Job>> StartWait(OutcomeWaiters& waiters, int64_t wait_ms) {
@@ -81,6 +87,21 @@ TEST(OutcomeWaiters, ANoticeWhoseReadFailsIsReadAgainNotLeftToTheWaitsEnd) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->state, JobState::kCompleted);
   EXPECT_GE(store.reads(), 2 + 3 + 1);  // Wait's two, the failed three, the one that answered
+}
+
+// A store's notices may be lost (a subscription not yet taken, or reconnecting): it asks for a
+// recheck, and a job found gone then was cancelled. CI saw such a wait run to its end on Redis (the
+// cancel published before the new store's PSUBSCRIBE was taken).
+TEST(OutcomeWaiters, AJobARecheckFindsGoneIsAnsweredCancelledAsLastSeen) {
+  FakeStore store;
+  OutcomeWaiters waiters(store.Hooks());
+  auto outcome = StartWait(waiters, 60'000);  // longer than the guard: only the recheck answers
+  store.Delete();                             // cancelled, its notice lost
+  waiters.Recheck();
+  auto got = Answer(outcome);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->state, JobState::kCancelled);
+  EXPECT_EQ(got->id, "01ARZ3NDEKTSV4RRFFQ69G5FAV");
 }
 
 TEST(OutcomeWaiters, AWaitDueWhileItsStoreFailsIsAnsweredWithTheFailure) {

@@ -171,7 +171,8 @@ TEST(RedisStore, AWaitOnOneServerIsAnsweredByAnEndOnAnotherEvenOverALostSubscrip
 // What is published between a server sending PSUBSCRIBE and Redis taking it reaches no one: the
 // server reads again what it may have missed only once Redis confirms the subscription (it did so
 // right after sending, and a CI run had a wait go unanswered). A proxy holds the PSUBSCRIBE while
-// another server acks the job waited for and enqueues one a reserve waits for.
+// another server acks the job waited for, cancels another waited for (gone: only the catch-up's
+// read can answer it, cancelled) and enqueues one a reserve waits for.
 TEST(RedisStore, WhatIsPublishedBeforeTheSubscriptionIsTakenIsReadAfterIt) {
   RedisServer redis;
   HoldingProxy proxy(redis.port(), "PSUBSCRIBE");
@@ -189,8 +190,12 @@ TEST(RedisStore, WhatIsPublishedBeforeTheSubscriptionIsTakenIsReadAfterIt) {
   ASSERT_TRUE(a.ok());
   proxy.AwaitHeld(1);
   auto waited = WaitOn(**a, "w", JobRef::ById(job.id));
+  auto cancelled_job = (*b)->Enqueue("w", Job("z", 3'600'000));
+  ASSERT_TRUE(cancelled_job.ok());
+  auto cancelled = WaitOn(**a, "w", JobRef::ById(cancelled_job->id));
   auto reserve = ReserveWaiting(**a, "w", 60'000);
   ASSERT_TRUE((*b)->Ack("w", AckRequest{job.receipt, "7"}).ok());
+  ASSERT_TRUE((*b)->Cancel("w", JobRef::ById(cancelled_job->id)).ok());  // gone: only a recheck can tell
   auto later = (*b)->Enqueue("w", Job("y"));
   ASSERT_TRUE(later.ok());
   proxy.Release();
@@ -198,6 +203,9 @@ TEST(RedisStore, WhatIsPublishedBeforeTheSubscriptionIsTakenIsReadAfterIt) {
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   EXPECT_EQ(done->state, JobState::kCompleted);
   EXPECT_EQ(done->result, "7");
+  auto gone = AwaitOutcome(cancelled);
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(gone->state, JobState::kCancelled);
   auto got = Await(reserve);
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);
