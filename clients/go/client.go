@@ -77,19 +77,25 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return nil, fmt.Errorf("delayq: url %q is not http://HOST:PORT or https://HOST:PORT", rawURL)
+		return nil, invalid(fmt.Sprintf("url %q is not http://HOST:PORT or https://HOST:PORT", rawURL))
 	}
 	if s.timeout <= 0 {
-		return nil, fmt.Errorf("delayq: the timeout is %v; give a positive one (WithTimeout)", s.timeout)
+		return nil, invalid(fmt.Sprintf("the timeout is %v; give a positive one (WithTimeout)", s.timeout))
+	}
+	for _, ch := range s.token {
+		if ch < 0x21 || ch > 0x7e {
+			return nil, invalid("the token holds a space, a line end or a character outside printable ASCII " +
+				"(read from a file with its newline?): give the token alone")
+		}
 	}
 	tlsGiven := s.caFile != "" || s.certFile != "" || s.keyFile != "" || s.serverName != ""
 	if tlsGiven && u.Scheme != "https" {
-		return nil, fmt.Errorf("delayq: the CA file, client certificate and server name are for https:// only, not %q", rawURL)
+		return nil, invalid(fmt.Sprintf("the CA file, client certificate and server name are for https:// only, not %q", rawURL))
 	}
 	c := &Client{base: u.Scheme + "://" + u.Host, token: s.token, timeout: s.timeout, http: s.httpClient}
 	if c.http != nil {
 		if tlsGiven {
-			return nil, errors.New("delayq: give the TLS options or WithHTTPClient, not both")
+			return nil, invalid("give the TLS options or WithHTTPClient, not both")
 		}
 		return c, nil
 	}
@@ -111,16 +117,16 @@ func tlsConfig(s *settings) (*tls.Config, error) {
 	if s.caFile != "" {
 		pem, err := os.ReadFile(s.caFile)
 		if err != nil {
-			return nil, fmt.Errorf("delayq: cannot read the CA file: %w (a PEM file of CAs is needed)", err)
+			return nil, invalid(fmt.Sprintf("cannot read the CA file: %v (a PEM file of CAs is needed)", err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("delayq: the CA file %q holds no PEM certificate", s.caFile)
+			return nil, invalid(fmt.Sprintf("the CA file %q holds no PEM certificate", s.caFile))
 		}
 		config.RootCAs = pool
 	}
 	if s.keyFile != "" && s.certFile == "" {
-		return nil, errors.New("delayq: a client key was given without its certificate: give both, or neither")
+		return nil, invalid("a client key was given without its certificate: give both, or neither")
 	}
 	if s.certFile != "" {
 		key := s.keyFile
@@ -129,7 +135,7 @@ func tlsConfig(s *settings) (*tls.Config, error) {
 		}
 		pair, err := tls.LoadX509KeyPair(s.certFile, key)
 		if err != nil {
-			return nil, fmt.Errorf("delayq: cannot use the client certificate %q: %w (a PEM certificate and its unencrypted key are needed)", s.certFile, err)
+			return nil, invalid(fmt.Sprintf("cannot use the client certificate %q: %v (a PEM certificate and its unencrypted key are needed)", s.certFile, err))
 		}
 		config.Certificates = []tls.Certificate{pair}
 	}

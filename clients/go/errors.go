@@ -118,6 +118,9 @@ func errorOf(status int, code, message string, body []byte) *Error {
 	return &Error{Code: Code(code), Status: status, Message: message}
 }
 
+// invalid is a refusal the client makes itself, before anything is sent.
+func invalid(message string) *Error { return &Error{Code: CodeInvalidArgument, Message: message} }
+
 func unavailable(format string, err error, args ...any) *Error {
 	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf(format, args...) + ": " + err.Error(), Err: err}
 }

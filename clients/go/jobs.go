@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -97,9 +98,23 @@ func when(b map[string]any, delay time.Duration, at time.Time) error {
 	case delay != 0:
 		b["delay_ms"] = ms(delay)
 	case !at.IsZero():
-		b["deliver_at"] = at.UnixMilli()
+		ms, err := epochMs("DeliverAt", at)
+		if err != nil {
+			return err
+		}
+		b["deliver_at"] = ms
 	}
 	return nil
+}
+
+// epochMs is t in epoch milliseconds, or a refusal naming field when that overflows an int64
+// (time.UnixMilli wraps around: a moment far ahead would be "due now").
+func epochMs(field string, t time.Time) (int64, error) {
+	const limit = math.MaxInt64 / 1000
+	if sec := t.Unix(); sec > limit || sec < -limit {
+		return 0, invalid(fmt.Sprintf("%s is %v, beyond the milliseconds an int64 holds", field, t))
+	}
+	return t.UnixMilli(), nil
 }
 
 // EnqueueResult is what an enqueue answers.
@@ -278,8 +293,14 @@ func (c *Client) Wait(ctx context.Context, queue string, ref JobRef, timeout tim
 		var j JobInfo
 		err := c.call(ctx, http.MethodGet, path, query, nil, &j, time.Duration(waitMs)*time.Millisecond)
 		if err != nil {
-			if !(errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded)) || time.Now().Add(pause).After(deadline) {
+			// Asked again after a pause until the timeout (a server starting again, or one at
+			// --max-waiting), the last time without waiting (wait_ms 0 is a plain read, never a
+			// 429); that last one's failure is the answer.
+			if !(errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOverloaded)) || waitMs == 0 {
 				return nil, err
+			}
+			if left := time.Until(deadline); left < pause {
+				pause = maxDuration(left, 0)
 			}
 			if err := sleep(ctx, pause); err != nil {
 				return nil, err
@@ -336,6 +357,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+func maxDuration(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 func minDuration(a, b time.Duration) time.Duration {

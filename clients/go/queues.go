@@ -268,7 +268,7 @@ type Schedule struct {
 	EndAt       time.Time
 }
 
-func (s *Schedule) body() map[string]any {
+func (s *Schedule) body() (map[string]any, error) {
 	b := map[string]any{}
 	set := func(name string, v any, given bool) {
 		if given {
@@ -278,15 +278,29 @@ func (s *Schedule) body() map[string]any {
 	set("cron", s.Cron, s.Cron != "")
 	set("every", ms(s.Every), s.Every != 0)
 	set("timezone", s.Timezone, s.Timezone != "")
-	set("payload", s.Payload, s.Payload != nil)
+	if bin, isBinary := s.Payload.([]byte); isBinary {
+		set("payload_base64", bin, true) // as NewJob's: a binary payload
+	} else {
+		set("payload", s.Payload, s.Payload != nil)
+	}
 	set("headers", s.Headers, len(s.Headers) > 0)
 	set("max_attempts", s.MaxAttempts, s.MaxAttempts != 0)
 	set("priority", s.Priority, s.Priority != 0)
 	set("group", s.Group, s.Group != "")
 	set("misfire", s.Misfire, s.Misfire != "")
-	set("start_at", s.StartAt.UnixMilli(), !s.StartAt.IsZero())
-	set("end_at", s.EndAt.UnixMilli(), !s.EndAt.IsZero())
-	return b
+	for _, t := range []struct {
+		name, field string
+		at          time.Time
+	}{{"start_at", "StartAt", s.StartAt}, {"end_at", "EndAt", s.EndAt}} {
+		if !t.at.IsZero() {
+			ms, err := epochMs(t.field, t.at)
+			if err != nil {
+				return nil, err
+			}
+			b[t.name] = ms
+		}
+	}
+	return b, nil
 }
 
 func schedulePath(queue, name string) (string, error) {
@@ -303,7 +317,11 @@ func schedulePath(queue, name string) (string, error) {
 // PutSchedule creates or replaces a schedule; it answers the schedule with its next runs, as the
 // server's JSON.
 func (c *Client) PutSchedule(ctx context.Context, queue, name string, s Schedule) (map[string]any, error) {
-	return c.schedule(ctx, http.MethodPut, queue, name, "", s.body())
+	body, err := s.body()
+	if err != nil {
+		return nil, err
+	}
+	return c.schedule(ctx, http.MethodPut, queue, name, "", body)
 }
 
 // GetSchedule reads a schedule, with its next runs and last run.

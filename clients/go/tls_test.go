@@ -91,7 +91,7 @@ func TestAServerNameOtherThanTheHostAndTLSOptionsThatCannotWork(t *testing.T) {
 		{delayq.WithClientCert(f("client.pem"), f("ca.key"))},
 		{delayq.WithCAFile(f("client.csr"))},
 	} {
-		if _, err := delayq.New(s.url, opts...); err == nil || !strings.HasPrefix(err.Error(), "delayq: ") {
+		if _, err := delayq.New(s.url, opts...); !errors.Is(err, delayq.ErrInvalidArgument) {
 			t.Errorf("New took TLS options that cannot work: %v", err)
 		}
 	}

@@ -43,13 +43,14 @@ type Worker struct {
 
 	acked, nacked, errs atomic.Int64
 
-	mu      sync.Mutex
-	running map[string]*running // receipt -> its handler's delivery
-	failed  error
+	mu          sync.Mutex
+	running     map[string]*running // job id -> its handler's delivery (guarded by mu)
+	failed      error
+	redelivered atomic.Int64
 }
 
 type running struct {
-	receipt string
+	receipt string // the newest delivery's (guarded by Worker.mu)
 	lease   time.Duration
 	lost    context.CancelFunc
 }
@@ -62,17 +63,17 @@ func NewWorker(c *Client, queue string, h Handler, o WorkerOptions) (*Worker, er
 	if _, err := queuePath(queue); err != nil {
 		return nil, err
 	}
-	if h == nil {
-		return nil, errors.New("delayq: the handler is nil")
+	if c == nil || h == nil {
+		return nil, invalid("the client and the handler are needed, not nil")
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
 	}
 	if o.Concurrency < 1 || o.Concurrency > 1000 {
-		return nil, fmt.Errorf("delayq: Concurrency is %d; give 1..1000", o.Concurrency)
+		return nil, invalid(fmt.Sprintf("Concurrency is %d; give 1..1000", o.Concurrency))
 	}
 	if o.Lease != 0 && (o.Lease < time.Second || o.Lease > 12*time.Hour) {
-		return nil, fmt.Errorf("delayq: Lease is %v; give 1s..12h, or 0 for the queue's", o.Lease)
+		return nil, invalid(fmt.Sprintf("Lease is %v; give 1s..12h, or 0 for the queue's", o.Lease))
 	}
 	if o.Poll <= 0 || o.Poll > 5*time.Second {
 		o.Poll = 5 * time.Second
@@ -81,10 +82,12 @@ func NewWorker(c *Client, queue string, h Handler, o WorkerOptions) (*Worker, er
 }
 
 // Acked, Nacked and Errors count the jobs acked and nacked, and the calls to the server that
-// failed (each retried, or left to the lease).
-func (w *Worker) Acked() int64  { return w.acked.Load() }
-func (w *Worker) Nacked() int64 { return w.nacked.Load() }
-func (w *Worker) Errors() int64 { return w.errs.Load() }
+// failed (each retried, or left to the lease); Redelivered the deliveries of a job whose handler
+// was running here (settled by that handler, not run again).
+func (w *Worker) Acked() int64       { return w.acked.Load() }
+func (w *Worker) Nacked() int64      { return w.nacked.Load() }
+func (w *Worker) Errors() int64      { return w.errs.Load() }
+func (w *Worker) Redelivered() int64 { return w.redelivered.Load() }
 
 // Run works until ctx is cancelled (nil) or a refusal no retry mends (that error).
 func (w *Worker) Run(ctx context.Context) error {
@@ -132,6 +135,8 @@ func (w *Worker) loop(stop context.Context, fail context.CancelFunc) {
 	}
 }
 
+// A job the server hands out again while its handler runs here (its lease ran out: the server was
+// stopped or slow) is not run twice: the running handler settles the newest delivery.
 func (w *Worker) handle(job *Job) {
 	ctx, lost := context.WithCancel(context.Background())
 	defer lost()
@@ -142,18 +147,25 @@ func (w *Worker) handle(job *Job) {
 	if lease < time.Second {
 		lease = time.Second
 	}
-	r := &running{receipt: job.Receipt, lease: lease, lost: lost}
 	w.mu.Lock()
-	w.running[job.Receipt] = r
+	if r, runs := w.running[job.ID]; runs {
+		r.receipt = job.Receipt
+		w.mu.Unlock()
+		w.redelivered.Add(1)
+		return
+	}
+	r := &running{receipt: job.Receipt, lease: lease, lost: lost}
+	w.running[job.ID] = r
 	w.mu.Unlock()
 	done := make(chan struct{})
 	go w.keepAlive(r, done)
 	result, err := w.call(ctx, job)
 	close(done)
 	w.mu.Lock()
-	delete(w.running, job.Receipt)
+	delete(w.running, job.ID)
+	receipt := r.receipt
 	w.mu.Unlock()
-	w.settle(job, result, err)
+	w.settle(job, receipt, lease, result, err)
 }
 
 // call runs the handler, a panic turned into an error.
@@ -175,11 +187,14 @@ func (w *Worker) keepAlive(r *running, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		w.mu.Lock()
+		receipt := r.receipt
+		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), r.lease/3)
-		_, err := w.client.Touch(ctx, w.queue, r.receipt, TouchOptions{Lease: r.lease})
+		_, err := w.client.Touch(ctx, w.queue, receipt, TouchOptions{Lease: r.lease})
 		cancel()
 		if errors.Is(err, ErrLeaseExpired) || errors.Is(err, ErrNotFound) {
-			r.lost() // the job is no longer this handler's
+			r.lost() // the job is no longer this handler's (unless the server hands it here again)
 			return
 		}
 		if err != nil {
@@ -188,9 +203,7 @@ func (w *Worker) keepAlive(r *running, done <-chan struct{}) {
 	}
 }
 
-func (w *Worker) settle(job *Job, result any, handlerErr error) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.client.timeout)
-	defer cancel()
+func (w *Worker) settle(job *Job, receipt string, lease time.Duration, result any, handlerErr error) {
 	var err error
 	if handlerErr != nil {
 		w.report(job, handlerErr)
@@ -198,16 +211,19 @@ func (w *Worker) settle(job *Job, result any, handlerErr error) {
 		if len(text) > 4000 {
 			text = text[:4000]
 		}
-		if _, err = w.client.Nack(ctx, w.queue, job.Receipt, NackOptions{Error: text}); err == nil {
+		if err = w.retrying(lease, func(ctx context.Context) error {
+			_, err := w.client.Nack(ctx, w.queue, receipt, NackOptions{Error: text})
+			return err
+		}); err == nil {
 			w.nacked.Add(1)
 		}
 	} else {
 		result = w.keepable(job, result)
-		err = w.client.Ack(ctx, w.queue, job.Receipt, result)
+		err = w.retrying(lease, func(ctx context.Context) error { return w.client.Ack(ctx, w.queue, receipt, result) })
 		if errors.Is(err, ErrInvalidArgument) && result != nil { // a result the server would not keep
 			w.errs.Add(1)
 			w.report(job, err)
-			err = w.client.Ack(ctx, w.queue, job.Receipt, nil)
+			err = w.retrying(lease, func(ctx context.Context) error { return w.client.Ack(ctx, w.queue, receipt, nil) })
 		}
 		if err == nil {
 			w.acked.Add(1)
@@ -215,6 +231,25 @@ func (w *Worker) settle(job *Job, result any, handlerErr error) {
 	}
 	if err != nil && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, ErrNotFound) {
 		w.errs.Add(1) // unsettled: the lease runs out and the job is delivered again
+	}
+}
+
+// retrying sends an ack or nack again, 100 ms doubling to 2 s, while the server cannot take it
+// (down a moment, restarting) and the delivery's lease may still hold: its receipt stays good over
+// a restart, and a job done once is then not delivered again a lease later.
+func (w *Worker) retrying(lease time.Duration, call func(ctx context.Context) error) error {
+	until := time.Now().Add(lease)
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), w.client.timeout)
+		err := call(ctx)
+		cancel()
+		if !errors.Is(err, ErrUnavailable) || time.Now().Add(pause).After(until) {
+			return err
+		}
+		w.errs.Add(1)
+		time.Sleep(pause) // the back-off before the next try
+		pause = minDuration(pause*2, 2*time.Second)
 	}
 }
 
@@ -245,11 +280,15 @@ func (w *Worker) report(job *Job, err error) {
 // up to 4 KiB of JSON), shown on the job while it runs; it touches the lease too.
 func (w *Worker) Progress(ctx context.Context, job *Job, value any) error {
 	w.mu.Lock()
-	r := w.running[job.Receipt]
+	r := w.running[job.ID]
+	var receipt string
+	if r != nil {
+		receipt = r.receipt
+	}
 	w.mu.Unlock()
 	if r == nil {
-		return fmt.Errorf("delayq: job %s is not running in this worker", job.ID)
+		return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("job %s is not running in this worker", job.ID)}
 	}
-	_, err := w.client.Touch(ctx, w.queue, r.receipt, TouchOptions{Lease: r.lease, Progress: value})
+	_, err := w.client.Touch(ctx, w.queue, receipt, TouchOptions{Lease: r.lease, Progress: value})
 	return err
 }

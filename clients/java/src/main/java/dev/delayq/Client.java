@@ -45,6 +45,12 @@ public final class Client {
   private final HttpClient http;
 
   private Client(Builder b) {
+    need(b.url, "the url");
+    need(b.timeout, "the timeout");
+    if (b.token != null && b.token.chars().anyMatch(ch -> ch < 0x21 || ch > 0x7e)) {
+      throw new DelayqException.InvalidArgument("the token holds a space, a line end or a character outside printable ASCII "
+          + "(read from a file with its newline?): give the token alone");
+    }
     URI uri;
     try {
       uri = URI.create(b.url);
@@ -145,12 +151,19 @@ public final class Client {
     return URLEncoder.encode(s, StandardCharsets.UTF_8).replace("+", "%20");
   }
 
+  /** A refusal naming the argument that is null, before anything is sent. */
+  static <T> T need(T value, String what) {
+    if (value == null) throw new DelayqException.InvalidArgument(what + " is null: give one");
+    return value;
+  }
+
   static String queuePath(String queue) {
     if (queue == null || queue.isEmpty()) throw new DelayqException.InvalidArgument("the queue name is empty: give a queue's name");
     return "/v1/queues/" + enc(queue);
   }
 
   private static String jobPath(String queue, JobRef ref, Map<String, Object> query) {
+    need(ref, "the job's reference (JobRef)");
     if (ref.id() != null) return queuePath(queue) + "/jobs/" + enc(ref.id());
     query.put("key", ref.key());
     return queuePath(queue) + "/jobs";
@@ -158,8 +171,28 @@ public final class Client {
 
   static void when(Map<String, Object> body, Duration delay, Instant at) {
     if (delay != null && at != null) throw new DelayqException.InvalidArgument("give a delay or a deliverAt, not both");
-    if (delay != null) body.put("delay_ms", delay.toMillis());
-    if (at != null) body.put("deliver_at", at.toEpochMilli());
+    if (delay != null) body.put("delay_ms", ms(delay));
+    if (at != null) body.put("deliver_at", ms(at));
+  }
+
+  /**
+   * Milliseconds of a duration, saturated at the ends of a long (Duration.toMillis throws past
+   * them): the server then refuses it as out of range, naming the field.
+   */
+  static long ms(Duration d) {
+    try {
+      return d.toMillis();
+    } catch (ArithmeticException beyond) {
+      return d.isNegative() ? Long.MIN_VALUE : Long.MAX_VALUE;
+    }
+  }
+
+  static long ms(Instant at) {
+    try {
+      return at.toEpochMilli();
+    } catch (ArithmeticException beyond) {
+      return at.isBefore(Instant.EPOCH) ? Long.MIN_VALUE : Long.MAX_VALUE;
+    }
   }
 
   /** One request; its answer's JSON (null when empty). wait: how long the server may hold it. */
@@ -251,13 +284,13 @@ public final class Client {
   }
 
   public CompletableFuture<EnqueueResult> enqueueAsync(String queue, NewJob job) {
-    return start(() -> callAsync("POST", queuePath(queue) + "/jobs", null, job.body(), 0)).thenApply(EnqueueResult::of);
+    return start(() -> callAsync("POST", queuePath(queue) + "/jobs", null, need(job, "the job").body(), 0)).thenApply(EnqueueResult::of);
   }
 
   /** Hands in up to 1000 jobs at once, all or none. */
   public List<EnqueueResult> enqueueBatch(String queue, List<NewJob> jobs) {
     List<Object> bodies = new ArrayList<>();
-    for (NewJob j : jobs) bodies.add(j.body());
+    for (NewJob j : need(jobs, "the list of jobs")) bodies.add(need(j, "a job of the list").body());
     Object r = call("POST", queuePath(queue) + "/jobs", null, Map.of("jobs", bodies), 0);
     return Values.list(Values.object(r), "jobs").stream().map(EnqueueResult::of).toList();
   }
@@ -291,12 +324,18 @@ public final class Client {
     if (timeout == null || timeout.isNegative()) {
       return CompletableFuture.failedFuture(new DelayqException.InvalidArgument("the timeout is " + timeout + "; give 0 or more"));
     }
-    long deadline = System.nanoTime() + timeout.toNanos();
+    // At most a century: the deadline in nanoseconds stays within a long.
+    long budget = timeout.compareTo(Duration.ofDays(36_500)) > 0 ? Duration.ofDays(36_500).toNanos() : timeout.toNanos();
+    long deadline = System.nanoTime() + budget;
     return start(() -> waitTurn(queue, ref, deadline, 100));
   }
 
+  private static long msLeft(long deadline) {
+    return Math.max(0, (deadline - System.nanoTime()) / 1_000_000);
+  }
+
   private CompletableFuture<JobInfo> waitTurn(String queue, JobRef ref, long deadline, long pauseMs) {
-    long waitMs = Math.max(0, Math.min((deadline - System.nanoTime()) / 1_000_000, WAIT_MAX_MS));
+    long waitMs = Math.min(msLeft(deadline), WAIT_MAX_MS);
     Map<String, Object> query = new LinkedHashMap<>();
     String path = jobPath(queue, ref, query);
     query.put("wait_ms", waitMs);
@@ -304,12 +343,15 @@ public final class Client {
       if (error != null) {
         Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
         boolean again = cause instanceof DelayqException.Unavailable || cause instanceof DelayqException.Overloaded;
-        if (!again || System.nanoTime() + pauseMs * 1_000_000 >= deadline) return CompletableFuture.<JobInfo>failedFuture(cause);
-        // a server starting again, or one at --max-waiting: asked again after a pause
-        return CompletableFuture.supplyAsync(() -> 0, CompletableFuture.delayedExecutor(pauseMs, java.util.concurrent.TimeUnit.MILLISECONDS))
+        // Asked again after a pause until the timeout (a server starting again, or one at
+        // --max-waiting), the last time without waiting (wait_ms 0 is a plain read, never a 429);
+        // that last one's failure is the answer.
+        if (!again || waitMs == 0) return CompletableFuture.<JobInfo>failedFuture(cause);
+        long pause = Math.min(pauseMs, msLeft(deadline));
+        return CompletableFuture.supplyAsync(() -> 0, CompletableFuture.delayedExecutor(pause, java.util.concurrent.TimeUnit.MILLISECONDS))
             .thenCompose(x -> waitTurn(queue, ref, deadline, Math.min(pauseMs * 2, 2000)));
       }
-      if (job.isFinal() || System.nanoTime() >= deadline) return CompletableFuture.completedFuture(job);
+      if (job.isFinal() || msLeft(deadline) == 0) return CompletableFuture.completedFuture(job);
       return waitTurn(queue, JobRef.id(job.id()), deadline, 100); // by key: the job it named at first
     }).thenCompose(f -> f);
   }
@@ -348,9 +390,9 @@ public final class Client {
   public CompletableFuture<List<Job>> reserveAsync(String queue, int max, Duration wait, Duration lease) {
     Map<String, Object> body = new LinkedHashMap<>();
     body.put("max", max);
-    long waitMs = wait == null ? 0 : wait.toMillis();
+    long waitMs = wait == null ? 0 : ms(wait);
     if (waitMs != 0) body.put("wait_ms", waitMs);
-    if (lease != null) body.put("lease_ms", lease.toMillis());
+    if (lease != null) body.put("lease_ms", ms(lease));
     return start(() -> callAsync("POST", queuePath(queue) + "/reserve", null, body, waitMs))
         .thenApply(r -> Values.list(Values.object(r), "jobs").stream().map(Job::of).toList());
   }
@@ -377,7 +419,8 @@ public final class Client {
   /** Acknowledges up to 1000 deliveries in one request. */
   public BatchResult ackBatch(String queue, List<AckEntry> entries) {
     List<Object> items = new ArrayList<>();
-    for (AckEntry e : entries) {
+    for (AckEntry e : need(entries, "the list of acks")) {
+      need(e, "an ack of the list");
       if (e.result() == null) {
         items.add(e.receipt());
       } else {
@@ -392,7 +435,7 @@ public final class Client {
 
   private static Map<String, Object> nackBody(Duration retryIn, String error, boolean dead) {
     Map<String, Object> b = new LinkedHashMap<>();
-    if (retryIn != null) b.put("retry_in_ms", retryIn.toMillis());
+    if (retryIn != null) b.put("retry_in_ms", ms(retryIn));
     if (error != null) b.put("error", error);
     if (dead) b.put("dead", true);
     return b;
@@ -411,13 +454,13 @@ public final class Client {
 
   public BatchResult nackBatch(String queue, List<String> receipts, Duration retryIn, String error, boolean dead) {
     Map<String, Object> body = nackBody(retryIn, error, dead);
-    body.put("receipts", receipts);
+    body.put("receipts", need(receipts, "the list of receipts"));
     return BatchResult.of(call("POST", queuePath(queue) + "/nack", null, body, 0), "nacked");
   }
 
   private static Map<String, Object> touchBody(Duration lease, Object progress) {
     Map<String, Object> b = new LinkedHashMap<>();
-    if (lease != null) b.put("lease_ms", lease.toMillis());
+    if (lease != null) b.put("lease_ms", ms(lease));
     if (progress != null) b.put("progress", progress);
     return b;
   }
@@ -440,13 +483,13 @@ public final class Client {
 
   public BatchResult touchBatch(String queue, List<String> receipts, Duration lease, Object progress) {
     Map<String, Object> body = touchBody(lease, progress);
-    body.put("receipts", receipts);
+    body.put("receipts", need(receipts, "the list of receipts"));
     return BatchResult.of(call("POST", queuePath(queue) + "/touch", null, body, 0), "touched");
   }
 
   /** Gives back deliveries that never reached a handler: ready again at once, no attempt used. */
   public BatchResult release(String queue, List<String> receipts) {
-    return BatchResult.of(call("POST", queuePath(queue) + "/release", null, Map.of("receipts", receipts), 0), "released");
+    return BatchResult.of(call("POST", queuePath(queue) + "/release", null, Map.of("receipts", need(receipts, "the list of receipts")), 0), "released");
   }
 
   // --- queues ---
@@ -573,8 +616,8 @@ public final class Client {
   private static <T> CompletableFuture<T> start(java.util.function.Supplier<CompletableFuture<T>> request) {
     try {
       return request.get();
-    } catch (DelayqException e) {
-      return CompletableFuture.failedFuture(e);
+    } catch (DelayqException | IllegalArgumentException e) {
+      return CompletableFuture.failedFuture(e instanceof DelayqException ? e : new DelayqException.InvalidArgument(e.getMessage()));
     }
   }
 

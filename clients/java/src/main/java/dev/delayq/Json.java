@@ -13,7 +13,9 @@ import java.util.Map;
  * requests. Objects are {@code LinkedHashMap<String, Object>} (their order kept), arrays
  * {@code List<Object>}, strings {@code String}, {@code true}/{@code false} {@code Boolean},
  * {@code null} null, and numbers {@link Number} (the text as written, so a number is written back
- * digit for digit). It refuses what RFC 8259 refuses, nesting past 512 levels, and a key twice.
+ * digit for digit). It refuses what RFC 8259 refuses and nesting past 512 levels; a key given twice
+ * in an object keeps its last value (the server keeps a payload's duplicate keys as written, and a
+ * Map holds one).
  */
 public final class Json {
   private static final int MAX_DEPTH = 512;
@@ -72,7 +74,12 @@ public final class Json {
   /** JSON text to be written as it is (a payload or result the caller already has as JSON). */
   public record Raw(String text) {
     public Raw {
-      parse(text); // refused here, before anything is sent, when it is not JSON
+      if (text == null) throw new DelayqException.InvalidArgument("Json.Raw needs JSON text, not null");
+      try {
+        parse(text); // refused here, before anything is sent, when it is not JSON
+      } catch (IllegalArgumentException e) {
+        throw new DelayqException.InvalidArgument("Json.Raw: " + e.getMessage());
+      }
     }
 
     @Override
@@ -240,7 +247,6 @@ public final class Json {
         space();
         expect(':');
         space();
-        if (m.containsKey(key)) throw error("the key \"" + key + "\" twice");
         m.put(key, value(depth + 1));
         space();
         if (peek() == ',') {

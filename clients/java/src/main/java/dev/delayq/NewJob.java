@@ -113,7 +113,7 @@ public final class NewJob {
     if (key != null) b.put("key", key);
     if (replace) b.put("replace", true);
     if (debounce) b.put("debounce", true);
-    if (keyTtl != null) b.put("key_ttl_ms", keyTtl.toMillis());
+    if (keyTtl != null) b.put("key_ttl_ms", Client.ms(keyTtl));
     if (headers != null && !headers.isEmpty()) b.put("headers", headers);
     if (maxAttempts != null) b.put("max_attempts", maxAttempts);
     if (priority != null) b.put("priority", priority);

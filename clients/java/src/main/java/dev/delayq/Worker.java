@@ -57,6 +57,8 @@ public final class Worker implements AutoCloseable {
   private final AtomicLong acked = new AtomicLong();
   private final AtomicLong nacked = new AtomicLong();
   private final AtomicLong errors = new AtomicLong();
+  private final AtomicLong redelivered = new AtomicLong();
+  private static final ThreadLocal<Worker> SLOT = new ThreadLocal<>(); // the worker whose slot runs on this thread
   private final CountDownLatch done;
 
   private static final class Running {
@@ -191,6 +193,7 @@ public final class Worker implements AutoCloseable {
   @Override
   public void close() {
     stop();
+    if (SLOT.get() == this) return; // from one of its own handlers: it cannot wait for itself
     if (started.get()) {
       try {
         done.await();
@@ -216,6 +219,11 @@ public final class Worker implements AutoCloseable {
     return nacked.get();
   }
 
+  /** Deliveries of a job whose handler was running here: settled by that handler, not run again. */
+  public long redelivered() {
+    return redelivered.get();
+  }
+
   /** Calls to the server that failed (each retried, or left to the lease). */
   public long errors() {
     return errors.get();
@@ -229,6 +237,7 @@ public final class Worker implements AutoCloseable {
   // One slot: reserve a job, run it, settle it, until stopped.
   private void slot() {
     long pauseMs = 100;
+    SLOT.set(this);
     try {
       while (!stopping.get()) {
         List<Job> jobs;
@@ -252,6 +261,7 @@ public final class Worker implements AutoCloseable {
       failure.compareAndSet(null, bug instanceof RuntimeException r ? r : new IllegalStateException("a handler threw " + bug, bug));
       stop();
     } finally {
+      SLOT.remove();
       done.countDown();
     }
   }
@@ -268,48 +278,86 @@ public final class Worker implements AutoCloseable {
     }
   }
 
+  // A job the server hands out again while its handler runs here (its lease ran out: the server
+  // was stopped or slow) is not run twice: the running handler settles the newest delivery.
   private void handle(Job job) {
     Duration l = lease;
     if (l == null) l = Duration.ofMillis(Math.max(1000, job.leaseDeadline() - System.currentTimeMillis()));
-    Running r = new Running(job.receipt(), l);
-    running.put(job.receipt(), r);
+    Running fresh = new Running(job.receipt(), l);
+    Running r = running.compute(job.id(), (id, old) -> {
+      if (old == null) return fresh;
+      old.receipt = job.receipt();
+      return old;
+    });
+    if (r != fresh) {
+      redelivered.incrementAndGet();
+      return;
+    }
     Object result = null;
     Throwable error = null;
     try {
       result = handler.handle(job);
-    } catch (Exception e) {
+    } catch (Throwable e) { // an Error too: the job is nacked with it, as any failure of its handler
       error = e;
-    } catch (Error e) {
-      running.remove(job.receipt());
-      throw e;
     }
-    running.remove(job.receipt());
-    settle(job, r.receipt, result, error);
+    running.remove(job.id(), r);
+    settle(job, r.receipt, r.lease, result, error);
+    if (error instanceof VirtualMachineError fatal) throw fatal; // out of memory: the worker stops, run() throws it
   }
 
-  private void settle(Job job, String receipt, Object result, Throwable error) {
+  private void settle(Job job, String receipt, Duration lease, Object result, Throwable error) {
     try {
       if (error != null) {
         report(job, error);
         String text = error.getClass().getSimpleName() + ": " + error.getMessage();
-        client.nack(queue, receipt, null, text.length() > 4000 ? text.substring(0, 4000) : text, false);
+        String cut = text.length() > 4000 ? text.substring(0, 4000) : text;
+        retrying(() -> client.nack(queue, receipt, null, cut, false), lease);
         nacked.incrementAndGet();
         return;
       }
       Object kept = keepable(job, result);
       try {
-        client.ack(queue, receipt, kept);
+        retrying(() -> {
+          client.ack(queue, receipt, kept);
+          return null;
+        }, lease);
       } catch (DelayqException.InvalidArgument refused) {
         if (kept == null) throw refused;
         errors.incrementAndGet(); // a result the server would not keep: acked without it
         report(job, refused);
-        client.ack(queue, receipt, null);
+        retrying(() -> {
+          client.ack(queue, receipt, null);
+          return null;
+        }, lease);
       }
       acked.incrementAndGet();
     } catch (DelayqException.LeaseExpired | DelayqException.NotFound e) {
       // the job was delivered again meanwhile, or deleted: not ours to settle
     } catch (DelayqException e) {
       errors.incrementAndGet(); // unsettled: the lease runs out and the job is delivered again
+    }
+  }
+
+  // An ack or nack the server could not take (down a moment, restarting) is sent again, 100 ms
+  // doubling to 2 s, while the delivery's lease may still hold: its receipt stays good over a
+  // restart, and a job done once is then not delivered again a lease later.
+  private <T> T retrying(java.util.function.Supplier<T> call, Duration lease) {
+    long until = System.nanoTime() + lease.toNanos();
+    long pauseMs = 100;
+    while (true) {
+      try {
+        return call.get();
+      } catch (DelayqException.Unavailable e) {
+        if (until - System.nanoTime() <= pauseMs * 1_000_000) throw e;
+        errors.incrementAndGet();
+        try {
+          Thread.sleep(pauseMs); // the back-off before the next try
+        } catch (InterruptedException interrupted) {
+          Thread.currentThread().interrupt();
+          throw e;
+        }
+        pauseMs = Math.min(pauseMs * 2, 2000);
+      }
     }
   }
 
@@ -361,7 +409,7 @@ public final class Worker implements AutoCloseable {
    * this handler's.
    */
   public void progress(Job job, Object value) {
-    Running r = running.get(job.receipt());
+    Running r = running.get(job.id());
     if (r == null) throw new IllegalStateException("job " + job.id() + " is not running in this worker");
     client.touch(queue, r.receipt, r.lease, value);
     r.nextTouchNanos = System.nanoTime() + r.lease.toNanos() / 3;

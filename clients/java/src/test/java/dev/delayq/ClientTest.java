@@ -133,7 +133,7 @@ class ClientTest {
     refused(bad, "traceparent", () -> c.enqueue("h", NewJob.of(1).traceContext("00-xyz", null)));
     refused(bad, "JSON", () -> c.enqueue("h", NewJob.of(Double.NaN)));
     refused(bad, "JSON", () -> c.enqueue("h", NewJob.of(new Object())));
-    assertThrows(IllegalArgumentException.class, () -> new Json.Raw("{"));
+    refused(bad, "Json.Raw", () -> new Json.Raw("{"));
     refused(DelayqException.TooLarge.class, "payload", () -> c.enqueue("h", NewJob.of("x".repeat(2 << 20))));
     refused(bad, "id or its key", () -> JobRef.id(""));
     refused(bad, "id", () -> c.get("h", JobRef.id("../../etc/passwd")));
@@ -175,7 +175,7 @@ class ClientTest {
 
   @Test
   void theCodecRefusesWhatJsonRefusesAndWritesNumbersDigitForDigit() {
-    for (String bad : new String[] {"", "{", "[1,]", "{\"a\":1,\"a\":2}", "01", "1.", "\"\\x\"", "[1] 2", "nul", "\"\u0001\""}) {
+    for (String bad : new String[] {"", "{", "[1,]", "01", "1.", "\"\\x\"", "[1] 2", "nul", "\"\u0001\""}) {
       assertThrows(IllegalArgumentException.class, () -> Json.parse(bad), bad);
     }
     String deep = "[".repeat(600) + "]".repeat(600);
@@ -184,5 +184,6 @@ class ClientTest {
     assertEquals(exact.replace("\\u0000", "\\u0000"), Json.write(Json.parse(exact)));
     assertEquals(Long.MAX_VALUE, ((Number) Json.parse(String.valueOf(Long.MAX_VALUE))).longValue());
     assertNull(Json.parse("null"));
+    assertEquals("{\"a\":2}", Json.write(Json.parse("{\"a\":1,\"a\":2}")), "a key twice keeps its last value");
   }
 }

@@ -1,0 +1,137 @@
+package delayq_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	delayq "github.com/delayq/delayq/clients/go"
+)
+
+// Found by a hostile try of the client from its docs alone; each failed before its fix.
+
+func TestRefusalsTheClientMakesItselfAreInvalidArgumentsNamingWhatIsWrong(t *testing.T) {
+	if _, err := delayq.New("http://127.0.0.1:1", delayq.WithToken("s3cret\n")); !errors.Is(err, delayq.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "line end") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a token read with its newline: %v", err)
+	}
+	if _, err := delayq.New("ftp://x"); !errors.Is(err, delayq.ErrInvalidArgument) {
+		t.Errorf("a bad url: %v", err)
+	}
+	if _, err := delayq.NewWorker(nil, "q", func(context.Context, *delayq.Job) (any, error) { return nil, nil }, delayq.WorkerOptions{}); !errors.Is(err, delayq.ErrInvalidArgument) {
+		t.Errorf("a nil client: %v", err)
+	}
+	c := newClient(t, "http://127.0.0.1:1")
+	if _, err := delayq.NewWorker(c, "q", func(context.Context, *delayq.Job) (any, error) { return nil, nil }, delayq.WorkerOptions{Concurrency: -1}); !errors.Is(err, delayq.ErrInvalidArgument) {
+		t.Errorf("a bad concurrency: %v", err)
+	}
+	// A moment past what int64 milliseconds hold wrapped around to "due now".
+	far := time.Unix(1<<60, 0)
+	if _, err := c.Enqueue(context.Background(), "q", delayq.NewJob{DeliverAt: far}); !errors.Is(err, delayq.ErrInvalidArgument) || !strings.Contains(err.Error(), "DeliverAt") {
+		t.Errorf("DeliverAt far ahead: %v", err)
+	}
+	if _, err := c.PutSchedule(context.Background(), "q", "s", delayq.Schedule{Every: time.Minute, StartAt: far}); !errors.Is(err, delayq.ErrInvalidArgument) || !strings.Contains(err.Error(), "StartAt") {
+		t.Errorf("StartAt far ahead: %v", err)
+	}
+}
+
+func TestAScheduleTakesABinaryPayloadAsAJobDoes(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, s.url)
+	got := must[map[string]any](t)(c.PutSchedule(context.Background(), "b", "s", delayq.Schedule{Every: time.Minute, Payload: []byte{0, 255}}))
+	if got["payload_base64"] != "AP8=" || got["payload"] != nil {
+		t.Fatalf("the schedule keeps %v", got)
+	}
+}
+
+// A server full of waits (--max-waiting): the wait is asked again until its timeout, then answers
+// the job as it is (a plain read is never refused), not Overloaded before its time.
+func TestAWaitOnAFullServerAnswersTheJobAsItIsAtItsTimeout(t *testing.T) {
+	s := startServer(t, "--max-waiting", "1")
+	c := newClient(t, s.url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	job := must[*delayq.EnqueueResult](t)(c.Enqueue(ctx, "full", delayq.NewJob{Payload: 1, Delay: time.Hour}))
+	go func() { _, _ = c.Reserve(ctx, "other", delayq.ReserveOptions{Wait: 20 * time.Second}) }() // takes the one room
+	awaitOpenWaits(t, s.url, 1)
+	start := time.Now()
+	j, err := c.Wait(ctx, "full", delayq.ByID(job.ID), 1500*time.Millisecond)
+	if err != nil || j.State != "scheduled" || time.Since(start) < 1400*time.Millisecond {
+		t.Fatalf("answered %+v, %v after %v", j, err, time.Since(start))
+	}
+}
+
+// A job handed out again while its handler runs (its lease ran out while the server was stopped
+// or slow; here its delivery is given back from the handler, which does the same at once) goes to
+// another slot of the same worker. It is not run twice: the running handler settles the newest
+// delivery.
+func TestAJobDeliveredAgainWhileItsHandlerRunsIsNotRunTwice(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, s.url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	id := must[*delayq.EnqueueResult](t)(c.Enqueue(ctx, "again", delayq.NewJob{Payload: 1})).ID
+	var runs atomic.Int32
+	var w *delayq.Worker
+	w = must[*delayq.Worker](t)(delayq.NewWorker(c, "again", func(hctx context.Context, job *delayq.Job) (any, error) {
+		runs.Add(1)
+		if _, err := c.Release(hctx, "again", job.Receipt); err != nil {
+			return nil, err
+		}
+		for start := time.Now(); w.Redelivered() == 0 && time.Since(start) < 30*time.Second; {
+			time.Sleep(20 * time.Millisecond) // the handler's work: until the job came again
+		}
+		cancel()
+		return "once", nil
+	}, delayq.WorkerOptions{Concurrency: 2, Poll: 200 * time.Millisecond}))
+	if err := awaitRun(t, runWorker(t, w, ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() != 1 || w.Redelivered() != 1 || w.Acked() != 1 {
+		t.Fatalf("runs %d, redelivered %d, acked %d", runs.Load(), w.Redelivered(), w.Acked())
+	}
+	if _, err := c.Get(context.Background(), "again", delayq.ByID(id)); !errors.Is(err, delayq.ErrNotFound) {
+		t.Fatalf("the job after its ack with the newest receipt: %v", err)
+	}
+}
+
+// An ack the server could not take (killed, started again) is sent again while the lease holds:
+// the job done once is not delivered again a lease later.
+func TestAnAckWhileTheServerIsDownIsSentAgainOnceItIsBack(t *testing.T) {
+	s := startServer(t, "--durability", "sync")
+	c := newClient(t, s.url, delayq.WithTimeout(2*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	id := must[*delayq.EnqueueResult](t)(c.Enqueue(ctx, "acks", delayq.NewJob{Payload: 1})).ID
+	gone := make(chan struct{})
+	back := make(chan struct{})
+	var runs atomic.Int32
+	w := must[*delayq.Worker](t)(delayq.NewWorker(c, "acks", func(context.Context, *delayq.Job) (any, error) {
+		runs.Add(1)
+		close(gone)
+		<-back
+		return nil, nil
+	}, delayq.WorkerOptions{Lease: 30 * time.Second, Poll: 200 * time.Millisecond}))
+	done := runWorker(t, w, ctx)
+	<-gone
+	s.kill()
+	close(back)                        // the handler ends while the server is down: its ack fails, and is sent again
+	time.Sleep(300 * time.Millisecond) // the fault: the server down a while
+	s.start()
+	for start := time.Now(); w.Acked() == 0 && time.Since(start) < 20*time.Second; {
+		time.Sleep(20 * time.Millisecond) // a poll of the worker's counters
+	}
+	cancel()
+	if err := awaitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if w.Acked() != 1 || runs.Load() != 1 {
+		t.Fatalf("acked %d, runs %d", w.Acked(), runs.Load())
+	}
+	if _, err := c.Get(context.Background(), "acks", delayq.ByID(id)); !errors.Is(err, delayq.ErrNotFound) {
+		t.Fatalf("the job after the ack sent again: %v", err)
+	}
+}
