@@ -62,8 +62,8 @@ struct Receipt {
   }
 };
 
-// For each receipt of a batch, the index of the first receipt naming the same delivery (its own
-// index when it is the first, or when it does not parse). Ids are case-insensitive, so two
+// For each receipt of a batch, the index of the first receipt naming the same delivery with the
+// same tag (its own index when it is the first, or when it does not parse). Ids are case-insensitive, so two
 // spellings can name one delivery. Every store acks such a delivery once, and every copy
 // answers what the first did; the HTTP API counts it once.
 // `parsed` holds Receipt::Parse of each receipt (ParseReceipts), so a store parses a batch once.
@@ -71,17 +71,20 @@ inline std::vector<size_t> FirstOccurrences(std::span<const Result<Receipt>> par
   std::vector<size_t> first(parsed.size());
   // The parsed deliveries sorted with their index: equal ones are then side by side, the first
   // given first (one allocation, where a map took one per receipt).
-  std::vector<std::tuple<Ulid, DeliveryToken, size_t>> seen;
+  // The tag too: a receipt with another tag names the same delivery but is not the same receipt
+  // (a tampered copy beside the genuine one made the genuine one answer the copy's refusal, or
+  // hid the copy's; a hostile try found it). Each is opened, and answered, on its own.
+  std::vector<std::tuple<Ulid, DeliveryToken, std::optional<uint64_t>, size_t>> seen;
   seen.reserve(parsed.size());
   for (size_t i = 0; i < parsed.size(); ++i) {
     first[i] = i;
-    if (parsed[i].ok()) seen.emplace_back(parsed[i]->id, parsed[i]->token, i);
+    if (parsed[i].ok()) seen.emplace_back(parsed[i]->id, parsed[i]->token, parsed[i]->tag, i);
   }
   std::sort(seen.begin(), seen.end());
   for (size_t j = 1; j < seen.size(); ++j) {
-    const auto& [id, token, i] = seen[j];
-    const auto& [prev_id, prev_token, prev_i] = seen[j - 1];
-    if (id == prev_id && token == prev_token) first[i] = first[prev_i];
+    const auto& [id, token, tag, i] = seen[j];
+    const auto& [prev_id, prev_token, prev_tag, prev_i] = seen[j - 1];
+    if (id == prev_id && token == prev_token && tag == prev_tag) first[i] = first[prev_i];
   }
   return first;
 }

@@ -134,6 +134,33 @@ TEST_P(QueueConformance, AForgedReceiptTellsNothingAboutWhichJobsExist) {
 
 // A request naming one job or delivery several times (in one spelling or several: ids are
 // case-insensitive) acts on it once and counts it once; no count ever goes below zero.
+// A receipt with its tag tampered with names the genuine one's delivery but is not that receipt:
+// beside it in a batch it is refused on its own, and the genuine one acts (a hostile try found the
+// genuine one answering the copy's refusal, and the copy hidden behind the genuine one's success).
+TEST_P(QueueConformance, ATamperedCopyOfAReceiptInABatchChangesNothingOfTheGenuineOne) {
+  const std::string queue = QueueName();
+  MustEnqueue(q(), queue, Job("a"));
+  MustEnqueue(q(), queue, Job("b"));
+  ReserveRequest two;
+  two.max = 2;
+  auto got = q().Reserve(queue, two);
+  ASSERT_TRUE(got.ok() && got->size() == 2u);
+  auto tampered = [](std::string r) {
+    r.back() = r.back() == '0' ? '1' : '0';
+    return r;
+  };
+  const std::string a = (*got)[0].receipt, b = (*got)[1].receipt;
+  std::vector<Status> acks = q().AckBatch(queue, std::vector<std::string>{tampered(a), a, b, tampered(b)});
+  ASSERT_EQ(acks.size(), 4u);
+  EXPECT_EQ(acks[0].code(), Code::kInvalidArgument) << acks[0].ToString();
+  EXPECT_TRUE(acks[1].ok()) << acks[1].ToString();
+  EXPECT_TRUE(acks[2].ok()) << acks[2].ToString();
+  EXPECT_EQ(acks[3].code(), Code::kInvalidArgument) << acks[3].ToString();
+  QueueStats s = MustStats(q(), queue);
+  EXPECT_EQ(s.counters.acked, 2u);
+  EXPECT_EQ(s.reserved, 0);
+}
+
 TEST_P(QueueConformance, ARepeatedIdOrReceiptCountsOnce) {
   const std::string queue = QueueName();
   std::vector<std::string> ids;
