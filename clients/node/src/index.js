@@ -356,8 +356,11 @@ export class Client {
       try {
         info = jobInfo(await this.#call('GET', path, undefined, { query: { ...(query ?? {}), wait_ms: waitMs }, waitMs }));
       } catch (e) {
-        if (!(e instanceof Unavailable || e instanceof Overloaded) || performance.now() + pause >= deadline) throw e;
-        await new Promise((resolve) => { setTimeout(resolve, pause); }); // a server starting again, or full
+        // A server starting again, or one at --max-waiting: asked again until the timeout, the last
+        // time without waiting (wait_ms 0 is a plain read, never a 429); that last one's failure is the answer.
+        if (!(e instanceof Unavailable || e instanceof Overloaded) || waitMs === 0) throw e;
+        const left = Math.max(0, deadline - performance.now());
+        await new Promise((resolve) => { setTimeout(resolve, Math.min(pause, left)); });
         pause = Math.min(pause * 2, 2000);
         continue;
       }

@@ -145,3 +145,21 @@ test('a wait by key waits for the job the key named when it began', async () => 
     }
   } finally { fake.close(); }
 });
+
+// Found by a hostile try of the Go client (the same rule): on a server full of waits the wait gave
+// up with Overloaded before its timeout; asked again until then, its last turn a plain read.
+test('a wait on a full server answers the job as it is at its timeout', async () => {
+  const s = await startServer(['--max-waiting', '1']);
+  try {
+    const c = new Client(s.url);
+    const made = await c.enqueue('full', 1, { delay: '1h' });
+    const held = new Client(s.url).reserve('other', { wait: '15s' }).catch(() => []); // takes the one room
+    await awaitOpenWaits(s.url, 1);
+    const start = performance.now();
+    const info = await c.wait('full', made, { timeout: '1500ms' });
+    assert.equal(info.state, 'scheduled');
+    assert.ok(performance.now() - start >= 1400);
+    await s.stop();
+    await held;
+  } finally { await s.stop(); }
+});

@@ -162,3 +162,21 @@ def test_a_wait_outlives_a_server_killed_and_started_again(tmp_path):
         assert box["value"].state == "completed" and box["value"].result == "after the restart"
     finally:
         s.stop()
+
+
+def test_a_wait_on_a_full_server_answers_the_job_as_it_is_at_its_timeout(tmp_path):
+    # Found by a hostile try of the Go client (the same rule): the wait gave up with Overloaded
+    # before its timeout; asked again until then, its last turn a plain read (never a 429).
+    from conftest import Server
+
+    s = Server(tmp_path / "data", ["--max-waiting", "1"])
+    try:
+        c = Client(s.url)
+        made = c.enqueue("full", 1, delay="1h")
+        in_thread(Client(s.url).reserve, "other", wait="15s")  # takes the one room
+        await_open_waits(s.url, 1)
+        start = time.monotonic()
+        info = c.wait("full", made.id, "1500ms")
+        assert info.state == "scheduled" and time.monotonic() - start >= 1.4
+    finally:
+        s.stop()

@@ -423,9 +423,12 @@ class Client:
                 info = _job_info(self._call("GET", path, query={**(query or {}), "wait_ms": wait_ms},
                                             wait_s=wait_ms / 1000))
             except (Unavailable, Overloaded):
-                if time.monotonic() + pause >= deadline:
+                # A server starting again, or one at --max-waiting: asked again until the timeout,
+                # the last time without waiting (wait_ms 0 is a plain read, never a 429); that last
+                # one's failure is the answer.
+                if wait_ms == 0:
                     raise
-                time.sleep(pause)  # a server starting again, or one at --max-waiting: asked again
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 2.0)
                 continue
             if info.state in FINAL_STATES or time.monotonic() >= deadline:
