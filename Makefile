@@ -117,6 +117,7 @@ DEB_REVISION ?= 1
 deb: deps
 	@DELAYQ_EXTRA_PACKAGES="dpkg-dev fakeroot help2man" ./scripts/install-deps.sh
 	@cmake -S . -B build-deb -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr -DDELAYQ_DEB=ON \
+	  "-DCMAKE_CXX_FLAGS=-D_FORTIFY_SOURCE=2" "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-z,relro,-z,now" \
 	  -DDELAYQ_DEB_REVISION=$(DEB_REVISION) -DDELAYQ_BUILD_TESTS=OFF -DDELAYQ_BUILD_BENCH=OFF -DDELAYQ_UNITY=ON \
 	  $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache) >/dev/null
 	@cmake --build build-deb -j $(JOBS)

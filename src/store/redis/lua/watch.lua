@@ -4,7 +4,7 @@
 -- Returns 1.
 local now = math.floor(now_us() / 1000)
 redis.call('ZREMRANGEBYSCORE', K_WAITING, '-inf', now)
-local id, untill = ARGV[1], now + tonumber(ARGV[2]) + 5000
+local id, until_ms = ARGV[1], now + tonumber(ARGV[2]) + 5000
 local had = tonumber(redis.call('ZSCORE', K_WAITING, id) or '0')
-if untill > had then redis.call('ZADD', K_WAITING, untill, id) end
+if until_ms > had then redis.call('ZADD', K_WAITING, until_ms, id) end
 return 1
