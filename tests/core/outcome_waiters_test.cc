@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace delayq {
 namespace {
@@ -32,11 +34,29 @@ class FakeStore {
     std::lock_guard lock(mu_);
     return reads_;
   }
+  // Wait's second read waits for the waiters' thread to read first: how a slow machine orders them.
+  void HoldWaitsSecondRead() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
   OutcomeWaiters::Hooks Hooks() {
     return {[this](std::string_view, const JobRef&) -> Result<Job> {
-              std::lock_guard lock(mu_);
+              std::unique_lock lock(mu_);
+              const bool on_test_thread = std::this_thread::get_id() == test_thread_;
               ++reads_;
-              if (failures_ > 0 && reads_ > 2) {  // the two reads of Wait itself succeed
+              if (on_test_thread && hold_ && reads_ == 2) {
+                --reads_;  // counted when it goes on
+                read_elsewhere_.wait(lock, [this] { return reads_elsewhere_ > 0; });
+                ++reads_;
+              }
+              if (!on_test_thread) {
+                ++reads_elsewhere_;
+                read_elsewhere_.notify_all();
+              }
+              // Wait's own reads (on the test's thread) succeed; the waiters' thread's reads fail.
+              // Not "after the second read": TSan in CI slowed Wait enough for a 1 ms wait to come
+              // due, and be read by the waiters' thread, before Wait's second read.
+              if (failures_ > 0 && !on_test_thread) {
                 --failures_;
                 return Status::Unavailable("the store is unreachable");
               }
@@ -54,6 +74,10 @@ class FakeStore {
     j.state = JobState::kReserved;
     return j;
   }();
+  std::condition_variable read_elsewhere_;
+  const std::thread::id test_thread_ = std::this_thread::get_id();
+  bool hold_ = false;
+  int reads_elsewhere_ = 0;
   int failures_ = 0;
   int reads_ = 0;
   bool gone_ = false;
@@ -108,6 +132,7 @@ TEST(OutcomeWaiters, AWaitDueWhileItsStoreFailsIsAnsweredWithTheFailure) {
   FakeStore store;
   OutcomeWaiters waiters(store.Hooks());
   store.FailReads(1'000'000);
+  store.HoldWaitsSecondRead();  // the order CI's TSan run met: the wait due before Wait read again
   auto outcome = StartWait(waiters, 1);
   auto got = Answer(outcome);
   EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
