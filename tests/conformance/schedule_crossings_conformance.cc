@@ -11,6 +11,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "conformance/helpers.h"
 #include "conformance/queue_conformance.h"
@@ -284,6 +286,41 @@ TEST_P(QueueConformance, AScheduleGivesItsRunsItsPriorityAndGroup) {
     EXPECT_NE(refused.status().message().find(group.empty() ? "priority" : "group"), std::string::npos)
         << refused.status().message();
     EXPECT_EQ(q().Stats(other).code(), Code::kNotFound);
+  }
+}
+
+// A schedule's template takes a trace context as a job's headers do (docs/http-api.md, "Trace
+// context"): each run carries it, and a malformed one is refused by name before the queue exists.
+TEST_P(QueueConformance, AScheduleGivesItsRunsItsTraceContext) {
+  const std::string queue = QueueName();
+  const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  ScheduleSpec spec = Every("traced-report", 3'600'000);
+  spec.headers["traceparent"] = parent;
+  spec.headers["tracestate"] = "rojo=00f067aa0ba902b7";
+  spec.headers["team"] = "billing";
+  auto put = q().PutSchedule(queue, spec);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->spec.headers, spec.headers);
+  auto job = q().Get(queue, JobRef::ByKey(KeyOf("traced-report", put->next_runs[0])));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(TraceParentOf(job->headers), parent);
+  EXPECT_EQ(TraceStateOf(job->headers), "rojo=00f067aa0ba902b7");
+  EXPECT_EQ(job->headers.at("team"), "billing");
+
+  const std::vector<std::pair<Headers, std::string>> bad = {
+      {{{"traceparent", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"}}, "traceparent"},
+      {{{"traceparent", std::string(20'000, '0')}}, "traceparent"},
+      {{{"tracestate", "a=1"}}, "tracestate is given without a traceparent"},
+  };
+  for (const auto& [headers, said] : bad) {
+    const std::string other = QueueName();
+    ScheduleSpec broken = Every("broken", 60'000);
+    broken.headers = headers;
+    auto refused = q().PutSchedule(other, broken);
+    EXPECT_EQ(refused.code(), Code::kInvalidArgument) << said;
+    EXPECT_NE(refused.status().message().find(said), std::string::npos) << refused.status().ToString();
+    EXPECT_LT(refused.status().message().size(), 500u) << "a huge value is not echoed whole";
+    EXPECT_EQ(q().Stats(other).code(), Code::kNotFound) << said;
   }
 }
 

@@ -907,6 +907,19 @@ class TraceApiTest : public ApiTest {
     return f.get();
   }
   json Job(const std::string& id) { return J(Call("GET", "/v1/queues/traced/jobs/" + id)); }
+  http::HttpResponse PutSchedule(const std::string& name, const std::string& body, const std::string& traceparent) {
+    std::promise<http::HttpResponse> p;
+    auto f = p.get_future();
+    http::HttpRequest request{"PUT", "/v1/queues/traced/schedules/" + name, "", body, "application/json"};
+    request.traceparent = traceparent;
+    api_.Handle(std::move(request), [&p](http::HttpResponse r) { p.set_value(std::move(r)); });
+    return f.get();
+  }
+  json RunOf(const json& schedule) {
+    const std::string key =
+        fmt::format("schedule:{}:{}", schedule["name"].get<std::string>(), schedule["next_runs"][0].get<int64_t>());
+    return J(Call("GET", "/v1/queues/traced/jobs?key=" + key));
+  }
 };
 
 const std::string kParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -940,6 +953,25 @@ TEST_F(TraceApiTest, AJobsOwnContextOrTheRequestsIsKeptAndShown) {
   EXPECT_EQ(got[0]["traceparent"], kParent);
   EXPECT_EQ(got[0]["tracestate"], "a=1");
   EXPECT_FALSE(got[4].contains("traceparent")) << got[4].dump();
+}
+
+// A schedule's template takes the fields; the PUT request's own headers are not applied to it
+// (docs/http-api.md): a schedule's runs are not part of the request that made it.
+TEST_F(TraceApiTest, AScheduleTemplateTakesTheFieldsNotThePutRequestsHeaders) {
+  auto r = PutSchedule("traced",
+                       R"({"every": "1h", "payload": 1, "traceparent": ")" + kParent + R"(", "tracestate": "a=1"})",
+                       kRequestParent);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(J(r)["headers"]["traceparent"], kParent) << r.body;
+  json run = RunOf(J(r));
+  EXPECT_EQ(run["traceparent"], kParent) << run.dump();
+  EXPECT_EQ(run["tracestate"], "a=1");
+  r = PutSchedule("plain", R"({"every": "1h", "payload": 1})", kRequestParent);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(RunOf(J(r))["traceparent"].is_null()) << "the request's header is not the template's";
+  ExpectError(PutSchedule("bad", R"({"every": "1h", "traceparent": "00-abc-def-01"})", ""), 400, "invalid_argument",
+              "traceparent is \"00-abc-def-01\"");
+  EXPECT_EQ(Call("GET", "/v1/queues/traced/schedules/bad").status, 404);
 }
 
 TEST_F(TraceApiTest, AMalformedContextInTheBodyIsRefusedAndInTheRequestsHeadersPassedOver) {
