@@ -12,7 +12,7 @@ import (
 // Handler does a job's work. It returns the job's result (nil: none; any value encoding/json
 // takes, up to 64 KiB of JSON) and the job is acked, or an error and the job is nacked with the
 // error's text as its last_error (the queue's back-off decides when it comes back, or it goes
-// dead). A panic is an error. ctx is cancelled when the job is no longer this handler's (its
+// dead). A panic is an error, and so are a panic(nil) and a runtime.Goexit. ctx is cancelled when the job is no longer this handler's (its
 // lease was lost: another consumer may have it); a Worker's shutdown does not cancel it.
 type Handler func(ctx context.Context, job *Job) (result any, err error)
 
@@ -111,8 +111,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) loop(stop context.Context, fail context.CancelFunc) {
 	pause := 100 * time.Millisecond
 	for stop.Err() == nil {
-		// Not cancelled by the stop: a reserve cut off could lease a job to no one until its lease ends.
-		jobs, err := w.client.Reserve(context.Background(), w.queue, ReserveOptions{Max: 1, Wait: w.o.Poll, Lease: w.o.Lease})
+		jobs, err := w.reserve(stop)
 		if err != nil {
 			w.errs.Add(1)
 			if fatal(err) {
@@ -133,6 +132,29 @@ func (w *Worker) loop(stop context.Context, fail context.CancelFunc) {
 			w.handle(&jobs[i])
 		}
 	}
+}
+
+// reserve asks for one job. Not cut off by the stop at once (a reserve cut off could lease a job to
+// no one until its lease ends), but Poll and a second after it at most: a server that hangs (stopped,
+// swapping, a network that drops packets) does not hold a shutdown for the client's whole timeout.
+func (w *Worker) reserve(stop context.Context) ([]Job, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop.Done():
+		}
+		grace := time.NewTimer(w.o.Poll + time.Second)
+		defer grace.Stop()
+		select {
+		case <-ctx.Done():
+		case <-grace.C:
+			cancel()
+		}
+	}()
+	return w.client.Reserve(ctx, w.queue, ReserveOptions{Max: 1, Wait: w.o.Poll, Lease: w.o.Lease})
 }
 
 // A job the server hands out again while its handler runs here (its lease ran out: the server was
@@ -168,14 +190,34 @@ func (w *Worker) handle(job *Job) {
 	w.settle(job, receipt, lease, result, err)
 }
 
-// call runs the handler, a panic turned into an error.
-func (w *Worker) call(ctx context.Context, job *Job) (result any, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			result, err = nil, fmt.Errorf("panic: %v", p)
-		}
+// call runs the handler on a goroutine of its own, a panic turned into an error. Also a panic(nil)
+// (before Go 1.21 recover answers nil for it: the job was once acked as done) and a
+// runtime.Goexit (t.FailNow, a log.Fatal's kin in a library): that one would have ended the slot
+// and left its job's lease kept alive for as long as the process lived.
+func (w *Worker) call(ctx context.Context, job *Job) (any, error) {
+	type answer struct {
+		result any
+		err    error
+	}
+	out := make(chan answer, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			if p := recover(); p != nil {
+				out <- answer{nil, fmt.Errorf("panic: %v", p)}
+				return
+			}
+			out <- answer{nil, errors.New("panic: the handler panicked with nil or called runtime.Goexit")}
+		}()
+		result, err := w.handler(ctx, job)
+		returned = true
+		out <- answer{result, err}
 	}()
-	return w.handler(ctx, job)
+	a := <-out
+	return a.result, a.err
 }
 
 func (w *Worker) keepAlive(r *running, done <-chan struct{}) {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,14 +41,14 @@ func TestWorkerAcksWithTheResultNacksErrorsAndPanicsAndReportsAResultItCannotKee
 	defer cancel()
 	must[*delayq.Config](t)(c.SetConfig(ctx, "w", delayq.ConfigUpdate{KeepCompletedMs: delayq.Ptr[int64](3_600_000)}))
 	ids := map[string]string{}
-	for _, what := range []string{"ok", "fail", "panic", "huge"} {
+	for _, what := range []string{"ok", "fail", "panic", "huge", "panic-nil", "goexit"} {
 		ids[what] = must[*delayq.EnqueueResult](t)(c.Enqueue(ctx, "w", delayq.NewJob{Payload: what, MaxAttempts: 1})).ID
 	}
 	var handled atomic.Int32
 	var reported []string
 	var mu sync.Mutex
 	w, err := delayq.NewWorker(c, "w", func(_ context.Context, job *delayq.Job) (any, error) {
-		if handled.Add(1) == 4 {
+		if handled.Add(1) == 6 {
 			cancel()
 		}
 		var what string
@@ -58,6 +60,11 @@ func TestWorkerAcksWithTheResultNacksErrorsAndPanicsAndReportsAResultItCannotKee
 			panic("out of range")
 		case "huge":
 			return strings.Repeat("x", delayq.MaxResultBytes), nil
+		case "panic-nil": // before Go 1.21, recover() answers nil: the job was acked as done
+			var none error
+			panic(none)
+		case "goexit": // t.FailNow's way out: it ended the slot, and the job's lease was kept for ever
+			runtime.Goexit()
 		}
 		return map[string]any{"paid": 1999}, nil
 	}, delayq.WorkerOptions{Poll: 200 * time.Millisecond, OnError: func(job *delayq.Job, err error) {
@@ -87,12 +94,17 @@ func TestWorkerAcksWithTheResultNacksErrorsAndPanicsAndReportsAResultItCannotKee
 	if j := get("huge"); j.State != "completed" || j.Result != nil {
 		t.Errorf("huge: %+v", j)
 	}
-	if w.Acked() != 2 || w.Nacked() != 2 || w.Errors() != 1 {
+	for _, what := range []string{"panic-nil", "goexit"} {
+		if j := get(what); j.State != "dead" || !strings.HasPrefix(j.LastError, "panic: the handler panicked with nil or called runtime.Goexit") {
+			t.Errorf("%s: %+v", what, j)
+		}
+	}
+	if w.Acked() != 2 || w.Nacked() != 4 || w.Errors() != 1 {
 		t.Errorf("acked %d nacked %d errors %d", w.Acked(), w.Nacked(), w.Errors())
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(reported) != 3 || !strings.Contains(strings.Join(reported, "|"), "at most 65536 are kept") {
+	if len(reported) != 5 || !strings.Contains(strings.Join(reported, "|"), "at most 65536 are kept") {
 		t.Errorf("reported %q", reported)
 	}
 }
@@ -307,4 +319,41 @@ func awaitDrained(t *testing.T, c *delayq.Client, queue string) {
 		time.Sleep(20 * time.Millisecond) // a poll of the server's state
 	}
 	t.Fatalf("queue %s still holds jobs after 60 s", queue)
+}
+
+// A server that hangs (stopped, swapping, a network dropping packets) holds a shutdown for Poll and
+// a second at most, not for the client's timeout (30 s): a hostile try saw 29 s, past the 30 s a
+// container gets to stop.
+func TestWorkerShutdownIsNotHeldByAServerThatHangs(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, s.url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must[*delayq.EnqueueResult](t)(c.Enqueue(ctx, "hung", delayq.NewJob{Payload: 1}))
+	w, err := delayq.NewWorker(c, "hung", func(context.Context, *delayq.Job) (any, error) {
+		return nil, nil
+	}, delayq.WorkerOptions{Poll: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := runWorker(t, w, ctx)
+	// Once its job is acked the worker only reserves: its next reserve reaches a server that does
+	// not answer (an ack under way is another matter: the shutdown settles the running handlers).
+	for guard := time.Now(); w.Acked() == 0; time.Sleep(10 * time.Millisecond) { // a wait for a condition
+		if time.Since(guard) > 60*time.Second {
+			t.Fatal("the job was not acked within 60 s")
+		}
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }()
+	stopped := time.Now()
+	cancel()
+	if err := awaitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("Run returned %v after the cancel; Poll (1 s) and a second at most", took)
+	}
 }

@@ -140,7 +140,7 @@ public final class Json {
     } else if (v instanceof Collection<?> c) {
       array(out, c, depth);
     } else if (v instanceof Object[] a) {
-      array(out, List.of(a), depth);
+      array(out, java.util.Arrays.asList(a), depth); // not List.of: it refuses a null element
     } else {
       throw new IllegalArgumentException("a " + v.getClass().getName() + " is not a JSON value: give a Map, List, String, Number, Boolean, null or Json.Raw");
     }

@@ -5,11 +5,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
@@ -242,7 +245,7 @@ public final class Worker implements AutoCloseable {
       while (!stopping.get()) {
         List<Job> jobs;
         try {
-          jobs = client.reserve(queue, 1, poll, lease);
+          jobs = reserveOne();
         } catch (DelayqException.Unauthenticated | DelayqException.Forbidden | DelayqException.InvalidArgument e) {
           errors.incrementAndGet();
           failure.compareAndSet(null, e);
@@ -263,6 +266,35 @@ public final class Worker implements AutoCloseable {
     } finally {
       SLOT.remove();
       done.countDown();
+    }
+  }
+
+  // One reserve. Not cut off by a stop at once (a reserve cut off could lease a job to no one until
+  // its lease ends), but poll and a second after it at most: a server that hangs (stopped, swapping,
+  // a network that drops packets) does not hold close() for the client's whole timeout.
+  private List<Job> reserveOne() {
+    CompletableFuture<List<Job>> f = client.reserveAsync(queue, 1, poll, lease);
+    long stopSeen = 0;
+    while (true) {
+      try {
+        return f.get(50, TimeUnit.MILLISECONDS);
+      } catch (TimeoutException e) {
+        if (!stopping.get()) continue;
+        long now = System.nanoTime();
+        if (stopSeen == 0) stopSeen = now;
+        if (now - stopSeen >= poll.toNanos() + 1_000_000_000L) {
+          f.cancel(true);
+          return List.of();
+        }
+      } catch (ExecutionException e) {
+        if (e.getCause() instanceof RuntimeException r) throw r;
+        throw new DelayqException.Unavailable("unavailable", 0, "the reserve failed: " + e.getCause(), null, e.getCause());
+      } catch (InterruptedException e) { // the executor is shut down under the worker
+        Thread.currentThread().interrupt();
+        f.cancel(true);
+        stop();
+        return List.of();
+      }
     }
   }
 
@@ -300,9 +332,14 @@ public final class Worker implements AutoCloseable {
     } catch (Throwable e) { // an Error too: the job is nacked with it, as any failure of its handler
       error = e;
     }
+    // A handler that restored an interrupt (catch InterruptedException, interrupt()) left it on this
+    // pool thread: the worker's next back-off took it for a stop, and its retries gave up at once.
+    Thread.interrupted();
     running.remove(job.id(), r);
     settle(job, r.receipt, r.lease, result, error);
-    if (error instanceof VirtualMachineError fatal) throw fatal; // out of memory: the worker stops, run() throws it
+    // Out of memory, or the JVM broken: the worker stops, run() throws it. A StackOverflowError is
+    // one handler's recursion, its stack unwound by now: that job is nacked and the worker goes on.
+    if (error instanceof VirtualMachineError fatal && !(fatal instanceof StackOverflowError)) throw fatal;
   }
 
   private void settle(Job job, String receipt, Duration lease, Object result, Throwable error) {
@@ -370,7 +407,11 @@ public final class Worker implements AutoCloseable {
         throw new IllegalArgumentException("the result of job " + job.id() + " is " + size + " bytes of JSON; at most " + MAX_RESULT_BYTES + " are kept");
       }
       return new Json.Raw(text);
-    } catch (IllegalArgumentException e) {
+    } catch (RuntimeException e) { // not JSON, too large, or the value's own code threw while it was read
+      errors.incrementAndGet();
+      report(job, e);
+      return null;
+    } catch (StackOverflowError e) { // a structure nested past the stack (the codec's own depth limit comes first)
       errors.incrementAndGet();
       report(job, e);
       return null;
@@ -381,9 +422,8 @@ public final class Worker implements AutoCloseable {
     if (onError == null) return;
     try {
       onError.accept(job, error);
-    } catch (RuntimeException raised) {
-      failure.compareAndSet(null, raised);
-      stop();
+    } catch (RuntimeException raised) { // the callback's own failure: counted, and the worker goes on
+      errors.incrementAndGet();
     }
   }
 

@@ -70,8 +70,19 @@ final class Server implements AutoCloseable {
     process.waitFor();
   }
 
+  /** kill -STOP / -CONT: a server that hangs (swapping, a network dropping packets), and one going on. */
+  void hang(boolean hung) throws Exception {
+    Process signal = new ProcessBuilder("kill", hung ? "-STOP" : "-CONT", Long.toString(process.pid())).start();
+    if (signal.waitFor() != 0) throw new IllegalStateException("kill could not signal the server");
+  }
+
   @Override
   public void close() throws IOException {
+    try {
+      hang(false); // a stopped server takes no SIGTERM
+    } catch (Exception ignored) {
+      // gone already
+    }
     process.destroy();
     try {
       process.waitFor(30, TimeUnit.SECONDS);

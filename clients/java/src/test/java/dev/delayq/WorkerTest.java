@@ -27,23 +27,46 @@ class WorkerTest {
       Client c = Client.builder(s.url).build();
       c.setConfig("w", Map.of("keep_completed_ms", 3_600_000));
       Map<String, String> ids = new HashMap<>();
-      for (String what : List.of("ok", "fail", "crash", "huge")) ids.put(what, c.enqueue("w", NewJob.of(what).maxAttempts(1)).id());
+      List<String> kinds = List.of("ok", "fail", "crash", "huge", "nulls", "throwing", "overflow");
+      for (String what : kinds) ids.put(what, c.enqueue("w", NewJob.of(what).maxAttempts(1)).id());
       List<String> reported = Collections.synchronizedList(new ArrayList<>());
       AtomicInteger handled = new AtomicInteger();
       Worker[] w = new Worker[1];
       w[0] = Worker.builder(c, "w", job -> {
-        if (handled.incrementAndGet() == 4) w[0].stop();
+        if (handled.incrementAndGet() == kinds.size()) w[0].stop();
         switch ((String) job.payload()) {
           case "fail" -> throw new IllegalStateException("card declined");
           case "crash" -> throw new ArithmeticException("/ by zero");
           case "huge" -> {
             return "x".repeat(Worker.MAX_RESULT_BYTES);
           }
+          case "nulls" -> { // the codec's List.of once threw on the null, and the worker stopped
+            return new Object[] {"a", null};
+          }
+          case "throwing" -> { // a value whose own code throws while it is written
+            return new java.util.AbstractList<Object>() {
+              @Override
+              public Object get(int i) {
+                throw new java.util.ConcurrentModificationException("changed while written");
+              }
+
+              @Override
+              public int size() {
+                return 1;
+              }
+            };
+          }
+          case "overflow" -> throw new StackOverflowError(); // one handler's recursion: not the worker's end
           default -> {
             return Map.of("paid", 1999);
           }
         }
-      }).poll(Duration.ofMillis(200)).onError((job, e) -> reported.add(e.getMessage())).build();
+      }).poll(Duration.ofMillis(200)).onError((job, e) -> {
+        reported.add(String.valueOf(e.getMessage()));
+        if ("IllegalStateException: card declined".equals(e.getClass().getSimpleName() + ": " + e.getMessage())) {
+          throw new IllegalStateException("onError itself fails"); // counted, and the worker goes on
+        }
+      }).build();
       w[0].run();
       assertEquals(List.of("completed", "{\"paid\":1999}"), List.of(c.get("w", JobRef.id(ids.get("ok"))).state(),
           Json.write(c.get("w", JobRef.id(ids.get("ok"))).result())));
@@ -53,9 +76,60 @@ class WorkerTest {
       JobInfo huge = c.get("w", JobRef.id(ids.get("huge")));
       assertEquals("completed", huge.state());
       assertNull(huge.result());
-      assertEquals(List.of(2L, 2L, 1L), List.of(w[0].acked(), w[0].nacked(), w[0].errors()));
-      assertEquals(3, reported.size(), reported.toString());
+      assertEquals("[\"a\",null]", Json.write(c.get("w", JobRef.id(ids.get("nulls"))).result()));
+      JobInfo throwing = c.get("w", JobRef.id(ids.get("throwing")));
+      assertEquals("completed", throwing.state());
+      assertNull(throwing.result());
+      JobInfo overflow = c.get("w", JobRef.id(ids.get("overflow")));
+      assertEquals(List.of("dead", "StackOverflowError: null"), List.of(overflow.state(), overflow.lastError()));
+      assertNull(w[0].failure());
+      assertEquals(List.of(4L, 3L, 3L), List.of(w[0].acked(), w[0].nacked(), w[0].errors()));
+      assertEquals(5, reported.size(), reported.toString());
       assertTrue(String.join("|", reported).contains("at most 65536 are kept"), reported.toString());
+    }
+  }
+
+  /** A handler that restores an interrupt leaves it on the pool thread: the worker once took it for a stop at the next outage. */
+  @Test
+  void anInterruptAHandlerLeavesDoesNotStopTheWorkerAtTheNextOutage() throws Exception {
+    try (Server s = new Server("--durability", "sync")) {
+      Client c = Client.builder(s.url).timeout(Duration.ofSeconds(3)).build();
+      c.enqueue("i", NewJob.of("first"));
+      Set<Object> seen = ConcurrentHashMap.newKeySet();
+      CountDownLatch first = new CountDownLatch(1);
+      CountDownLatch second = new CountDownLatch(1);
+      Worker w = Worker.builder(c, "i", job -> {
+        seen.add(job.payload());
+        Thread.currentThread().interrupt(); // as `catch (InterruptedException e)` is taught to do
+        if ("first".equals(job.payload())) first.countDown();
+        else second.countDown();
+        return null;
+      }).poll(Duration.ofMillis(200)).start();
+      assertTrue(first.await(30, TimeUnit.SECONDS));
+      Metrics.awaitDrained(c, "i");
+      s.kill();
+      s.start();
+      c.enqueue("i", NewJob.of("second"));
+      assertTrue(second.await(30, TimeUnit.SECONDS), "the worker went on after the outage: " + w.failure());
+      assertTrue(!w.stopping(), "not stopped by an interrupt it did not cause");
+      w.close();
+      assertEquals(Set.of("first", "second"), seen);
+    }
+  }
+
+  /** A server that hangs holds close() for poll and a second at most, not the client's timeout (a hostile try saw 26 s). */
+  @Test
+  void closeIsNotHeldByAServerThatHangs() throws Exception {
+    try (Server s = new Server()) {
+      Client c = Client.builder(s.url).build(); // the default timeout: 30 s
+      c.enqueue("h", NewJob.of(1));
+      Worker w = Worker.builder(c, "h", job -> null).poll(Duration.ofSeconds(1)).start();
+      Metrics.awaitDrained(c, "h"); // acked: from now on the worker only reserves
+      s.hang(true);
+      long started = System.nanoTime();
+      w.close();
+      long tookMs = (System.nanoTime() - started) / 1_000_000;
+      assertTrue(tookMs < 5_000, "close() took " + tookMs + " ms; poll (1 s) and a second at most");
     }
   }
 
