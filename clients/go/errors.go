@@ -99,7 +99,9 @@ var codeByStatus = map[int]Code{
 	http.StatusConflict:              CodeConflict,
 	http.StatusRequestEntityTooLarge: CodeTooLarge,
 	http.StatusTooManyRequests:       CodeResourceExhausted,
+	http.StatusBadGateway:            CodeUnavailable, // a proxy's: delayq is down or restarting behind it
 	http.StatusServiceUnavailable:    CodeUnavailable,
+	http.StatusGatewayTimeout:        CodeUnavailable,
 	http.StatusInsufficientStorage:   CodeResourceExhausted,
 }
 

@@ -3,6 +3,8 @@ package delayq_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -133,5 +135,41 @@ func TestAnAckWhileTheServerIsDownIsSentAgainOnceItIsBack(t *testing.T) {
 	}
 	if _, err := c.Get(context.Background(), "acks", delayq.ByID(id)); !errors.Is(err, delayq.ErrNotFound) {
 		t.Fatalf("the job after the ack sent again: %v", err)
+	}
+}
+
+// A stand-in for a reverse proxy (docs/security.md) in front of a delayq that restarts: 502 Bad
+// Gateway twice, then the job, completed. The client took the 502 for a refusal: a wait gave up at
+// once, and a worker's ack was not sent again (the job ran twice).
+func TestAProxysBadGatewayIsUnavailableAndAWaitAsksAgain(t *testing.T) {
+	var asked atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) <= 2 {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("<html><title>502 Bad Gateway</title></html>"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"01HZZZZZZZZZZZZZZZZZZZZZZZ","queue":"p","state":"completed","payload":1,"result":7}`))
+	}))
+	defer proxy.Close()
+	c := newClient(t, proxy.URL)
+	ctx := context.Background()
+	j, err := c.Wait(ctx, "p", delayq.ByID("01HZZZZZZZZZZZZZZZZZZZZZZZ"), 30*time.Second)
+	if err != nil || j.State != "completed" || string(j.Result) != "7" || asked.Load() != 3 {
+		t.Fatalf("answered %+v, %v after %d requests", j, err, asked.Load())
+	}
+	for _, status := range []int{http.StatusBadGateway, http.StatusGatewayTimeout} {
+		status := status
+		down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+		}))
+		err := newClient(t, down.URL).Ack(ctx, "p", "a-receipt", nil)
+		down.Close()
+		var e *delayq.Error
+		if !errors.Is(err, delayq.ErrUnavailable) || !errors.As(err, &e) || e.Status != status {
+			t.Errorf("%d: %v", status, err)
+		}
 	}
 }

@@ -16,6 +16,14 @@ std::string ErrorBody(Code code, std::string_view message) {
   return w.Take();
 }
 
+namespace {
+
+// 503, and a proxy's 502 and 504 (docs/security.md puts delayq behind one): the server is down,
+// restarting or cannot serve now, and a caller may try again.
+bool GatewayOrUnavailable(int http_status) { return http_status == 502 || http_status == 503 || http_status == 504; }
+
+}  // namespace
+
 Status ParseErrorResponse(int http_status, std::string_view body) {
   auto d = OpenResponse(body, "error");
   if (d.ok()) {
@@ -38,14 +46,14 @@ Status ParseErrorResponse(int http_status, std::string_view body) {
             : http_status == 404                       ? Code::kNotFound
             : http_status == 413 || http_status == 431 ? Code::kTooLarge
             : http_status == 429                       ? Code::kResourceExhausted
-            : http_status == 503                       ? Code::kUnavailable
+            : GatewayOrUnavailable(http_status)        ? Code::kUnavailable
             : http_status >= 400 && http_status < 500  ? Code::kInvalidArgument
                                                        : Code::kInternal;
       }
       return Status(c, message.empty() ? fmt::format("HTTP {}", http_status) : message);
     }
   }
-  return Status(http_status == 503 ? Code::kUnavailable : Code::kInternal,
+  return Status(GatewayOrUnavailable(http_status) ? Code::kUnavailable : Code::kInternal,
                 fmt::format("HTTP {}: {}", http_status, body.substr(0, 200)));
 }
 

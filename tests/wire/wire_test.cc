@@ -78,6 +78,12 @@ TEST(JsonCodec, ErrorsBecomeStatuses) {
   EXPECT_EQ(ParseErrorResponse(405, R"({"error":{"code":"method_not_allowed","message":"x"}})").code(),
             Code::kInvalidArgument);
   EXPECT_EQ(ParseErrorResponse(503, "<html>").code(), Code::kUnavailable);
+  // A proxy's 502 and 504 (delayq down or restarting behind it) are unavailable: a caller tries
+  // again. They were internal errors, and a worker's ack was not sent again.
+  EXPECT_EQ(ParseErrorResponse(502, "<html><title>502 Bad Gateway</title></html>").code(), Code::kUnavailable);
+  EXPECT_EQ(ParseErrorResponse(504, R"({"error":{"code":"gateway_timeout","message":"x"}})").code(),
+            Code::kUnavailable);
+  EXPECT_EQ(ParseErrorResponse(500, "<html>").code(), Code::kInternal);
 }
 
 TEST(JsonCodec, ScalarPayloadsStayVerbatim) {

@@ -34,7 +34,7 @@ export class Conflict extends DelayqError {}
 export class LeaseExpired extends Conflict {}
 /** 429 or 507: refused for load or a limit. */
 export class Overloaded extends DelayqError {}
-/** 503 or no answer: the server is down, starting, stopping, or its store cannot serve now. */
+/** 503 (a proxy's 502, 504) or no answer: the server is down, starting, stopping, or its store cannot serve now. */
 export class Unavailable extends DelayqError {}
 
 /** The states a wait for an outcome ends on (Client.wait), and the longest wait one request holds. */
@@ -49,6 +49,7 @@ const BY_CODE = {
 const BY_STATUS = {
   400: InvalidArgument, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 413: TooLarge,
   429: Overloaded, 503: Unavailable, 507: Overloaded,
+  502: Unavailable, 504: Unavailable, // a proxy's: delayq is down or restarting behind it
 };
 
 /** The error for an answer: by its code, else by its HTTP status. */

@@ -163,3 +163,31 @@ test('a wait on a full server answers the job as it is at its timeout', async ()
     await held;
   } finally { await s.stop(); }
 });
+
+// A stand-in for a reverse proxy (docs/security.md) in front of a delayq that restarts: 502 twice,
+// then the job, completed. A 502 or 504 was a plain DelayqError: a wait gave up at once, and a
+// worker's ack was not sent again (found by a hostile try of the Go client; the same rule here).
+test("a proxy's bad gateway is unavailable and a wait asks again", async () => {
+  const asked = [];
+  const id = '01HZZZZZZZZZZZZZZZZZZZZZZZ';
+  const proxy = http.createServer((req, res) => {
+    asked.push(req.url);
+    if (req.method === 'POST') {
+      res.writeHead(504);
+      res.end();
+    } else if (asked.length <= 2) {
+      res.writeHead(502, { 'content-type': 'text/html' });
+      res.end('<html><title>502 Bad Gateway</title></html>');
+    } else {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id, queue: 'p', state: 'completed', payload: 1, result: 7 }));
+    }
+  });
+  await new Promise((resolve) => { proxy.listen(0, '127.0.0.1', resolve); });
+  try {
+    const c = new Client(`http://127.0.0.1:${proxy.address().port}`);
+    const info = await c.wait('p', id, { timeout: '30s' });
+    assert.deepEqual([info.state, info.result, asked.length], ['completed', 7, 3]);
+    await assert.rejects(c.ack('p', 'a-receipt'), (e) => e instanceof delayq.Unavailable && e.status === 504);
+  } finally { proxy.close(); }
+});

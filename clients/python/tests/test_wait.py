@@ -180,3 +180,48 @@ def test_a_wait_on_a_full_server_answers_the_job_as_it_is_at_its_timeout(tmp_pat
         assert info.state == "scheduled" and time.monotonic() - start >= 1.4
     finally:
         s.stop()
+
+
+def test_a_proxys_bad_gateway_is_unavailable_and_a_wait_asks_again():
+    """A stand-in for a reverse proxy (docs/security.md) in front of a delayq that restarts: 502
+    twice, then the job, completed. A 502 or 504 was a plain DelayqError: a wait gave up at once
+    and a worker's ack was not sent again."""
+    import http.server
+    import json
+
+    asked = []
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append(self.path)
+            if len(asked) <= 2:
+                self._answer(502, b"<html><title>502 Bad Gateway</title></html>", "text/html")
+                return
+            job = {"id": "01HZZZZZZZZZZZZZZZZZZZZZZZ", "queue": "p", "state": "completed", "payload": 1, "result": 7}
+            self._answer(200, json.dumps(job).encode(), "application/json")
+
+        def do_POST(self):  # noqa: N802
+            self._answer(504, b"", "text/plain")
+
+        def _answer(self, status, body, kind):
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        c = Client(f"http://127.0.0.1:{proxy.server_address[1]}")
+        job = c.wait("p", "01HZZZZZZZZZZZZZZZZZZZZZZZ", timeout="30s")
+        assert (job.state, job.result, len(asked)) == ("completed", 7, 3)
+        with pytest.raises(delayq.Unavailable) as gateway_timeout:
+            c.ack("p", "a-receipt")
+        assert gateway_timeout.value.status == 504
+    finally:
+        proxy.shutdown()
+        proxy.server_close()

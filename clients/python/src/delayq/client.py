@@ -409,7 +409,7 @@ class Client:
         ``cancelled``, or as it then is when ``timeout`` ("5m", ms, timedelta; default 60 s) ends:
         look at ``state``. ``job`` is the id, or what enqueue, reserve or get answered; or give
         ``key``. The server is woken by the job's end, never polls; a wait longer than 60 s is made
-        of waits of 60 s. A server that restarts (503, or no answer) or is full (429) meanwhile is
+        of waits of 60 s. A server that restarts (503, a proxy's 502 or 504, or no answer) or is full (429) meanwhile is
         asked again until the timeout; NotFound when there is no such job (or it ended, not kept,
         before the wait began)."""
         job_id = job if isinstance(job, str) or job is None else job.id

@@ -56,7 +56,7 @@ class Overloaded(DelayqError):
 
 
 class Unavailable(DelayqError):
-    """503, or no answer at all: the server is down, starting, shutting down, or its store
+    """503 (a proxy's 502, 504), or no answer at all: the server is down, starting, shutting down, or its store
     cannot serve now. Retry later (with a key, an enqueue is safe to retry)."""
 
 
@@ -83,7 +83,9 @@ _BY_STATUS: Dict[int, Type[DelayqError]] = {
     409: Conflict,
     413: TooLarge,
     429: Overloaded,
+    502: Unavailable,  # a proxy's 502 and 504: delayq is down or restarting behind it
     503: Unavailable,
+    504: Unavailable,
     507: Overloaded,
 }
 

@@ -8,7 +8,7 @@ import java.util.Map;
  * be right. Each kind is a subclass, so a catch picks the kinds it handles:
  * {@link InvalidArgument} (400; {@link TooLarge}, 413), {@link Unauthenticated} (401),
  * {@link Forbidden} (403), {@link NotFound} (404), {@link Conflict} (409; {@link LeaseExpired}),
- * {@link Overloaded} (429, 507), {@link Unavailable} (503, or no answer at all: its cause is the
+ * {@link Overloaded} (429, 507), {@link Unavailable} (503, a proxy's 502 and 504, or no answer at all: its cause is the
  * network error).
  */
 public class DelayqException extends RuntimeException {
@@ -120,7 +120,7 @@ public class DelayqException extends RuntimeException {
     }
   }
 
-  /** 503, or no answer at all: down, starting, stopping, or its store cannot serve now. */
+  /** 503 (a proxy's 502, 504), or no answer at all: down, starting, stopping, or its store cannot serve now. */
   public static class Unavailable extends DelayqException {
     private static final long serialVersionUID = 1L;
 
@@ -147,10 +147,12 @@ public class DelayqException extends RuntimeException {
       Map.entry("unavailable", (c, s, m, r) -> new Unavailable(c, s, m, r, null)),
       Map.entry("io_error", (c, s, m, r) -> new Unavailable(c, s, m, r, null)));
 
-  private static final Map<Integer, String> CODE_BY_STATUS = Map.of(
-      400, "invalid_argument", 401, "unauthenticated", 403, "forbidden", 404, "not_found",
-      409, "conflict", 413, "too_large", 429, "resource_exhausted", 503, "unavailable",
-      507, "resource_exhausted");
+  // 502 and 504 are a proxy's: delayq is down or restarting behind it.
+  private static final Map<Integer, String> CODE_BY_STATUS = Map.ofEntries(Map.entry(400, "invalid_argument"),
+      Map.entry(401, "unauthenticated"), Map.entry(403, "forbidden"), Map.entry(404, "not_found"),
+      Map.entry(409, "conflict"), Map.entry(413, "too_large"), Map.entry(429, "resource_exhausted"),
+      Map.entry(502, "unavailable"), Map.entry(503, "unavailable"), Map.entry(504, "unavailable"),
+      Map.entry(507, "resource_exhausted"));
 
   /** The exception of an answer: by its code, else by its HTTP status. */
   static DelayqException of(int status, String code, String message, String receipt) {

@@ -110,4 +110,45 @@ class WaitTest {
       assertEquals(List.of("completed", "after the restart"), List.of(o.state(), o.result()));
     }
   }
+
+  /**
+   * A stand-in for a reverse proxy (docs/security.md) in front of a delayq that restarts: 502 twice,
+   * then the job, completed. A 502 or 504 was a bare DelayqException: a wait gave up at once, and a
+   * worker's ack was not sent again.
+   */
+  @Test
+  void aProxysBadGatewayIsUnavailableAndAWaitAsksAgain() throws Exception {
+    java.util.concurrent.atomic.AtomicInteger asked = new java.util.concurrent.atomic.AtomicInteger();
+    com.sun.net.httpserver.HttpServer proxy = com.sun.net.httpserver.HttpServer.create(
+        new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
+    proxy.createContext("/", exchange -> {
+      int n = asked.incrementAndGet();
+      byte[] body;
+      int status;
+      if (exchange.getRequestMethod().equals("POST")) {
+        status = 504;
+        body = new byte[0];
+      } else if (n <= 2) {
+        status = 502;
+        body = "<html><title>502 Bad Gateway</title></html>".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      } else {
+        status = 200;
+        body = "{\"id\":\"01HZZZZZZZZZZZZZZZZZZZZZZZ\",\"queue\":\"p\",\"state\":\"completed\",\"payload\":1,\"result\":7}"
+            .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      }
+      exchange.sendResponseHeaders(status, body.length == 0 ? -1 : body.length);
+      exchange.getResponseBody().write(body);
+      exchange.close();
+    });
+    proxy.start();
+    try {
+      Client c = Client.builder("http://127.0.0.1:" + proxy.getAddress().getPort()).build();
+      JobInfo o = c.waitFor("p", JobRef.id("01HZZZZZZZZZZZZZZZZZZZZZZZ"), Duration.ofSeconds(30));
+      assertEquals(List.of("completed", 7L, 3), List.of(o.state(), ((Number) o.result()).longValue(), asked.get()));
+      DelayqException.Unavailable e = assertThrows(DelayqException.Unavailable.class, () -> c.ack("p", "a-receipt", null));
+      assertEquals(504, e.status());
+    } finally {
+      proxy.stop(0);
+    }
+  }
 }
