@@ -1,10 +1,16 @@
 package delayq_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -171,5 +177,56 @@ func TestAProxysBadGatewayIsUnavailableAndAWaitAsksAgain(t *testing.T) {
 		if !errors.Is(err, delayq.ErrUnavailable) || !errors.As(err, &e) || e.Status != status {
 			t.Errorf("%d: %v", status, err)
 		}
+	}
+}
+
+// A worker whose clock is 20 s behind the server's (a stand-in proxy adds 20 s to each delivery's
+// lease_deadline, which is what such a worker reads). It took the lease for 21 s and touched a 1 s
+// lease after 7 s: the job was handed out again while its handler ran. The queue's lease_ms is
+// what a worker without Lease goes by.
+func TestAWorkerWhoseClockIsBehindTheServersKeepsTheLease(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, s.url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must[*delayq.Config](t)(c.SetConfig(ctx, "skew", delayq.ConfigUpdate{LeaseMs: delayq.Ptr[int64](1000)}))
+	job := must[*delayq.EnqueueResult](t)(c.Enqueue(ctx, "skew", delayq.NewJob{Payload: 1}))
+	target, _ := url.Parse(s.url)
+	skewed := httputil.NewSingleHostReverseProxy(target)
+	skewed.ModifyResponse = func(r *http.Response) error {
+		if !strings.HasSuffix(r.Request.URL.Path, "/reserve") || r.StatusCode != http.StatusOK {
+			return nil
+		}
+		var answer map[string][]map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&answer); err != nil {
+			return err
+		}
+		for _, j := range answer["jobs"] {
+			j["lease_deadline"] = j["lease_deadline"].(float64) + 20_000
+		}
+		body, _ := json.Marshal(answer)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Length", fmt.Sprint(len(body)))
+		return nil
+	}
+	proxy := httptest.NewServer(skewed)
+	defer proxy.Close()
+	w, err := delayq.NewWorker(newClient(t, proxy.URL), "skew", func(context.Context, *delayq.Job) (any, error) {
+		time.Sleep(2500 * time.Millisecond) // the work: more than two leases
+		cancel()
+		return "done", nil
+	}, delayq.WorkerOptions{Concurrency: 2, Poll: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitRun(t, runWorker(t, w, ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if w.Acked() != 1 || w.Redelivered() != 0 {
+		t.Errorf("acked %d, delivered again while it ran %d", w.Acked(), w.Redelivered())
+	}
+	if _, err := c.Get(context.Background(), "skew", delayq.ByID(job.ID)); !errors.Is(err, delayq.ErrNotFound) {
+		t.Errorf("the job is still there: %v", err)
 	}
 }

@@ -46,6 +46,8 @@ type Worker struct {
 	mu          sync.Mutex
 	running     map[string]*running // job id -> its handler's delivery (guarded by mu)
 	failed      error
+	queueLease  time.Duration // the queue's lease_ms as last read, and when (guarded by mu)
+	leaseReadAt time.Time
 	redelivered atomic.Int64
 }
 
@@ -162,13 +164,7 @@ func (w *Worker) reserve(stop context.Context) ([]Job, error) {
 func (w *Worker) handle(job *Job) {
 	ctx, lost := context.WithCancel(context.Background())
 	defer lost()
-	lease := w.o.Lease
-	if lease == 0 && job.LeaseDeadline > 0 { // the queue's: as the server and this clock tell it
-		lease = time.Until(time.UnixMilli(job.LeaseDeadline))
-	}
-	if lease < time.Second {
-		lease = time.Second
-	}
+	lease := w.leaseOf(job)
 	w.mu.Lock()
 	if r, runs := w.running[job.ID]; runs {
 		r.receipt = job.Receipt
@@ -188,6 +184,34 @@ func (w *Worker) handle(job *Job) {
 	receipt := r.receipt
 	w.mu.Unlock()
 	w.settle(job, receipt, lease, result, err)
+}
+
+// leaseOf is the lease a delivery got: Lease, or the queue's lease_ms, read from its config at most
+// every 10 s (as the C++ worker does). Not the delivery's lease_deadline less this clock: that is
+// the server's clock, and with this one 20 s behind a touch came after the lease had run out (a
+// hostile try saw the job run by another consumer meanwhile). The deadline serves only while the
+// config cannot be read.
+func (w *Worker) leaseOf(job *Job) time.Duration {
+	if w.o.Lease != 0 {
+		return w.o.Lease
+	}
+	w.mu.Lock()
+	lease, fresh := w.queueLease, time.Since(w.leaseReadAt) < 10*time.Second
+	w.mu.Unlock()
+	if !fresh || lease == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), w.client.timeout)
+		config, err := w.client.Config(ctx, w.queue)
+		cancel()
+		if err == nil && config.LeaseMs > 0 {
+			lease = time.Duration(config.LeaseMs) * time.Millisecond
+			w.mu.Lock()
+			w.queueLease, w.leaseReadAt = lease, time.Now()
+			w.mu.Unlock()
+		} else if lease == 0 && job.LeaseDeadline > 0 {
+			lease = time.Until(time.UnixMilli(job.LeaseDeadline))
+		}
+	}
+	return maxDuration(lease, time.Second)
 }
 
 // call runs the handler on a goroutine of its own, a panic turned into an error. Also a panic(nil)

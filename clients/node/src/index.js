@@ -584,6 +584,8 @@ export class Worker {
   #queued = new Map(); // job id -> its #inbox entry: a newer delivery replaces it in place (runs once)
   #unstarted = []; // [receipt, leaseDeadline]: stream deliveries no handler started, to give back
   #failed = null; // what stops the worker for good, for run() to throw
+  #queueLease = undefined; // the queue's lease_ms as last read, and when (performance.now())
+  #queueLeaseReadAt = 0;
 
   constructor(client, queue, handler, {
     concurrency = 1, lease = undefined, wait = '20s', signals = true, onError = undefined, stream = true,
@@ -702,7 +704,11 @@ export class Worker {
         await this.#pause(1000); // the server is down or refusing: again shortly
         continue;
       }
-      for (const j of jobs) await this.#handle(j, Date.now(), false);
+      for (const j of jobs) {
+        const running = this.#running.get(j.id);
+        if (running) { running.receipt = j.receipt; this.redelivered++; continue; } // delivered again while it runs here
+        await this.#handle(j, Date.now(), false);
+      }
     }
   }
 
@@ -787,10 +793,29 @@ export class Worker {
     await this.client.touch(this.queue, book.receipt, { lease: book.lease, progress: value });
   }
 
+  // The lease a delivery got: `lease`, or the queue's lease_ms, read from its config at most every
+  // 10 s (as the C++ worker does). Not the delivery's leaseDeadline less this clock: that is the
+  // server's clock, and with this one 20 s behind a touch came after the lease had run out (a
+  // hostile try of the Java worker saw the job run by another consumer meanwhile). The deadline
+  // serves only while the config cannot be read.
+  async #leaseOf(j, receivedAt) {
+    if (this.leaseMs !== undefined) return this.leaseMs;
+    if (this.#queueLease === undefined || performance.now() - this.#queueLeaseReadAt > 10_000) {
+      try {
+        const ms = (await this.client.config(this.queue)).lease_ms;
+        if (Number.isInteger(ms) && ms > 0) [this.#queueLease, this.#queueLeaseReadAt] = [ms, performance.now()];
+      } catch (e) {
+        if (!(e instanceof DelayqError)) throw e;
+        this.errors++;
+      }
+    }
+    return Math.max(1000, this.#queueLease ?? (j.leaseDeadline ? j.leaseDeadline - receivedAt : 30_000));
+  }
+
   async #handle(j, receivedAt, batched) {
-    const lease = j.leaseDeadline ? Math.max(1000, j.leaseDeadline - receivedAt) : 30_000;
-    const book = { receipt: j.receipt, lease };
-    this.#running.set(j.id, book);
+    const book = { receipt: j.receipt, lease: 30_000 };
+    this.#running.set(j.id, book); // before the await below: a delivery meanwhile is not run twice
+    const lease = book.lease = await this.#leaseOf(j, receivedAt);
     const keeper = setInterval(() => {
       this.client.touch(this.queue, book.receipt, { lease }).catch((e) => {
         if (!(e instanceof LeaseExpired || e instanceof NotFound)) this.errors++; // else settled meanwhile

@@ -186,3 +186,75 @@ test('a handler reports its progress', async () => {
     await s.stop();
   }
 });
+
+// A worker whose clock is 20 s behind the server's (a stand-in proxy adds 20 s to each delivery's
+// lease_deadline, which is what such a worker reads). It took the lease for 21 s and touched a 1 s
+// lease after 7 s: the job was handed out again while its handler ran, and in reserve mode run a
+// second time. The queue's lease_ms is what a worker without `lease` goes by (found by a hostile
+// try of the Java worker).
+test("a worker whose clock is behind the server's keeps the lease", async () => {
+  const http = await import('node:http');
+  const s = await startServer();
+  const proxy = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const sent = Buffer.concat(chunks);
+    const answer = await fetch(s.url + req.url, {
+      method: req.method, body: sent.length ? sent : undefined,
+      headers: { 'content-type': req.headers['content-type'] ?? 'application/json' },
+    });
+    let body = await answer.text();
+    if (req.url.split('?')[0].endsWith('/reserve') && answer.status === 200) {
+      const parsed = JSON.parse(body);
+      for (const j of parsed.jobs) j.lease_deadline += 20_000;
+      body = JSON.stringify(parsed);
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/json' });
+    res.end(body);
+  });
+  await new Promise((resolve) => { proxy.listen(0, '127.0.0.1', resolve); });
+  try {
+    const c = new Client(s.url);
+    await c.setConfig('skew', { lease_ms: 1000 });
+    const made = await c.enqueue('skew', 1);
+    let w;
+    const runs = [];
+    w = new Worker(new Client(`http://127.0.0.1:${proxy.address().port}`), 'skew', async (job) => {
+      runs.push(job.id);
+      await new Promise((r) => { setTimeout(r, 2500); }); // the work: more than two leases
+      w.stop();
+      return 'done';
+    }, { concurrency: 2, wait: '200ms', stream: false, signals: false });
+    await w.run();
+    assert.deepEqual([runs.length, w.acked, w.redelivered], [1, 1, 0]);
+    assert.equal((await c.stats('skew')).counters.delivered, 1, 'handed out once: its lease was kept');
+    await assert.rejects(c.get('skew', made.id), (e) => e.status === 404);
+  } finally {
+    proxy.close();
+    await s.stop();
+  }
+});
+
+// Reserve mode, as the stream's twin test: a job reserved again while its handler runs here (its
+// delivery given back from the handler, as a lease that ran out) ran a second time in another slot.
+test('a job reserved again while its handler runs is not run twice', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    await c.enqueue('again', 'only');
+    const runs = [];
+    let w;
+    w = new Worker(c, 'again', async (job) => {
+      runs.push(job.id);
+      await c.release('again', job.receipt); // ready again at once
+      for (const start = Date.now(); w.redelivered === 0; await new Promise((r) => { setTimeout(r, 20); })) {
+        assert.ok(Date.now() - start < 30_000, 'the job was not reserved again'); // polls what the worker reports
+      }
+      w.stop();
+      return 'once';
+    }, { concurrency: 2, wait: '200ms', stream: false, signals: false });
+    await w.run();
+    assert.equal(runs.length, 1, 'the job ran once');
+    assert.equal((await c.stats('again')).counters.acked, 1);
+  } finally { await s.stop(); }
+});

@@ -178,3 +178,90 @@ def test_a_result_the_server_refuses_costs_no_other_job_its_ack(tmp_path):
         assert worker.acked == 40
     finally:
         s.stop()
+
+
+def test_a_worker_whose_clock_is_behind_the_servers_keeps_the_lease(server):
+    """A worker whose clock is 20 s behind the server's (a stand-in proxy adds 20 s to each
+    delivery's lease_deadline, which is what such a worker reads). It took the lease for 21 s and
+    touched a 1 s lease after 7 s: the job was handed out again while its handler ran. The queue's
+    lease_ms is what a worker without ``lease`` goes by (found by a hostile try of the Java worker)."""
+    import http.server
+    import json
+    import urllib.error
+    import urllib.request
+
+    c = Client(server.url)
+    c.set_config("skew", lease_ms=1000)
+    job = c.enqueue("skew", 1)
+
+    class Skewed(http.server.BaseHTTPRequestHandler):
+        def _forward(self):
+            sent = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+            request = urllib.request.Request(server.url + self.path, data=sent, method=self.command,
+                                             headers={"Content-Type": self.headers.get("Content-Type") or "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    status, body = answer.status, answer.read()
+            except urllib.error.HTTPError as e:
+                status, body = e.code, e.read()
+            if self.path.split("?")[0].endswith("/reserve") and status == 200:
+                parsed = json.loads(body)
+                for j in parsed["jobs"]:
+                    j["lease_deadline"] += 20_000
+                body = json.dumps(parsed).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward  # noqa: N815 (http.server's names)
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Skewed)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    worker = None
+
+    def handle(_job):
+        time.sleep(2.5)  # the work: more than two leases
+        worker.stop()
+        return "done"
+
+    try:
+        worker = Worker(Client(f"http://127.0.0.1:{proxy.server_address[1]}"), "skew", handle, concurrency=2,
+                        wait="200ms", stream=False)
+        worker.run()
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert (worker.acked, worker.redelivered) == (1, 0)
+    assert c.stats("skew")["counters"]["delivered"] == 1, "handed out once: its lease was kept"
+    with pytest.raises(delayq.NotFound):
+        c.get("skew", job.id)
+
+
+def test_a_job_reserved_again_while_its_handler_runs_is_not_run_twice(server):
+    """Reserve mode, as the stream's twin test: a job whose lease ran out while its handler ran
+    (here its delivery is given back from the handler, which does the same at once) goes to another
+    slot of the same worker. It ran there a second time (found beside the clock test above)."""
+    c = Client(server.url)
+    c.enqueue("again", "only")
+    runs = []
+    worker = None
+
+    def handle(job):
+        runs.append(job.id)
+        c.release("again", job.receipt)  # as a lease that ran out: the job is ready again
+        deadline = time.monotonic() + 30
+        while worker.redelivered == 0:  # the other slot reserved it
+            assert time.monotonic() < deadline, "the job was not reserved again"
+            time.sleep(0.02)  # polls a condition the worker reports, with a deadline
+        worker.stop()
+        return "once"
+
+    worker = Worker(c, "again", handle, concurrency=2, wait="200ms", stream=False)
+    worker.run()
+    assert len(runs) == 1, "the job ran once"
+    assert c.stats("again")["counters"]["acked"] == 1

@@ -65,6 +65,7 @@ class Worker:
         self.concurrency = concurrency
         self.max_in_flight = min(_MAX_IN_FLIGHT, concurrency + prefetch)
         self.lease_ms = to_ms(lease, "lease") if lease is not None else None
+        self._queue_lease: Tuple[Optional[int], float] = (None, 0.0)  # the queue's lease_ms as last read, and when
         self.wait_ms = max(1, min(to_ms(wait, "wait"), _POLL_MS))
         self.ack_delay_s = to_ms(ack_delay, "ack_delay") / 1000
         self.on_error = on_error
@@ -166,8 +167,14 @@ class Worker:
                 self._stop.wait(1.0)  # the server is down or refusing: try again shortly
                 continue
             for job in jobs:
+                lease = self._lease_of(job, time.time() * 1000)
                 with self._lock:
-                    book = self._start(job, time.time() * 1000)
+                    running = self._running.get(job.id)
+                    if running is not None:  # delivered again while its handler runs here: not run twice
+                        running["receipt"] = job.receipt
+                        self.redelivered += 1
+                        continue
+                    book = self._start(job, lease)
                 self._handle(job, book, batched=False)
 
     def _take_streamed(self) -> None:
@@ -175,8 +182,9 @@ class Worker:
             entry = self._inbox.get(timeout=_IDLE_S)
         except queues.Empty:
             return
+        generation, job, read_at = entry
+        lease = self._lease_of(job, read_at)
         with self._lock:
-            generation, job, read_at = entry
             if self._queued.get(job.id) is entry:
                 del self._queued[job.id]
             if generation != self._generation or self._stop.is_set():
@@ -188,7 +196,7 @@ class Worker:
                 running["receipt"] = job.receipt
                 self.redelivered += 1
                 return
-            book = self._start(job, read_at)  # in the same hold as the check: one handler per job
+            book = self._start(job, lease)  # in the same hold as the check: one handler per job
         self._handle(job, book, batched=True)
 
     def _fail(self, error: BaseException) -> None:
@@ -285,9 +293,29 @@ class Worker:
 
     # --- settling ---
 
-    def _start(self, job: Job, received_ms: float) -> Dict[str, Any]:
+    def _lease_of(self, job: Job, received_ms: float) -> float:
+        """The lease a delivery got: ``lease``, or the queue's lease_ms, read from its config at most
+        every 10 s (as the C++ worker does). Not the delivery's lease_deadline less this clock: that
+        is the server's clock, and with this one 20 s behind, a touch came after the lease had run
+        out (a hostile try of the Java worker saw the job run by another consumer meanwhile). The
+        deadline serves only while the config cannot be read."""
+        if self.lease_ms is not None:
+            return self.lease_ms
+        known, read_at = self._queue_lease
+        if known is None or time.monotonic() - read_at > 10:
+            try:
+                ms = self.client.config(self.queue).get("lease_ms")
+                if isinstance(ms, int) and ms > 0:
+                    known = ms
+                    self._queue_lease = (known, time.monotonic())
+            except DelayqError:
+                self.errors += 1
+        if known is None:
+            known = job.lease_deadline - received_ms if job.lease_deadline else 30_000
+        return max(1000, known)
+
+    def _start(self, job: Job, lease: float) -> Dict[str, Any]:
         """Under the lock: the job's handler runs from now on (the keep-alive touches its lease)."""
-        lease = max(1000, job.lease_deadline - received_ms) if job.lease_deadline else 30_000
         book = {"receipt": job.receipt, "lease": lease, "next": time.time() * 1000 + lease / 3}
         self._running[job.id] = book
         return book

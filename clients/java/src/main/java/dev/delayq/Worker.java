@@ -61,6 +61,8 @@ public final class Worker implements AutoCloseable {
   private final AtomicLong nacked = new AtomicLong();
   private final AtomicLong errors = new AtomicLong();
   private final AtomicLong redelivered = new AtomicLong();
+  private volatile Duration queueLease; // the queue's lease_ms as last read, and when (nanoTime)
+  private volatile long queueLeaseReadAt;
   private static final ThreadLocal<Worker> SLOT = new ThreadLocal<>(); // the worker whose slot runs on this thread
   private final CountDownLatch done;
 
@@ -313,9 +315,7 @@ public final class Worker implements AutoCloseable {
   // A job the server hands out again while its handler runs here (its lease ran out: the server
   // was stopped or slow) is not run twice: the running handler settles the newest delivery.
   private void handle(Job job) {
-    Duration l = lease;
-    if (l == null) l = Duration.ofMillis(Math.max(1000, job.leaseDeadline() - System.currentTimeMillis()));
-    Running fresh = new Running(job.receipt(), l);
+    Running fresh = new Running(job.receipt(), leaseOf(job));
     Running r = running.compute(job.id(), (id, old) -> {
       if (old == null) return fresh;
       old.receipt = job.receipt();
@@ -340,6 +340,31 @@ public final class Worker implements AutoCloseable {
     // Out of memory, or the JVM broken: the worker stops, run() throws it. A StackOverflowError is
     // one handler's recursion, its stack unwound by now: that job is nacked and the worker goes on.
     if (error instanceof VirtualMachineError fatal && !(fatal instanceof StackOverflowError)) throw fatal;
+  }
+
+  // The lease a delivery got: lease(d), or the queue's lease_ms, read from its config at most every
+  // 10 s (as the C++ worker does). Not the delivery's leaseDeadline less this clock: that is the
+  // server's clock, and with this one 20 s behind a touch came after the lease had run out (a
+  // hostile try saw the job run by another consumer meanwhile). The deadline serves only while the
+  // config cannot be read.
+  private Duration leaseOf(Job job) {
+    if (lease != null) return lease;
+    long now = System.nanoTime();
+    Duration known = queueLease;
+    if (known == null || now - queueLeaseReadAt > 10_000_000_000L) {
+      try {
+        Object ms = client.config(queue).get("lease_ms");
+        if (ms instanceof Number n && n.longValue() > 0) {
+          known = Duration.ofMillis(n.longValue());
+          queueLease = known;
+          queueLeaseReadAt = now;
+        }
+      } catch (DelayqException e) {
+        errors.incrementAndGet();
+      }
+    }
+    if (known == null) known = Duration.ofMillis(job.leaseDeadline() - System.currentTimeMillis());
+    return known.compareTo(Duration.ofSeconds(1)) < 0 ? Duration.ofSeconds(1) : known;
   }
 
   private void settle(Job job, String receipt, Duration lease, Object result, Throwable error) {

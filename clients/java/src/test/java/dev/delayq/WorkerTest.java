@@ -262,4 +262,66 @@ class WorkerTest {
       assertTrue(w.errors() > 0, "the server was gone a while");
     }
   }
+
+  /**
+   * A worker whose clock is 20 s behind the server's (a stand-in proxy adds 20 s to each delivery's
+   * leaseDeadline, which is what such a worker reads). It took the lease for 21 s and touched a 1 s
+   * lease after 7 s: the job was handed out again while its handler ran. The queue's lease_ms is
+   * what a worker without lease(d) goes by.
+   */
+  @Test
+  @SuppressWarnings("unchecked")
+  void aWorkerWhoseClockIsBehindTheServersKeepsTheLease() throws Exception {
+    try (Server s = new Server()) {
+      Client c = Client.builder(s.url).build();
+      c.setConfig("skew", Map.of("lease_ms", 1000));
+      String id = c.enqueue("skew", NewJob.of(1)).id();
+      java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+      com.sun.net.httpserver.HttpServer proxy = com.sun.net.httpserver.HttpServer.create(
+          new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
+      proxy.setExecutor(Executors.newCachedThreadPool());
+      proxy.createContext("/", exchange -> {
+        try {
+          byte[] sent = exchange.getRequestBody().readAllBytes();
+          java.net.http.HttpRequest.Builder forward = java.net.http.HttpRequest.newBuilder(java.net.URI.create(s.url + exchange.getRequestURI()))
+              .method(exchange.getRequestMethod(), java.net.http.HttpRequest.BodyPublishers.ofByteArray(sent));
+          String type = exchange.getRequestHeaders().getFirst("Content-Type");
+          if (type != null) forward.header("Content-Type", type);
+          java.net.http.HttpResponse<String> answer = http.send(forward.build(), java.net.http.HttpResponse.BodyHandlers.ofString());
+          String body = answer.body();
+          if (exchange.getRequestURI().getPath().endsWith("/reserve") && answer.statusCode() == 200) {
+            Map<String, Object> parsed = (Map<String, Object>) Json.parse(body);
+            for (Object j : (List<Object>) parsed.get("jobs")) {
+              Map<String, Object> job = (Map<String, Object>) j;
+              job.put("lease_deadline", ((Number) job.get("lease_deadline")).longValue() + 20_000);
+            }
+            body = Json.write(parsed);
+          }
+          byte[] out = body.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+          exchange.getResponseHeaders().set("Content-Type", "application/json");
+          exchange.sendResponseHeaders(answer.statusCode(), out.length == 0 ? -1 : out.length);
+          exchange.getResponseBody().write(out);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        } finally {
+          exchange.close();
+        }
+      });
+      proxy.start();
+      try {
+        Client skewed = Client.builder("http://127.0.0.1:" + proxy.getAddress().getPort()).build();
+        Worker[] w = new Worker[1];
+        w[0] = Worker.builder(skewed, "skew", job -> {
+          Thread.sleep(2500); // the work: more than two leases
+          w[0].stop();
+          return "done";
+        }).concurrency(2).poll(Duration.ofMillis(200)).build();
+        w[0].run();
+        assertEquals(List.of(1L, 0L), List.of(w[0].acked(), w[0].redelivered()));
+        assertThrows(DelayqException.NotFound.class, () -> c.get("skew", JobRef.id(id)));
+      } finally {
+        proxy.stop(0);
+      }
+    }
+  }
 }
