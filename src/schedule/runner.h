@@ -112,8 +112,12 @@ class ScheduleRunner {
     int64_t lead = 0;             // how far ahead runs are made (lead_ms, or less: max_delay_ms)
     std::optional<int64_t> wake;  // when nothing is to make now: when to look again
   };
+  // The start a put or resume stored, when no pass has run since and it is within the lead: the
+  // pass makes the runs from there, late, instead of judging them missed.
+  std::optional<int64_t> FreshStart(const StoredSchedule& s, int64_t now) const;
   Status ClaimMissed(StoredSchedule& s, const Occurrences& occurrences, int64_t now);
-  ComingPlan PlanComing(const StoredSchedule& s, const Occurrences& occurrences, int64_t now);
+  // The runs from max(handled_until, from_at_least) up to now + lead (those past are due at once).
+  ComingPlan PlanComing(const StoredSchedule& s, const Occurrences& occurrences, int64_t now, int64_t from_at_least);
   // Makes the runs into jobs; answers those this call made (not found made already). A new run
   // (`coming`) whose key names another revision's orphan takes the run over (TakeOver).
   Result<std::vector<Made>> MakeRuns(const StoredSchedule& s, const std::vector<int64_t>& coming,

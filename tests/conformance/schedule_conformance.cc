@@ -97,17 +97,24 @@ TEST_P(QueueConformance, ScheduledRunsAreDeliveredOnceEachAtTheirTime) {
   ASSERT_GE(runs.size(), 4u);
   EXPECT_EQ(duplicates, 0);
   EXPECT_EQ(early, 0);
-  // Consecutive seconds, each job keyed by its occurrence.
-  std::set<int64_t> dues;
+  // Consecutive seconds, each job keyed by its occurrence and due then; or, when a busy machine
+  // began the put's own pass after the first one (CI saw 20 ms), due as that pass made it: a past
+  // moment is due at once (SPEC: deliver_at in the past).
+  std::set<int64_t> occurrences;
   for (const auto& [key, due] : runs) {
-    EXPECT_EQ(key, KeyOf("tick", due));
-    dues.insert(due);
+    const int64_t at = std::stoll(key.substr(key.rfind(':') + 1));
+    EXPECT_EQ(key, KeyOf("tick", at));
+    EXPECT_GE(due, at) << key;
+    EXPECT_LT(due - at, 1'000) << key;
+    occurrences.insert(at);
   }
-  for (auto it = std::next(dues.begin()); it != dues.end(); ++it) EXPECT_EQ(*it - *std::prev(it), 1'000);
+  for (auto it = std::next(occurrences.begin()); it != occurrences.end(); ++it) {
+    EXPECT_EQ(*it - *std::prev(it), 1'000);
+  }
   auto after = q().GetSchedule(queue, "tick");
   ASSERT_TRUE(after.ok());
   ASSERT_TRUE(after->last_run_at_ms.has_value());
-  EXPECT_GE(*after->last_run_at_ms, *dues.rbegin());
+  EXPECT_GE(*after->last_run_at_ms, *occurrences.rbegin());
 }
 
 TEST_P(QueueConformance, PauseCancelsTheComingJobsAndResumeRunsFromNow) {
