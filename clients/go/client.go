@@ -23,7 +23,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Client is a connection to a delayq server, safe to share between goroutines (its HTTP client
@@ -47,8 +49,11 @@ type Option func(*settings)
 // WithToken sends the server's bearer token (its --auth-token).
 func WithToken(token string) Option { return func(s *settings) { s.token = token } }
 
-// WithTimeout bounds connecting and each answer (default 30 s); a waiting reserve or wait gets
-// its wait on top.
+// maxTimeout is the longest WithTimeout takes.
+const maxTimeout = 24 * time.Hour
+
+// WithTimeout bounds connecting and each answer (default 30 s, at most 24 h); a waiting reserve or
+// wait gets its wait on top.
 func WithTimeout(d time.Duration) Option { return func(s *settings) { s.timeout = d } }
 
 // WithCAFile trusts the CAs of this PEM file instead of the system's (https:// only).
@@ -79,8 +84,8 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return nil, invalid(fmt.Sprintf("url %q is not http://HOST:PORT or https://HOST:PORT", rawURL))
 	}
-	if s.timeout <= 0 {
-		return nil, invalid(fmt.Sprintf("the timeout is %v; give a positive one (WithTimeout)", s.timeout))
+	if s.timeout <= 0 || s.timeout > maxTimeout { // past a day, timeout + wait overflowed: every wait failed at once
+		return nil, invalid(fmt.Sprintf("the timeout is %v; give a positive one up to %v (WithTimeout)", s.timeout, maxTimeout))
 	}
 	for _, ch := range s.token {
 		if ch < 0x21 || ch > 0x7e {
@@ -242,7 +247,19 @@ func queuePath(queue string) (string, error) {
 	if queue == "" {
 		return "", &Error{Code: CodeInvalidArgument, Message: "the queue name is empty: give a queue's name"}
 	}
+	if err := utf8Field("the queue name", queue); err != nil {
+		return "", err
+	}
 	return "/v1/queues/" + url.PathEscape(queue), nil
+}
+
+// utf8Field refuses text that is not UTF-8: encoding/json would send U+FFFD in its place, so a job
+// enqueued with such a key could never be read, cancelled or waited on by it.
+func utf8Field(what, text string) error {
+	if utf8.ValidString(text) {
+		return nil
+	}
+	return &Error{Code: CodeInvalidArgument, Message: what + " is not UTF-8 text (" + strconv.QuoteToASCII(text) + "): give UTF-8"}
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -244,5 +244,8 @@ func (c *Client) TouchBatch(ctx context.Context, queue string, receipts []string
 // Release gives back deliveries that never reached a handler: ready again at once, no attempt
 // used.
 func (c *Client) Release(ctx context.Context, queue string, receipts ...string) (*BatchResult, error) {
+	if len(receipts) == 0 {
+		return nil, invalid("no receipt to release: give one or more")
+	}
 	return c.batch(ctx, queue, "release", map[string]any{"receipts": receipts})
 }

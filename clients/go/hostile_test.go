@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -43,6 +44,57 @@ func TestRefusalsTheClientMakesItselfAreInvalidArgumentsNamingWhatIsWrong(t *tes
 	}
 	if _, err := c.PutSchedule(context.Background(), "q", "s", delayq.Schedule{Every: time.Minute, StartAt: far}); !errors.Is(err, delayq.ErrInvalidArgument) || !strings.Contains(err.Error(), "StartAt") {
 		t.Errorf("StartAt far ahead: %v", err)
+	}
+	// A "no timeout" of MaxInt64 made every waiting call fail at once (timeout + wait overflowed).
+	if _, err := delayq.New("http://127.0.0.1:1", delayq.WithTimeout(math.MaxInt64)); !errors.Is(err, delayq.ErrInvalidArgument) || !strings.Contains(err.Error(), "up to 24h") {
+		t.Errorf("a timeout past a day: %v", err)
+	}
+	// Text that is not UTF-8 was sent as U+FFFD: a job keyed so could never be read by its key.
+	ctx := context.Background()
+	for what, err := range map[string]error{
+		"Key":         second(c.Enqueue(ctx, "q", delayq.NewJob{Key: "order-\xff"})),
+		"Group":       second(c.Enqueue(ctx, "q", delayq.NewJob{Group: "\xfe"})),
+		"header":      second(c.Enqueue(ctx, "q", delayq.NewJob{Headers: map[string]string{"h": "\xff"}})),
+		"the key":     second(c.Get(ctx, "q", delayq.ByKey("order-\xff"))),
+		"queue name":  second(c.Stats(ctx, "q\xff")),
+		"schedule's":  second(c.PutSchedule(ctx, "q", "s\xff", delayq.Schedule{Every: time.Minute})),
+		"no receipt":  second(c.Release(ctx, "q")),
+		"Tracestate":  second(c.PutSchedule(ctx, "q", "s", delayq.Schedule{Every: time.Minute, Tracestate: "a=1"})),
+		"the job id":  c.Cancel(ctx, "q", delayq.ByID("\xff")),
+		"a header's":  second(c.Enqueue(ctx, "q", delayq.NewJob{Headers: map[string]string{"\xff": "v"}})),
+		"Traceparent": second(c.Enqueue(ctx, "q", delayq.NewJob{Traceparent: "00-\xff"})),
+	} {
+		if !errors.Is(err, delayq.ErrInvalidArgument) || !strings.Contains(err.Error(), what) {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// A queue named "." or ".." was made by this client and could not be reached through a proxy,
+// curl or a browser (they take dot segments out of a path): the server refuses the name.
+func TestAQueueNamedLikeADotSegmentIsRefused(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, s.url)
+	for _, dots := range []string{".", ".."} {
+		_, err := c.Enqueue(context.Background(), dots, delayq.NewJob{Payload: 1})
+		if !errors.Is(err, delayq.ErrInvalidArgument) || !strings.Contains(err.Error(), "dot segment") {
+			t.Errorf("%q: %v", dots, err)
+		}
+	}
+}
+
+// A schedule's runs carry its trace context (the API took it; the Go Schedule had no field for it).
+func TestAScheduleGivesItsRunsItsTraceContext(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, s.url)
+	ctx := context.Background()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	must[map[string]any](t)(c.PutSchedule(ctx, "traced", "report", delayq.Schedule{Every: time.Hour, Traceparent: parent, Tracestate: "a=1"}))
+	jobs := must[*delayq.JobPage](t)(c.Jobs(ctx, "traced", "scheduled", 0, ""))
+	if len(jobs.Jobs) == 0 || jobs.Jobs[0].Traceparent != parent || jobs.Jobs[0].Tracestate != "a=1" {
+		t.Fatalf("the runs: %+v", jobs.Jobs)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -46,6 +47,10 @@ type NewJob struct {
 }
 
 func (j *NewJob) body() (map[string]any, error) {
+	if err := utf8Fields(map[string]string{"Key": j.Key, "Group": j.Group, "Traceparent": j.Traceparent,
+		"Tracestate": j.Tracestate}, j.Headers); err != nil {
+		return nil, err
+	}
 	b := map[string]any{}
 	switch p := j.Payload.(type) {
 	case []byte:
@@ -89,6 +94,24 @@ func (j *NewJob) body() (map[string]any, error) {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "Tracestate was given without Traceparent: give both, or neither"}
 	}
 	return b, nil
+}
+
+// utf8Fields refuses named fields or headers that are not UTF-8 (utf8Field).
+func utf8Fields(fields map[string]string, headers map[string]string) error {
+	for name, text := range fields {
+		if err := utf8Field(name, text); err != nil {
+			return err
+		}
+	}
+	for name, value := range headers {
+		if err := utf8Field("a header's name", name); err != nil {
+			return err
+		}
+		if err := utf8Field("header "+strconv.QuoteToASCII(name), value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func when(b map[string]any, delay time.Duration, at time.Time) error {
@@ -180,7 +203,13 @@ func jobPath(queue string, ref JobRef) (string, url.Values, error) {
 		return "", nil, &Error{Code: CodeInvalidArgument, Message: "give the job's id or its key (one of them)"}
 	}
 	if ref.ID != "" {
+		if err := utf8Field("the job id", ref.ID); err != nil {
+			return "", nil, err
+		}
 		return path + "/jobs/" + url.PathEscape(ref.ID), url.Values{}, nil
+	}
+	if err := utf8Field("the key", ref.Key); err != nil {
+		return "", nil, err
 	}
 	return path + "/jobs", url.Values{"key": {ref.Key}}, nil
 }

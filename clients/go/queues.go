@@ -266,9 +266,19 @@ type Schedule struct {
 	Misfire     string // "skip", "run_once" (default) or "run_all"
 	StartAt     time.Time
 	EndAt       time.Time
+	// A W3C Trace Context each run carries, as NewJob's (kept in the runs' headers).
+	Traceparent string
+	Tracestate  string
 }
 
 func (s *Schedule) body() (map[string]any, error) {
+	if err := utf8Fields(map[string]string{"Group": s.Group, "Traceparent": s.Traceparent, "Tracestate": s.Tracestate},
+		s.Headers); err != nil {
+		return nil, err
+	}
+	if s.Tracestate != "" && s.Traceparent == "" {
+		return nil, invalid("Tracestate was given without Traceparent: give both, or neither")
+	}
 	b := map[string]any{}
 	set := func(name string, v any, given bool) {
 		if given {
@@ -288,6 +298,8 @@ func (s *Schedule) body() (map[string]any, error) {
 	set("priority", s.Priority, s.Priority != 0)
 	set("group", s.Group, s.Group != "")
 	set("misfire", s.Misfire, s.Misfire != "")
+	set("traceparent", s.Traceparent, s.Traceparent != "")
+	set("tracestate", s.Tracestate, s.Tracestate != "")
 	for _, t := range []struct {
 		name, field string
 		at          time.Time
@@ -310,6 +322,9 @@ func schedulePath(queue, name string) (string, error) {
 	}
 	if name == "" {
 		return "", &Error{Code: CodeInvalidArgument, Message: "the schedule's name is empty: give one"}
+	}
+	if err := utf8Field("the schedule's name", name); err != nil {
+		return "", err
 	}
 	return path + "/schedules/" + url.PathEscape(name), nil
 }

@@ -44,6 +44,14 @@ Status ValidateQueueName(std::string_view name) {
                                                  Printable(name), Printable(std::string_view(&c, 1))));
     }
   }
+  // A URL's path cannot carry them: a proxy, curl or a browser takes "." and ".." (and their %2E
+  // escapes, as WHATWG URLs do) out of the path before delayq sees it.
+  if (name == "." || name == "..") {
+    return Status::InvalidArgument(fmt::format(
+        "queue name \"{}\" is a path's dot segment, which proxies and browsers take out of a URL; give a name "
+        "with a letter, digit, '_', ':' or '-'",
+        name));
+  }
   return Status::Ok();
 }
 

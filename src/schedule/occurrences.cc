@@ -16,6 +16,12 @@ Status ValidateScheduleName(std::string_view name) {
   // The same characters and length as a queue name (core/validate.h), said of a schedule.
   Status s = ValidateQueueName(name);
   if (s.ok()) return s;
+  if (name == "." || name == "..") {
+    return Status::InvalidArgument(fmt::format(
+        "schedule name \"{}\" is a path's dot segment, which proxies and browsers take out of a URL; give a name "
+        "with a letter, digit, '_', ':' or '-'",
+        name));
+  }
   return Status::InvalidArgument(fmt::format("schedule name \"{}\" must have 1 to {} characters of [A-Za-z0-9._:-]",
                                              name.substr(0, 200), Limits::kMaxQueueName));
 }

@@ -56,8 +56,8 @@ in_root getent passwd delayq >/dev/null || fail "no delayq user"
 uid=$(in_root id -u delayq) gid=$(in_root id -g delayq)  # numeric: the host's names are not the root's
 [[ $(stat -c '%u:%g %a' "$root/var/lib/delayq") == "$uid:$gid 700" ]] || fail "/var/lib/delayq is $(stat -c '%u:%g %a' "$root/var/lib/delayq"), not $uid:$gid 700"
 [[ $(stat -c '%u:%g %a' "$root/etc/delayq/delayq.toml") == "0:$gid 640" ]] || fail "the config is $(stat -c '%u:%g %a' "$root/etc/delayq/delayq.toml"), not 0:$gid 640"
-grep -q '^ExecStart=/usr/bin/delayq serve --config /etc/delayq/delayq.toml' "$root/lib/systemd/system/delayq.service" \
-  || fail "the unit does not run the config"
+grep -q '^ExecStart=/usr/bin/delayq serve --config /etc/delayq/delayq.toml$' "$root/lib/systemd/system/delayq.service" \
+  || fail "the unit does not run the config, or adds a flag that would win over /etc/default/delayq"
 [[ -f $root/usr/share/delayq/clients/go/go.mod && -f $root/usr/share/java/delayq-client.jar ]] || fail "no Go or Java client"
 
 serve() {  # as systemd would run it: the delayq user, the config; the port from the environment

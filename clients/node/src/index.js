@@ -306,13 +306,23 @@ export class Client {
 
   static #q(queue) {
     if (typeof queue !== 'string' || !queue) throw new TypeError('queue must be a non-empty string');
-    return `/v1/queues/${encodeURIComponent(queue)}`;
+    return `/v1/queues/${Client.#segment(queue, 'queue name')}`;
+  }
+
+  // A path segment. "." and ".." (and their %2E escapes) fetch takes out of the path, as a
+  // browser or a proxy does: the request would reach another route. The server refuses such a
+  // queue or schedule name; here it is refused before anything is sent.
+  static #segment(name, what) {
+    if (name === '.' || name === '..') {
+      throw new InvalidArgument(`${what} "${name}" is a path's dot segment, which a URL cannot carry; give a name with a letter, digit, '_', ':' or '-'`, 'invalid_argument', 0);
+    }
+    return encodeURIComponent(name);
   }
 
   static #job(queue, ref) {
     const { id, key } = typeof ref === 'string' ? { id: ref } : (ref ?? {});
     if ((id === undefined) === (key === undefined)) throw new TypeError('give the job\'s id or {key} (one of them)');
-    return id !== undefined ? [`${Client.#q(queue)}/jobs/${encodeURIComponent(id)}`, undefined]
+    return id !== undefined ? [`${Client.#q(queue)}/jobs/${Client.#segment(String(id), 'job id')}`, undefined]
       : [`${Client.#q(queue)}/jobs`, { key }];
   }
 
@@ -517,7 +527,7 @@ export class Client {
 
   async resumeSchedule(queue, name) { return this.#call('POST', `${Client.#schedule(queue, name)}/resume`); }
 
-  static #schedule(queue, name) { return `${Client.#q(queue)}/schedules/${encodeURIComponent(name)}`; }
+  static #schedule(queue, name) { return `${Client.#q(queue)}/schedules/${Client.#segment(name, 'schedule name')}`; }
 
   /** The first `limit` dead jobs, oldest death first (jobs(queue, 'dead') pages on). */
   async dead(queue, { limit = 100 } = {}) {

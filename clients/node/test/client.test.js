@@ -308,3 +308,20 @@ test('a touch reports progress, shown on the job while it is reserved; a bad one
     await s.stop();
   }
 });
+
+// A queue named "." or ".." could be made and then not reached through a proxy, curl or a browser
+// (they take dot segments out of a path, %2E escapes too): the server refuses the name. Node's
+// fetch takes them out itself (a POST to "." reached another route and answered 405), so this
+// client refuses them before sending.
+test('a queue, job or schedule named like a dot segment is refused before anything is sent', async () => {
+  const s = await startServer();
+  try {
+    const c = new Client(s.url);
+    for (const dots of ['.', '..']) {
+      await assert.rejects(c.enqueue(dots, 1), (e) => e instanceof delayq.InvalidArgument && /dot segment/.test(e.message));
+      await assert.rejects(c.get('q', dots), (e) => e instanceof delayq.InvalidArgument);
+      await assert.rejects(c.schedule('q', dots), (e) => e instanceof delayq.InvalidArgument);
+    }
+    assert.deepEqual((await c.queues()).map((q) => q.name), []);
+  } finally { await s.stop(); }
+});

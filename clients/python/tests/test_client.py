@@ -349,3 +349,12 @@ def test_a_progress_counts_its_utf8_bytes_and_nan_is_refused_before_sending(serv
     with pytest.raises(ValueError, match="JSON"):
         c.touch("progress-utf8", job.receipt, progress=float("nan"))
     assert c.get("progress-utf8", job.id).progress == largest
+
+
+def test_a_queue_named_like_a_dot_segment_is_refused(server):
+    """A queue named "." or ".." could be made and then not reached through a proxy, curl or a
+    browser (they take dot segments out of a path): the server refuses the name."""
+    c = Client(server.url)
+    for dots in (".", ".."):
+        with pytest.raises(delayq.InvalidArgument, match="dot segment"):
+            c.enqueue(dots, 1)

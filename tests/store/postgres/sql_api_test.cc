@@ -196,11 +196,14 @@ TEST_F(SqlApi, BadInputIsRefusedWith22023NamingTheFieldAsTheHttpRulesDo) {
   for (const char* queue : {"''", "'bad queue'", "NULL",
                             "'"
                             "x"
-                            "'||repeat('q', 128)"}) {
-    EXPECT_FALSE(app_->Run(std::string("SELECT * FROM delayq.enqueue(") + queue + ", '{}')"));
+                            "'||repeat('q', 128)",
+                            "'.'", "'..'"}) {  // dot segments: refused by the C++ rule too (v7_1)
+    EXPECT_FALSE(app_->Run(std::string("SELECT * FROM delayq.enqueue(") + queue + ", '{}')")) << queue;
     EXPECT_EQ(app_->sqlstate(), "22023");
     EXPECT_EQ(app_->message().rfind("queue", 0), 0u) << app_->message();
   }
+  for (const char* dots : {".", ".."}) EXPECT_FALSE(ValidateQueueName(dots).ok()) << "the C++ rule: " << dots;
+
   EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.queues"), "0") << "a refused call made a queue";
   EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.jobs"), "0");
 }

@@ -62,8 +62,9 @@ public final class Client {
         || (uri.getRawPath() != null && !uri.getRawPath().isEmpty() && !uri.getRawPath().equals("/"))) {
       throw new DelayqException.InvalidArgument("url \"" + b.url + "\" is not http://HOST:PORT or https://HOST:PORT");
     }
-    if (b.timeout.isNegative() || b.timeout.isZero()) {
-      throw new DelayqException.InvalidArgument("the timeout is " + b.timeout + "; give a positive one");
+    // Past a day, timeout + wait overflowed a long of nanoseconds (an ArithmeticException from every call).
+    if (b.timeout.isNegative() || b.timeout.isZero() || b.timeout.compareTo(Duration.ofDays(1)) > 0) {
+      throw new DelayqException.InvalidArgument("the timeout is " + b.timeout + "; give a positive one up to 1 day (PT24H)");
     }
     boolean tls = b.caFile != null || b.certFile != null || b.keyFile != null;
     if (tls && !"https".equals(scheme)) {
@@ -408,7 +409,7 @@ public final class Client {
 
   public CompletableFuture<Void> ackAsync(String queue, String receipt, Object result) {
     Map<String, Object> body = new LinkedHashMap<>();
-    body.put("receipt", receipt);
+    body.put("receipt", need(receipt, "the receipt"));
     if (result != null) body.put("result", result);
     return start(() -> callAsync("POST", queuePath(queue) + "/ack", null, body, 0)).thenApply(r -> null);
   }
@@ -489,7 +490,8 @@ public final class Client {
 
   /** Gives back deliveries that never reached a handler: ready again at once, no attempt used. */
   public BatchResult release(String queue, List<String> receipts) {
-    return BatchResult.of(call("POST", queuePath(queue) + "/release", null, Map.of("receipts", need(receipts, "the list of receipts")), 0), "released");
+    if (need(receipts, "the list of receipts").isEmpty()) throw new DelayqException.InvalidArgument("no receipt to release: give one or more");
+    return BatchResult.of(call("POST", queuePath(queue) + "/release", null, Map.of("receipts", receipts), 0), "released");
   }
 
   // --- queues ---
@@ -509,7 +511,7 @@ public final class Client {
 
   /** Changes the fields given (max_attempts, lease_ms, backoff, keep_completed_ms, ...); others keep theirs. */
   public Map<String, Object> setConfig(String queue, Map<String, Object> fields) {
-    return Values.object(call("PUT", queuePath(queue) + "/config", null, fields, 0));
+    return Values.object(call("PUT", queuePath(queue) + "/config", null, need(fields, "the config's fields"), 0));
   }
 
   public void pause(String queue) {
@@ -527,11 +529,11 @@ public final class Client {
 
   // --- browsing ---
 
-  /** One page of the queue's jobs in state, at most limit (1..1000) from cursor (null at first). */
+  /** One page of the queue's jobs in state, at most limit (1..1000; 0 is 100) from cursor (null at first). */
   public JobPage jobs(String queue, String state, int limit, String cursor) {
     Map<String, Object> query = new LinkedHashMap<>();
-    query.put("state", state);
-    query.put("limit", limit);
+    query.put("state", need(state, "the state"));
+    query.put("limit", limit == 0 ? 100 : limit);
     if (cursor != null) query.put("cursor", cursor);
     return JobPage.of(call("GET", queuePath(queue) + "/jobs", query, null, 0));
   }
@@ -546,7 +548,7 @@ public final class Client {
     } while (cursor != null);
   }
 
-  /** The first limit dead jobs, oldest death first. */
+  /** The first limit dead jobs (0 is 100), oldest death first. */
   public List<JobInfo> dead(String queue, int limit) {
     return jobs(queue, "dead", limit, null).jobs();
   }
@@ -571,7 +573,7 @@ public final class Client {
 
   /** Creates or replaces a schedule: {"cron": …, "timezone": …} or {"every": ms}, with payload and job fields. */
   public Map<String, Object> putSchedule(String queue, String name, Map<String, Object> spec) {
-    return Values.object(call("PUT", schedulePath(queue, name), null, spec, 0));
+    return Values.object(call("PUT", schedulePath(queue, name), null, need(spec, "the schedule's spec"), 0));
   }
 
   public Map<String, Object> schedule(String queue, String name) {

@@ -120,7 +120,9 @@ public final class Json {
       if (Double.isNaN(d) || Double.isInfinite(d)) {
         throw new IllegalArgumentException(d + " is not a JSON number (JSON has no NaN or Infinity)");
       }
-      out.append(d == Math.rint(d) && Math.abs(d) < 1e15 ? Long.toString((long) d) : Double.toString(d));
+      boolean whole = d == Math.rint(d) && Math.abs(d) < 1e15 && !(d == 0 && 1 / d < 0); // -0.0 stays -0.0
+      // A float as a float reads it: 0.1f is 0.1, not its double 0.10000000149011612.
+      out.append(whole ? Long.toString((long) d) : v instanceof Float f ? Float.toString(f) : Double.toString(d));
     } else if (v instanceof BigDecimal d) {
       out.append(d.toString());
     } else if (v instanceof java.lang.Number n) {

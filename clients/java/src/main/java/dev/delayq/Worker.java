@@ -471,11 +471,11 @@ public final class Worker implements AutoCloseable {
   /**
    * From a handler: reports how far it has got with job (any JSON value up to 4 KiB), shown on the
    * job while it runs; it touches the lease too. LeaseExpired or NotFound when the job is no longer
-   * this handler's.
+   * this handler's; InvalidArgument for a job that is not running in this worker (as Go's client).
    */
   public void progress(Job job, Object value) {
-    Running r = running.get(job.id());
-    if (r == null) throw new IllegalStateException("job " + job.id() + " is not running in this worker");
+    Running r = running.get(Client.need(job, "the job").id());
+    if (r == null) throw new DelayqException.InvalidArgument("job " + job.id() + " is not running in this worker");
     client.touch(queue, r.receipt, r.lease, value);
     r.nextTouchNanos = System.nanoTime() + r.lease.toNanos() / 3;
   }

@@ -49,7 +49,26 @@ class HostileTest {
       refused("deliver_at", () -> c.enqueue("q", NewJob.of(1).deliverAt(Instant.MAX)));
       refused("key_ttl", () -> c.enqueue("q", NewJob.of(1).key("k").keyTtl(Duration.ofSeconds(Long.MAX_VALUE))));
       refused("wait_ms", () -> c.reserve("q", 1, Duration.ofSeconds(Long.MAX_VALUE), null));
+      // A second hostile try: nulls that were sent (a literal state=null, an empty body), an empty
+      // release, a "no timeout" that overflowed every call, progress outside a handler.
+      refused("receipt", () -> c.ack("q", null, null));
+      refused("state", () -> c.jobs("q", null, 10, null));
+      refused("state", () -> c.forEachJob("q", null, j -> { }));
+      refused("config", () -> c.setConfig("q", null));
+      refused("spec", () -> c.putSchedule("q", "s", null));
+      refused("no receipt", () -> c.release("q", List.of()));
+      refused("up to 1 day", () -> Client.builder(s.url).timeout(Duration.ofSeconds(Long.MAX_VALUE)).build());
+      Worker idle = Worker.builder(c, "q", job -> null).build();
+      Job notHere = new Job("01HZZZZZZZZZZZZZZZZZZZZZZZ", "r", 1, 1, 1, 0, null, Map.of(), 0, 0, null, null, null);
+      refused("not running", () -> idle.progress(notHere, 1));
       assertTrue(c.queues().isEmpty(), "a refused request created a queue");
+      // Values the codec wrote wrong or refused: a null element, a float, a negative zero.
+      assertEquals("[1,null,0.1,-0.0]", Json.write(new Object[] {1, null, 0.1f, -0.0}));
+      // A queue named "." or "..": a proxy, curl or a browser takes a dot segment out of the path.
+      refused("dot segment", () -> c.enqueue("..", NewJob.of(1)));
+      refused("dot segment", () -> c.enqueue(".", NewJob.of(1)));
+      c.enqueue("limits", NewJob.of(1));
+      assertEquals(1, c.jobs("limits", "ready", 0, null).jobs().size(), "a limit of 0 is the default, as Go's");
       // A wait of a century or more is a wait of a century, not one that ends at once.
       EnqueueResult later = c.enqueue("q", NewJob.of(1).delay(Duration.ofHours(1)));
       CompletableFuture<JobInfo> forever = c.waitForAsync("q", JobRef.id(later.id()), Duration.ofSeconds(Long.MAX_VALUE));
