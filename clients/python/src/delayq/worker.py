@@ -167,7 +167,7 @@ class Worker:
                 self._stop.wait(1.0)  # the server is down or refusing: try again shortly
                 continue
             for job in jobs:
-                lease = self._lease_of(job, time.time() * 1000)
+                lease = self._lease(self._queue_lease_ms(), job, time.time() * 1000)
                 with self._lock:
                     running = self._running.get(job.id)
                     if running is not None:  # delivered again while its handler runs here: not run twice
@@ -182,9 +182,9 @@ class Worker:
             entry = self._inbox.get(timeout=_IDLE_S)
         except queues.Empty:
             return
-        generation, job, read_at = entry
-        lease = self._lease_of(job, read_at)
+        known = self._queue_lease_ms()  # a request, maybe: not under the lock
         with self._lock:
+            generation, job, read_at = entry  # under the lock: _read replaces a queued delivery in place
             if self._queued.get(job.id) is entry:
                 del self._queued[job.id]
             if generation != self._generation or self._stop.is_set():
@@ -196,7 +196,7 @@ class Worker:
                 running["receipt"] = job.receipt
                 self.redelivered += 1
                 return
-            book = self._start(job, lease)  # in the same hold as the check: one handler per job
+            book = self._start(job, self._lease(known, job, read_at))  # in the same hold as the check
         self._handle(job, book, batched=True)
 
     def _fail(self, error: BaseException) -> None:
@@ -293,12 +293,12 @@ class Worker:
 
     # --- settling ---
 
-    def _lease_of(self, job: Job, received_ms: float) -> float:
-        """The lease a delivery got: ``lease``, or the queue's lease_ms, read from its config at most
-        every 10 s (as the C++ worker does). Not the delivery's lease_deadline less this clock: that
-        is the server's clock, and with this one 20 s behind, a touch came after the lease had run
-        out (a hostile try of the Java worker saw the job run by another consumer meanwhile). The
-        deadline serves only while the config cannot be read."""
+    def _queue_lease_ms(self) -> Optional[float]:
+        """The lease a delivery gets: ``lease``, or the queue's lease_ms, read from its config at
+        most every 10 s (as the C++ worker does); None while the config cannot be read. Not the
+        delivery's lease_deadline less this clock: that is the server's clock, and with this one
+        20 s behind, a touch came after the lease had run out (a hostile try of the Java worker saw
+        the job run by another consumer meanwhile)."""
         if self.lease_ms is not None:
             return self.lease_ms
         known, read_at = self._queue_lease
@@ -310,6 +310,12 @@ class Worker:
                     self._queue_lease = (known, time.monotonic())
             except DelayqError:
                 self.errors += 1
+        return known
+
+    @staticmethod
+    def _lease(known: Optional[float], job: Job, received_ms: float) -> float:
+        """``known`` (_queue_lease_ms), or while the config cannot be read the delivery's deadline
+        less this clock; at least a second."""
         if known is None:
             known = job.lease_deadline - received_ms if job.lease_deadline else 30_000
         return max(1000, known)
