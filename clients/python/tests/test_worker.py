@@ -197,8 +197,9 @@ def test_a_worker_whose_clock_is_behind_the_servers_keeps_the_lease(server):
     class Skewed(http.server.BaseHTTPRequestHandler):
         def _forward(self):
             sent = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+            kind = self.headers.get("Content-Type") or "application/json"
             request = urllib.request.Request(server.url + self.path, data=sent, method=self.command,
-                                             headers={"Content-Type": self.headers.get("Content-Type") or "application/json"})
+                                             headers={"Content-Type": kind})
             try:
                 with urllib.request.urlopen(request, timeout=30) as answer:
                     status, body = answer.status, answer.read()
