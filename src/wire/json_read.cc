@@ -1,7 +1,5 @@
 #include "wire/json_read.h"
 
-#include <malloc.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,26 +14,6 @@
 
 namespace delayq::wire {
 namespace {
-
-simdjson::dom::parser& Validator() {
-  thread_local simdjson::dom::parser parser;
-  return parser;
-}
-
-// The DOM parser keeps buffers of several times the largest document it has parsed, for the
-// life of its thread: three 60 MiB bodies left 2.3 GiB resident. Past kKeepParserBytes they are
-// given back after the parse (and glibc is asked to return the pages), so memory goes back near
-// its baseline after a large request.
-constexpr size_t kKeepParserBytes = 1 << 20;
-struct ShrinkValidatorAfterUse {
-  ~ShrinkValidatorAfterUse() {
-    auto& parser = Validator();
-    if (parser.capacity() > kKeepParserBytes) {
-      parser = simdjson::dom::parser{};
-      ::malloc_trim(0);
-    }
-  }
-};
 
 // RFC 8259 leaves an object that names a field twice to its reader, and the field parsers here
 // acted on every copy of some ("receipt" twice: both receipts touched, or acked under a 400 for
@@ -116,15 +94,12 @@ Status ValidateBody(std::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return Status::InvalidArgument("the request body is empty; expected a JSON object");
   }
-  ShrinkValidatorAfterUse shrink;
-  auto& parser = Validator();
-  if (parser.capacity() < body.size() || parser.max_depth() != kMaxJsonDepth) {
-    if (parser.allocate(std::max<size_t>(body.size(), 4096), kMaxJsonDepth) != simdjson::SUCCESS) {
-      return Status::ResourceExhausted("cannot allocate memory to parse the request body");
-    }
+  ThreadDomParse parse(body, kMaxJsonDepth);
+  if (parse.error() == simdjson::MEMALLOC) {
+    return Status::ResourceExhausted("cannot allocate memory to parse the request body");
   }
-  simdjson::dom::element root;
-  auto error = parser.parse(body.data(), body.size(), true).get(root);
+  const simdjson::error_code error = parse.error();
+  const simdjson::dom::element root = parse.root();
   if (error == simdjson::DEPTH_ERROR) {
     return Status::InvalidArgument(fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
   }
