@@ -43,6 +43,8 @@ ack-keeps-job none
 lease-twice none
 result-of-another none
 outcome-early none
+payload-of-another none
+ignore-pause none
 MUTANTS
 echo
 echo "| mutant | fault | verdict | anomalies |"

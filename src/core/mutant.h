@@ -12,6 +12,8 @@
 //                         first lease holds
 //   result-of-another     one in 10 completed jobs is kept with another job's result
 //   outcome-early         one in 5 waits for an outcome is answered at once, the job not yet final
+//   payload-of-another    one in 10 deliveries carries the payload of the delivery before it
+//   ignore-pause          a paused queue's jobs are handed out as if it were not paused
 #pragma once
 
 #ifdef DELAYQ_MUTANTS

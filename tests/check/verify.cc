@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -31,7 +32,8 @@ struct DeliveryRec {
   std::string id, receipt, queue;
   int64_t attempt = 0, max = 0;
   int64_t due = 0, deadline = 0, lease_ms = 0;
-  int64_t lease_end = 0;  // the deadline, as set again by the last touch that answered ok
+  int64_t lease_end = 0;               // the deadline, as set again by the last touch that answered ok
+  std::optional<std::string> payload;  // as delivered (histories before payloads were recorded: none)
   bool acked = false, nacked = false;
   bool unsure = false;                                // a nack or touch of it is in doubt
   int64_t at() const { return deadline - lease_ms; }  // when it was handed out (store's clock, ms)
@@ -50,7 +52,8 @@ struct Trace {
   std::set<std::string> ack_results;  // of its acks that answered ok or in doubt
   std::vector<const Op*> waits;       // for its outcome
   bool may_be_dead = false;
-  int64_t max_asked = 0;  // max_attempts its enqueue asked for (0: the queue's default)
+  int64_t max_asked = 0;           // max_attempts its enqueue asked for (0: the queue's default)
+  std::set<std::string> payloads;  // of the enqueues that named it, and of replaces by its key in doubt
 };
 
 class Verifier {
@@ -65,6 +68,8 @@ class Verifier {
     CheckDeliveries();
     CheckJobs();
     CheckWaits();
+    CheckPayloads();
+    CheckPauses();
     CheckKeys();
     CheckCounts();
     CheckLateness();
@@ -107,7 +112,7 @@ class Verifier {
   // are counted as the loss's effects instead of failing the run.
   static bool LossEffect(const std::string& kind) {
     return kind == "lost" || kind == "resurrected" || kind == "lease" || kind == "stale" || kind == "due" ||
-           kind == "attempts" || kind == "schedule";
+           kind == "attempts" || kind == "schedule" || kind == "pause";
   }
 
   void Add(const std::string& kind, std::string what, std::vector<const Op*> ops) {
@@ -173,6 +178,7 @@ class Verifier {
           Trace& t = T(res[i]["id"], q);
           t.ops.push_back(&op);
           t.dues.insert(res[i]["due"].get<int64_t>());
+          if (i < jobs.size() && jobs[i].contains("p")) t.payloads.insert(jobs[i]["p"].get<std::string>());
           if (!res[i]["dup"].get<bool>() && !t.created) {
             t.created = &op;
             if (i < jobs.size()) {
@@ -196,6 +202,7 @@ class Verifier {
           rec.deadline = d["ld"];
           rec.lease_ms = op.args["lease"];
           rec.lease_end = rec.deadline;
+          if (d.contains("p")) rec.payload = d["p"].get<std::string>();
           by_receipt_[rec.receipt] = deliveries_.size();
           Trace& t = T(rec.id, q);
           t.ops.push_back(&op);
@@ -288,6 +295,13 @@ class Verifier {
       auto it = keyed_ops_.find({t.queue, t.key});
       if (it != keyed_ops_.end()) t.ops.insert(t.ops.end(), it->second.begin(), it->second.end());
       if (keyed_due_doubt_.contains({t.queue, t.key})) t.due_unknown = true;
+      if (it == keyed_ops_.end()) continue;
+      for (const Op* op : it->second) {  // a replace in doubt may have given it its payload
+        if (op->op != "enqueue" || op->ok() || !Doubtful(op->code)) continue;
+        for (const Json& j : op->args["jobs"]) {
+          if (j.value("key", "") == t.key && j.value("rep", false) && j.contains("p")) t.payloads.insert(j["p"]);
+        }
+      }
     }
   }
 
@@ -741,6 +755,43 @@ class Verifier {
       auto m = f_.metrics.find(q);
       if (m == f_.metrics.end() || !(m->second == stats)) {
         Add("counts", fmt::format("queue {}: /metrics does not match the stats", q), {});
+      }
+    }
+  }
+
+  // A delivery carries the payload of an enqueue of its job (the one that made it, or a replace
+  // by its key): not another job's, nor one cut short.
+  void CheckPayloads() {
+    for (const DeliveryRec& d : deliveries_) {
+      const Trace& t = traces_.at(d.id);
+      if (t.payloads.empty() || !d.payload || t.payloads.contains(*d.payload)) continue;
+      AddJob("payload",
+             fmt::format("job {} was delivered with the payload {}, which no enqueue of it gave ({} did)", d.id,
+                         Json(*d.payload).dump(), Json(t.payloads).dump()),
+             t);
+    }
+  }
+
+  // A paused queue hands out nothing: a reserve sent after a pause of its queue answered ok, and
+  // answered before the next resume of it was sent, delivers no job.
+  void CheckPauses() {
+    std::set<const Op*> reported;
+    for (const DeliveryRec& d : deliveries_) {
+      auto it = pauses_.find(d.queue);
+      if (it == pauses_.end() || reported.contains(d.reserve)) continue;
+      const std::vector<const Op*>& ops = it->second;  // in send order
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i]->op != "pause" || !ops[i]->ok() || d.reserve->t0 <= ops[i]->t1) continue;
+        size_t next = i + 1;
+        while (next < ops.size() && ops[next]->op != "resume") ++next;
+        if (next < ops.size() && d.reserve->t1 >= ops[next]->t0) continue;
+        reported.insert(d.reserve);
+        Add("pause",
+            fmt::format("a reserve of {} sent after its pause was answered, and answered before a resume was sent, "
+                        "delivered job {}",
+                        d.queue, d.id),
+            {ops[i], d.reserve});
+        break;
       }
     }
   }

@@ -15,6 +15,10 @@
 //   wait         a wait for an outcome answers a state that is not final only once its wait_ms
 //                passed; completed only with the result of an ack of the job sent before the
 //                answer; cancelled only after a cancel of it was sent
+//   payload      a delivery carries the payload of an enqueue of its job (the one that made it,
+//                or a replace by its key), not another job's nor one cut short
+//   pause        a reserve sent after a pause of its queue answered ok, and answered before the
+//                next resume was sent, delivers nothing
 //   keys         no two live jobs share a key
 //   answered     every request is answered; a long poll within wait_ms + 1 s, anything else
 //                within 5 s; no internal errors, no 503 outside a fault. The workers stop

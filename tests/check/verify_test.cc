@@ -28,22 +28,23 @@ class HistoryBuilder {
     h_.ops.push_back(std::move(o));
     return h_.ops.back();
   }
-  void Enqueue(const std::string& id, int64_t due_ms, int64_t at_ms) {
-    Add("enqueue", {{"jobs", Json::array({{{"d", due_ms - at_ms}}})}}, "ok",
+  void Enqueue(const std::string& id, int64_t due_ms, int64_t at_ms, const std::string& payload = "{}") {
+    Add("enqueue", {{"jobs", Json::array({{{"d", due_ms - at_ms}, {"p", payload}}})}}, "ok",
         {{"jobs", Json::array({{{"id", id}, {"due", Due(due_ms)}, {"dup", false}, {"rep", false}}})}}, at_ms);
   }
   // A reserve answered at handed_ms (store time) with one delivery.
-  void Reserve(const std::string& id, const std::string& receipt, int attempt, int64_t due_ms, int64_t handed_ms,
-               int64_t lease_ms = 1000) {
-    Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", lease_ms}}, "ok",
-        {{"d", Json::array({{{"id", id},
-                             {"rc", receipt},
-                             {"att", attempt},
-                             {"max", 3},
-                             {"due", Due(due_ms)},
-                             {"ld", Due(handed_ms + lease_ms)},
-                             {"key", ""}}})}},
-        handed_ms);
+  Op& Reserve(const std::string& id, const std::string& receipt, int attempt, int64_t due_ms, int64_t handed_ms,
+              int64_t lease_ms = 1000, const std::string& payload = "{}") {
+    return Add("reserve", {{"max", 1}, {"wait", 0}, {"lease", lease_ms}}, "ok",
+               {{"d", Json::array({{{"id", id},
+                                    {"rc", receipt},
+                                    {"att", attempt},
+                                    {"max", 3},
+                                    {"due", Due(due_ms)},
+                                    {"ld", Due(handed_ms + lease_ms)},
+                                    {"key", ""},
+                                    {"p", payload}}})}},
+               handed_ms);
   }
   void Ack(const std::string& receipt, int64_t at_ms, const std::string& code = "ok", const std::string& result = "") {
     Add("ack", {{"rc", Json::array({receipt})}, {"res", result}}, "ok", {{"codes", Json::array({code})}}, at_ms);
@@ -107,6 +108,60 @@ TEST(Verify, AnAcknowledgedJobThatIsGoneWithoutAnAckIsLost) {
   const Report tolerated = Verify(b.history(), Empty(), {.loss_expected = true});
   EXPECT_TRUE(tolerated.anomalies.empty());
   EXPECT_EQ(tolerated.loss_effects.at("lost"), 1);
+}
+
+TEST(Verify, ADeliveryWithAPayloadNoEnqueueOfItsJobGaveIsCaught) {
+  const std::string other = "01M8QM5DPMD95MBYEG6H73V5MC";
+  HistoryBuilder b;
+  b.Enqueue(kId, 100, 0, R"({"w":1,"n":1,"i":0})");
+  b.Enqueue(other, 5000, 1, R"({"w":1,"n":2,"i":0})");
+  b.Reserve(kId, kReceipt, 1, 100, 100, 1000, R"({"w":1,"n":1,"i":0})");
+  b.Ack(kReceipt, 150);
+  FinalState f = Empty();
+  f.jobs[other] = {.found = true, .state = "scheduled"};
+  f.stats["q"].scheduled = f.metrics["q"].scheduled = 1;
+  const Report good = Verify(b.history(), f, {});
+  EXPECT_TRUE(good.anomalies.empty()) << good.anomalies.front().what;
+  // Another job's payload, and one cut short.
+  for (const std::string& wrong : {std::string(R"({"w":1,"n":2,"i":0})"), std::string(R"({"w":1,"n":1)")}) {
+    HistoryBuilder bad;
+    bad.Enqueue(kId, 100, 0, R"({"w":1,"n":1,"i":0})");
+    bad.Enqueue(other, 5000, 1, R"({"w":1,"n":2,"i":0})");
+    bad.Reserve(kId, kReceipt, 1, 100, 100, 1000, wrong);
+    bad.Ack(kReceipt, 150);
+    EXPECT_EQ(Kinds(Verify(bad.history(), f, {})), std::vector<std::string>{"payload"}) << wrong;
+  }
+}
+
+// A replace by key in doubt may have given the job holding the key its payload.
+TEST(Verify, AReplaceByKeyInDoubtMayHaveGivenItsPayload) {
+  HistoryBuilder b;
+  b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}, {"key", "k"}, {"p", "\"first\""}}})}}, "ok",
+        {{"jobs", Json::array({{{"id", kId}, {"due", HistoryBuilder::Due(100)}, {"dup", false}, {"rep", false}}})}}, 0);
+  b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}, {"key", "k"}, {"rep", true}, {"p", "\"second\""}}})}},
+        "unavailable", Json::object(), 10);
+  b.Reserve(kId, kReceipt, 1, 100, 200, 1000, "\"second\"");
+  b.Ack(kReceipt, 250);
+  const Report r = Verify(b.history(), Empty(), {.fault_grace_us = 0});
+  EXPECT_EQ(Kinds(r), std::vector<std::string>{"answered"}) << "only the 503, outside a fault";
+}
+
+// A paused queue hands out nothing until a resume is sent; a reserve sent before the pause was
+// answered, or answered after the resume was sent, may.
+TEST(Verify, ADeliveryFromAPausedQueueIsCaught) {
+  auto run = [](int64_t reserve_at_ms, bool resume) {
+    HistoryBuilder b;
+    b.Enqueue(kId, 100, 0);
+    b.Add("pause", Json::object(), "ok", Json::object(), 150);
+    if (resume) b.Add("resume", Json::object(), "ok", Json::object(), 300).t1 = kT0 + 350'000;
+    b.Reserve(kId, kReceipt, 1, 100, reserve_at_ms);
+    b.Ack(kReceipt, reserve_at_ms + 10);
+    return Kinds(Verify(b.history(), Empty(), {}));
+  };
+  EXPECT_EQ(run(200, false), std::vector<std::string>{"pause"});
+  EXPECT_EQ(run(200, true), std::vector<std::string>{"pause"}) << "answered before the resume was sent";
+  EXPECT_EQ(run(400, true), std::vector<std::string>{}) << "sent after a resume was sent (answered later)";
+  EXPECT_EQ(run(150, false), std::vector<std::string>{}) << "sent before the pause was answered";
 }
 
 // Found in CI (postgres_terminate_connections): a cancel by key slowed by a fault was answered

@@ -119,9 +119,12 @@ class Worker {
   }
 
   // --- producing ---
-  EnqueueRequest NewJob(Json& arg) {
+  // Each job's payload is its own (worker, request, place in the batch): a delivery must carry
+  // the payload of an enqueue of its job (verify.cc's "payload").
+  EnqueueRequest NewJob(Json& arg, int index) {
     EnqueueRequest r;
-    r.payload = fmt::format(R"({{"w":{},"n":{}}})", o_.id, seq_ + 1);
+    r.payload = fmt::format(R"({{"w":{},"n":{},"i":{}}})", o_.id, seq_ + 1, index);
+    arg["p"] = r.payload;
     const double p = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (p < 0.25) {
       arg["d"] = nullptr;
@@ -151,7 +154,7 @@ class Worker {
     Json args = {{"jobs", Json::array()}};
     for (int i = 0; i < n; ++i) {
       Json a = Json::object();
-      jobs.push_back(NewJob(a));
+      jobs.push_back(NewJob(a, i));
       args["jobs"].push_back(a);
     }
     Do("enqueue", queue, args, [&](Json& r, std::string& m) {
@@ -196,7 +199,8 @@ class Worker {
                           {"max", d.max_attempts},
                           {"due", d.due_at_ms},
                           {"ld", d.lease_deadline_ms},
-                          {"key", d.key}});
+                          {"key", d.key},
+                          {"p", d.payload}});
         Remember(queue, d.id);
         // Work mostly takes up to 200 ms; now and then up to 1.3 leases, so that some leases
         // run out before the answer.

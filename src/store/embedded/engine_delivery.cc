@@ -57,11 +57,20 @@ void RecordLateness(QueueState* q, const ReservePlan& plan, int64_t due_ms, cons
   q->flow.RecordFirstDelivery(q->lateness, due_ms * 1000, since, now.wall_us);
 }
 
+// The payload-of-another mutant (core/mutant.h): one delivery in 10 carries the payload of the
+// delivery before it.
+void SwapInAnotherPayload(std::string& payload) {
+  static std::string last;  // under the engine's lock, as every reserve
+  std::string mine = payload;
+  if (MutantStrikes("payload-of-another", 10) && !last.empty()) payload = last;
+  last = std::move(mine);
+}
+
 }  // namespace
 
 Result<std::vector<Delivery>> EngineImpl::ReserveLocked(QueueState* q, int32_t max, int64_t max_bytes, int64_t lease_ms,
                                                         const Instant& now) {
-  if (q->meta.paused || q->ready.empty()) return std::vector<Delivery>{};
+  if ((q->meta.paused && !Mutant("ignore-pause")) || q->ready.empty()) return std::vector<Delivery>{};  // core/mutant.h
   const QueueConfig& config = ConfigOf(q);
   ReservePlan plan;
   plan.limited_since_us = q->flow.limited_since_us();  // before this reserve: for its lateness samples
@@ -114,6 +123,7 @@ Result<bool> EngineImpl::PlanPickLocked(QueueState* q, ReservePlan& plan, ReadyJ
   d.id = key.id.ToString();
   d.receipt = signer_->Issue(q->name, Receipt{key.id, delivery});
   d.payload = std::move(record.payload);
+  if (Mutant("payload-of-another")) SwapInAnotherPayload(d.payload);  // core/mutant.h
   d.binary = record.binary;
   d.headers = std::move(record.headers);
   d.attempt = attempt;

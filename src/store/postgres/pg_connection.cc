@@ -91,10 +91,18 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int
   // found a delete of a queue under REPEATABLE READ that missed the jobs it had waited for): bytea
   // as hex (Rows::Bytes reads that), READ COMMITTED (SKIP LOCKED, the key rules and DeleteQueue
   // rely on it), and only pg_catalog on the search path (every delayq name is schema-qualified, so
-  // no function another role put in public can stand in for a built-in).
-  PGresult* set = PQexec(c,
-                         "SET bytea_output = hex; SET default_transaction_isolation = 'read committed'; "
-                         "SET search_path = pg_catalog, pg_temp");
+  // no function another role put in public can stand in for a built-in). A lock another
+  // transaction holds is waited for at most kLockTimeout unless the role, the database or the URL
+  // set a lock_timeout of their own: an application's transaction left open after it enqueued
+  // with a key (or made a queue, or locked a job) held every request that met it, and enough of
+  // them held every one of the server's threads, /healthz and SIGTERM included. Past it the
+  // request answers 503 (ToStatus, 55P03) and changes nothing.
+  const std::string session = fmt::format(
+      "SELECT set_config('lock_timeout', '{}ms', false) WHERE current_setting('lock_timeout') = '0'; "
+      "SET bytea_output = hex; SET default_transaction_isolation = 'read committed'; "
+      "SET search_path = pg_catalog, pg_temp",
+      kLockTimeoutMs);
+  PGresult* set = PQexec(c, session.c_str());
   const bool session_ok = PQresultStatus(set) == PGRES_COMMAND_OK;
   std::string set_error = session_ok ? "" : PQerrorMessage(c);
   PQclear(set);
@@ -180,6 +188,14 @@ Status ToStatus(const ServerError& e) {
   // Another transaction got in the way (a serialization failure, a deadlock): nothing was
   // applied, and the same call again can succeed.
   if (s == "40001" || s == "40P01") return Status::Unavailable("PostgreSQL: " + e.message + "; try again");
+  if (s == "55P03") {
+    return Status::Unavailable(
+        "PostgreSQL: another transaction has held a lock this request needs for longer than lock_timeout (" +
+        e.message +
+        "): most likely an application transaction that enqueued into this queue or with this key, or "
+        "cancelled or rescheduled this job, and has not ended; nothing was changed: try again once it commits "
+        "or rolls back");
+  }
   // Connection exceptions, a server shutting down or out of resources.
   if (s.rfind("08", 0) == 0 || s.rfind("57P", 0) == 0 || s.rfind("53", 0) == 0) {
     return Status::Unavailable("PostgreSQL: " + e.message);

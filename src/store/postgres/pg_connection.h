@@ -108,6 +108,10 @@ std::string RedactUrl(std::string_view url);
 // lowers it).
 bool IsPostgresUrl(std::string_view url);
 
+// How long a statement of delayq's waits for a lock another transaction holds (lock_timeout),
+// unless the role, the database or the URL's options set one (docs/postgres.md).
+inline constexpr int64_t kLockTimeoutMs = 5000;
+
 // Connections the store's threads share: Take() lends one (opening one when none is idle, at
 // most `max` at once; beyond that it waits). A lent connection comes back when its Lease ends,
 // unless it broke (then a new one is opened next time). An idle one the server ended meanwhile is

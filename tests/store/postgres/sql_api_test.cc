@@ -296,6 +296,37 @@ TEST_F(SqlApi, ADedupeInAnOpenTransactionDoesNotHoldUpTheWorkerOfThatJob) {
   EXPECT_TRUE(ack.get().ok());
 }
 
+// Found by a hostile pass: an application transaction left open after it enqueued with a key held
+// every server request for that key until it ended, and eight of them held all of the server's
+// threads (/healthz and SIGTERM too). A request now waits at most lock_timeout (5 s, or the one
+// the URL, role or database sets) and answers 503, having changed nothing.
+TEST_F(SqlApi, AnApplicationTransactionLeftOpenHoldsARequestAtMostTheLockTimeout) {
+  postgres::PostgresQueueOptions o;
+  o.url = url_ + "?options=-c%20lock_timeout%3D300";
+  auto short_wait = postgres::PostgresQueue::Open(o);
+  ASSERT_TRUE(short_wait.ok()) << short_wait.status().ToString();
+  ASSERT_TRUE(app_->Run("BEGIN"));
+  app_->Value("SELECT id FROM delayq.enqueue('orders', '{}', key => 'K', delay_ms => 600000)");
+  for (Queue* store : {static_cast<Queue*>(short_wait->get()), static_cast<Queue*>(store_.get())}) {
+    auto enqueue = std::async(std::launch::async, [&] {
+      return store->Enqueue("orders", {.payload = "{}", .when = {.delay_ms = 1000}, .key = "K"});
+    });
+    if (enqueue.wait_for(30s) != std::future_status::ready) {
+      app_->Run("ROLLBACK");  // lets the request end
+      FAIL() << "the request waited for the application's transaction";
+    }
+    auto e = enqueue.get();
+    EXPECT_EQ(e.code(), Code::kUnavailable) << (e.ok() ? "enqueued" : e.status().ToString());
+    EXPECT_NE(e.status().message().find("lock_timeout"), std::string::npos) << e.status().message();
+    EXPECT_NE(e.status().message().find("try again"), std::string::npos) << e.status().message();
+  }
+  ASSERT_TRUE(app_->Run("COMMIT"));
+  auto again = (*short_wait)->Enqueue("orders", {.payload = "{}", .when = {.delay_ms = 1000}, .key = "K"});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(app_->Value("SELECT count(*) FROM delayq.jobs WHERE key = 'K'"), "1");
+}
+
 // Found in review: a queue deleted while a transaction enqueued into it left that job in no
 // queue, invisible to every call. Now the delete waits for the transaction and refuses.
 TEST_F(SqlApi, AQueueDeletedWhileATransactionEnqueuesIntoItKeepsTheJob) {
