@@ -20,8 +20,9 @@ std::string DeadJobWarning(std::string_view queue, std::string_view id, int32_t 
 Status StoreClosed() { return Status::Unavailable("the store is closed (delayq is shutting down)"); }
 
 Status UnknownQueue(std::string_view queue) {
-  return Status::NotFound(fmt::format(
-      "queue \"{}\" does not exist: no job was ever enqueued to it and it has no config", Short(queue, 200)));
+  return Status::NotFound(
+      fmt::format("queue \"{}\" does not exist: it was deleted, or no job was ever enqueued to it and it has no config",
+                  Short(queue, 200)));
 }
 
 Status QueueLimit(std::string_view queue, size_t would_be, size_t limit) {

@@ -107,6 +107,9 @@ Result<std::vector<DoctorFinding>> Doctor(const std::string& url) {
                    "up to a second late",
                    "connect delayq to PostgreSQL directly, or through a pooler in session mode"});
   }
+  if (Status s = CheckEncoding(**c); !s.ok()) {
+    out.push_back({"server_encoding", s.message(), "move delayq's schema to a UTF8 database"});
+  }
   CheckTimeouts(**c, out);
   CheckVacuum(**c, out);
   // The application's role (docs/postgres.md says to check it too) may not read delayq's tables:

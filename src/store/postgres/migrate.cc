@@ -47,7 +47,19 @@ Status CheckSchema(Connection& c) {
       *v, want));
 }
 
+Status CheckEncoding(Connection& c) {
+  auto encoding = c.Exec("SELECT current_setting('server_encoding')");
+  if (!encoding.ok()) return encoding.status();
+  const std::string name = encoding->Str(0, 0);
+  if (name == "UTF8") return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "the database's encoding is {}; delayq needs a UTF8 database (payloads, keys, groups and headers are UTF-8 "
+      "text, and {} would keep bytes that are not): CREATE DATABASE <name> ENCODING 'UTF8' TEMPLATE template0",
+      name, name));
+}
+
 Result<MigrateReport> Migrate(Connection& c, int target) {
+  DELAYQ_RETURN_IF_ERROR(CheckEncoding(c));  // `delayq migrate` comes here without the store
   // Another server's migration is waited for however long it takes (the session's lock_timeout,
   // pg_connection.cc, is for the locks applications hold); the migration's own statements keep it.
   auto timeout = c.Exec("SELECT current_setting('lock_timeout')");

@@ -22,6 +22,10 @@ struct MigrateReport {
   std::string producer_role;
 };
 
+// kInvalidArgument unless the database's encoding is UTF8 (a SQL_ASCII database took bytes in
+// keys, groups and headers that later failed every reserve of their queue: a hostile pass).
+Status CheckEncoding(Connection& c);
+
 // Brings the schema to `target` (at most CurrentSchemaVersion(); tests stop at an older one to
 // migrate from it). kIoError naming both versions when the database holds a newer one than this
 // build knows (upgrade delayq first); what the server refused otherwise.

@@ -113,14 +113,15 @@ bool IsPostgresUrl(std::string_view url);
 inline constexpr int64_t kLockTimeoutMs = 5000;
 
 // Connections the store's threads share: Take() lends one (opening one when none is idle, at
-// most `max` at once; beyond that it waits). A lent connection comes back when its Lease ends,
-// unless it broke (then a new one is opened next time). An idle one the server ended meanwhile is
-// dropped when it would be lent, instead of failing the request that got it: a PostgreSQL restart
-// used to fail one request per pooled connection.
+// most `max` at once; beyond that it waits; when PostgreSQL refuses one more, "too many
+// connections", it keeps to those it has for a minute and waits for one of them). A lent connection comes back when its
+// Lease ends, unless it broke (then a new one is opened next time). An idle one the server ended meanwhile is dropped
+// when it would be lent, instead of failing the request that got it: a PostgreSQL restart used to fail one request per
+// pooled connection.
 class Pool {
  public:
   Pool(std::string url, size_t max, int connect_timeout_s)
-      : url_(std::move(url)), max_(max), connect_timeout_s_(connect_timeout_s) {}
+      : url_(std::move(url)), max_(max), connect_timeout_s_(connect_timeout_s), cap_(max) {}
   class Lease {
    public:
     Lease(Pool* pool, std::unique_ptr<Connection> c) : pool_(pool), c_(std::move(c)) {}
@@ -136,7 +137,9 @@ class Pool {
     Pool* pool_ = nullptr;
     std::unique_ptr<Connection> c_;
   };
-  Result<Lease> Take();
+  // wait_at_limit false: PostgreSQL's refusal of one more connection is answered, not waited out
+  // (the pool's warm-up, which holds every connection it opened).
+  Result<Lease> Take(bool wait_at_limit = true);
   const std::string& url() const { return url_; }
 
  private:
@@ -148,6 +151,10 @@ class Pool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;
   size_t lent_ = 0;
+  // At most this many at once: max_, or fewer for a minute after PostgreSQL refused one more.
+  using Clock = std::chrono::steady_clock;
+  size_t cap_;
+  Clock::time_point cap_until_{};
 };
 
 // Runs `body` in a transaction on `c`: BEGIN, body, COMMIT (ROLLBACK when body fails).

@@ -49,6 +49,7 @@ Status PostgresQueue::Start() {
 Status PostgresQueue::Prepare() {
   auto c = pool_.Take();
   if (!c.ok()) return c.status();
+  DELAYQ_RETURN_IF_ERROR(CheckEncoding(**c));
   if (options_.migrate) {
     auto report = Migrate(**c);
     if (!report.ok()) return report.status();
@@ -76,7 +77,7 @@ Status PostgresQueue::Prepare() {
 void PostgresQueue::WarmPool() {
   std::vector<Pool::Lease> held;  // all lent at once, so that each Take opens a new one
   for (size_t i = 0; i < options_.pool_size; ++i) {
-    auto c = pool_.Take();
+    auto c = pool_.Take(/*wait_at_limit=*/false);
     if (!c.ok()) {
       spdlog::warn("PostgreSQL: {} of {} connections opened at start ({}); the rest open when needed", i,
                    options_.pool_size, c.status().message());

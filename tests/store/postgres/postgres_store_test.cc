@@ -1,5 +1,6 @@
 // What only the PostgreSQL store has: several servers on one database, the schema's versions,
 // PostgreSQL crashing or ending connections under it, and `delayq doctor`/`serve` on it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
@@ -430,19 +431,25 @@ TEST(PostgresStore, AFreshServerOpensItsWholePoolBeforeTheFirstRequest) {
 // A pool larger than the role may connect: the listener's connection is opened first, the pool
 // takes what is left, and jobs are delivered as they come due (a NOTIFY wakes the waiting
 // reserve, not the minute-long safety probe).
-TEST(PostgresStore, APoolLargerThanTheRolesConnectionLimitStillListensAndDelivers) {
-  const std::string url = SharedPostgres().NewDatabase();
+// A store on a new database as a role that may open at most `limit` connections, its pool `pool`.
+Result<std::unique_ptr<postgres::PostgresQueue>> OpenAsLimitedRole(const std::string& url, int limit, size_t pool) {
   const std::string db = url.substr(url.rfind('/') + 1);
   const std::string role = "few_" + db;
-  SharedPostgres().Psql(
-      db, "CREATE ROLE " + role + " LOGIN CONNECTION LIMIT 3; GRANT CREATE ON DATABASE " + db + " TO " + role);
+  SharedPostgres().Psql(db, fmt::format("CREATE ROLE {} LOGIN CONNECTION LIMIT {}; GRANT CREATE ON DATABASE {} TO {}",
+                                        role, limit, db, role));
   postgres::PostgresQueueOptions o;
   o.url = url;
   o.url.replace(o.url.find("postgres@"), 9, role + "@");
-  o.pool_size = 8;
+  o.pool_size = pool;
   o.safety_interval_ms = 60'000;
   o.vacuum_dead_rows = 0;
-  auto store = postgres::PostgresQueue::Open(o);
+  return postgres::PostgresQueue::Open(o);
+}
+
+TEST(PostgresStore, APoolLargerThanTheRolesConnectionLimitStillListensAndDelivers) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto store = OpenAsLimitedRole(url, 3, 8);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto waiting = std::async(std::launch::async, [&] { return (*store)->Reserve("q", {.max = 1, .wait_ms = 30'000}); });
   const auto sent = std::chrono::steady_clock::now();
@@ -451,6 +458,36 @@ TEST(PostgresStore, APoolLargerThanTheRolesConnectionLimitStillListensAndDeliver
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->size(), 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - sent, 20s) << "woken by the safety probe, not by NOTIFY";
+}
+
+// Found by a hostile pass: with a role limited to fewer connections than the pool, requests past
+// what PostgreSQL took answered 503 ("too many connections for role") instead of waiting for a
+// pooled connection. Now the pool keeps to those it has and every request is served.
+TEST(PostgresStore, RequestsBeyondTheRolesConnectionLimitWaitForAPooledConnection) {
+  auto store = OpenAsLimitedRole(SharedPostgres().NewDatabase(), 4, 16);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  std::vector<std::future<std::string>> workers;
+  for (int w = 0; w < 8; ++w) {
+    workers.push_back(std::async(std::launch::async, [&, w]() -> std::string {
+      for (int i = 0; i < 20; ++i) {
+        auto e = (*store)->Enqueue("busy", Job(std::to_string(w * 100 + i), 0));
+        if (!e.ok()) return "enqueue: " + e.status().ToString();
+        auto got = (*store)->Reserve("busy", {.max = 1});
+        if (!got.ok()) return "reserve: " + got.status().ToString();
+        for (const Delivery& d : *got) {
+          if (Status a = (*store)->Ack("busy", d.receipt); !a.ok()) return "ack: " + a.ToString();
+        }
+      }
+      return "";
+    }));
+  }
+  for (auto& w : workers) EXPECT_EQ(w.get(), "");
+  auto rest = (*store)->Reserve("busy", {.max = 200});  // a reserve that met another's job left its own
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  for (const Delivery& d : *rest) EXPECT_TRUE((*store)->Ack("busy", d.receipt).ok());
+  auto stats = (*store)->Stats("busy");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->ready + stats->reserved + stats->scheduled, 0) << "a job enqueued was not taken and acked";
 }
 
 // PostgreSQL crashes (SIGQUIT: pg_ctl -m immediate) with synchronous_commit on and comes back:
@@ -477,6 +514,54 @@ TEST(PostgresStore, ACrashOfPostgresLosesNoCommittedJob) {
   ASSERT_TRUE(last.ok()) << last.ToString();
   for (const auto& id : answered) EXPECT_TRUE(store->Get("crash", JobRef::ById(id)).ok()) << id;
   EXPECT_TRUE(store->Health().ok());
+}
+
+// Found by a hostile pass: delayq.waiting was unlogged, so a crash emptied it; the job acked after
+// the restart was deleted, not kept completed for its waiter, and the wait answered "cancelled".
+TEST(PostgresStore, ACrashOfPostgresKeepsAWaitForAnOutcome) {
+  PostgresServer pg({}, /*fast=*/false);
+  const std::string url = pg.NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1);
+  auto store = OpenStore(url, 200);
+  auto job = store->Enqueue("orders", Job("{}", 0));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto waiting =
+      std::async(std::launch::async, [&] { return store->WaitOutcome("orders", JobRef::ById(job->id), 20'000); });
+  while (pg.Psql(db, "SELECT count(*) FROM delayq.waiting") != "1") {
+    ASSERT_EQ(waiting.wait_for(10ms), std::future_status::timeout) << "the wait ended before it was noted";
+  }
+  pg.Crash();
+  pg.Start();
+  Result<std::vector<Delivery>> got = Status::Unavailable("not yet");
+  for (int i = 0; i < 50 && !(got.ok() && got->size() == 1); ++i) got = store->Reserve("orders", {.max = 1});
+  ASSERT_TRUE(got.ok() && got->size() == 1) << (got.ok() ? "nothing to reserve" : got.status().ToString());
+  ASSERT_TRUE(store->Ack("orders", AckRequest{(*got)[0].receipt, R"({"answer": 42})"}).ok());
+  auto outcome = waiting.get();
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_EQ(outcome->state, JobState::kCompleted);
+  EXPECT_EQ(outcome->result, R"({"answer": 42})");
+}
+
+// Found by a hostile pass: on a SQL_ASCII database the SQL API kept keys, groups and headers that
+// were not UTF-8, and every reserve of their queue then failed (500) with its jobs left reserved.
+// A database that is not UTF8 is refused before anything is made in it, and doctor names it.
+TEST(PostgresStore, ADatabaseThatIsNotUtf8IsRefusedBeforeAnythingIsMade) {
+  const std::string url = SharedPostgres().NewDatabase();
+  const std::string db = url.substr(url.rfind('/') + 1), ascii = db + "_ascii";
+  SharedPostgres().Psql(db, "CREATE DATABASE " + ascii + " ENCODING 'SQL_ASCII' TEMPLATE template0");
+  const std::string ascii_url = url.substr(0, url.rfind('/') + 1) + ascii;
+  postgres::PostgresQueueOptions o;
+  o.url = ascii_url;
+  auto store = postgres::PostgresQueue::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(store.status().message().find("SQL_ASCII"), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find("ENCODING 'UTF8'"), std::string::npos) << store.status().message();
+  EXPECT_EQ(SharedPostgres().Psql(ascii, "SELECT count(*) FROM pg_namespace WHERE nspname = 'delayq'"), "0")
+      << "the schema was made";
+  auto findings = postgres::Doctor(ascii_url);
+  ASSERT_TRUE(findings.ok()) << findings.status().ToString();
+  EXPECT_TRUE(std::ranges::any_of(*findings, [](const auto& f) { return f.setting == "server_encoding"; }));
 }
 
 TEST(PostgresStore, DoctorNamesTheSettingsThatLoseOrDelayJobs) {

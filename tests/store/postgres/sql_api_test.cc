@@ -432,6 +432,10 @@ TEST_F(SqlApi, WhatHttpTakesSqlTakesAndHostileValuesGetShortErrors) {
   EXPECT_EQ(app_->sqlstate(), "22023");
   EXPECT_LT(app_->message().size(), 200u) << "the error echoes the whole id";
   EXPECT_EQ(app_->message().rfind("id ", 0), 0u) << app_->message();
+  EXPECT_FALSE(app_->Run("SELECT delayq.enqueue(repeat('q', 100000), '{}')"));
+  EXPECT_EQ(app_->sqlstate(), "22023");
+  EXPECT_LT(app_->message().size(), 400u) << "the error echoes the whole queue name";
+  EXPECT_EQ(app_->message().rfind("queue ", 0), 0u) << app_->message().substr(0, 300);
 
   app_->Value("SELECT id FROM delayq.enqueue('odd', '{}', delay_ms => 60000, key => 'k')");
   EXPECT_FALSE(app_->Run("SELECT delayq.reschedule('odd', 'k', delay_ms => 9223372036854775807)"));
