@@ -432,6 +432,9 @@ TEST_F(SqlApi, WhatHttpTakesSqlTakesAndHostileValuesGetShortErrors) {
   EXPECT_EQ(app_->sqlstate(), "22023");
   EXPECT_LT(app_->message().size(), 200u) << "the error echoes the whole id";
   EXPECT_EQ(app_->message().rfind("id ", 0), 0u) << app_->message();
+  EXPECT_FALSE(app_->Run("SELECT delayq.enqueue('odd', '{}', headers => '{\"a\": \"x\", \"a\": \"y\"}')"));
+  EXPECT_EQ(app_->sqlstate(), "22023") << "a header named twice, which HTTP refuses";
+  EXPECT_EQ(app_->message(), "headers name the header 'a' twice; give each header once");
   EXPECT_FALSE(app_->Run("SELECT delayq.enqueue(repeat('q', 100000), '{}')"));
   EXPECT_EQ(app_->sqlstate(), "22023");
   EXPECT_LT(app_->message().size(), 400u) << "the error echoes the whole queue name";
