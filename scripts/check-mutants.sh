@@ -22,6 +22,10 @@ while read -r mutant fault; do
   DELAYQ_MUTANT=$mutant "$build/delayq-check" --store embedded --durability sync --fault "$fault" \
     --keep "$build/mutant-$mutant" >"$log" 2>&1
   verdict=$(grep -E "^delayq-check (PASS|FAIL)" "$log" | tail -1)
+  # The defect was on in the server (not a build or name that left it out).
+  if ! grep -qs "MUTANT $mutant is on" "$build/mutant-$mutant"/server*.log; then
+    verdict="delayq-check did not run it: no server said MUTANT $mutant is on"
+  fi
   # The kinds of the anomalies it shows (at most 10 are printed), and how many there were in all.
   kinds=$(grep -oE "^anomaly \[[a-z_]+\]" "$log" | sort | uniq -c | awk '{printf "%s, ", $3}' | sed 's/, $//')
   count=$(echo "$verdict" | grep -oE "[0-9]+ anomalies" | cut -d' ' -f1)

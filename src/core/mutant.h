@@ -25,6 +25,12 @@
 
 namespace delayq {
 
+// Every seeded defect's name: a server of a mutant build refuses to start with another one in
+// DELAYQ_MUTANT (a misspelt name ran a build without its defect, and "PASS" looked like a miss).
+inline constexpr const char* kMutantNames[] = {"answer-before-fsync", "drop-waiter-answer", "deliver-early",
+                                               "ack-keeps-job",       "lease-twice",        "result-of-another",
+                                               "outcome-early",       "payload-of-another", "ignore-pause"};
+
 #ifdef DELAYQ_MUTANTS
 inline const char* ActiveMutant() {
   static const char* active = std::getenv("DELAYQ_MUTANT");
@@ -37,10 +43,19 @@ inline bool MutantStrikes(const char* name, uint64_t every) {
   static std::atomic<uint64_t> calls{0};
   return Mutant(name) && calls.fetch_add(1) % every == 0;
 }
+// False when DELAYQ_MUTANT names a defect that kMutantNames does not list.
+inline bool ActiveMutantKnown() {
+  if (ActiveMutant() == nullptr) return true;
+  for (const char* name : kMutantNames) {
+    if (std::strcmp(name, ActiveMutant()) == 0) return true;
+  }
+  return false;
+}
 #else
 constexpr const char* ActiveMutant() { return nullptr; }
 constexpr bool Mutant(const char*) { return false; }
 constexpr bool MutantStrikes(const char*, uint64_t) { return false; }
+constexpr bool ActiveMutantKnown() { return true; }
 #endif
 
 }  // namespace delayq

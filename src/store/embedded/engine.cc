@@ -43,6 +43,10 @@ EngineImpl::~EngineImpl() { Close(); }
 
 Status EngineImpl::Start() {
   if (ActiveMutant()) {  // core/mutant.h: a build for make check-mutants, with a defect turned on
+    if (!ActiveMutantKnown()) {
+      return Status::InvalidArgument(
+          fmt::format("DELAYQ_MUTANT={} names no seeded defect of core/mutant.h", ActiveMutant()));
+    }
     spdlog::warn("MUTANT {} is on: this build carries seeded defects for make check-mutants; it loses jobs",
                  ActiveMutant());
   }
