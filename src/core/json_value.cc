@@ -19,7 +19,8 @@ constexpr size_t kKeepParserBytes = 1 << 20;
 ThreadDomParse::ThreadDomParse(std::string_view bytes, size_t max_depth) {
   auto& parser = ThreadParser();
   if (parser.capacity() < bytes.size() || parser.max_depth() != max_depth) {
-    error_ = parser.allocate(std::max<size_t>(bytes.size(), 4096), max_depth);
+    // Bodies (depth 64), progress and results (less) take turns: keep the capacity had.
+    error_ = parser.allocate(std::max({bytes.size(), parser.capacity(), size_t{4096}}), max_depth);
     if (error_) return;
   }
   error_ = parser.parse(bytes.data(), bytes.size(), true).get(root_);

@@ -178,7 +178,9 @@ class Verifier {
           Trace& t = T(res[i]["id"], q);
           t.ops.push_back(&op);
           t.dues.insert(res[i]["due"].get<int64_t>());
-          if (i < jobs.size() && jobs[i].contains("p")) t.payloads.insert(jobs[i]["p"].get<std::string>());
+          // What made the job, or replaced it, gave it its payload; a dedupe answered its id gave none.
+          const bool gave = !res[i]["dup"].get<bool>() || res[i].value("rep", false);
+          if (gave && i < jobs.size() && jobs[i].contains("p")) t.payloads.insert(jobs[i]["p"].get<std::string>());
           if (!res[i]["dup"].get<bool>() && !t.created) {
             t.created = &op;
             if (i < jobs.size()) {
@@ -296,10 +298,11 @@ class Verifier {
       if (it != keyed_ops_.end()) t.ops.insert(t.ops.end(), it->second.begin(), it->second.end());
       if (keyed_due_doubt_.contains({t.queue, t.key})) t.due_unknown = true;
       if (it == keyed_ops_.end()) continue;
-      for (const Op* op : it->second) {  // a replace in doubt may have given it its payload
+      // An enqueue of its key in doubt may have made it, or replaced it, with its payload.
+      for (const Op* op : it->second) {
         if (op->op != "enqueue" || op->ok() || !Doubtful(op->code)) continue;
         for (const Json& j : op->args["jobs"]) {
-          if (j.value("key", "") == t.key && j.value("rep", false) && j.contains("p")) t.payloads.insert(j["p"]);
+          if (j.value("key", "") == t.key && j.contains("p")) t.payloads.insert(j["p"]);
         }
       }
     }
@@ -782,6 +785,11 @@ class Verifier {
       const std::vector<const Op*>& ops = it->second;  // in send order
       for (size_t i = 0; i < ops.size(); ++i) {
         if (ops[i]->op != "pause" || !ops[i]->ok() || d.reserve->t0 <= ops[i]->t1) continue;
+        // A resume sent before it that was not answered (a stopped server) may take effect after it.
+        if (std::any_of(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(i),
+                        [&](const Op* r) { return r->op == "resume" && EffectEnd(*r) >= ops[i]->t0; })) {
+          continue;
+        }
         size_t next = i + 1;
         while (next < ops.size() && ops[next]->op != "resume") ++next;
         if (next < ops.size() && d.reserve->t1 >= ops[next]->t0) continue;

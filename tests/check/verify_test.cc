@@ -162,6 +162,38 @@ TEST(Verify, ADeliveryFromAPausedQueueIsCaught) {
   EXPECT_EQ(run(200, true), std::vector<std::string>{"pause"}) << "answered before the resume was sent";
   EXPECT_EQ(run(400, true), std::vector<std::string>{}) << "sent after a resume was sent (answered later)";
   EXPECT_EQ(run(150, false), std::vector<std::string>{}) << "sent before the pause was answered";
+  // A resume that got no answer before the pause may have been carried out after it.
+  HistoryBuilder late;
+  late.Enqueue(kId, 100, 0);
+  late.Add("resume", Json::object(), "no_answer", Json::object(), 120);
+  late.Add("pause", Json::object(), "ok", Json::object(), 150);
+  late.Reserve(kId, kReceipt, 1, 100, 200);
+  late.Ack(kReceipt, 210);
+  late.history().faults.push_back({"stop-server", kT0 + 100'000, kT0 + 300'000});
+  EXPECT_EQ(Kinds(Verify(late.history(), Empty(), {})), std::vector<std::string>{});
+}
+
+// A job made by an enqueue in doubt, then named by a dedupe of its key that answered: it has the
+// payload of the one in doubt, not the dedupe's.
+TEST(Verify, ADedupeGivesNoPayloadAndAnEnqueueInDoubtOfTheKeyMayHave) {
+  HistoryBuilder b;
+  b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}, {"key", "k"}, {"p", "\"first\""}}})}}, "no_answer",
+        Json::object(), 0);
+  b.Add("enqueue", {{"jobs", Json::array({{{"d", 100}, {"key", "k"}, {"p", "\"second\""}}})}}, "ok",
+        {{"jobs", Json::array({{{"id", kId}, {"due", HistoryBuilder::Due(100)}, {"dup", true}, {"rep", false}}})}}, 10);
+  b.Reserve(kId, kReceipt, 1, 100, 200, 1000, "\"first\"");
+  b.Ack(kReceipt, 250);
+  b.history().faults.push_back({"kill-server", kT0, kT0 + 300'000});
+  const Report r = Verify(b.history(), Empty(), {});
+  EXPECT_EQ(Kinds(r), std::vector<std::string>{}) << (r.anomalies.empty() ? "" : r.anomalies.front().what);
+  HistoryBuilder overwrote;  // a dedupe that changed the payload
+  overwrote.Enqueue(kId, 100, 0, "\"first\"");
+  overwrote.Add(
+      "enqueue", {{"jobs", Json::array({{{"d", 100}, {"p", "\"second\""}}})}}, "ok",
+      {{"jobs", Json::array({{{"id", kId}, {"due", HistoryBuilder::Due(100)}, {"dup", true}, {"rep", false}}})}}, 10);
+  overwrote.Reserve(kId, kReceipt, 1, 100, 200, 1000, "\"second\"");
+  overwrote.Ack(kReceipt, 250);
+  EXPECT_EQ(Kinds(Verify(overwrote.history(), Empty(), {})), std::vector<std::string>{"payload"});
 }
 
 // Found in CI (postgres_terminate_connections): a cancel by key slowed by a fault was answered

@@ -40,9 +40,11 @@ TEST(ThreadDomParse, ServesLargeAndSmallDocumentsAndDepthBoundsInTurn) {
       ASSERT_EQ(parse.error(), simdjson::SUCCESS);
       EXPECT_EQ(parse.root().get_array().size(), 400'001U);
     }
-    ThreadDomParse small("{\"a\": [[1]]}", 4);
-    ASSERT_EQ(small.error(), simdjson::SUCCESS);
-    EXPECT_EQ(int64_t(small.root()["a"].at(0).at(0)), 1);
+    {
+      ThreadDomParse small("{\"a\": [[1]]}", 4);
+      ASSERT_EQ(small.error(), simdjson::SUCCESS);
+      EXPECT_EQ(int64_t(small.root()["a"].at(0).at(0)), 1);
+    }
     EXPECT_EQ(ThreadDomParse("[[[[[1]]]]]", 4).error(), simdjson::DEPTH_ERROR);
     EXPECT_EQ(ThreadDomParse("18446744073709551616", 3).error(), simdjson::NUMBER_ERROR)
         << "an integer past " << std::numeric_limits<uint64_t>::max();

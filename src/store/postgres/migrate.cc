@@ -61,14 +61,12 @@ Status CheckEncoding(Connection& c) {
 Result<MigrateReport> Migrate(Connection& c, int target) {
   DELAYQ_RETURN_IF_ERROR(CheckEncoding(c));  // `delayq migrate` comes here without the store
   // Another server's migration is waited for however long it takes (the session's lock_timeout,
-  // pg_connection.cc, is for the locks applications hold); the migration's own statements keep it.
-  auto timeout = c.Exec("SELECT current_setting('lock_timeout')");
-  if (!timeout.ok()) return timeout.status();
-  const std::string session_timeout = timeout->Str(0, 0);
-  DELAYQ_RETURN_IF_ERROR(c.Run("SET lock_timeout = 0"));
-  Status locked = c.Exec("SELECT pg_advisory_lock($1)", {Param::Of(kMigrateLock)}).status();
-  DELAYQ_RETURN_IF_ERROR(c.Exec("SELECT set_config('lock_timeout', $1, false)", {Param::Of(session_timeout)}).status());
-  DELAYQ_RETURN_IF_ERROR(locked);
+  // pg_connection.cc, is for the locks applications hold): the advisory lock, a session's, is
+  // taken in a transaction whose SET LOCAL goes with it. The migration's own statements keep it.
+  DELAYQ_RETURN_IF_ERROR(InTransaction(c, [&]() -> Status {
+    DELAYQ_RETURN_IF_ERROR(c.Run("SET LOCAL lock_timeout = 0"));
+    return c.Exec("SELECT pg_advisory_lock($1)", {Param::Of(kMigrateLock)}).status();
+  }));
   auto unlock = [&] { (void)c.Exec("SELECT pg_advisory_unlock($1)", {Param::Of(kMigrateLock)}); };
   auto from = SchemaVersion(c);
   if (!from.ok()) {

@@ -98,12 +98,13 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& url, int
   // them held every one of the server's threads, /healthz and SIGTERM included. Past it the
   // request answers 503 (ToStatus, 55P03) and changes nothing.
   const std::string session = fmt::format(
-      "SELECT set_config('lock_timeout', '{}ms', false) WHERE current_setting('lock_timeout') = '0'; "
-      "SET bytea_output = hex; SET default_transaction_isolation = 'read committed'; "
-      "SET search_path = pg_catalog, pg_temp",
+      "SET search_path = pg_catalog, pg_temp; SET bytea_output = hex; "
+      "SET default_transaction_isolation = 'read committed'; "
+      "SELECT pg_catalog.set_config('lock_timeout', '{}ms', false) "
+      "WHERE pg_catalog.current_setting('lock_timeout') OPERATOR(pg_catalog.=) '0'",
       kLockTimeoutMs);
   PGresult* set = PQexec(c, session.c_str());
-  const bool session_ok = PQresultStatus(set) == PGRES_COMMAND_OK;
+  const bool session_ok = PQresultStatus(set) == PGRES_TUPLES_OK;
   std::string set_error = session_ok ? "" : PQerrorMessage(c);
   PQclear(set);
   if (!session_ok) {
@@ -206,7 +207,9 @@ Status ToStatus(const ServerError& e) {
 namespace {
 
 // PostgreSQL's refusals of one connection more than it allows (the role's or database's
-// CONNECTION LIMIT, max_connections, the slots kept for superusers).
+// CONNECTION LIMIT, max_connections, the slots kept for superusers). libpq gives a failed
+// connection no SQLSTATE, so this reads the server's English text: with lc_messages in another
+// language the refusal is answered (503) as before, not waited out.
 bool TooManyConnections(const Status& s) {
   const std::string& m = s.message();
   return m.find("too many connections") != std::string::npos || m.find("too many clients") != std::string::npos ||
@@ -218,9 +221,22 @@ bool TooManyConnections(const Status& s) {
 Result<Pool::Lease> Pool::Take(bool wait_at_limit) {
   std::vector<std::unique_ptr<Connection>> ended;  // closed once the lock is let go
   std::unique_lock lock(mu_);
+  // At PostgreSQL's limit a request waits for a pooled connection at most this long (the
+  // connections may be held by a vacuum, a long delete, or requests waiting out lock_timeout).
+  const auto deadline = Clock::now() + std::chrono::seconds(std::max(connect_timeout_s_, 1));
   for (;;) {
-    if (cap_ < max_ && Clock::now() >= cap_until_) cap_ = max_;  // try for the whole pool again
-    cv_.wait(lock, [&] { return !idle_.empty() || lent_ < cap_; });
+    if (cap_ < max_ && Clock::now() >= cap_until_) {  // try for the whole pool again
+      cap_ = max_;
+      cv_.notify_all();
+    }
+    const auto until = cap_ < max_ ? std::min(cap_until_, deadline) : Clock::time_point::max();
+    if (!cv_.wait_until(lock, until, [&] { return !idle_.empty() || lent_ < cap_; })) {
+      if (Clock::now() < deadline) continue;  // the cap's minute is over: try again
+      return Status::Unavailable(fmt::format(
+          "PostgreSQL takes no more connections and none of the {} this server holds came free within {} s; try "
+          "again (a server holds 17 connections: raise the role's CONNECTION LIMIT or max_connections)",
+          lent_, std::max(connect_timeout_s_, 1)));
+    }
     while (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
@@ -247,14 +263,15 @@ Result<Pool::Lease> Pool::Take(bool wait_at_limit) {
     // PostgreSQL takes no more connections (a role's CONNECTION LIMIT under the pool's size, found
     // by a hostile pass: half the requests answered 503). While others are open, the pool keeps to
     // them for a while and this request waits for one, as any pool at its size does.
-    if (!TooManyConnections(c.status()) || lent_ == 0) return c.status();
-    const bool lowered = cap_ != lent_;
-    cap_ = lent_;
+    const size_t open = lent_ + idle_.size();
+    if (!TooManyConnections(c.status()) || open == 0) return c.status();
+    const bool lowered = cap_ != open;
+    cap_ = open;
     cap_until_ = Clock::now() + std::chrono::minutes(1);
     if (!wait_at_limit) return c.status();
     if (lowered) {
       spdlog::warn("PostgreSQL takes no more connections ({}): the pool keeps to the {} it has for a minute",
-                   c.status().message(), lent_);
+                   c.status().message(), open);
     }
   }
 }
