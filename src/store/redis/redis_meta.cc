@@ -14,9 +14,30 @@ bool Int(std::string_view s, int64_t* out) {
   return ec == std::errc() && end == s.data() + s.size() && *out >= 0;
 }
 
+// "4|" length "|": the meta's bytes, then the record's. A format 4 value's meta is format 2 or 3.
+Result<Meta> ParseFormatFour(std::string_view text) {
+  text.remove_prefix(2);
+  const size_t bar = text.find('|');
+  int64_t length = 0;
+  if (bar == std::string_view::npos || !Int(text.substr(0, bar), &length) ||
+      static_cast<size_t>(length) > text.size() - bar - 1) {
+    return Status::Corruption("a job's meta record in Redis is malformed (format 4 length)");
+  }
+  const std::string_view meta = text.substr(bar + 1, static_cast<size_t>(length));
+  if (!meta.starts_with("2|") && !meta.starts_with("3|")) {
+    return Status::Corruption("a job's meta record in Redis is malformed (format 4 holds no format 2 or 3 meta)");
+  }
+  auto m = ParseMeta(meta);
+  if (!m.ok()) return m;
+  m->has_record = true;
+  m->record = std::string(text.substr(bar + 1 + static_cast<size_t>(length)));
+  return m;
+}
+
 }  // namespace
 
 Result<Meta> ParseMeta(std::string_view text) {
+  if (text.starts_with("4|")) return ParseFormatFour(text);
   Meta m;
   m.format = 1;
   std::string_view body = text;
@@ -73,12 +94,16 @@ Result<Meta> ParseMeta(std::string_view text) {
 }
 
 std::string FormatMeta(const Meta& m) {
+  std::string meta;
   if (m.priority != 0 || !m.group.empty()) {
-    return fmt::format("3|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}", m.state, m.due, m.base, m.attempt, m.max, m.delivery,
+    meta = fmt::format("3|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}{}", m.state, m.due, m.base, m.attempt, m.max, m.delivery,
                        m.sid, m.key_indexed ? 1 : 0, m.priority, m.group.size(), m.group, m.key);
+  } else {
+    meta = fmt::format("2|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.state, m.due, m.base, m.attempt, m.max, m.delivery, m.sid,
+                       m.key_indexed ? 1 : 0, m.key);
   }
-  return fmt::format("2|{}|{}|{}|{}|{}|{}|{}|{}|{}", m.state, m.due, m.base, m.attempt, m.max, m.delivery, m.sid,
-                     m.key_indexed ? 1 : 0, m.key);
+  if (!m.has_record) return meta;
+  return fmt::format("4|{}|{}{}", meta.size(), meta, m.record);
 }
 
 }  // namespace delayq::redis

@@ -17,8 +17,14 @@
 //   sid          its stream entry id, "-" when none, "L" when waiting in its lane (scripts.h)
 //   key_indexed  1 when dq:{q}:keys maps its key to it
 //
-// Format 1 (delayq 0.1) had no version field: "state|due|base|...". All are read; 2 or 3 is
-// written, so a job's meta moves to format 2 or 3 on its next transition.
+// Format 4 is a job's one entry: its meta and its record in one value (issue 30: one hash field
+// per job, not a meta and a record each, saves Redis's per-entry cost once per job):
+//
+//   "4|" length "|" meta record          (meta: a format 2 or 3 meta of `length` bytes)
+//
+// Format 1 (delayq 0.1) had no version field: "state|due|base|...". All are read. Every job an
+// enqueue makes is written in format 4; a job made before (its record in dq:{q}:jobs) keeps
+// format 2 or 3 and its record where it is until it leaves (the scripts' body_of reads either).
 //
 // Changing the format: teach both parsers (ParseMeta here and meta_parse in the scripts) format
 // N+1 while they still read N, write N+1, raise kMetaFormat, and pin the new bytes in
@@ -35,7 +41,7 @@
 
 namespace delayq::redis {
 
-inline constexpr int kMetaFormat = 3;
+inline constexpr int kMetaFormat = 4;
 inline constexpr const char* kFormatKey = "dq:format";  // the data format of this Redis (kMetaFormat)
 
 struct Meta {
@@ -46,13 +52,16 @@ struct Meta {
   std::string delivery = "0", sid = "-";
   bool key_indexed = false;
   std::string key;
-  int32_t priority = 0;  // format 3
-  std::string group;     // format 3
+  int32_t priority = 0;     // format 3
+  std::string group;        // format 3
+  bool has_record = false;  // format 4: the record follows the meta
+  std::string record;
 };
 
 // kCorruption for a value of neither format; kUnavailable for a newer format.
 Result<Meta> ParseMeta(std::string_view text);
-// Format 2, or 3 for a job with a priority or a group (the scripts' meta_str).
+// Format 2, or 3 for a job with a priority or a group, inside format 4 when it has its record
+// (the scripts' meta_str).
 std::string FormatMeta(const Meta& meta);
 
 }  // namespace delayq::redis

@@ -4,8 +4,11 @@
 // Keys of a queue (all under one hash tag, so one cluster slot; a sharded queue has one tag per
 // shard, "{q#0}" ... "{q#N-1}"), passed to every script in this order:
 //   1 dq:{q}:due       sorted set  id -> due ms            scheduled jobs
-//   2 dq:{q}:jobs      hash        id -> body              the job record (src/core/record.h)
-//   3 dq:{q}:meta      hash        id -> "2|state|due|base|attempt|max|delivery|sid|key_indexed|key"
+//   2 dq:{q}:jobs      hash        id -> body              the job record (src/core/record.h) of
+//                                  a job made before format 4 (it stays there until the job
+//                                  leaves); no script writes one
+//   3 dq:{q}:meta      hash        id -> "4|len|2|state|due|base|attempt|max|delivery|sid|
+//                                  key_indexed|key" then the job record: a job's one entry
 //                                  (versioned: redis_meta.h)
 //   4 dq:{q}:ready     stream      entries {id}, consumer group "dq": ready and reserved jobs
 //   5 dq:{q}:leases    sorted set  id -> lease deadline    reserved jobs (a timer index)
@@ -31,8 +34,8 @@
 //                                  delivery holds the job; deleted with the job)
 //  19 dq:{q}:done      sorted set  id -> completed_at ms   completed jobs kept (keep_completed_ms)
 //  20 dq:{q}:donemeta  hash        id -> meta (state "c")  a completed job's meta: not in
-//                                  dq:{q}:meta, so no script that acts on jobs meets it; its
-//                                  body and last error stay in dq:{q}:jobs and dq:{q}:errors
+//                                  dq:{q}:meta, so no script that acts on jobs meets it (with
+//                                  its body, format 4); its last error stays in dq:{q}:errors
 //  21 dq:{q}:results   hash        id -> result JSON       a completed job's result, when its ack
 //                                  carried one
 //  22 dq:{q}:waiting   sorted set  id -> until ms          jobs someone waits for the outcome of

@@ -82,10 +82,35 @@ TEST(RedisMeta, BothFormatsParseAndTheNewOneIsWritten) {
   EXPECT_EQ(redis::FormatMeta(*v2), v2_text);
   EXPECT_EQ(redis::FormatMeta(*v1), v2_text) << "format 1 is written back as format 2";
 
-  EXPECT_EQ(redis::ParseMeta("4|r|1|0|0|1|0|-|0|").code(), Code::kUnavailable);
+  EXPECT_EQ(redis::ParseMeta("5|r|1|0|0|1|0|-|0|").code(), Code::kUnavailable);
   EXPECT_EQ(redis::ParseMeta("r|x|0|0|1|0|-|0|").code(), Code::kCorruption);
   EXPECT_EQ(redis::ParseMeta("r|1|0|0").code(), Code::kCorruption);
   EXPECT_EQ(redis::ParseMeta("").code(), Code::kCorruption);
+}
+
+// Format 4 is a job's one entry: a format 2 or 3 meta, length first, then the record (any bytes).
+TEST(RedisMeta, FormatFourHoldsTheMetaAndTheRecord) {
+  const std::string inner = "3|q|1767225600000|0|0|5|0|L|1|7|5|a|b|cmy|key";
+  const std::string record = std::string("rec|4|\0ord", 11);
+  const std::string text = "4|" + std::to_string(inner.size()) + "|" + inner + record;
+  auto m = redis::ParseMeta(text);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->has_record);
+  EXPECT_EQ(m->record, record);
+  EXPECT_EQ(m->group, "a|b|c");
+  EXPECT_EQ(m->key, "my|key");
+  EXPECT_EQ(redis::FormatMeta(*m), text);
+  m->has_record = false;
+  EXPECT_EQ(redis::FormatMeta(*m), inner) << "a job whose record is in dq:{q}:jobs keeps format 3";
+  auto empty = redis::ParseMeta("4|18|2|s|1|0|0|5|0|-|0|");
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->has_record);
+  EXPECT_EQ(empty->record, "");
+  for (const char* bad :
+       {"4|", "4||2|s|1|0|0|5|0|-|0|", "4|19|2|s|1|0|0|5|0|-|0|", "4|x|2|s|1|0|0|5|0|-|0|", "4|18|4|s|1|0|0|5|0|-|0|",
+        "4|-1|2|s|1|0|0|5|0|-|0|", "4|r|1|0|0|1|0|-|0|", "4|99999999999999999999|2|s|1|0|0|5|0|-|0|"}) {
+    EXPECT_EQ(redis::ParseMeta(bad).code(), Code::kCorruption) << bad;
+  }
 }
 
 // Format 3 carries a priority and a group (length-prefixed: any bytes) before the key; it is
@@ -142,8 +167,10 @@ TEST(RedisMeta, TheScriptsWriteAndReadFormatThreeAsTheCppSideDoes) {
   EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
 }
 
-// A job's record (dq:{q}:jobs) does not repeat its queue (the key's) or its key (the meta's), and
-// every reader still shows both; a record written with them (an older delayq) reads the same.
+// A job's record (in its format 4 meta) does not repeat its queue (the key's) or its key (the
+// meta's), and every reader still shows both; a record written with them (an older delayq, in
+// dq:{q}:jobs beside a format 2 meta) reads the same, and a format 4 value the C++ side packs is
+// what the scripts read.
 TEST(RedisMeta, ARecordKeepsNeitherItsQueueNorItsKey) {
   auto q = OpenStore();
   const std::string queue = UniqueQueue("lean");
@@ -153,9 +180,12 @@ TEST(RedisMeta, ARecordKeepsNeitherItsQueueNorItsKey) {
   auto job = q->Enqueue(queue, r);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   const std::string jobs_key = "dq:{" + queue + "}:jobs";
-  const std::string stored = MustCall(*q, {"HGET", jobs_key, job->id}).str;
+  const std::string meta_key = "dq:{" + queue + "}:meta";
+  EXPECT_TRUE(MustCall(*q, {"HGET", jobs_key, job->id}).is_nil()) << "the record is in the meta";
+  auto meta = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, job->id}).str);
+  ASSERT_TRUE(meta.ok() && meta->has_record) << meta.status().ToString();
   JobRecord record;
-  ASSERT_TRUE(DecodeJobRecord(stored, &record).ok());
+  ASSERT_TRUE(DecodeJobRecord(meta->record, &record).ok());
   EXPECT_EQ(record.queue, "");
   EXPECT_EQ(record.key, "");
   EXPECT_EQ(record.payload, r.payload);
@@ -167,10 +197,20 @@ TEST(RedisMeta, ARecordKeepsNeitherItsQueueNorItsKey) {
     EXPECT_EQ(got->payload, r.payload) << when;
   };
   shown("lean");
-  record.queue = queue;  // as an older delayq wrote it
+  record.queue = queue;  // as an older delayq wrote it: in dq:{q}:jobs, the meta format 2
   record.key = "order-12345-timeout";
+  meta->has_record = false;
   MustCall(*q, {"HSET", jobs_key, job->id, EncodeJobRecord(record)});
+  MustCall(*q, {"HSET", meta_key, job->id, redis::FormatMeta(*meta)});
   shown("with both");
+  record.queue.clear();  // packed by the C++ twin, its record changed: what the scripts read
+  record.payload = R"({"order":12346})";
+  r.payload = record.payload;
+  meta->has_record = true;
+  meta->record = EncodeJobRecord(record);
+  MustCall(*q, {"HSET", meta_key, job->id, redis::FormatMeta(*meta)});
+  MustCall(*q, {"HDEL", jobs_key, job->id});
+  shown("packed by C++");
   auto delivered = q->Reserve(queue, {});
   ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
   EXPECT_EQ((*delivered)[0].key, "order-12345-timeout");
@@ -188,17 +228,160 @@ TEST(RedisMeta, TheScriptsReadFormatOneAndWriteFormatTwo) {
   auto job = q->Enqueue(queue, r);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   const std::string meta_key = "dq:{" + queue + "}:meta";
-  const std::string written = MustCall(*q, {"HGET", meta_key, job->id}).str;
-  ASSERT_EQ(written.rfind("2|", 0), 0u) << written;
-  MustCall(*q, {"HSET", meta_key, job->id, written.substr(2)});  // as delayq 0.1 wrote it
+  auto written = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, job->id}).str);
+  ASSERT_TRUE(written.ok() && written->has_record) << written.status().ToString();
+  MustCall(*q, {"HSET", "dq:{" + queue + "}:jobs", job->id, written->record});  // as delayq 0.1 wrote it
+  written->has_record = false;
+  const std::string v2 = redis::FormatMeta(*written);
+  ASSERT_EQ(v2.rfind("2|", 0), 0u) << v2;
+  MustCall(*q, {"HSET", meta_key, job->id, v2.substr(2)});
 
   auto got = q->Get(queue, JobRef::ById(job->id));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->state, JobState::kReady);
   auto delivered = q->Reserve(queue, {});
   ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
+  EXPECT_EQ((*delivered)[0].payload, "1");
   EXPECT_EQ(MustCall(*q, {"HGET", meta_key, job->id}).str.rfind("2|r|", 0), 0u);
   EXPECT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+}
+
+// A job is one hash field (its format 4 meta with its record) through its life: made, delivered,
+// retried, delivered again with a priority, kept completed with its result (the field moves to
+// dq:{q}:donemeta), replayed from dead. Nothing is ever written to dq:{q}:jobs.
+TEST(RedisMeta, AJobIsOneHashFieldThroughItsLife) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("one");
+  QueueConfig config;
+  config.keep_completed_ms = 3'600'000;
+  ASSERT_TRUE(q->SetConfig(queue, config).ok());
+  const std::string prefix = "dq:{" + queue + "}:";
+  auto one_field = [&](const char* when, const char* hash, const std::string& id) {
+    EXPECT_EQ(MustCall(*q, {"EXISTS", prefix + "jobs"}).AsInt(), 0) << when;
+    auto meta = redis::ParseMeta(MustCall(*q, {"HGET", prefix + hash, id}).str);
+    ASSERT_TRUE(meta.ok()) << when << ": " << meta.status().ToString();
+    EXPECT_TRUE(meta->has_record) << when;
+    JobRecord record;
+    EXPECT_TRUE(DecodeJobRecord(meta->record, &record).ok()) << when;
+    EXPECT_EQ(record.payload, R"({"n":1})") << when;
+  };
+  EnqueueRequest r = Keyed("life");
+  r.payload = R"({"n":1})";
+  r.when.delay_ms = std::nullopt;
+  r.max_attempts = 2;
+  auto job = q->Enqueue(queue, r);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  one_field("made", "meta", job->id);
+  auto first = q->Reserve(queue, {});
+  ASSERT_TRUE(first.ok() && first->size() == 1u);
+  one_field("reserved", "meta", job->id);
+  NackRequest nack;
+  nack.receipt = (*first)[0].receipt;
+  nack.retry_in_ms = 0;
+  ASSERT_TRUE(q->Nack(queue, nack).ok());
+  one_field("retried", "meta", job->id);
+  auto second = q->Reserve(queue, {});
+  ASSERT_TRUE(second.ok() && second->size() == 1u);
+  EXPECT_EQ((*second)[0].payload, r.payload);
+  AckRequest ack;
+  ack.receipt = (*second)[0].receipt;
+  ack.result = R"({"ok":true})";
+  ASSERT_TRUE(q->Ack(queue, ack).ok());
+  one_field("completed", "donemeta", job->id);
+  auto done = q->Get(queue, JobRef::ById(job->id));
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(done->payload, r.payload);
+
+  r.key = "dies";
+  r.max_attempts = 1;
+  r.priority = 5;
+  auto dying = q->Enqueue(queue, r);
+  ASSERT_TRUE(dying.ok()) << dying.status().ToString();
+  auto last = q->Reserve(queue, {});
+  ASSERT_TRUE(last.ok() && last->size() == 1u);
+  nack.receipt = (*last)[0].receipt;
+  ASSERT_TRUE(q->Nack(queue, nack).ok());
+  one_field("dead", "meta", dying->id);
+  ASSERT_TRUE(q->ReplayDead(queue, {}).ok());
+  one_field("replayed", "meta", dying->id);
+  auto again = q->Reserve(queue, {});
+  ASSERT_TRUE(again.ok() && again->size() == 1u);
+  EXPECT_EQ((*again)[0].priority, 5);
+  EXPECT_EQ((*again)[0].payload, r.payload);
+}
+
+// Jobs made before format 4 (a format 2 or 3 meta, the record in dq:{q}:jobs) are served as
+// they were and take their record with them when they leave: acked, replaced by a keyed
+// enqueue, cancelled, dead and purged; none is left behind in dq:{q}:jobs. The answer's byte cap
+// counts their records as it counts a format 4 job's.
+TEST(RedisMeta, JobsMadeBeforeFormatFourKeepTheirRecordsUntilTheyLeave) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("legacy");
+  const std::string meta_key = "dq:{" + queue + "}:meta";
+  const std::string jobs_key = "dq:{" + queue + "}:jobs";
+  std::vector<std::string> ids;
+  for (const char* key : {"acked", "replaced", "cancelled", "dead", "laned"}) {
+    EnqueueRequest r = Keyed(key);
+    r.when.delay_ms = std::nullopt;
+    r.payload = std::string("\"") + std::string(200, 'x') + "\"";
+    r.max_attempts = 1;
+    if (std::string_view(key) == "laned") r.priority = 3;
+    auto job = q->Enqueue(queue, r);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    auto meta = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, job->id}).str);
+    ASSERT_TRUE(meta.ok() && meta->has_record) << key;
+    MustCall(*q, {"HSET", jobs_key, job->id, meta->record});
+    meta->has_record = false;
+    MustCall(*q, {"HSET", meta_key, job->id, redis::FormatMeta(*meta)});
+    ids.push_back(job->id);
+  }
+  ASSERT_EQ(MustCall(*q, {"HLEN", jobs_key}).AsInt(), 5);
+
+  ReserveRequest small;
+  small.max = 10;
+  small.max_bytes = 300;  // one record of ~220 bytes fits, not two
+  auto first = q->Reserve(queue, small);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->size(), 1u) << "the byte cap counts a record kept in dq:{q}:jobs";
+  EXPECT_EQ((*first)[0].priority, 3);
+  EXPECT_EQ((*first)[0].payload.size(), 202u);
+  EXPECT_TRUE(q->Ack(queue, (*first)[0].receipt).ok());
+
+  EnqueueRequest replace = Keyed("replaced");
+  replace.replace = true;
+  replace.when.delay_ms = std::nullopt;
+  replace.payload = "2";
+  ASSERT_TRUE(q->Enqueue(queue, replace).ok());
+  auto got = q->Get(queue, JobRef::ByKey("replaced"));
+  ASSERT_TRUE(got.ok() && got->payload == "2") << got.status().ToString();
+  ASSERT_TRUE(q->Cancel(queue, JobRef::ByKey("cancelled")).ok());
+
+  ReserveRequest all;
+  all.max = 10;
+  auto rest = q->Reserve(queue, all);
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  ASSERT_EQ(rest->size(), 3u);
+  for (const Delivery& d : *rest) {
+    if (d.key == "dead") {
+      NackRequest nack;
+      nack.receipt = d.receipt;
+      auto nacked = q->Nack(queue, nack);  // its last attempt: dead
+      ASSERT_TRUE(nacked.ok()) << nacked.status().ToString();
+      EXPECT_EQ(nacked->state, JobState::kDead);
+    } else {
+      EXPECT_EQ(d.payload.size(), d.key == "replaced" ? 1u : 202u) << d.key;
+      EXPECT_TRUE(q->Ack(queue, d.receipt).ok()) << d.key;
+    }
+  }
+  auto dead = q->Get(queue, JobRef::ById(ids[3]));  // a dead job holds no key
+  ASSERT_TRUE(dead.ok() && dead->state == JobState::kDead) << dead.status().ToString();
+  EXPECT_EQ(dead->payload.size(), 202u);
+  EXPECT_EQ(MustCall(*q, {"HLEN", jobs_key}).AsInt(), 1) << "only the dead job's record is left";
+  auto purged = q->PurgeDead(queue);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  EXPECT_EQ(MustCall(*q, {"EXISTS", jobs_key}).AsInt(), 0);
+  EXPECT_EQ(MustCall(*q, {"EXISTS", meta_key}).AsInt(), 0);
 }
 
 // ------------------------------------------------------------------------------------------

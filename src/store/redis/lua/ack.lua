@@ -10,6 +10,7 @@ if n == 0 then return {} end
 local keep = tonumber(ARGV[2 * n + 3] or '0') > 0
 local kept = {}     -- {id, completed meta, result} of each acked job kept
 local deleted = {}  -- the acked jobs not kept
+local legacy = {}   -- those of them whose record is in K_JOBS (a meta older than format 4)
 local ids = {}
 for i = 1, n do ids[i] = ARGV[2 * i] end
 local found = redis.call('HMGET', K_META, unpack(ids))
@@ -40,6 +41,7 @@ for i = 1, n do
       kept[#kept + 1] = { id, meta_str(m), ARGV[2 * n + 3 + i] or '' }
     else
       deleted[#deleted + 1] = id
+      if not has_record(m) then legacy[#legacy + 1] = id end
     end
     acked = acked + 1
     out[i] = 'O'
@@ -55,7 +57,7 @@ if #gone > 0 then
     if k[3] ~= '' then redis.call('HSET', K_RESULTS, k[1], k[3]) end
   end
   if #deleted > 0 then
-    redis.call('HDEL', K_JOBS, unpack(deleted))
+    if #legacy > 0 then redis.call('HDEL', K_JOBS, unpack(legacy)) end
     redis.call('HDEL', K_ERRORS, unpack(deleted))
   end
   redis.call('HDEL', K_META, unpack(gone))

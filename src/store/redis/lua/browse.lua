@@ -14,8 +14,9 @@ local limit, budget, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(
 local now = math.floor(now_us() / 1000)
 local rows, bytes = {}, 0
 local last_ms, last_tail = after_ms, after_tail
-local function row(id, meta)
-  local body = redis.call('HGET', K_JOBS, id) or ''
+local function row(id, raw)
+  local meta, body = meta_split(raw)  -- a format 4 value holds the record
+  body = body or redis.call('HGET', K_JOBS, id) or ''
   bytes = bytes + #body
   return { id, meta, body, redis.call('HGET', K_ERRORS, id) or '', redis.call('ZSCORE', K_LEASES, id) or '',
            redis.call('ZSCORE', K_DEAD, id) or '', now, redis.call('HGET', K_PROGRESS, id) or '' }

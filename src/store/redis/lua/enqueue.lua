@@ -48,9 +48,9 @@ for i = 1, n do
 end
 local earliest = earliest_due()
 local min_new, any_ready, added, out = nil, false, 0, {}
--- Bodies, metas and due entries go out as one variadic HSET / ZADD each: a batch costs three
--- commands, not three per job.
-local bodies, metas, dues = {}, {}, {}
+-- Metas (each with its job's record: format 4) and due entries go out as one variadic HSET / ZADD
+-- each: a batch costs two commands, not two per job.
+local metas, dues, legacy = {}, {}, {}
 for i = 1, n do
   local j = jobs[i]
   if j.dup_of then
@@ -71,6 +71,7 @@ for i = 1, n do
       -- twin is EngineImpl::EnqueueImpl).
       m.delivery = '0'
       m.base, m.attempt = 0, 0
+      if not has_record(m) then legacy[#legacy + 1] = id end  -- its old record was in K_JOBS
       if j.max ~= '' then m.max = tonumber(j.max) end
     else
       m = { due = 0, base = 0, attempt = 0, max = tonumber(j.max), delivery = '0', sid = '-',
@@ -87,8 +88,7 @@ for i = 1, n do
     elseif j.existing then
       redis.call('HDEL', K_KEYTTL, id)
     end
-    bodies[#bodies + 1] = id
-    bodies[#bodies + 1] = j.body
+    m.body = j.body
     m.due = j.due
     if laned(m) then redis.call('ZREM', K_LANED, id) end  -- a replaced job's old place in the listing
     m.prio, m.grp = j.prio, j.grp  -- (a replaced job's, after it left its old lane)
@@ -108,10 +108,8 @@ for i = 1, n do
     out[i] = { id, j.due, j.existing and 1 or 0, j.existing and 1 or 0 }
   end
 end
-if #bodies > 0 then
-  redis.call('HSET', K_JOBS, unpack(bodies))
-  redis.call('HSET', K_META, unpack(metas))
-end
+if #metas > 0 then redis.call('HSET', K_META, unpack(metas)) end
+if #legacy > 0 then redis.call('HDEL', K_JOBS, unpack(legacy)) end
 if #dues > 0 then redis.call('ZADD', K_DUE, unpack(dues)) end
 if added > 0 then redis.call('HINCRBY', K_COUNTERS, 'enqueued', added) end
 if min_new and (not earliest or min_new < earliest) then redis.call('PUBLISH', WAKE, 'due ' .. fmt(min_new)) end

@@ -16,34 +16,63 @@ end
 
 -- meta, format 2: "2|state|due|base|attempt|max|delivery|sid|key_indexed|key" (the key last: it
 -- may hold '|'); format 3, only for a job with a priority or a group: "3|...|key_indexed|priority|
--- group length|" then the group and the key; format 1 had no version. redis_meta.h describes it;
+-- group length|" then the group and the key; format 1 had no version. Format 4 is a job's one
+-- entry: "4|<length>|", a format 2 or 3 meta of that length, then the job's record (which formats
+-- 1-3 kept in K_JOBS: such a job keeps it there until it leaves). redis_meta.h describes them;
 -- ParseMeta is the C++ twin. A format newer than @META_FORMAT@ stops the script with an error rather
 -- than misreading it (a server of this release refuses at open a Redis whose dq:format is newer,
 -- so this is the second guard).
 local META_FORMAT = @META_FORMAT@
-local function meta_parse(m)
-  if not m then return nil end
-  local version = string.match(m, '^(%d+)|')
+
+-- Where a format 4 value's meta starts and ends; nil for an older value (all meta, its record in
+-- K_JOBS).
+local function meta_bounds(v)
+  local n, at = string.match(v, '^4|(%d+)|()')
+  if not n then return nil end
+  return at, at + tonumber(n) - 1
+end
+
+-- A value's meta and record (nil: in K_JOBS), for the answers that carry both.
+local function meta_split(v)
+  local from, to = meta_bounds(v)
+  if not from then return v, nil end
+  return string.sub(v, from, to), string.sub(v, to + 1)
+end
+
+-- The fields are matched in place (positions, not copies): a format 4 value's record is cut out
+-- only by what needs it (body_of, meta_str), not by every script that reads the meta.
+local function meta_parse(v)
+  if not v then return nil end
+  local from, stop = meta_bounds(v)
+  local at = from or 1
+  stop = stop or #v
+  local version = string.match(v, '^(%d+)|', at)
+  -- Format 4 holds a format 2 or 3 meta, and only format 4 has a record.
+  if (from and version ~= '2' and version ~= '3') or (not from and version == '4') then return nil end
   if version then
     if tonumber(version) > META_FORMAT then
       error('delayq:FORMAT: a job meta has format ' .. version .. ', newer than this delayq reads (' ..
         META_FORMAT .. '); upgrade every delayq server that shares this Redis')
     end
-    m = string.sub(m, #version + 2)
+    at = at + #version + 1
   end
-  local state, due, base, attempt, max, delivery, sid, ki, key =
-    string.match(m, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([01])|(.*)$')
-  if not state then return nil end
+  local state, due, base, attempt, max, delivery, sid, ki, kat =
+    string.match(v, '^(%a)|(%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([01])|()', at)
+  if not state or kat > stop + 1 then return nil end
   local prio, grp = 0, ''
   if version == '3' then
-    local p, glen, rest = string.match(key, '^(%d)|(%d+)|(.*)$')
-    if not p then return nil end
+    local p, glen, gat = string.match(v, '^(%d)|(%d+)|()', kat)
+    if not p or gat + tonumber(glen) > stop + 1 then return nil end
     prio, glen = tonumber(p), tonumber(glen)
-    grp, key = string.sub(rest, 1, glen), string.sub(rest, glen + 1)
+    grp, kat = string.sub(v, gat, gat + glen - 1), gat + glen
   end
   return { state = state, due = tonumber(due), base = tonumber(base), attempt = tonumber(attempt),
-           max = tonumber(max), delivery = delivery, sid = sid, ki = ki, key = key, prio = prio, grp = grp }
+           max = tonumber(max), delivery = delivery, sid = sid, ki = ki, key = string.sub(v, kat, stop),
+           prio = prio, grp = grp, v = from and v, body_at = from and stop + 1 }
 end
+
+-- Whether a job's record is in its meta (format 4; m.body: a new one), not in K_JOBS.
+local function has_record(m) return m.body ~= nil or m.body_at ~= nil end
 
 -- Whether a job has a priority or a group: it is ordered by the lanes, not the stream.
 local function laned(m) return m.prio > 0 or m.grp ~= '' end
@@ -52,13 +81,26 @@ local function meta_get(id) return meta_parse(redis.call('HGET', K_META, id)) en
 
 local function fmt(n) return string.format('%d', n) end
 
+-- Format 4 for a job whose record is in the meta (m.body), else 2 or 3 (its record in K_JOBS).
 local function meta_str(m)
+  local s
   if laned(m) then
-    return string.format('3|%s|%d|%d|%d|%d|%s|%s|%s|%d|%d|%s%s', m.state, m.due, m.base, m.attempt, m.max,
+    s = string.format('3|%s|%d|%d|%d|%d|%s|%s|%s|%d|%d|%s%s', m.state, m.due, m.base, m.attempt, m.max,
       m.delivery, m.sid, m.ki, m.prio, #m.grp, m.grp, m.key)
+  else
+    s = string.format('2|%s|%d|%d|%d|%d|%s|%s|%s|%s', m.state, m.due, m.base, m.attempt, m.max,
+      m.delivery, m.sid, m.ki, m.key)
   end
-  return string.format('2|%s|%d|%d|%d|%d|%s|%s|%s|%s', m.state, m.due, m.base, m.attempt, m.max,
-    m.delivery, m.sid, m.ki, m.key)
+  local body = m.body or (m.body_at and string.sub(m.v, m.body_at))
+  if body then return '4|' .. #s .. '|' .. s .. body end
+  return s
+end
+
+-- The record of a job (its meta as meta_parse gave it).
+local function body_of(id, m)
+  if m.body then return m.body end
+  if m.body_at then return string.sub(m.v, m.body_at) end
+  return redis.call('HGET', K_JOBS, id) or ''
 end
 
 -- Ready and reserved jobs with a priority or a group wait in lanes or hold leases outside the
@@ -258,7 +300,7 @@ local function remove_job(id, m, now)
   leave_stream(m, id)
   release_key(id, m, now)
   redis.call('HDEL', K_KEYTTL, id)
-  redis.call('HDEL', K_JOBS, id)
+  if not has_record(m) then redis.call('HDEL', K_JOBS, id) end
   redis.call('HDEL', K_META, id)
   redis.call('HDEL', K_ERRORS, id)
   redis.call('HDEL', K_PROGRESS, id)

@@ -48,9 +48,31 @@ local group_since = {}  -- per group served: since when (µs) its group_max_rese
 -- The answer stops before the job whose stored record would take it over max_bytes (answer_fits,
 -- the embedded store's rule, on the same encoded records). Entries are peeked and sized before
 -- they are taken from the stream.
+-- Each job's meta value (format 4: with its record) is read once, a chunk at a time where the
+-- plan reads ahead: its record's size for the cap, then its lease in apply(). Nothing writes a
+-- meta before apply(), so what was read stays true.
+local raw = {}  -- id -> meta value, false when there is none
+local function prefetch(ids)
+  local missing = {}
+  for _, id in ipairs(ids) do
+    if raw[id] == nil then missing[#missing + 1] = id end
+  end
+  if #missing == 0 then return end
+  local values = redis.call('HMGET', K_META, unpack(missing))
+  for i, id in ipairs(missing) do raw[id] = values[i] or false end
+end
+local function record_size(id)
+  if raw[id] == nil then prefetch({ id }) end
+  local v = raw[id]
+  if not v then return 0 end  -- gone: apply() drops its entry
+  local n = string.match(v, '^4|(%d+)|')
+  if n then return #v - #n - 3 - tonumber(n) end
+  return redis.call('HSTRLEN', K_JOBS, id)  -- an older meta: its record in K_JOBS
+end
+
 local bytes, taken = 0, 0
 local function fits(id)
-  local n = redis.call('HSTRLEN', K_JOBS, id)
+  local n = record_size(id)
   if not answer_fits(bytes, n, max_bytes, first_free and taken == 0) then return false end
   bytes, taken = bytes + n, taken + 1
   return true
@@ -121,6 +143,9 @@ local function lane_head(s)
     s.buf[#s.buf + 1] = { id = r[i], prio = p, due = score - (9 - p) * LEVEL, source = 'L' }
   end
   s.read, s.done, s.size = s.read + #s.buf, #s.buf < s.size, math.min(64, s.size * 2)
+  local ids = {}
+  for i, h in ipairs(s.buf) do ids[i] = h.id end
+  prefetch(ids)
   return s.buf[1]
 end
 
@@ -147,9 +172,9 @@ local function stream_head()
   s.size = math.min(64, s.size * 2)
   if #ids == 0 then return nil end
   s.after = s.buf[#s.buf].source
-  local metas = redis.call('HMGET', K_META, unpack(ids))
-  for i, h in ipairs(s.buf) do
-    local m = meta_parse(metas[i])
+  prefetch(ids)
+  for _, h in ipairs(s.buf) do
+    local m = meta_parse(raw[h.id] or nil)
     h.due = m and m.due or now
   end
   return s.buf[1]
@@ -386,7 +411,13 @@ end
 -- Due order: the stream's next entries, as many as fit.
 local function plan_due_order()
   local n = 0
-  for _, e in ipairs(redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', want - #got)) do
+  local entries = redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', want - #got)
+  local ids = {}
+  for _, e in ipairs(entries) do
+    if e[2] and e[2][2] then ids[#ids + 1] = e[2][2] end
+  end
+  prefetch(ids)
+  for _, e in ipairs(entries) do
     if e[2] and e[2][2] and not fits(e[2][2]) then break end
     n = n + 1
   end
@@ -413,17 +444,17 @@ local function note_held()
 end
 
 -- The plan applied: each job taken is leased (or goes dead when the claim was its last attempt,
--- or is dropped when its entry is stale), and a first delivery's lateness is recorded. One HMGET
--- for the metas, one HSET, one ZADD and one HMGET for the bodies, whatever the batch size.
+-- or is dropped when its entry is stale), and a first delivery's lateness is recorded. The metas
+-- (with the records) as the plan read them, one HSET and one ZADD, whatever the batch size.
 local function apply()
   local ids = {}
   for i, g in ipairs(got) do ids[i] = g[2] end
-  local found = #ids > 0 and redis.call('HMGET', K_META, unpack(ids)) or {}
+  prefetch(ids)
   local out, token_at, acc, wait_acc = {}, 12, {}, {}
-  local stale, metas, leases, body_ids, tally, laned_ids = {}, {}, {}, {}, lane_tally_new(), {}
-  for i, g in ipairs(got) do
+  local stale, metas, leases, tally, laned_ids = {}, {}, {}, lane_tally_new(), {}
+  for _, g in ipairs(got) do
     local sid, id, count = g[1], g[2], g[3]
-    local m = meta_parse(found[i])
+    local m = meta_parse(raw[id] or nil)
     if not m or m.sid ~= sid then
       if sid ~= 'L' then stale[#stale + 1] = sid end  -- an entry its job no longer owns
     elseif m.base + count > m.max then
@@ -453,8 +484,7 @@ local function apply()
       metas[#metas + 1] = meta_str(m)
       leases[#leases + 1] = now + lease
       leases[#leases + 1] = id
-      body_ids[#body_ids + 1] = id
-      out[#out + 1] = { id, false, m.attempt, token, m.due, now + lease, m.max, m.key }
+      out[#out + 1] = { id, body_of(id, m), m.attempt, token, m.due, now + lease, m.max, m.key }
     end
   end
   drop_entries(stale)
@@ -463,8 +493,6 @@ local function apply()
   if #out > 0 then
     redis.call('HSET', K_META, unpack(metas))
     redis.call('ZADD', K_LEASES, unpack(leases))
-    local bodies = redis.call('HMGET', K_JOBS, unpack(body_ids))
-    for i, o in ipairs(out) do o[2] = bodies[i] end
   end
   lateness_flush(acc)
   lateness_flush(wait_acc, 'w')
