@@ -91,16 +91,15 @@ local function meta_str(m)
     s = string.format('2|%s|%d|%d|%d|%d|%s|%s|%s|%s', m.state, m.due, m.base, m.attempt, m.max,
       m.delivery, m.sid, m.ki, m.key)
   end
-  local body = m.body or (m.body_at and string.sub(m.v, m.body_at))
-  if body then return '4|' .. #s .. '|' .. s .. body end
+  if not m.body and m.body_at then m.body = string.sub(m.v, m.body_at) end  -- cut out once
+  if m.body then return '4|' .. #s .. '|' .. s .. m.body end
   return s
 end
 
 -- The record of a job (its meta as meta_parse gave it).
 local function body_of(id, m)
-  if m.body then return m.body end
-  if m.body_at then return string.sub(m.v, m.body_at) end
-  return redis.call('HGET', K_JOBS, id) or ''
+  if not m.body and m.body_at then m.body = string.sub(m.v, m.body_at) end
+  return m.body or redis.call('HGET', K_JOBS, id) or ''
 end
 
 -- Ready and reserved jobs with a priority or a group wait in lanes or hold leases outside the
