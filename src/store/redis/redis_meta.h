@@ -22,9 +22,11 @@
 //
 //   "4|" length "|" meta record          (meta: a format 2 or 3 meta of `length` bytes)
 //
-// Format 1 (delayq 0.1) had no version field: "state|due|base|...". All are read. Every job an
-// enqueue makes is written in format 4; a job made before (its record in dq:{q}:jobs) keeps
-// format 2 or 3 and its record where it is until it leaves (the scripts' body_of reads either).
+// Format 1 (delayq 0.1) had no version field: "state|due|base|...". All are read. An enqueue
+// writes a job whose record is at most kRecordInMetaMaxBytes in format 4, a bigger one in format 2
+// or 3 with its record in dq:{q}:jobs, as every job made before format 4 has it (the scripts'
+// body_of reads either): every transition rewrites the meta, and a big record would be copied
+// each time (a 1 MB job's promote or touch took milliseconds of Redis in one value).
 //
 // Changing the format: teach both parsers (ParseMeta here and meta_parse in the scripts) format
 // N+1 while they still read N, write N+1, raise kMetaFormat, and pin the new bytes in
@@ -43,6 +45,9 @@ namespace delayq::redis {
 
 inline constexpr int kMetaFormat = 4;
 inline constexpr const char* kFormatKey = "dq:format";  // the data format of this Redis (kMetaFormat)
+// The biggest record kept in its job's meta (format 4); the embedded store inlines records up to
+// the same size (kInlineRecordMaxBytes). A 100-byte payload makes a ~120-byte record.
+inline constexpr size_t kRecordInMetaMaxBytes = 4096;
 
 struct Meta {
   int format = kMetaFormat;  // as read

@@ -32,15 +32,16 @@ std::string Replace(std::string text, std::string_view name, std::string_view va
 }
 
 // lua/prelude.lua with its @NAME@ placeholders filled from the C++ constants they mirror, so the
-// two cannot drift: @META_FORMAT@ (redis_meta.h), @LATENESS_EDGES@
+// two cannot drift: @META_FORMAT@ and @RECORD_IN_META_MAX@ (redis_meta.h), @LATENESS_EDGES@
 // (LatenessSummary::kLatenessBucketsMs).
 const std::string& Prelude() {
   static const std::string prelude = [] {
     std::string edges;
     for (double edge : LatenessSummary::kLatenessBucketsMs)
       edges += fmt::format("{}{}", edges.empty() ? "" : ", ", edge);
-    return Replace(Replace(std::string(LuaFile("prelude")), "@META_FORMAT@", std::to_string(kMetaFormat)),
-                   "@LATENESS_EDGES@", edges);
+    std::string text = Replace(std::string(LuaFile("prelude")), "@META_FORMAT@", std::to_string(kMetaFormat));
+    text = Replace(std::move(text), "@RECORD_IN_META_MAX@", std::to_string(kRecordInMetaMaxBytes));
+    return Replace(std::move(text), "@LATENESS_EDGES@", edges);
   }();
   return prelude;
 }

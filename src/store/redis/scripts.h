@@ -4,12 +4,13 @@
 // Keys of a queue (all under one hash tag, so one cluster slot; a sharded queue has one tag per
 // shard, "{q#0}" ... "{q#N-1}"), passed to every script in this order:
 //   1 dq:{q}:due       sorted set  id -> due ms            scheduled jobs
-//   2 dq:{q}:jobs      hash        id -> body              the job record (src/core/record.h) of
-//                                  a job made before format 4 (it stays there until the job
-//                                  leaves); no script writes one
+//   2 dq:{q}:jobs      hash        id -> body              the job record (src/core/record.h)
+//                                  when it is over 4 KiB (kRecordInMetaMaxBytes), or of a job
+//                                  made before format 4; it stays there until the job leaves
 //   3 dq:{q}:meta      hash        id -> "4|len|2|state|due|base|attempt|max|delivery|sid|
 //                                  key_indexed|key" then the job record: a job's one entry
-//                                  (versioned: redis_meta.h)
+//                                  (versioned: redis_meta.h; without the record, "2|..." or
+//                                  "3|...", when it is in dq:{q}:jobs)
 //   4 dq:{q}:ready     stream      entries {id}, consumer group "dq": ready and reserved jobs
 //   5 dq:{q}:leases    sorted set  id -> lease deadline    reserved jobs (a timer index)
 //   6 dq:{q}:dead      sorted set  id -> dead_at ms

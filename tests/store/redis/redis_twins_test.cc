@@ -311,6 +311,79 @@ TEST(RedisMeta, AJobIsOneHashFieldThroughItsLife) {
   EXPECT_EQ((*again)[0].payload, r.payload);
 }
 
+// A record over kRecordInMetaMaxBytes stays in dq:{q}:jobs beside a format 2 meta (every
+// transition rewrites the meta: a 1 MB record was copied by each promote and touch, taking
+// milliseconds of Redis per job); replacing moves a job's record between the two places by its
+// new size, and nothing is left behind when it goes.
+TEST(RedisMeta, ARecordOverTheInlineBoundStaysInTheJobsHash) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("big");
+  const std::string meta_key = "dq:{" + queue + "}:meta";
+  const std::string jobs_key = "dq:{" + queue + "}:jobs";
+  const std::string big = "\"" + std::string(redis::kRecordInMetaMaxBytes, 'b') + "\"";
+  EnqueueRequest r = Keyed("moves");
+  r.when.delay_ms = std::nullopt;
+  r.payload = big;
+  auto job = q->Enqueue(queue, r);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto where = [&](const char* when) {
+    auto meta = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, job->id}).str);
+    if (!meta.ok()) {
+      ADD_FAILURE() << when << ": " << meta.status().ToString();
+      return std::string();
+    }
+    const bool in_jobs = !MustCall(*q, {"HGET", jobs_key, job->id}).is_nil();
+    EXPECT_NE(meta->has_record, in_jobs) << when << ": the record is in exactly one place";
+    return std::string(meta->has_record ? "meta" : "jobs");
+  };
+  EXPECT_EQ(where("big"), "jobs");
+  r.replace = true;
+  r.payload = "1";
+  ASSERT_TRUE(q->Enqueue(queue, r).ok());
+  EXPECT_EQ(where("replaced by a small one"), "meta");
+  r.payload = big;
+  ASSERT_TRUE(q->Enqueue(queue, r).ok());
+  EXPECT_EQ(where("replaced by a big one"), "jobs");
+  auto got = q->Get(queue, JobRef::ById(job->id));
+  ASSERT_TRUE(got.ok() && got->payload == big) << got.status().ToString();
+  ReserveRequest one;
+  one.max = 10;
+  one.max_bytes = 100;  // the first job always comes, whatever its size
+  auto delivered = q->Reserve(queue, one);
+  ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
+  EXPECT_EQ((*delivered)[0].payload, big);
+  EXPECT_EQ(where("reserved"), "jobs");
+  ASSERT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+  EXPECT_EQ(MustCall(*q, {"EXISTS", jobs_key}).AsInt(), 0);
+  EXPECT_EQ(MustCall(*q, {"EXISTS", meta_key}).AsInt(), 0);
+}
+
+// A format 4 value whose length runs past its end is corrupt on both sides: the reserve script
+// takes the job for gone (as any meta it cannot read), Get, Cancel and ParseMeta say it is
+// corrupt; nothing moves bytes between the meta and the record (a review found the scripts did).
+TEST(RedisMeta, AFormatFourLengthPastTheEndIsCorruptOnBothSides) {
+  auto q = OpenStore();
+  const std::string queue = UniqueQueue("corrupt");
+  EnqueueRequest r;
+  r.payload = "1";
+  auto job = q->Enqueue(queue, r);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string meta_key = "dq:{" + queue + "}:meta";
+  for (const std::string bad :
+       {"4|19|2|s|1|0|0|5|0|-|0|", "4|99999999999999999999|2|s|1|0|0|5|0|-|0|", "4|400|2|s|1|0|0|5|0|-|0|k|eyREC"}) {
+    EXPECT_EQ(redis::ParseMeta(bad).code(), Code::kCorruption) << bad;
+    MustCall(*q, {"HSET", meta_key, job->id, bad});
+    auto got = q->Get(queue, JobRef::ById(job->id));
+    EXPECT_EQ(got.code(), Code::kCorruption) << bad << ": " << got.status().ToString();
+    const Status cancelled = q->Cancel(queue, JobRef::ById(job->id));
+    EXPECT_EQ(cancelled.code(), Code::kCorruption) << bad << ": " << cancelled.ToString();
+    auto reserved = q->Reserve(queue, {});
+    ASSERT_TRUE(reserved.ok()) << bad << ": " << reserved.status().ToString();
+    EXPECT_TRUE(reserved->empty()) << bad;
+    EXPECT_EQ(MustCall(*q, {"HGET", meta_key, job->id}).str, bad) << "nothing rewrote it";
+  }
+}
+
 // Jobs made before format 4 (a format 2 or 3 meta, the record in dq:{q}:jobs) are served as
 // they were and take their record with them when they leave: acked, replaced by a keyed
 // enqueue, cancelled, dead and purged; none is left behind in dq:{q}:jobs. The answer's byte cap

@@ -48,9 +48,10 @@ for i = 1, n do
 end
 local earliest = earliest_due()
 local min_new, any_ready, added, out = nil, false, 0, {}
--- Metas (each with its job's record: format 4) and due entries go out as one variadic HSET / ZADD
--- each: a batch costs two commands, not two per job.
-local metas, dues, legacy = {}, {}, {}
+-- Metas (each with its job's record: format 4; a record over RECORD_IN_META_MAX goes to K_JOBS)
+-- and due entries go out as one variadic HSET / ZADD each: a batch costs two commands, not two
+-- per job.
+local metas, dues, bodies, unjobbed = {}, {}, {}, {}
 for i = 1, n do
   local j = jobs[i]
   if j.dup_of then
@@ -62,6 +63,7 @@ for i = 1, n do
     out[i] = { j.existing, j.meta.due, 1, 0 }
   else
     local id, m = j.existing or j.id, j.meta
+    local in_jobs = m and not has_record(m)  -- its old record is in K_JOBS
     if m then
       -- A debounce never moves the job earlier (the C++ twin is EngineImpl::PlanEnqueueLocked).
       if j.debounce and m.due > j.due then j.due = m.due end
@@ -71,7 +73,6 @@ for i = 1, n do
       -- twin is EngineImpl::EnqueueImpl).
       m.delivery = '0'
       m.base, m.attempt = 0, 0
-      if not has_record(m) then legacy[#legacy + 1] = id end  -- its old record was in K_JOBS
       if j.max ~= '' then m.max = tonumber(j.max) end
     else
       m = { due = 0, base = 0, attempt = 0, max = tonumber(j.max), delivery = '0', sid = '-',
@@ -88,7 +89,14 @@ for i = 1, n do
     elseif j.existing then
       redis.call('HDEL', K_KEYTTL, id)
     end
-    m.body = j.body
+    if #j.body <= RECORD_IN_META_MAX then
+      m.body = j.body
+      if in_jobs then unjobbed[#unjobbed + 1] = id end
+    else
+      m.body, m.body_at, m.v = nil, nil, nil
+      bodies[#bodies + 1] = id
+      bodies[#bodies + 1] = j.body
+    end
     m.due = j.due
     if laned(m) then redis.call('ZREM', K_LANED, id) end  -- a replaced job's old place in the listing
     m.prio, m.grp = j.prio, j.grp  -- (a replaced job's, after it left its old lane)
@@ -109,7 +117,8 @@ for i = 1, n do
   end
 end
 if #metas > 0 then redis.call('HSET', K_META, unpack(metas)) end
-if #legacy > 0 then redis.call('HDEL', K_JOBS, unpack(legacy)) end
+if #bodies > 0 then redis.call('HSET', K_JOBS, unpack(bodies)) end
+if #unjobbed > 0 then redis.call('HDEL', K_JOBS, unpack(unjobbed)) end
 if #dues > 0 then redis.call('ZADD', K_DUE, unpack(dues)) end
 if added > 0 then redis.call('HINCRBY', K_COUNTERS, 'enqueued', added) end
 if min_new and (not earliest or min_new < earliest) then redis.call('PUBLISH', WAKE, 'due ' .. fmt(min_new)) end

@@ -23,13 +23,16 @@ end
 -- than misreading it (a server of this release refuses at open a Redis whose dq:format is newer,
 -- so this is the second guard).
 local META_FORMAT = @META_FORMAT@
+local RECORD_IN_META_MAX = @RECORD_IN_META_MAX@  -- a bigger record stays in K_JOBS
 
 -- Where a format 4 value's meta starts and ends; nil for an older value (all meta, its record in
 -- K_JOBS).
 local function meta_bounds(v)
   local n, at = string.match(v, '^4|(%d+)|()')
-  if not n then return nil end
-  return at, at + tonumber(n) - 1
+  if not n or #n > 9 then return nil end  -- (a meta is far shorter: such a value is not one)
+  local stop = at + tonumber(n) - 1
+  if stop > #v then return nil end  -- longer than the value: corrupt, as ParseMeta says
+  return at, stop
 end
 
 -- A value's meta and record (nil: in K_JOBS), for the answers that carry both.

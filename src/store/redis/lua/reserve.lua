@@ -65,9 +65,9 @@ local function record_size(id)
   if raw[id] == nil then prefetch({ id }) end
   local v = raw[id]
   if not v then return 0 end  -- gone: apply() drops its entry
-  local n = string.match(v, '^4|(%d+)|')
-  if n then return #v - #n - 3 - tonumber(n) end
-  return redis.call('HSTRLEN', K_JOBS, id)  -- an older meta: its record in K_JOBS
+  local _, stop = meta_bounds(v)
+  if stop then return #v - stop end
+  return redis.call('HSTRLEN', K_JOBS, id)  -- its record in K_JOBS
 end
 
 local bytes, taken = 0, 0
@@ -412,12 +412,19 @@ end
 local function plan_due_order()
   local n = 0
   local entries = redis.call('XRANGE', K_READY, '(' .. last_delivered(), '+', 'COUNT', want - #got)
-  local ids = {}
-  for _, e in ipairs(entries) do
-    if e[2] and e[2][2] then ids[#ids + 1] = e[2][2] end
-  end
-  prefetch(ids)
-  for _, e in ipairs(entries) do
+  -- The metas are read a chunk at a time (8, 16, 32, 64), so an answer bounded by max_bytes
+  -- never reads far past it.
+  local chunk, read = 8, 0
+  for i, e in ipairs(entries) do
+    if i > read then
+      local ids = {}
+      for k = i, math.min(#entries, i + chunk - 1) do
+        local f = entries[k][2]
+        if f and f[2] then ids[#ids + 1] = f[2] end
+      end
+      prefetch(ids)
+      read, chunk = i + chunk - 1, math.min(64, chunk * 2)
+    end
     if e[2] and e[2][2] and not fits(e[2][2]) then break end
     n = n + 1
   end
