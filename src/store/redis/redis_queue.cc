@@ -82,6 +82,12 @@ Status RedisQueue::CheckDataFormat() {
   if (v->AsInt() < kMetaFormat) {  // this release may write the newer format: older ones now refuse to open
     auto raised = Call(kFormatKey, {"SET", kFormatKey, std::to_string(kMetaFormat)});
     if (!raised.ok()) return raised.status();
+    // Older servers already running do not look again, and their scripts can strand jobs of the
+    // new format before they fail on them (docs/operations.md, "Upgrading to format 4").
+    spdlog::warn(
+        "raised the data format of the Redis at {} from {} to {} ({}): stop every older delayq server that shares "
+        "it now; one still running can leave ready jobs undelivered",
+        RedisUrl::Redacted(options_.url), v->AsInt(), kMetaFormat, kFormatKey);
   }
   return Status::Ok();
 }
