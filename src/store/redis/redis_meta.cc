@@ -19,7 +19,7 @@ Result<Meta> ParseFormatFour(std::string_view text) {
   text.remove_prefix(2);
   const size_t bar = text.find('|');
   int64_t length = 0;
-  if (bar == std::string_view::npos || !Int(text.substr(0, bar), &length) ||
+  if (bar == std::string_view::npos || bar > 9 || !Int(text.substr(0, bar), &length) ||
       static_cast<size_t>(length) > text.size() - bar - 1) {
     return Status::Corruption("a job's meta record in Redis is malformed (format 4 length)");
   }
@@ -52,6 +52,10 @@ Result<Meta> ParseMeta(std::string_view text) {
           fmt::format("a job's meta record in Redis has format {}, newer than this delayq reads ({}); upgrade every "
                       "delayq server that shares this Redis",
                       version, kMetaFormat));
+    }
+    // A versioned meta is "2|" or "3|" (format 4 is "4|" and a length, above): no other spelling.
+    if (body.substr(0, bar) != "2" && body.substr(0, bar) != "3") {
+      return Status::Corruption("a job's meta record in Redis is malformed (format)");
     }
     m.format = static_cast<int>(version);
     body.remove_prefix(bar + 1);

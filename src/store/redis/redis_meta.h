@@ -50,7 +50,7 @@ inline constexpr const char* kFormatKey = "dq:format";  // the data format of th
 inline constexpr size_t kRecordInMetaMaxBytes = 4096;
 
 struct Meta {
-  int format = kMetaFormat;  // as read
+  int format = kMetaFormat;  // as read: 1, 2 or 3 (a format 4 value's meta is 2 or 3: has_record)
   char state = 's';
   int64_t due = 0;
   int32_t base = 0, attempt = 0, max = 0;

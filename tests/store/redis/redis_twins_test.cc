@@ -353,34 +353,132 @@ TEST(RedisMeta, ARecordOverTheInlineBoundStaysInTheJobsHash) {
   ASSERT_TRUE(delivered.ok() && delivered->size() == 1u) << delivered.status().ToString();
   EXPECT_EQ((*delivered)[0].payload, big);
   EXPECT_EQ(where("reserved"), "jobs");
+  QueueConfig keep;  // kept completed: its record stays in dq:{q}:jobs, shown and swept from there
+  keep.keep_completed_ms = 3'600'000;
+  ASSERT_TRUE(q->SetConfig(queue, keep).ok());
   ASSERT_TRUE(q->Ack(queue, (*delivered)[0].receipt).ok());
+  auto done = q->Get(queue, JobRef::ById(job->id));
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->state, JobState::kCompleted);
+  EXPECT_EQ(done->payload, big);
+  ListRequest completed;
+  completed.state = JobState::kCompleted;
+  auto listed = q->ListJobs(queue, completed);
+  ASSERT_TRUE(listed.ok() && listed->jobs.size() == 1u) << listed.status().ToString();
+  EXPECT_EQ(listed->jobs[0].payload, big);
+  ASSERT_TRUE(q->Cancel(queue, JobRef::ById(job->id)).ok());
   EXPECT_EQ(MustCall(*q, {"EXISTS", jobs_key}).AsInt(), 0);
   EXPECT_EQ(MustCall(*q, {"EXISTS", meta_key}).AsInt(), 0);
+
+  // The bound is the record's size, kRecordInMetaMaxBytes itself kept in the meta.
+  r.key = "bound";
+  r.replace = false;
+  r.payload = "\"\"";
+  auto probe = q->Enqueue(queue, r);
+  ASSERT_TRUE(probe.ok());
+  auto small = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, probe->id}).str);
+  ASSERT_TRUE(small.ok() && small->has_record);
+  const size_t overhead = small->record.size() - r.payload.size();  // the same for any payload of 3-4 KiB
+  for (size_t record : {redis::kRecordInMetaMaxBytes, redis::kRecordInMetaMaxBytes + 1}) {
+    r.key = "bound-" + std::to_string(record);
+    r.payload = "\"" + std::string(record - overhead - 2 - 1, 'x') + "\"";  // a 2-byte length, not 1
+    auto at = q->Enqueue(queue, r);
+    ASSERT_TRUE(at.ok());
+    auto m = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, at->id}).str);
+    ASSERT_TRUE(m.ok());
+    const std::string stored = m->has_record ? m->record : MustCall(*q, {"HGET", jobs_key, at->id}).str;
+    EXPECT_EQ(stored.size(), record);
+    EXPECT_EQ(m->has_record, record <= redis::kRecordInMetaMaxBytes) << record;
+  }
 }
 
-// A format 4 value whose length runs past its end is corrupt on both sides: the reserve script
-// takes the job for gone (as any meta it cannot read), Get, Cancel and ParseMeta say it is
-// corrupt; nothing moves bytes between the meta and the record (a review found the scripts did).
+// A format 4 value whose length runs past its end is corrupt on both sides: a ready job's value
+// made so (state q, its real stream entry) is taken for gone by the reserve, not leased and
+// rewritten (the scripts read such a length as reaching the end, and moved bytes between the key
+// and the record); Get and Cancel say it is corrupt.
 TEST(RedisMeta, AFormatFourLengthPastTheEndIsCorruptOnBothSides) {
   auto q = OpenStore();
   const std::string queue = UniqueQueue("corrupt");
-  EnqueueRequest r;
-  r.payload = "1";
-  auto job = q->Enqueue(queue, r);
-  ASSERT_TRUE(job.ok()) << job.status().ToString();
   const std::string meta_key = "dq:{" + queue + "}:meta";
-  for (const std::string bad :
-       {"4|19|2|s|1|0|0|5|0|-|0|", "4|99999999999999999999|2|s|1|0|0|5|0|-|0|", "4|400|2|s|1|0|0|5|0|-|0|k|eyREC"}) {
+  for (const std::string length : {"+1", "+4", "20 digits"}) {
+    EnqueueRequest r;
+    r.payload = "1";
+    auto job = q->Enqueue(queue, r);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    auto meta = redis::ParseMeta(MustCall(*q, {"HGET", meta_key, job->id}).str);
+    ASSERT_TRUE(meta.ok() && meta->state == 'q' && meta->sid != "-") << meta.status().ToString();
+    meta->has_record = false;
+    const std::string inner = redis::FormatMeta(*meta);
+    const std::string n = length == "+1"   ? std::to_string(inner.size() + 1)
+                          : length == "+4" ? std::to_string(inner.size() + 4)
+                                           : std::string("99999999999999999999");
+    const std::string bad = "4|" + n + "|" + inner + (length == "+4" ? "REC" : "");
     EXPECT_EQ(redis::ParseMeta(bad).code(), Code::kCorruption) << bad;
     MustCall(*q, {"HSET", meta_key, job->id, bad});
-    auto got = q->Get(queue, JobRef::ById(job->id));
-    EXPECT_EQ(got.code(), Code::kCorruption) << bad << ": " << got.status().ToString();
-    const Status cancelled = q->Cancel(queue, JobRef::ById(job->id));
-    EXPECT_EQ(cancelled.code(), Code::kCorruption) << bad << ": " << cancelled.ToString();
     auto reserved = q->Reserve(queue, {});
     ASSERT_TRUE(reserved.ok()) << bad << ": " << reserved.status().ToString();
-    EXPECT_TRUE(reserved->empty()) << bad;
+    EXPECT_TRUE(reserved->empty()) << bad << ": leased " << (reserved->empty() ? "" : (*reserved)[0].id);
     EXPECT_EQ(MustCall(*q, {"HGET", meta_key, job->id}).str, bad) << "nothing rewrote it";
+    EXPECT_EQ(q->Get(queue, JobRef::ById(job->id)).code(), Code::kCorruption) << bad;
+    EXPECT_EQ(q->Cancel(queue, JobRef::ById(job->id)).code(), Code::kCorruption) << bad;
+    MustCall(*q, {"HDEL", meta_key, job->id});
+  }
+}
+
+// meta_parse in the scripts and ParseMeta accept the same values and read the same fields from
+// them, and refuse the same ones: every format, a record that is empty or holds bars and NULs, and
+// corrupt or foreign spellings (a drift here made Get show a job the scripts took for gone).
+TEST(RedisMeta, TheScriptsParseEveryMetaAsParseMetaDoes) {
+  auto q = OpenStore();
+  const redis::Script probe = redis::ProbeScript("probe_meta", R"LUA(
+local out = {}
+for i, v in ipairs(ARGV) do
+  local ok, m = pcall(meta_parse, v)
+  if not ok then
+    out[i] = 'newer'
+  elseif not m then
+    out[i] = 'corrupt'
+  else
+    local record = m.body_at and string.sub(m.v, m.body_at) or '-'
+    out[i] = table.concat({ m.state, fmt(m.due), fmt(m.base), fmt(m.attempt), fmt(m.max), m.delivery, m.sid,
+      m.ki, fmt(m.prio), m.grp, m.key, record }, '/')
+  end
+end
+return out
+)LUA");
+  auto four = [](const std::string& inner, const std::string& record) {
+    return "4|" + std::to_string(inner.size()) + "|" + inner + record;
+  };
+  const std::string v2 = "2|r|1767225600000|1|2|5|abcd|1700000000000-0|1|my|key";
+  const std::string v3 = "3|q|1767225600000|0|0|5|0|L|1|7|5|a|b|cmy|key";
+  const std::vector<std::string> values = {
+      "r|1767225600000|1|2|5|abcd|1700000000000-0|1|my|key", v2, v3, four(v2, ""),
+      four(v3, std::string("rec|4|\0ord", 10)), four(v2, v2), "4|18|2|s|1|0|0|5|0|-|0|",
+      // corrupt or foreign
+      "4|19|2|s|1|0|0|5|0|-|0|", "4|0000000000018|2|s|1|0|0|5|0|-|0|", "4|18|4|s|1|0|0|5|0|-|0|", "4||2|s", "4|",
+      "4|x|2|s|1|0|0|5|0|-|0|", "4|-1|2|s|1|0|0|5|0|-|0|", four("s|1|0|0|5|0|-|0|", "rec"), four(four(v2, ""), ""),
+      "04|s|1|0|0|5|0|-|0|", "02|s|1|0|0|5|0|-|0|", "1|s|1|0|0|5|0|-|0|", "3|q|1|0|0|5|0|L|1|7|9|abc",
+      four("3|q|1|0|0|5|0|L|1|7|9|abc", "recordbytes"), "3|q|1|0|0|5|0|L|1|12|1|a", "2|ss|1|0|0|5|0|-|0|",
+      "2|s|1|0|0|5|0|-|2|", "2|s|x|0|0|5|0|-|0|", "",
+      // newer
+      "5|s|1|0|0|5|0|-|0|", "12|anything"};
+  auto got = q->client().Eval(probe, {"dq:{probe}:due"}, values);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(got->is_error()) << got->str;
+  ASSERT_EQ(got->array.size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto m = redis::ParseMeta(values[i]);
+    std::string want;
+    if (m.code() == Code::kUnavailable) {
+      want = "newer";
+    } else if (!m.ok()) {
+      want = "corrupt";
+    } else {
+      want =
+          fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", m->state, m->due, m->base, m->attempt, m->max, m->delivery,
+                      m->sid, m->key_indexed ? 1 : 0, m->priority, m->group, m->key, m->has_record ? m->record : "-");
+    }
+    EXPECT_EQ(got->array[i].str, want) << "value " << i << ": " << values[i];
   }
 }
 
@@ -612,7 +710,7 @@ TEST(RedisMeta, ANewerFormatIsRefused) {
   EXPECT_NE(acked.message().find("newer than this delayq reads"), std::string::npos) << acked.message();
 
   // A Redis an older release made (format 2) is raised to this release's format when it opens, so
-  // servers of the older release, which cannot read format 3, refuse it from then on.
+  // servers of the older release, which cannot read format 4, refuse it from then on.
   MustCall(**q, {"SET", redis::kFormatKey, "2"});
   auto upgraded = redis::RedisQueue::Open(o);
   ASSERT_TRUE(upgraded.ok()) << upgraded.status().ToString();

@@ -1,6 +1,6 @@
--- Shared by every script (prepended to each). The @NAME@ placeholders are filled from the C++
--- constants they mirror (Prelude()), so the two cannot drift: @META_FORMAT@ (redis_meta.h),
--- @LATENESS_EDGES@ (LatenessSummary::kLatenessBucketsMs).
+-- Shared by every script (prepended to each). The placeholders (a name between two at signs) are
+-- filled from the C++ constants they mirror (Prelude()), so the two cannot drift: META_FORMAT and
+-- RECORD_IN_META_MAX (redis_meta.h), LATENESS_EDGES (LatenessSummary::kLatenessBucketsMs).
 -- Each script uses some of what the prelude defines, so its unused locals are no defect:
 -- luacheck: push ignore 211
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -35,10 +35,11 @@ local function meta_bounds(v)
   return at, stop
 end
 
--- A value's meta and record (nil: in K_JOBS), for the answers that carry both.
+-- A value's meta and record (nil: in K_JOBS), for the answers that carry both. A value that is
+-- not a format 4 one holding a format 2 or 3 meta goes whole, for ParseMeta to judge.
 local function meta_split(v)
   local from, to = meta_bounds(v)
-  if not from then return v, nil end
+  if not from or not string.find(v, '^[23]|', from) then return v, nil end
   return string.sub(v, from, to), string.sub(v, to + 1)
 end
 
@@ -50,13 +51,14 @@ local function meta_parse(v)
   local at = from or 1
   stop = stop or #v
   local version = string.match(v, '^(%d+)|', at)
-  -- Format 4 holds a format 2 or 3 meta, and only format 4 has a record.
-  if (from and version ~= '2' and version ~= '3') or (not from and version == '4') then return nil end
+  if from and not version then return nil end  -- format 4 holds a versioned meta
   if version then
-    if tonumber(version) > META_FORMAT then
+    if not from and tonumber(version) > META_FORMAT then
       error('delayq:FORMAT: a job meta has format ' .. version .. ', newer than this delayq reads (' ..
         META_FORMAT .. '); upgrade every delayq server that shares this Redis')
     end
+    -- A versioned meta is "2|" or "3|", alone or inside format 4 (ParseMeta's rule).
+    if version ~= '2' and version ~= '3' then return nil end
     at = at + #version + 1
   end
   local state, due, base, attempt, max, delivery, sid, ki, kat =

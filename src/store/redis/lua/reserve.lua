@@ -459,6 +459,7 @@ local function apply()
   prefetch(ids)
   local out, token_at, acc, wait_acc = {}, 12, {}, {}
   local stale, metas, leases, tally, laned_ids = {}, {}, {}, lane_tally_new(), {}
+  local in_jobs, at = {}, {}  -- the records kept in K_JOBS: one HMGET for them all
   for _, g in ipairs(got) do
     local sid, id, count = g[1], g[2], g[3]
     local m = meta_parse(raw[id] or nil)
@@ -491,7 +492,12 @@ local function apply()
       metas[#metas + 1] = meta_str(m)
       leases[#leases + 1] = now + lease
       leases[#leases + 1] = id
-      out[#out + 1] = { id, body_of(id, m), m.attempt, token, m.due, now + lease, m.max, m.key }
+      local body = has_record(m) and body_of(id, m)
+      out[#out + 1] = { id, body, m.attempt, token, m.due, now + lease, m.max, m.key }
+      if not has_record(m) then
+        in_jobs[#in_jobs + 1] = id
+        at[#at + 1] = #out
+      end
     end
   end
   drop_entries(stale)
@@ -500,6 +506,9 @@ local function apply()
   if #out > 0 then
     redis.call('HSET', K_META, unpack(metas))
     redis.call('ZADD', K_LEASES, unpack(leases))
+  end
+  if #in_jobs > 0 then
+    for i, body in ipairs(redis.call('HMGET', K_JOBS, unpack(in_jobs))) do out[at[i]][2] = body or '' end
   end
   lateness_flush(acc)
   lateness_flush(wait_acc, 'w')
