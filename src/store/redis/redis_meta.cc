@@ -19,8 +19,8 @@ Result<Meta> ParseFormatFour(std::string_view text) {
   text.remove_prefix(2);
   const size_t bar = text.find('|');
   int64_t length = 0;
-  if (bar == std::string_view::npos || bar > 9 || !Int(text.substr(0, bar), &length) ||
-      static_cast<size_t>(length) > text.size() - bar - 1) {
+  // At most 9 digits (a meta is far shorter), and a bar after them (npos is over 9 too).
+  if (bar > 9 || !Int(text.substr(0, bar), &length) || static_cast<size_t>(length) > text.size() - bar - 1) {
     return Status::Corruption("a job's meta record in Redis is malformed (format 4 length)");
   }
   const std::string_view meta = text.substr(bar + 1, static_cast<size_t>(length));
