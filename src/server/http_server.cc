@@ -504,7 +504,13 @@ class HttpServer::Impl::Session final : public SessionBase {
       if (self->answered_ || !self->cancel_) return;
       char byte;
       ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (ec || n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+      if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        // Woken with nothing to read: Asio's reactor can complete the wait for a readiness it saw
+        // before the request's last bytes were read. Watch on (CI saw a wait that stopped
+        // watching here outlive its client).
+        return self->WatchForHangUp();
+      }
+      if (ec || n <= 0) {
         auto cancel = std::move(self->cancel_);
         cancel();  // the reserve is answered (empty); the write then fails and closes
       }

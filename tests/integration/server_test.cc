@@ -454,3 +454,38 @@ TEST(Server, WaitsForAnOutcomeAreBoundedEndedByAHangUpAndAnsweredAtSigterm) {
 }
 
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// Every waiting request whose client hangs up ends, however the request's bytes came. CI saw one
+// stay: the hang-up watch (a wait for the socket to be readable) can wake with nothing to read, a
+// readiness the reactor had noticed before the request's last bytes were read, and a watch that
+// woke for nothing stopped watching.
+TEST(Server, EveryWaitWhoseClientHangsUpEnds) {
+  ServerProcess server({"--durability", "interval", "--max-waiting", "1000"});
+  auto client = server.NewClient();
+  auto made = client->Enqueue("w", {.payload = "1", .when = {.delay_ms = 3'600'000}});
+  ASSERT_TRUE(made.ok());
+  const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string body = R"({"max":1,"wait_ms":60000})";
+  const std::string reserve = "POST /v1/queues/r/reserve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<int> sockets;
+    for (int i = 0; i < 100; ++i) {
+      const std::string& request = i % 2 ? get : reserve;
+      const int fd = ConnectFrom(server.port());
+      ASSERT_GE(fd, 0);
+      // In pieces: the last arrives while the server may be reading the first.
+      const size_t cut = request.size() - 1 - static_cast<size_t>(i % 7);
+      ASSERT_EQ(::send(fd, request.data(), cut, 0), static_cast<ssize_t>(cut));
+      ASSERT_EQ(::send(fd, request.data() + cut, request.size() - cut, 0), static_cast<ssize_t>(request.size() - cut));
+      sockets.push_back(fd);
+    }
+    ASSERT_TRUE(OpenWaitsBecome(*client, 100)) << OpenWaits(*client);
+    for (int fd : sockets) ::close(fd);
+    ASSERT_TRUE(OpenWaitsBecome(*client, 0)) << OpenWaits(*client) << " waits stayed open in round " << round;
+  }
+}
+
+}  // namespace delayq::testing
