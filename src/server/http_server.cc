@@ -3,6 +3,7 @@
 
 #include "server/http_server.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -35,6 +36,22 @@ constexpr uint64_t kAdmitAboveBytes = 64 * 1024;  // see HttpServerOptions::admi
 using tcp = net::ip::tcp;
 
 namespace {
+
+// What a client's side of its socket shows, looked at without taking a byte. A client that shut
+// its side (its FIN, seen as POLLRDHUP even behind unread bytes: over TLS a polite client's
+// close_notify comes first) or reset it is gone; unread bytes with its side open are a client
+// still talking (a pipelined request, or a close_notify whose FIN is on its way).
+enum class Peer { kQuiet, kTalking, kGone };
+
+Peer PeerNow(int fd) {
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return Peer::kGone;
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Peer::kQuiet : Peer::kGone;
+  pollfd p{fd, POLLRDHUP, 0};
+  const bool shut = ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  return shut ? Peer::kGone : Peer::kTalking;
+}
 
 bool HeaderSafe(std::string_view text) { return text.find_first_of("\r\n") == std::string_view::npos; }
 
@@ -481,10 +498,7 @@ class HttpServer::Impl::Session final : public SessionBase {
     // Bytes already buffered are a pipelined request: that client is still talking. The socket
     // stays open until the reply is written, which is as long as the Api may ask.
     if (buffer_.size() == 0) {
-      request.peer_closed = [fd = Tcp().socket().native_handle()] {
-        char byte;
-        return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-      };
+      request.peer_closed = [fd = Tcp().socket().native_handle()] { return PeerNow(fd) == Peer::kGone; };
     }
     busy_ = true;
     answered_ = false;
@@ -498,24 +512,39 @@ class HttpServer::Impl::Session final : public SessionBase {
     if (cancel_ && !answered_) WatchForHangUp();
   }
 
-  // While a reserve waits, notice a client that hangs up, and abandon the reserve.
+  // While a reserve or a wait for an outcome waits, notice a client that hangs up, and abandon
+  // the wait (answered empty; the write then fails and closes).
   void WatchForHangUp() {
-    Tcp().socket().async_wait(tcp::socket::wait_read, [self = Self()](beast::error_code ec) {
-      if (self->answered_ || !self->cancel_) return;
-      char byte;
-      ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    Tcp().socket().async_wait(tcp::socket::wait_read,
+                              [self = Self()](beast::error_code ec) { self->LookForHangUp(ec, kFirstLookMs); });
+  }
+
+  static constexpr int64_t kFirstLookMs = 10, kLastLookMs = 1'000;
+
+  void LookForHangUp(beast::error_code ec, int64_t next_look_ms) {
+    if (answered_ || !cancel_) return;
+    switch (ec ? Peer::kGone : PeerNow(Tcp().socket().native_handle())) {
+      case Peer::kQuiet:
         // Woken with nothing to read: Asio's reactor can complete the wait for a readiness it saw
         // before the request's last bytes were read. Watch on (CI saw a wait that stopped
         // watching here outlive its client).
-        return self->WatchForHangUp();
+        return WatchForHangUp();
+      case Peer::kGone: {
+        auto cancel = std::move(cancel_);
+        return cancel();
       }
-      if (ec || n <= 0) {
-        auto cancel = std::move(self->cancel_);
-        cancel();  // the reserve is answered (empty); the write then fails and closes
+      case Peer::kTalking: {
+        // Bytes wait unread, so the socket stays readable and a wait would wake at once: look
+        // again on a timer (10 ms, doubling to 1 s). Over TLS the FIN after a close_notify comes
+        // within the first look; a pipelining client costs a look a second.
+        auto timer =
+            std::make_shared<net::steady_timer>(stream_.get_executor(), std::chrono::milliseconds(next_look_ms));
+        timer->async_wait([self = Self(), timer, next_look_ms](beast::error_code) {
+          self->LookForHangUp({}, std::min(next_look_ms * 2, kLastLookMs));
+        });
+        return;
       }
-      // n > 0: the client sent its next request early; it is read after this answer.
-    });
+    }
   }
 
   // The head (AnswerHead) and the moved body go out in one gather write on plain TCP: the body is

@@ -746,3 +746,56 @@ TEST(PushStream, TheWindowHoldsOnPostgres) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// Over TLS a client that hangs up politely sends close_notify before its FIN: bytes to read, as a
+// pipelined request would be. A waiting reserve or wait for an outcome must still end with it.
+TEST(PushStream, OverTlsAWaitWhoseClientHangsUpEnds) {
+  TestCerts certs;
+  ServerProcess server(
+      {"--durability", "interval", "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")});
+  ClientOptions o;
+  o.tls_ca_file = certs.ca();
+  auto client = server.NewClient(o);
+  auto made = client->Enqueue("w", {.payload = "1", .when = {.delay_ms = 3'600'000}});
+  ASSERT_TRUE(made.ok());
+  for (bool shutdown : {true, false}) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx, certs.ca().c_str(), nullptr);
+    std::vector<std::pair<int, SSL*>> connections;
+    const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    const std::string body = R"({"max":1,"wait_ms":60000})";
+    const std::string reserve =
+        "POST /v1/queues/r/reserve HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    for (const std::string* request : {&get, &reserve}) {
+      const int fd = ConnectFrom(server.port());
+      ASSERT_GE(fd, 0);
+      SSL* ssl = SSL_new(ctx);
+      SSL_set_fd(ssl, fd);
+      ASSERT_EQ(SSL_connect(ssl), 1);
+      ASSERT_EQ(SSL_write(ssl, request->data(), static_cast<int>(request->size())), static_cast<int>(request->size()));
+      connections.emplace_back(fd, ssl);
+    }
+    ASSERT_TRUE(OpenWaitsBecome(*client, 2)) << OpenWaits(*client);
+    for (auto [fd, ssl] : connections) {
+      // A client waiting for its answer has read the server's session tickets: its close is then
+      // a FIN, not a reset for unread bytes.
+      timeval tv{0, 200'000};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      char byte;
+      ASSERT_LE(SSL_read(ssl, &byte, 1), 0);
+      ERR_clear_error();
+      if (shutdown) SSL_shutdown(ssl);  // close_notify, as curl and OpenSSL's s_client send
+      SSL_free(ssl);
+      ::close(fd);
+    }
+    SSL_CTX_free(ctx);
+    EXPECT_TRUE(OpenWaitsBecome(*client, 0))
+        << OpenWaits(*client) << " waits outlived their clients (close_notify sent: " << shutdown << ")";
+  }
+}
+
+}  // namespace delayq::testing

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <memory>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "delayq/client.h"
@@ -94,5 +97,23 @@ class ServerProcess {
   std::unique_ptr<Child> child_;
   std::string banner_;
 };
+
+// The requests waiting on a server (waiting reserves, streams and waits for an outcome), as its
+// /metrics says; -1 when it cannot say.
+inline int64_t OpenWaits(Client& client) {
+  auto text = client.Metrics();
+  const std::string name = "\ndelayq_reserve_waiting ";
+  const size_t at = text.ok() ? text->find(name) : std::string::npos;
+  return at == std::string::npos ? -1 : std::stoll(text->substr(at + name.size()));
+}
+
+// Whether OpenWaits becomes `n` within 10 s.
+inline bool OpenWaitsBecome(Client& client, int64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (OpenWaits(client) == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of the server's state
+  }
+  return false;
+}
 
 }  // namespace delayq::testing

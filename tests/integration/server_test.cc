@@ -64,10 +64,7 @@ class ClientHarness : public QueueHarness {
   double StoreCpuSeconds() override { return server_.CpuSeconds(); }
   void AwaitOpenWaits(int64_t n) override {
     for (int i = 0; i < 1000; ++i) {
-      auto text = client_->Metrics();
-      const std::string name = "\ndelayq_reserve_waiting ";
-      const size_t at = text.ok() ? text->find(name) : std::string::npos;
-      if (at != std::string::npos && std::stoll(text->substr(at + name.size())) >= n) return;
+      if (OpenWaits(*client_) >= n) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of the server's state
     }
     ADD_FAILURE() << n << " waits did not open on the server within 10 s";
@@ -379,26 +376,6 @@ TEST(Server, RefusesAPortInUseWithAClearError) {
 }  // namespace delayq::testing
 
 namespace delayq::testing {
-namespace {
-
-// The requests waiting on the server (waiting reserves, streams' and waits for an outcome), as
-// /metrics says.
-int64_t OpenWaits(Client& client) {
-  auto text = client.Metrics();
-  const std::string name = "\ndelayq_reserve_waiting ";
-  const size_t at = text.ok() ? text->find(name) : std::string::npos;
-  return at == std::string::npos ? -1 : std::stoll(text->substr(at + name.size()));
-}
-
-bool OpenWaitsBecome(Client& client, int64_t n) {
-  for (int i = 0; i < 1000; ++i) {
-    if (OpenWaits(client) == n) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a poll of the server's state
-  }
-  return false;
-}
-
-}  // namespace
 
 // Waits for an outcome hold no thread but count against --max-waiting (429 past it, naming it);
 // a client that hangs up ends its wait; SIGTERM answers the waits 503, "wait again".
@@ -468,8 +445,10 @@ TEST(Server, EveryWaitWhoseClientHangsUpEnds) {
   ASSERT_TRUE(made.ok());
   const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   const std::string body = R"({"max":1,"wait_ms":60000})";
-  const std::string reserve = "POST /v1/queues/r/reserve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string reserve =
+      "POST /v1/queues/r/reserve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   for (int round = 0; round < 5; ++round) {
     std::vector<int> sockets;
     for (int i = 0; i < 100; ++i) {
@@ -486,6 +465,46 @@ TEST(Server, EveryWaitWhoseClientHangsUpEnds) {
     for (int fd : sockets) ::close(fd);
     ASSERT_TRUE(OpenWaitsBecome(*client, 0)) << OpenWaits(*client) << " waits stayed open in round " << round;
   }
+}
+
+}  // namespace delayq::testing
+
+namespace delayq::testing {
+
+// A client that pipelines a request behind its waiting reserve is still there: the reserve waits
+// on (the server looks again on a timer while those bytes wait unread) and takes the job that
+// comes; the pipelined request is answered after it. Its hang-up then ends a second wait.
+TEST(Server, ARequestPipelinedBehindAWaitingReserveDoesNotEndIt) {
+  ServerProcess server({"--durability", "interval"});
+  auto client = server.NewClient();
+  const std::string body = R"({"max":1,"wait_ms":60000})";
+  const std::string reserve =
+      "POST /v1/queues/p/reserve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const int fd = ConnectFrom(server.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::send(fd, reserve.data(), reserve.size(), 0), static_cast<ssize_t>(reserve.size()));
+  ASSERT_TRUE(OpenWaitsBecome(*client, 1));
+  const std::string health = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  ASSERT_EQ(::send(fd, health.data(), health.size(), 0), static_cast<ssize_t>(health.size()));
+  for (int look = 0; look < 20; ++look) {  // past the server's looks at 10, 30, 70 … 1 270 ms
+    ASSERT_EQ(OpenWaits(*client), 1) << "the pipelined request ended the reserve at look " << look;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // time for the server's looks to pass
+  }
+  ASSERT_TRUE(client->Enqueue("p", {.payload = "took"}).ok());
+  std::string answers;
+  char buf[4096];
+  while (answers.find("\"status\"") == std::string::npos || answers.find("dG9vaw==") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << answers;
+    answers.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_LT(answers.find("dG9vaw=="), answers.find("\"status\"")) << answers;  // base64 of "took"
+  ASSERT_EQ(::send(fd, reserve.data(), reserve.size(), 0), static_cast<ssize_t>(reserve.size()));
+  ASSERT_TRUE(OpenWaitsBecome(*client, 1));
+  ::close(fd);
+  EXPECT_TRUE(OpenWaitsBecome(*client, 0)) << "a hang-up ends its wait";
 }
 
 }  // namespace delayq::testing
