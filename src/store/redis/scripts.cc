@@ -8,6 +8,7 @@
 
 #include "core/histogram.h"
 #include "store/redis/lua_sources.h"
+#include "store/redis/prelude_subset.h"
 #include "store/redis/redis_meta.h"
 
 namespace delayq::redis {
@@ -46,16 +47,17 @@ const std::string& Prelude() {
   return prelude;
 }
 
+// A script as Redis receives it: the part of the prelude it uses (prelude_subset.h), then its own.
+std::string WithPrelude(std::string_view body) { return PreludeFor(Prelude(), body) + std::string(body); }
+
 }  // namespace
 
-Script Make(const char* name) { return Script{name, Prelude() + std::string(LuaFile(name))}; }
+Script Make(const char* name) { return Script{name, WithPrelude(LuaFile(name))}; }
 
 // A script that needs none of the prelude (it works on keys of its own, not a queue's 17).
 Script Standalone(const char* name) { return Script{name, std::string(LuaFile(name))}; }
 
-Script ProbeScript(std::string name, std::string_view body) {
-  return Script{std::move(name), Prelude() + std::string(body)};
-}
+Script ProbeScript(std::string name, std::string_view body) { return Script{std::move(name), WithPrelude(body)}; }
 
 // Each script's arguments and answer are described at the top of its file.
 const Script kEnqueueScript = Make("enqueue");

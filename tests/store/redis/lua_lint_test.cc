@@ -30,7 +30,7 @@ TEST(RedisLua, EveryScriptPassesLuacheckAsRedisReceivesIt) {
   } catch (const std::exception& e) {
     FAIL() << "luacheck did not run (" << e.what() << "): install Debian's lua-check (make deps does)";
   }
-  EXPECT_EQ(r.exit_code, 0) << "luacheck found (line numbers count the prelude, "
+  EXPECT_EQ(r.exit_code, 0) << "luacheck found (line numbers count the part of the prelude sent with the script, "
                             << "src/store/redis/lua/prelude.lua, first):\n"
                             << r.out << r.err;
 }

@@ -1,8 +1,11 @@
--- Shared by every script (prepended to each). The placeholders (a name between two at signs) are
--- filled from the C++ constants they mirror (Prelude()), so the two cannot drift: META_FORMAT and
--- RECORD_IN_META_MAX (redis_meta.h), LATENESS_EDGES (LatenessSummary::kLatenessBucketsMs).
--- Each script uses some of what the prelude defines, so its unused locals are no defect:
--- luacheck: push ignore 211
+-- Shared by every script: each is sent with the definitions below that it uses, and those theirs
+-- use (prelude_subset.h: keep each definition at column 0, starting with `local`, its comment just
+-- above it). The placeholders (a name between two at signs) are filled from the C++ constants they
+-- mirror (Prelude()), so the two cannot drift: META_FORMAT and RECORD_IN_META_MAX (redis_meta.h),
+-- LATENESS_EDGES (LatenessSummary::kLatenessBucketsMs).
+-- A script uses some of what it is sent (a function it calls may set a flag only another reads),
+-- so unused locals and ones set but never read are no defect:
+-- luacheck: push ignore 211 231 241
 local K_DUE, K_JOBS, K_META, K_READY, K_LEASES, K_DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_KEYS, K_ERRORS, K_COUNTERS, K_LATENESS, K_CONFIG, WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local K_KEYTTL, K_KEPT, K_TURNS, K_LANE, K_LANED = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
