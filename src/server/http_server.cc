@@ -495,13 +495,13 @@ class HttpServer::Impl::Session final : public SessionBase {
     request.content_type = std::string(req[bhttp::field::content_type]);
     ReadTraceContext(req, request);
     request.body = std::move(req.body());
-    // Bytes already buffered are a pipelined request: that client is still talking. The socket
-    // stays open until the reply is written, which is as long as the Api may ask.
-    if (buffer_.size() == 0) {
-      request.peer_closed = [fd = Tcp().socket().native_handle()] { return PeerNow(fd) == Peer::kGone; };
-    }
+    // Asked before jobs are handed over, also behind a pipelined request already read (a hostile
+    // try found a reserve that gave a job to a client gone since, its watch on a later look). The
+    // socket stays open until the reply is written, which is as long as the Api may ask.
+    request.peer_closed = [fd = Tcp().socket().native_handle()] { return PeerNow(fd) == Peer::kGone; };
     busy_ = true;
     answered_ = false;
+    ++request_number_;
     auto self = Self();
     // dispatch: answered on this strand (the usual case) it writes at once, without waking
     // another thread; answered later from a store thread it is queued onto the strand.
@@ -509,26 +509,29 @@ class HttpServer::Impl::Session final : public SessionBase {
       net::dispatch(self->stream_.get_executor(),
                     [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
     });
-    if (cancel_ && !answered_) WatchForHangUp();
+    if (cancel_ && !answered_) WatchForHangUp(request_number_);
   }
 
   // While a reserve or a wait for an outcome waits, notice a client that hangs up, and abandon
-  // the wait (answered empty; the write then fails and closes).
-  void WatchForHangUp() {
-    Tcp().socket().async_wait(tcp::socket::wait_read,
-                              [self = Self()](beast::error_code ec) { self->LookForHangUp(ec, kFirstLookMs); });
+  // the wait (answered empty; the write then fails and closes). A watch serves one request (its
+  // number): one left from an earlier wait on this connection stops at its next look, rather than
+  // watching the next wait beside that wait's own (a hostile try piled up 1 000).
+  void WatchForHangUp(uint64_t request) {
+    Tcp().socket().async_wait(tcp::socket::wait_read, [self = Self(), request](beast::error_code ec) {
+      self->LookForHangUp(ec, request, kFirstLookMs);
+    });
   }
 
   static constexpr int64_t kFirstLookMs = 10, kLastLookMs = 1'000;
 
-  void LookForHangUp(beast::error_code ec, int64_t next_look_ms) {
-    if (answered_ || !cancel_) return;
+  void LookForHangUp(beast::error_code ec, uint64_t request, int64_t next_look_ms) {
+    if (request != request_number_ || answered_ || !cancel_) return;
     switch (ec ? Peer::kGone : PeerNow(Tcp().socket().native_handle())) {
       case Peer::kQuiet:
         // Woken with nothing to read: Asio's reactor can complete the wait for a readiness it saw
         // before the request's last bytes were read. Watch on (CI saw a wait that stopped
         // watching here outlive its client).
-        return WatchForHangUp();
+        return WatchForHangUp(request);
       case Peer::kGone: {
         auto cancel = std::move(cancel_);
         return cancel();
@@ -536,11 +539,11 @@ class HttpServer::Impl::Session final : public SessionBase {
       case Peer::kTalking: {
         // Bytes wait unread, so the socket stays readable and a wait would wake at once: look
         // again on a timer (10 ms, doubling to 1 s). Over TLS the FIN after a close_notify comes
-        // within the first look; a pipelining client costs a look a second.
+        // within the first looks; a pipelining client costs a look a second.
         auto timer =
             std::make_shared<net::steady_timer>(stream_.get_executor(), std::chrono::milliseconds(next_look_ms));
-        timer->async_wait([self = Self(), timer, next_look_ms](beast::error_code) {
-          self->LookForHangUp({}, std::min(next_look_ms * 2, kLastLookMs));
+        timer->async_wait([self = Self(), timer, request, next_look_ms](beast::error_code) {
+          self->LookForHangUp({}, request, std::min(next_look_ms * 2, kLastLookMs));
         });
         return;
       }
@@ -781,6 +784,7 @@ class HttpServer::Impl::Session final : public SessionBase {
   bool head_ = false;
   bool busy_ = false;
   bool answered_ = false;
+  uint64_t request_number_ = 0;  // of the request being answered, for its hang-up watch
 };
 
 void HttpServer::Impl::Accept() {

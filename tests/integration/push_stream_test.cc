@@ -765,11 +765,7 @@ TEST(PushStream, OverTlsAWaitWhoseClientHangsUpEnds) {
     SSL_CTX_load_verify_locations(ctx, certs.ca().c_str(), nullptr);
     std::vector<std::pair<int, SSL*>> connections;
     const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    const std::string body = R"({"max":1,"wait_ms":60000})";
-    const std::string reserve =
-        "POST /v1/queues/r/reserve HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        "Content-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
+    const std::string reserve = WaitingReserve("r", 60'000);
     for (const std::string* request : {&get, &reserve}) {
       const int fd = ConnectFrom(server.port());
       ASSERT_GE(fd, 0);

@@ -81,6 +81,14 @@ inline std::string Post(const std::string& path, const std::string& body) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A keep-alive reserve of one job that waits up to `wait_ms` (requests may follow it).
+inline std::string WaitingReserve(const std::string& queue, int64_t wait_ms) {
+  const std::string body = R"({"max":1,"wait_ms":)" + std::to_string(wait_ms) + "}";
+  return "POST /v1/queues/" + queue +
+         "/reserve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 inline int StatusOf(const std::string& response) {
   if (response.size() < 12 || response.rfind("HTTP/1.1 ", 0) != 0) return 0;
   return std::stoi(response.substr(9, 3));
