@@ -63,8 +63,9 @@
 // Touch resets the idle time, so a lease held longer than T by touches is never claimable.
 #pragma once
 //
-// Files: lua/prelude.lua (shared by every script), then one file per script, lua/<name>.lua,
-// each starting with its arguments and answer. scripts.cc assembles them (Make).
+// Files: lua/prelude.lua (shared by every script, each sent with the part it uses), then one file
+// per script, lua/<name>.lua, each starting with its arguments and answer. scripts.cc assembles
+// them (Make).
 
 #include <vector>
 
@@ -100,8 +101,8 @@ extern const Script kStoreScheduleScript;
 extern const Script kEraseScheduleScript;
 extern const Script kCreateQueueScript;
 
-// A script: the shared prelude (lua/prelude.lua: key names, meta_parse, backoff_ms, ...) then
-// lua/<name>.lua.
+// A script: the part of the shared prelude it uses (lua/prelude.lua: key names, meta_parse,
+// backoff_ms, ...; prelude_subset.h) then lua/<name>.lua.
 Script Make(const char* name);
 // Every script above, as Redis receives it (the luacheck test lints these).
 const std::vector<const Script*>& AllScripts();
