@@ -79,8 +79,12 @@ struct Definition {
   std::set<std::string, std::less<>> uses;
 };
 
+// A line without its comment.
+std::string_view Code(std::string_view line) { return line.substr(0, line.find("--")); }
+
 // `local function f(...)` defines f; `local a, b = ...` defines a and b.
 std::vector<std::string> Defined(std::string_view line) {
+  line = Code(line);
   line.remove_prefix(6);  // "local "
   if (line.starts_with("function ")) {
     line.remove_prefix(9);
@@ -102,7 +106,35 @@ struct Prelude {
   std::vector<std::string_view> lines;
   size_t head = 0, tail = 0;  // lines [0, head) and [tail, end) go with every script
   std::vector<Definition> definitions;
+  std::map<std::string, size_t, std::less<>> where;  // name -> its definition
 };
+
+// Where definition k's code ends (a function's `end` at column 0, else its one line); after it
+// only comments may follow. A line of code after it would go wherever the definition goes (a
+// review found an indented statement run only for the scripts that use the definition above it),
+// and a value that calls something would run only where it is used.
+size_t CodeEnd(const Prelude& p, size_t start, size_t last) {
+  const std::string_view first = p.lines[start];
+  size_t end = start;
+  if (first.starts_with("local function ")) {
+    for (size_t i = start + 1; i < last; ++i) {
+      if (p.lines[i] == "end") {
+        end = i;
+        break;
+      }
+    }
+  } else if (Code(first).find('(') != std::string_view::npos) {
+    Misshapen(start, "a definition that is not a function calls something (it would run only where it is used)");
+  }
+  for (size_t i = end + 1; i < last; ++i) {
+    const std::string_view line = p.lines[i];
+    const size_t text = line.find_first_not_of(" \t");
+    if (text != std::string_view::npos && !line.substr(text).starts_with("--")) {
+      Misshapen(i, "code after a definition's end (it would go only with that definition)");
+    }
+  }
+  return end;
+}
 
 Prelude Split(std::string_view text) {
   Prelude p{Lines(text)};
@@ -128,8 +160,13 @@ Prelude Split(std::string_view text) {
     d.last = k + 1 < starts.size() ? p.definitions[k + 1].first : p.tail;
     d.names = Defined(lines[starts[k]]);
     if (d.names.empty()) Misshapen(starts[k], "a `local` that defines no name");
+    for (const auto& name : d.names) {
+      // Lua would take the later one; the cut keeps one definition per name.
+      if (!p.where.emplace(name, k).second) Misshapen(starts[k], "a name defined twice");
+    }
     std::string code;
-    for (size_t i = starts[k]; i < d.last; ++i) {
+    const size_t code_end = CodeEnd(p, starts[k], d.last);
+    for (size_t i = starts[k]; i <= code_end; ++i) {
       const std::string_view line = lines[i];
       if (i > starts[k] && !line.empty() && !std::isspace(static_cast<unsigned char>(line[0])) && line != "end" &&
           !IsComment(line)) {
@@ -146,10 +183,7 @@ Prelude Split(std::string_view text) {
 
 std::string PreludeFor(std::string_view prelude, std::string_view script) {
   const Prelude p = Split(prelude);
-  std::map<std::string, size_t, std::less<>> where;  // name -> its definition
-  for (size_t k = 0; k < p.definitions.size(); ++k) {
-    for (const auto& name : p.definitions[k].names) where.emplace(name, k);
-  }
+  const auto& where = p.where;
   std::vector<bool> needed(p.definitions.size(), false);
   std::vector<size_t> todo;
   auto need = [&](const std::set<std::string, std::less<>>& uses) {

@@ -32,10 +32,12 @@ std::string Replace(std::string text, std::string_view name, std::string_view va
   return text;
 }
 
+}  // namespace
+
 // lua/prelude.lua with its @NAME@ placeholders filled from the C++ constants they mirror, so the
 // two cannot drift: @META_FORMAT@ and @RECORD_IN_META_MAX@ (redis_meta.h), @LATENESS_EDGES@
 // (LatenessSummary::kLatenessBucketsMs).
-const std::string& Prelude() {
+const std::string& WholePrelude() {
   static const std::string prelude = [] {
     std::string edges;
     for (double edge : LatenessSummary::kLatenessBucketsMs)
@@ -47,8 +49,10 @@ const std::string& Prelude() {
   return prelude;
 }
 
+namespace {
+
 // A script as Redis receives it: the part of the prelude it uses (prelude_subset.h), then its own.
-std::string WithPrelude(std::string_view body) { return PreludeFor(Prelude(), body) + std::string(body); }
+std::string WithPrelude(std::string_view body) { return PreludeFor(WholePrelude(), body) + std::string(body); }
 
 }  // namespace
 

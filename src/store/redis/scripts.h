@@ -106,6 +106,9 @@ extern const Script kCreateQueueScript;
 Script Make(const char* name);
 // Every script above, as Redis receives it (the luacheck test lints these).
 const std::vector<const Script*>& AllScripts();
+// lua/prelude.lua whole, its placeholders filled (the luacheck test lints it whole too: a
+// definition no script uses is linted nowhere else).
+const std::string& WholePrelude();
 // The same for tests that call the prelude's functions directly.
 Script ProbeScript(std::string name, std::string_view body);
 

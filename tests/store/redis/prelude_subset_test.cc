@@ -73,9 +73,28 @@ TEST(PreludeSubset, ThePreludeCutForItselfIsWhole) {
   EXPECT_LT(redis::PreludeFor(real.str(), "return now_us()").size(), 2000u);
 }
 
+// What the cut could get wrong without a word from luacheck is refused when the library loads (a
+// review's list): a name defined twice (Lua takes the later, the cut one), code after a
+// definition's end (it would go only with that definition), a value that calls something (it
+// would run only where it is used).
 TEST(PreludeSubsetDeathTest, APreludeOfAnotherShapeIsRefusedAtStart) {
   EXPECT_DEATH(redis::PreludeFor("local function f()\nreturn 1\nend\n", "f()"), "line 2: a line at column 0");
   EXPECT_DEATH(redis::PreludeFor("-- nothing\n", ""), "no definition");
+  EXPECT_DEATH(redis::PreludeFor("local function f() return 1 end\nlocal W, f = 8, nil\n", "f()"),
+               "line 2: a name defined twice");
+  EXPECT_DEATH(redis::PreludeFor("local f = nil\nlocal function h() return 42 end\n  f = h\n", "f()"),
+               "line 3: code after a definition's end");
+  EXPECT_DEATH(redis::PreludeFor("local function g()\n  return 1\nend\n  redis.setresp(3)\n", "g()"),
+               "line 4: code after a definition's end");
+  EXPECT_DEATH(redis::PreludeFor("local RESP = redis.setresp(3)\n", ""),
+               "line 1: a definition that is not a function calls");
+}
+
+// A comment on a definition's line names nothing, and may hold parentheses.
+TEST(PreludeSubset, ACommentOnADefinitionsLineIsNoName) {
+  const std::string prelude = "local X = nil  -- set by f (once)\nlocal function f() X = 1 end  -- Y\nlocal Y = 2\n";
+  EXPECT_EQ(redis::PreludeFor(prelude, "return f()"),
+            "local X = nil  -- set by f (once)\nlocal function f() X = 1 end  -- Y\n");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 -- Shared by every script: each is sent with the definitions below that it uses, and those theirs
 -- use (prelude_subset.h: keep each definition at column 0, starting with `local`, its comment just
 -- above it). The placeholders (a name between two at signs) are filled from the C++ constants they
--- mirror (Prelude()), so the two cannot drift: META_FORMAT and RECORD_IN_META_MAX (redis_meta.h),
+-- mirror (WholePrelude()), so the two cannot drift: META_FORMAT and RECORD_IN_META_MAX (redis_meta.h),
 -- LATENESS_EDGES (LatenessSummary::kLatenessBucketsMs).
 -- A script uses some of what it is sent (a function it calls may set a flag only another reads),
 -- so unused locals and ones set but never read are no defect:
