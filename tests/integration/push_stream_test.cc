@@ -33,6 +33,18 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
+// A server over TLS (durability interval) and a client that trusts its certificate.
+struct TlsServer {
+  TestCerts certs;
+  ServerProcess server{
+      {"--durability", "interval", "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")}};
+  std::unique_ptr<Client> client = server.NewClient([this] {
+    ClientOptions o;
+    o.tls_ca_file = certs.ca();
+    return o;
+  }());
+};
+
 // One stream read raw: its status, then its lines as they come.
 class StreamReader {
  public:
@@ -425,12 +437,8 @@ TEST(PushStream, StreamsAndReservesUnderMixedTrafficAckEveryJobOnce) {
 }
 
 TEST(PushStream, OverTlsLinesOfManyKilobytesArriveWhole) {
-  TestCerts certs;
-  ServerProcess server(
-      {"--durability", "interval", "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")});
-  ClientOptions o;
-  o.tls_ca_file = certs.ca();
-  auto client = server.NewClient(o);
+  TlsServer tls;
+  auto& [certs, server, client] = tls;
   const std::string queue = "tls-stream";
   const std::string big = "\"" + std::string(200'000, 'y') + "\"";
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(client->Enqueue(queue, EnqueueRequest{.payload = big}).ok());
@@ -752,19 +760,15 @@ namespace delayq::testing {
 // Over TLS a client that hangs up politely sends close_notify before its FIN: bytes to read, as a
 // pipelined request would be. A waiting reserve or wait for an outcome must still end with it.
 TEST(PushStream, OverTlsAWaitWhoseClientHangsUpEnds) {
-  TestCerts certs;
-  ServerProcess server(
-      {"--durability", "interval", "--tls-cert", certs.cert("server"), "--tls-key", certs.key("server")});
-  ClientOptions o;
-  o.tls_ca_file = certs.ca();
-  auto client = server.NewClient(o);
+  TlsServer tls;
+  auto& [certs, server, client] = tls;
   auto made = client->Enqueue("w", {.payload = "1", .when = {.delay_ms = 3'600'000}});
   ASSERT_TRUE(made.ok());
   for (bool shutdown : {true, false}) {
     SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
     SSL_CTX_load_verify_locations(ctx, certs.ca().c_str(), nullptr);
     std::vector<std::pair<int, SSL*>> connections;
-    const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    const std::string get = WaitingGet("w", made->id, 60'000);
     const std::string reserve = WaitingReserve("r", 60'000);
     for (const std::string* request : {&get, &reserve}) {
       const int fd = ConnectFrom(server.port());

@@ -384,7 +384,7 @@ TEST(Server, WaitsForAnOutcomeAreBoundedEndedByAHangUpAndAnsweredAtSigterm) {
   auto client = server.NewClient();
   auto made = client->Enqueue("w", {.payload = "1", .when = {.delay_ms = 3'600'000}});
   ASSERT_TRUE(made.ok());
-  const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string get = WaitingGet("w", made->id, 60'000);
   const int a = ConnectFrom(server.port()), b = ConnectFrom(server.port(), "127.0.0.1", 30);
   ASSERT_GE(a, 0);
   ASSERT_GE(b, 0);
@@ -443,7 +443,7 @@ TEST(Server, EveryWaitWhoseClientHangsUpEnds) {
   auto client = server.NewClient();
   auto made = client->Enqueue("w", {.payload = "1", .when = {.delay_ms = 3'600'000}});
   ASSERT_TRUE(made.ok());
-  const std::string get = "GET /v1/queues/w/jobs/" + made->id + "?wait_ms=60000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string get = WaitingGet("w", made->id, 60'000);
   const std::string reserve = WaitingReserve("r", 60'000);
   for (int round = 0; round < 5; ++round) {
     std::vector<int> sockets;

@@ -89,6 +89,12 @@ inline std::string WaitingReserve(const std::string& queue, int64_t wait_ms) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A keep-alive wait of up to `wait_ms` for job `id`'s outcome.
+inline std::string WaitingGet(const std::string& queue, const std::string& id, int64_t wait_ms) {
+  return "GET /v1/queues/" + queue + "/jobs/" + id + "?wait_ms=" + std::to_string(wait_ms) +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+}
+
 inline int StatusOf(const std::string& response) {
   if (response.size() < 12 || response.rfind("HTTP/1.1 ", 0) != 0) return 0;
   return std::stoi(response.substr(9, 3));
