@@ -673,9 +673,8 @@ class HttpServer::Impl::Session final : public SessionBase {
   void WatchStream() {
     Tcp().socket().async_wait(tcp::socket::wait_read, [self = Self()](beast::error_code ec) {
       if (self->sink_->over) return;
-      char byte;
-      const ssize_t n = ::recv(self->Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (!ec && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->WatchStream();
+      // Woken with nothing to read watches on; bytes or a hang-up end the stream.
+      if (!ec && PeerNow(self->Tcp().socket().native_handle()) == Peer::kQuiet) return self->WatchStream();
       self->StreamOver();
     });
   }
