@@ -4,6 +4,11 @@
     perf script -i perf.data | scripts/flamegraph.py --title "enqueue" > out.svg
     perf script -i perf.data | scripts/flamegraph.py --folded > out.folded
     scripts/flamegraph.py --share handlers::Enqueue,rocksdb::DBImpl::Write < out.folded
+    perf script -i redis.data | scripts/flamegraph.py --range "[Lua VM]=0x14c000-0x170000" > redis.svg
+
+An unnamed frame (a stripped binary's unexported function) is dropped, unless its address lies in
+a --range: then it takes that range's name (Debian's redis-server exports Redis's functions but
+not those of the Lua library linked into it, which sit in one address range).
 
 Why this is written here: Brendan Gregg's FlameGraph scripts (stackcollapse-perf.pl,
 flamegraph.pl) are not packaged in Debian 12, and no registry but npm is reachable. This does
@@ -49,8 +54,9 @@ def simplify(name: str) -> str:
     return s or name[:80]
 
 
-def fold(lines):
-    """perf script's default output → {"comm;frame;frame…": samples}, root first."""
+def fold(lines, ranges=()):
+    """perf script's default output → {"comm;frame;frame…": samples}, root first. `ranges`:
+    (name, low, high) for unnamed frames whose address is in [low, high]."""
     stacks = defaultdict(int)
     comm, frames = None, []
 
@@ -74,7 +80,10 @@ def fold(lines):
         sym = re.sub(r"\s+\([^()]*\)$", "", parts[1])  # the "(/usr/lib/…so)" suffix
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
         if sym == "[unknown]":
-            continue
+            address = int(parts[0], 16)
+            sym = next((name for name, low, high in ranges if low <= address <= high), None)
+            if sym is None:
+                continue
         frames.append(sym)
     flush()
     return stacks
@@ -163,11 +172,22 @@ def main():
     ap.add_argument("--title", default="delayq")
     ap.add_argument("--folded", action="store_true", help="print folded stacks instead of an SVG")
     ap.add_argument("--share", help="comma-separated frame names: print each one's inclusive share")
+    ap.add_argument("--range", action="append", default=[], metavar="NAME=LOW-HIGH",
+                    help="name the unnamed frames whose address is in LOW-HIGH (hex); repeatable")
     args = ap.parse_args()
+    ranges = []
+    for spec in args.range:
+        match = re.fullmatch(r"(.+)=(0x[0-9a-fA-F]+)-(0x[0-9a-fA-F]+)", spec)
+        if not match:
+            ap.error(f"--range {spec!r}: expected NAME=LOW-HIGH with hex addresses, e.g. \"[Lua VM]=0x14c000-0x170000\"")
+        ranges.append((match.group(1), int(match.group(2), 16), int(match.group(3), 16)))
     lines = sys.stdin.readlines()
-    is_folded = lines and not lines[0].startswith((" ", "\t")) and re.search(r" \d+$", lines[0].rstrip())
-    is_folded = is_folded and ";" in lines[0]
-    stacks = read_folded(lines) if is_folded else fold(lines)
+    # Folded stacks: every line "stack count", none indented (perf script indents its frames; a
+    # folded stack of the command alone has no ';', so that is no test).
+    head = [line for line in lines[:50] if line.strip()]
+    is_folded = bool(head) and all(not line.startswith((" ", "\t")) and re.search(r" \d+$", line.rstrip())
+                                   for line in head)
+    stacks = read_folded(lines) if is_folded else fold(lines, ranges)
     if args.share:
         print(share(stacks, args.share.split(",")))
     elif args.folded:
