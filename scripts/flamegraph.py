@@ -4,11 +4,12 @@
     perf script -i perf.data | scripts/flamegraph.py --title "enqueue" > out.svg
     perf script -i perf.data | scripts/flamegraph.py --folded > out.folded
     scripts/flamegraph.py --share handlers::Enqueue,rocksdb::DBImpl::Write < out.folded
-    perf script -i redis.data | scripts/flamegraph.py --range "[Lua VM]=0x14c000-0x170000" > redis.svg
+    perf script -i redis.data | scripts/flamegraph.py --range "[Lua VM]=redis-check-rdb:0x14c000-0x170000" > redis.svg
 
-An unnamed frame (a stripped binary's unexported function) is dropped, unless its address lies in
-a --range: then it takes that range's name (Debian's redis-server exports Redis's functions but
-not those of the Lua library linked into it, which sit in one address range).
+An unnamed frame (a stripped binary's unexported function) is dropped, unless it is in a --range's
+file (by base name) at an address in that range: then it takes the range's name (Debian's
+redis-server, a link to redis-check-rdb, exports Redis's functions but not those of the Lua
+library linked into it, which sit in one address range).
 
 Why this is written here: Brendan Gregg's FlameGraph scripts (stackcollapse-perf.pl,
 flamegraph.pl) are not packaged in Debian 12, and no registry but npm is reachable. This does
@@ -54,9 +55,17 @@ def simplify(name: str) -> str:
     return s or name[:80]
 
 
+def range_name(ranges, address, path):
+    """The name of the --range an unnamed frame at `address` (hex) of `path` lies in, or None."""
+    if not ranges or not re.fullmatch(r"[0-9a-fA-F]+", address):
+        return None
+    at, base = int(address, 16), path.rsplit("/", 1)[-1]
+    return next((name for name, file, low, high in ranges if file == base and low <= at <= high), None)
+
+
 def fold(lines, ranges=()):
     """perf script's default output → {"comm;frame;frame…": samples}, root first. `ranges`:
-    (name, low, high) for unnamed frames whose address is in [low, high]."""
+    (name, file base name, low, high) for unnamed frames of that file at an address in [low, high]."""
     stacks = defaultdict(int)
     comm, frames = None, []
 
@@ -77,11 +86,11 @@ def fold(lines, ranges=()):
         parts = line.strip().split(None, 1)
         if len(parts) < 2:
             continue
-        sym = re.sub(r"\s+\([^()]*\)$", "", parts[1])  # the "(/usr/lib/…so)" suffix
+        where = re.search(r"\(([^()]*)\)$", parts[1])  # the "(/usr/lib/…so)" suffix
+        sym = re.sub(r"\s+\([^()]*\)$", "", parts[1])
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
         if sym == "[unknown]":
-            address = int(parts[0], 16)
-            sym = next((name for name, low, high in ranges if low <= address <= high), None)
+            sym = range_name(ranges, parts[0], where.group(1) if where else "")
             if sym is None:
                 continue
         frames.append(sym)
@@ -172,15 +181,16 @@ def main():
     ap.add_argument("--title", default="delayq")
     ap.add_argument("--folded", action="store_true", help="print folded stacks instead of an SVG")
     ap.add_argument("--share", help="comma-separated frame names: print each one's inclusive share")
-    ap.add_argument("--range", action="append", default=[], metavar="NAME=LOW-HIGH",
-                    help="name the unnamed frames whose address is in LOW-HIGH (hex); repeatable")
+    ap.add_argument("--range", action="append", default=[], metavar="NAME=FILE:LOW-HIGH",
+                    help="name the unnamed frames of FILE (base name) at an address in LOW-HIGH (hex); repeatable")
     args = ap.parse_args()
     ranges = []
     for spec in args.range:
-        match = re.fullmatch(r"(.+)=(0x[0-9a-fA-F]+)-(0x[0-9a-fA-F]+)", spec)
+        match = re.fullmatch(r"(.+)=([^:=/]+):(0x[0-9a-fA-F]+)-(0x[0-9a-fA-F]+)", spec)
         if not match:
-            ap.error(f"--range {spec!r}: expected NAME=LOW-HIGH with hex addresses, e.g. \"[Lua VM]=0x14c000-0x170000\"")
-        ranges.append((match.group(1), int(match.group(2), 16), int(match.group(3), 16)))
+            ap.error(f"--range {spec!r}: expected NAME=FILE:LOW-HIGH with hex addresses, "
+                     "e.g. \"[Lua VM]=redis-check-rdb:0x14c000-0x170000\"")
+        ranges.append((match.group(1), match.group(2), int(match.group(3), 16), int(match.group(4), 16)))
     lines = sys.stdin.readlines()
     # Folded stacks: every line "stack count", none indented (perf script indents its frames; a
     # folded stack of the command alone has no ';', so that is no test).

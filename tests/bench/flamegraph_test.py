@@ -10,6 +10,7 @@ SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "flamegraph.p
 PERF_SCRIPT = """\
 redis-server  101 [000] 10.000001:    1000 cpu-clock:
 \t          155000 [unknown] (/usr/bin/redis-server)
+\t          155100 [unknown] (/usr/lib/x86_64-linux-gnu/libjemalloc.so.2)
 \t          1e0000 lua_pcall+0x10 (/usr/bin/redis-server)
 \t          100000 main+0x5 (/usr/bin/redis-server)
 
@@ -27,8 +28,9 @@ def run(args, stdin):
                           text=True, check=False)
 
 
-def test_unnamed_frames_in_a_range_take_its_name_and_the_others_are_dropped():
-    out = run(["--folded", "--range", "[Lua VM]=0x150000-0x160000"], PERF_SCRIPT)
+def test_unnamed_frames_in_a_range_of_its_file_take_its_name_and_the_others_are_dropped():
+    # The jemalloc frame's address is in the range too, but in another file: dropped.
+    out = run(["--folded", "--range", "[Lua VM]=redis-server:0x150000-0x160000"], PERF_SCRIPT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "redis-server 1",
@@ -38,7 +40,7 @@ def test_unnamed_frames_in_a_range_take_its_name_and_the_others_are_dropped():
 
 
 def test_folded_stacks_read_back_even_when_the_first_is_the_command_alone():
-    folded = run(["--folded", "--range", "[Lua VM]=0x150000-0x160000"], PERF_SCRIPT).stdout
+    folded = run(["--folded", "--range", "[Lua VM]=redis-server:0x150000-0x160000"], PERF_SCRIPT).stdout
     assert folded.startswith("redis-server 1\n")  # sorted first: no ';' in it
     out = run(["--share", "lua_pcall,[Lua VM],main"], folded)
     assert out.returncode == 0, out.stderr
@@ -48,4 +50,4 @@ def test_folded_stacks_read_back_even_when_the_first_is_the_command_alone():
 def test_a_malformed_range_is_refused_with_the_form_it_takes():
     out = run(["--range", "Lua"], "")
     assert out.returncode == 2
-    assert "NAME=LOW-HIGH" in out.stderr
+    assert "NAME=FILE:LOW-HIGH" in out.stderr
